@@ -1,0 +1,109 @@
+"""``@autotune.profile``, ``with autotune.profile(...)`` and ``autotune.step()``."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar, overload
+
+from profilers.session import ProfileOptions, Session, active_session
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Profile:
+    """A profiling region: a context manager, and a decorator that profiles each call.
+
+    After the region, ``run_dir`` is the run directory (None if it could not be written) and
+    ``summary`` the content of its ``summary.json``.
+    """
+
+    def __init__(self, options: ProfileOptions) -> None:
+        options.validate()
+        self.options = options
+        self.session: Session | None = None
+        self.run_dir: Path | None = None
+        self.summary: dict[str, Any] | None = None
+
+    def __enter__(self) -> Profile:
+        self._begin(self.options.name or "profile")
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._end()
+
+    def _begin(self, default_name: str) -> None:
+        if active_session() is not None:
+            print("autotune: warning: a profile is already active; this nested one measures nothing",
+                  file=sys.stderr)
+            self.session = None
+            return
+        session = Session(self.options, default_name=default_name)
+        session.start()
+        self.session = session
+        self.run_dir = session.run_dir
+
+    def _end(self) -> None:
+        session, self.session = self.session, None
+        if session is None:
+            return
+        self.summary = session.stop()
+        self.run_dir = session.run_dir
+
+    def __call__(self, fn: F) -> F:
+        """Decorate ``fn``: each call runs in its own profiling session."""
+        default_name = getattr(fn, "__name__", "profile")
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            self._begin(default_name)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self._end()
+
+        wrapper.profile = self  # type: ignore[attr-defined]
+        return wrapper  # type: ignore[return-value]
+
+
+@overload
+def profile(fn: F) -> F: ...
+@overload
+def profile(fn: None = None, **options: Any) -> Profile: ...
+
+
+def profile(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
+    """Profile a training function or region without changing its loop body.
+
+    Use bare (``@autotune.profile``), with options (``@autotune.profile(run_dir="runs/x")``), or
+    as a context manager (``with autotune.profile(name="gpt") as prof:``). Options are the fields
+    of :class:`profilers.session.ProfileOptions`: ``name``, ``run_dir``, ``runs_root``,
+    ``warmup_steps``, ``count_flops``, ``deep_profile``, ``profile_steps``, ``trace_cap_bytes``,
+    ``sample_hz``, ``samples_per_step``, ``backend``, ``peak_tflops``, ``nvtx``, ``quiet``.
+    """
+    try:
+        opts = ProfileOptions(**options)
+    except TypeError as exc:
+        raise TypeError(f"autotune.profile: {exc}") from None
+    prof = Profile(opts)
+    if fn is not None:
+        if not callable(fn):
+            raise TypeError("autotune.profile: the first argument must be the function to profile")
+        return prof(fn)
+    return prof
+
+
+def step() -> None:
+    """Mark the end of a training step explicitly (a no-op outside a profile)."""
+    session = active_session()
+    if session is None or session._tracker is None or session._hooks is None or not session._hooks.active:
+        return
+    try:
+        session._tracker.explicit_step()
+    except Exception as exc:
+        session.fault("step accounting", exc)

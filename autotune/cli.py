@@ -1,0 +1,215 @@
+"""The ``autotune`` command line: ``profile``, ``demo``, ``doctor``.
+
+Bad input gets one clear line and exit status 2; a script's own exit status is passed through.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+from autotune import __version__
+
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """Bad input from the user: printed as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports errors as one line without the usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: error: {message} (see '{self.prog} --help')", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of samples per second, got {text!r}") from None
+    if not 0 <= value <= 1000:
+        raise argparse.ArgumentTypeError(f"expected a rate between 0 and 1000 Hz, got {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def add_profile_options(p: argparse.ArgumentParser) -> None:
+    """The measurement options shared by ``profile`` (and later ``tune``)."""
+    p.add_argument("--name", help="run name (default: the script's name)")
+    p.add_argument("--run-dir", type=Path, help="write the run here (default: runs/<timestamp>-<name>)")
+    p.add_argument("--runs-root", type=Path, default=Path("runs"), help="parent of default run directories")
+    p.add_argument("--warmup-steps", type=_non_negative_int, default=3, help="steps left out of the statistics (3)")
+    p.add_argument("--profile-steps", type=_positive_int, default=3, help="steps in the torch.profiler window (3)")
+    p.add_argument("--no-deep-profile", action="store_true", help="no torch.profiler window")
+    p.add_argument("--no-flops", action="store_true", help="do not count FLOPs")
+    p.add_argument("--sample-hz", type=_rate, default=10.0, help="GPU/host sampling rate, 0 = off (10)")
+    p.add_argument("--samples-per-step", type=_positive_int, help="samples in one step (default: inferred)")
+    p.add_argument("--backend", help="sampling backend: nvml, host or replay:FILE (default: nvml if usable)")
+    p.add_argument("--peak-tflops", type=_positive_float, help="device peak TFLOP/s for MFU (default: table)")
+    p.add_argument("--no-nvtx", action="store_true", help="do not emit NVTX ranges")
+    p.add_argument("--quiet", action="store_true", help="print no summary")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser."""
+    parser = _Parser(prog="autotune", description="Profile, tune and advise PyTorch training.")
+    parser.add_argument("--version", action="version", version=f"autotune {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    p = sub.add_parser(
+        "profile",
+        help="run a training script unmodified and measure it",
+        description="Run SCRIPT (options before it; everything after it goes to the script) and measure it.",
+    )
+    add_profile_options(p)
+    p.add_argument("-m", dest="module", action="store_true", help="SCRIPT is a module name, as in python -m")
+    p.add_argument("script", metavar="SCRIPT", help="the training script (or module with -m)")
+    p.add_argument("script_args", metavar="ARGS", nargs=argparse.REMAINDER, help="arguments for the script")
+    d = sub.add_parser("demo", help="profile the built-in models on synthetic data", add_help=False)
+    d.add_argument("demo_args", nargs=argparse.REMAINDER)
+    sub.add_parser("doctor", help="say what this machine can measure")
+    return parser
+
+
+def _check_writable(path: Path) -> None:
+    """Fail early, with one line, when a run directory cannot be created or written."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".autotune-write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError(f"cannot write to run directory {path}: {exc.strerror or exc}") from None
+
+
+def _profile_options(args: argparse.Namespace, name: str) -> dict[str, Any]:
+    return {
+        "name": args.name or name,
+        "run_dir": args.run_dir,
+        "runs_root": args.runs_root,
+        "warmup_steps": args.warmup_steps,
+        "profile_steps": args.profile_steps,
+        "deep_profile": not args.no_deep_profile,
+        "count_flops": not args.no_flops,
+        "sample_hz": args.sample_hz,
+        "samples_per_step": args.samples_per_step,
+        "backend": args.backend,
+        "peak_tflops": args.peak_tflops,
+        "nvtx": not args.no_nvtx,
+        "quiet": args.quiet,
+    }
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    """``autotune profile``: run the script in a session and pass its exit status through."""
+    from autotune.api import profile
+    from autotune.runscript import exit_code_of, print_user_traceback, run_target
+
+    if args.module:
+        name = args.script.rsplit(".", 1)[-1]
+    else:
+        script = Path(args.script)
+        if not script.is_file():
+            raise UsageError(f"script not found: {args.script}")
+        name = script.stem
+    rank = int(os.environ.get("RANK", "0") or 0)
+    if args.run_dir is not None:
+        _check_writable(args.run_dir)
+    else:
+        _check_writable(args.runs_root)
+    if args.backend is not None:
+        _check_backend(args.backend)
+    options = _profile_options(args, name)
+    options["command"] = [args.script, *args.script_args]
+    prof = profile(**options)
+    code = 0
+    with prof:
+        try:
+            run_target(args.script, args.script_args, module=args.module)
+        except SystemExit as exc:
+            code = exit_code_of(exc)
+        except KeyboardInterrupt as exc:
+            print_user_traceback(exc)
+            code = 130
+        except BaseException as exc:
+            print_user_traceback(exc)
+            code = 1
+    if not args.quiet and rank == 0 and prof.summary is not None:
+        from rich.console import Console
+
+        from autotune.console import render_summary
+
+        render_summary(prof.summary, Console(stderr=True), run_dir=prof.run_dir)
+    return code
+
+
+def _check_backend(spec: str) -> None:
+    if spec in ("nvml", "host"):
+        return
+    if spec.startswith("replay:"):
+        path = Path(spec.split(":", 1)[1])
+        if not path.is_file():
+            raise UsageError(f"replay recording not found: {path}")
+        return
+    raise UsageError(f"unknown backend {spec!r}: use nvml, host or replay:FILE")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``autotune`` command."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "profile":
+            return cmd_profile(args)
+        if args.command == "demo":
+            from autotune.demo.run import main as demo_main
+
+            return demo_main(args.demo_args)
+        if args.command == "doctor":
+            from autotune.doctor import main as doctor_main
+
+            return doctor_main()
+        parser.print_help()
+        return EXIT_USAGE
+    except UsageError as exc:
+        print(f"autotune: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def entry() -> None:
+    """Console-script entry: exit with main()'s status."""
+    sys.exit(main())

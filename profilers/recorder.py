@@ -1,0 +1,116 @@
+"""The background recorder thread: samples the backend and flushes queued rows to the run store.
+
+The training thread only appends to deques; all SQLite and driver calls happen here, so the
+hooks never wait on disk or on NVML.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from collections.abc import Callable
+
+from profilers.backends.base import Backend
+from profilers.records import DeviceSample, OpRecord, StepRecord
+from profilers.store import RunStore
+
+#: Samples kept in memory for the summary (about 5.5 h of one device at 10 Hz).
+MAX_SAMPLES_IN_MEMORY = 200_000
+
+
+class Recorder:
+    """Owns the store connection and the sampling loop."""
+
+    def __init__(
+        self,
+        store: RunStore | None,
+        backends: list[Backend],
+        sample_hz: float,
+        on_fault: Callable[[str, BaseException], None],
+        flush_interval_s: float = 0.5,
+    ) -> None:
+        self.store = store
+        self.backends = backends
+        self.period_s = 1.0 / sample_hz if sample_hz > 0 else None
+        self.flush_interval_s = flush_interval_s
+        self.on_fault = on_fault
+        self.samples: collections.deque[DeviceSample] = collections.deque(maxlen=MAX_SAMPLES_IN_MEMORY)
+        self._pending_steps: collections.deque[StepRecord] = collections.deque()
+        self._pending_samples: collections.deque[DeviceSample] = collections.deque()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Take a first sample now and start the thread."""
+        self._sample_once()
+        self._thread = threading.Thread(target=self._run, name="autotune-recorder", daemon=True)
+        self._thread.start()
+
+    def add_step(self, step: StepRecord) -> None:
+        """Queue a closed step (called on the training thread; never blocks)."""
+        self._pending_steps.append(step)
+
+    def _sample_once(self) -> None:
+        for backend in list(self.backends):
+            try:
+                readings = backend.sample()
+            except Exception as exc:
+                self.backends.remove(backend)
+                self.on_fault(f"{backend.name} sampling", exc)
+                continue
+            self.samples.extend(readings)
+            if self.store is not None:
+                self._pending_samples.extend(readings)
+
+    def flush(self) -> None:
+        """Write queued rows to the store (recorder thread, or the caller after ``stop``)."""
+        if self.store is None:
+            self._pending_steps.clear()
+            self._pending_samples.clear()
+            return
+        steps = [self._pending_steps.popleft() for _ in range(len(self._pending_steps))]
+        samples = [self._pending_samples.popleft() for _ in range(len(self._pending_samples))]
+        try:
+            self.store.add_steps(steps)
+            self.store.add_samples(s.to_dict() for s in samples)
+        except Exception as exc:
+            self.store = None
+            self.on_fault("run store", exc)
+
+    def _run(self) -> None:
+        next_sample = time.monotonic()
+        next_flush = time.monotonic() + self.flush_interval_s
+        try:
+            while not self._stop.is_set():
+                now = time.monotonic()
+                if self.period_s is not None and now >= next_sample:
+                    self._sample_once()
+                    next_sample += self.period_s
+                    if next_sample < now:  # fell behind (a stalled GIL): do not burst
+                        next_sample = now + self.period_s
+                if now >= next_flush:
+                    self.flush()
+                    next_flush = now + self.flush_interval_s
+                wake = min(next_flush, next_sample) if self.period_s is not None else next_flush
+                self._stop.wait(max(0.0, wake - time.monotonic()))
+        except Exception as exc:
+            self.on_fault("recorder thread", exc)
+
+    def stop(self) -> None:
+        """Take a last sample, stop the thread and flush everything still queued."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        if self.period_s is not None:
+            self._sample_once()
+        self.flush()
+
+    def write_ops(self, ops: list[OpRecord]) -> None:
+        """Store the deep-profile window's top operators (after ``stop``)."""
+        if self.store is not None:
+            try:
+                self.store.set_ops(ops)
+            except Exception as exc:
+                self.store = None
+                self.on_fault("run store", exc)

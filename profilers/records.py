@@ -1,0 +1,106 @@
+"""Typed measurement records. Units are in every field name; ``None`` means "not supported here"."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+#: Version of the run store and summary.json layout. Later versions add, never rename.
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceInfo:
+    """Static facts about one sampled device (a GPU, or the host for the host backend)."""
+
+    index: int
+    kind: str  # "gpu" or "host"
+    name: str
+    mem_total_bytes: int | None = None
+    uuid: str | None = None
+    power_limit_mw: int | None = None
+    max_sm_clock_mhz: int | None = None
+    max_mem_clock_mhz: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceSample:
+    """One reading of one device at ``t_ns`` (``time.time_ns()``, wall clock).
+
+    GPU fields are filled by GPU backends, host fields by the host backend; every field a backend
+    cannot read on this machine is ``None``.
+    """
+
+    t_ns: int
+    device_index: int
+    kind: str  # "gpu" or "host"
+    # GPU (NVML)
+    gpu_util_pct: float | None = None
+    mem_used_bytes: int | None = None
+    mem_total_bytes: int | None = None
+    mem_busy_pct: float | None = None  # NVML "memory utilization": % of time memory was read/written
+    power_mw: int | None = None
+    energy_mj: int | None = None  # total energy counter since driver load
+    sm_clock_mhz: int | None = None
+    mem_clock_mhz: int | None = None
+    temperature_c: int | None = None
+    throttle_reasons: int | None = None  # NVML clocks-event-reasons bit mask
+    pcie_rx_kbps: int | None = None  # KB/s, as NVML reports
+    pcie_tx_kbps: int | None = None
+    process_mem_bytes: int | None = None  # GPU memory used by this process
+    # host (psutil)
+    cpu_util_pct: float | None = None  # system-wide, 0-100
+    process_cpu_pct: float | None = None  # this process, may exceed 100 on several cores
+    rss_bytes: int | None = None  # this process's resident set
+    host_mem_used_bytes: int | None = None
+    host_mem_total_bytes: int | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        """Field name to value, for JSON and the run store."""
+        return dataclasses.asdict(self)
+
+
+#: Column order of DeviceSample, used by the run store and the replay format.
+SAMPLE_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(DeviceSample))
+
+PHASES: tuple[str, ...] = ("data", "forward", "backward", "optimizer", "other")
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    """One training step as measured. Phase durations sum to ``duration_ns``."""
+
+    step: int  # 1-based, per rank
+    rank: int
+    start_ns: int  # wall clock (time.time_ns()) at the step's start
+    duration_ns: int
+    data_ns: int
+    forward_ns: int
+    backward_ns: int
+    optimizer_ns: int
+    other_ns: int
+    samples: int | None  # samples in the step (None when no tensor input was seen)
+    tokens: int | None  # tokens when the input held integer token ids, else None
+    kind: str  # "warmup", "flops" (FLOP counting), "trace" (deep-profile window) or "measured"
+
+    def phase_ns(self) -> dict[str, int]:
+        """Phase name to its duration in ns."""
+        return {
+            "data": self.data_ns,
+            "forward": self.forward_ns,
+            "backward": self.backward_ns,
+            "optimizer": self.optimizer_ns,
+            "other": self.other_ns,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class OpRecord:
+    """One operator or kernel from the deep-profile window, aggregated over the window."""
+
+    name: str
+    device: str  # "cpu" or "cuda"
+    calls: int
+    self_time_us: float
+    total_time_us: float
+    flops: int | None

@@ -1,0 +1,633 @@
+"""A profiling session: installs the hooks, runs the recorder, writes the run directory.
+
+Everything here is guarded. A fault in any part (backend, store, NVTX, FLOP counting, trace
+export, an unwritable run directory) is reported once, that part stands down, and the user's
+training goes on. The user's own exceptions are never caught here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from profilers.records import SCHEMA_VERSION, StepRecord
+from profilers.summary import build_summary, combine_ranks, gpu_aggregates, host_aggregates, rank_entry, step_statistics
+from profilers.timeline import Event, phase_durations
+from profilers.tracker import ClosedStep, StepTracker
+
+_ACTIVE: Session | None = None
+_ACTIVE_LOCK = threading.Lock()
+RANK_WAIT_S = 120.0
+
+
+class ProfilerWarning(UserWarning):
+    """A part of the profiler failed; training went on without it."""
+
+
+@dataclass
+class ProfileOptions:
+    """What to measure and where to write it."""
+
+    name: str | None = None
+    run_dir: str | Path | None = None
+    runs_root: str | Path = "runs"
+    warmup_steps: int = 3
+    count_flops: bool = True
+    deep_profile: bool = True
+    profile_steps: int = 3
+    trace_cap_bytes: int = 64 * 1024 * 1024
+    sample_hz: float = 10.0
+    samples_per_step: int | None = None
+    backend: str | None = None
+    peak_tflops: float | None = None
+    nvtx: bool = True
+    quiet: bool = False
+    command: list[str] | None = field(default=None)
+
+    def validate(self) -> None:
+        """Raise ValueError with one clear sentence for a bad option."""
+        if self.warmup_steps < 0:
+            raise ValueError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
+        if self.profile_steps < 1:
+            raise ValueError(f"profile_steps must be >= 1, got {self.profile_steps}")
+        if not (0 <= self.sample_hz <= 1000):
+            raise ValueError(f"sample_hz must be between 0 and 1000, got {self.sample_hz}")
+        if self.samples_per_step is not None and self.samples_per_step <= 0:
+            raise ValueError(f"samples_per_step must be > 0, got {self.samples_per_step}")
+        if self.peak_tflops is not None and self.peak_tflops <= 0:
+            raise ValueError(f"peak_tflops must be > 0, got {self.peak_tflops}")
+        if self.trace_cap_bytes <= 0:
+            raise ValueError(f"trace_cap_bytes must be > 0, got {self.trace_cap_bytes}")
+
+
+def active_session() -> Session | None:
+    """The session running in this process, if any."""
+    return _ACTIVE
+
+
+def dist_env() -> tuple[int, int, int]:
+    """(rank, world_size, local_rank) from torchrun's environment; (0, 1, 0) otherwise."""
+    def num(name: str, default: int) -> int:
+        try:
+            return int(os.environ.get(name, default))
+        except ValueError:
+            return default
+
+    return num("RANK", 0), num("WORLD_SIZE", 1), num("LOCAL_RANK", 0)
+
+
+def slug(text: str) -> str:
+    """A file-name-safe version of a run name."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-.")[:60] or "run"
+
+
+def resolve_run_dir(options: ProfileOptions, name: str, world_size: int) -> Path:
+    """The run directory (created). Ranks of one torchrun job agree on it without talking."""
+    if options.run_dir is not None:
+        path = Path(options.run_dir)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+    root = Path(options.runs_root)
+    if world_size > 1:
+        started = _agent_start_time()
+        path = root / f"{time.strftime('%Y%m%d-%H%M%S', time.localtime(started))}-{slug(name)}"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for attempt in range(1, 1000):
+        path = root / f"{stamp}-{slug(name)}{'' if attempt == 1 else f'-{attempt}'}"
+        try:
+            path.mkdir(parents=True, exist_ok=False)
+            return path
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free run directory name under {root}")
+
+
+def _agent_start_time() -> float:
+    """Start time of torchrun's agent (the ranks' common parent), the same on every local rank."""
+    try:
+        import psutil
+
+        return float(psutil.Process(os.getppid()).create_time())
+    except Exception:
+        return float(int(time.time()) // 60 * 60)
+
+
+class Session:
+    """One profiled region. ``start()``, the user's code, then ``stop()``."""
+
+    def __init__(self, options: ProfileOptions, default_name: str = "run") -> None:
+        options.validate()
+        self.options = options
+        self.name = options.name or default_name
+        self.rank, self.world_size, self.local_rank = dist_env()
+        self.run_dir: Path | None = None
+        self.summary: dict[str, Any] | None = None
+        self.warnings: list[str] = []
+        self.steps: list[StepRecord] = []
+        self.trace_files: list[str] = []
+        self.top_ops: list[Any] = []
+        self.flops_per_step: int | None = None
+        self.precision: str | None = None
+        self.device_kind = "cpu"
+        self._reported: set[str] = set()
+        self._store: Any = None
+        self._recorder: Any = None
+        self._hooks: Any = None
+        self._tracker: StepTracker | None = None
+        self._nvtx: Any = None
+        self._flop_counter: Any = None
+        self._flops_step: int | None = None
+        self._deep: Any = None
+        self._trace_steps_done = 0
+        self._narrowed = False
+        self._instrumented: dict[int, str] = {}
+        self._gpu_pending: list[ClosedStep] = []
+        self._wall_offset_ns = 0
+        self._t0 = 0.0
+        self._rss_start: int | None = None
+        self._maxrss_start: int | None = None
+        self._cuda_device: int | None = None
+        self._precision_module: Any = None
+        self._started = False
+
+    # -- faults ---------------------------------------------------------------------------------
+    def fault(self, part: str, exc: BaseException) -> None:
+        """Report a fault of ``part`` once; the part has already stood down."""
+        if part in self._reported:
+            return
+        self._reported.add(part)
+        message = f"{part} failed ({type(exc).__name__}: {exc}); training continues without it"
+        self.warnings.append(message)
+        if not self.options.quiet:
+            print(f"autotune: warning: {message}", file=sys.stderr, flush=True)
+
+    def _guard(self, part: str, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except Exception as exc:
+            self.fault(part, exc)
+            return None
+
+    # -- start ----------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Set everything up; never raises for a fault of ours."""
+        global _ACTIVE
+        with _ACTIVE_LOCK:
+            if _ACTIVE is not None:
+                raise RuntimeError("an autotune profile is already active in this process")
+            _ACTIVE = self
+        self._started = True
+        self._t0 = time.time()
+        self._wall_offset_ns = time.time_ns() - time.perf_counter_ns()
+        self._guard("run directory", self._open_run_dir)
+        self._guard("memory baseline", self._memory_baseline)
+        self._guard("sampling backend", self._start_recorder)
+        if self.options.nvtx:
+            self._guard("NVTX ranges", self._start_nvtx)
+        self._tracker = StepTracker(self._on_step, nvtx=self._nvtx)
+        self._guard("step hooks", self._install_hooks)
+
+    def _open_run_dir(self) -> None:
+        from profilers.store import STORE_NAME, RunStore
+
+        self.run_dir = resolve_run_dir(self.options, self.name, self.world_size)
+        self._store = RunStore(self.run_dir / STORE_NAME, rank=self.rank)
+        self._store.set_meta(
+            {
+                "name": self.name,
+                "command": self.options.command,
+                "cwd": os.getcwd(),
+                "started_ns": time.time_ns(),
+                "host": socket.gethostname(),
+                "world_size": self.world_size,
+                "python": sys.version.split()[0],
+                "options": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(self.options).items()},
+            },
+            only_if_missing=self.rank != 0,
+        )
+        self._store.set_rank(self.world_size, socket.gethostname(), os.getpid(), None, None)
+
+    def _memory_baseline(self) -> None:
+        import resource
+
+        import psutil
+        import torch  # imported first, so its own footprint is not counted as training memory
+
+        self._rss_start = psutil.Process().memory_info().rss
+        self._maxrss_start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.reset_peak_memory_stats()
+
+    def _start_recorder(self) -> None:
+        from profilers.backends import get_backend
+        from profilers.backends.host import HostBackend
+        from profilers.recorder import Recorder
+
+        backends: list[Any] = []
+        if self.local_rank == 0:
+            primary = get_backend(self.options.backend)
+            backends.append(primary)
+        if not any(isinstance(b, HostBackend) for b in backends):
+            backends.append(HostBackend())
+        if self._store is not None:
+            infos = [asdict(d) for b in backends for d in b.devices()]
+            self._guard("run store", self._store.set_devices, infos)
+            self._guard("run store", self._store.set_meta, {"backends": [b.name for b in backends]})
+        self._recorder = Recorder(self._store, backends, self.options.sample_hz, self.fault)
+        self._recorder.start()
+
+    def _start_nvtx(self) -> None:
+        from profilers.nvtx_ranges import NvtxRanges, nvtx_available
+
+        if nvtx_available():
+            self._nvtx = NvtxRanges(self.fault)
+
+    def _install_hooks(self) -> None:
+        from profilers.hooks import TorchHooks
+
+        assert self._tracker is not None
+        self._hooks = TorchHooks(
+            self._tracker, self.fault, on_first_cuda_input=self._use_cuda_clock,
+            samples_per_step=self.options.samples_per_step,
+        )
+        self._hooks.precision_probe = self._probe_precision
+        self._hooks.install()
+
+    def _use_cuda_clock(self) -> None:
+        import torch
+
+        self.device_kind = "cuda"
+        self._cuda_device = torch.cuda.current_device()
+
+        def mark() -> Any:
+            ev = torch.cuda.Event(enable_timing=True)
+            ev.record()
+            return ev
+
+        assert self._tracker is not None
+        self._tracker.gpu_mark = mark
+
+    def _probe_precision(self, module: Any) -> None:
+        if self._precision_module is None:
+            self._precision_module = module
+        if self.precision is None:
+            try:
+                from profilers.flops import detect_precision
+
+                self.precision = detect_precision(module)
+            except Exception as exc:
+                self.precision = "unknown"
+                self.fault("precision detection", exc)
+
+    # -- per step -------------------------------------------------------------------------------
+    def _on_step(self, closed: ClosedStep) -> bool:
+        slow = False
+        index = closed.index
+        try:
+            slow = self._end_instrumentation(index)
+            if self._tracker is not None and self._tracker.gpu_mark is not None and closed.start.gpu is not None:
+                self._gpu_pending.append(closed)
+                self._resolve_gpu(block=False)
+            else:
+                self._record(closed, None)
+            warmup = self.options.warmup_steps
+            if not self._narrowed and index >= max(1, warmup) and self._hooks is not None:
+                self._narrowed = True
+                self._guard("step hooks", self._hooks.narrow_to_roots)
+            if closed.live:
+                slow = self._begin_instrumentation(index + 1) or slow
+        except Exception as exc:
+            self.fault("step accounting", exc)
+        return slow
+
+    def _begin_instrumentation(self, index: int) -> bool:
+        """Start FLOP counting or the deep-profile window for step ``index`` when it is due."""
+        if index <= self.options.warmup_steps:
+            return False
+        if self.options.count_flops and self.flops_per_step is None and self._flops_step is None:
+            try:
+                from profilers.flops import FlopCounter
+
+                counter = FlopCounter()
+                counter.start()
+                self._flop_counter, self._flops_step = counter, index
+                self._instrumented[index] = "flops"
+                return False
+            except Exception as exc:
+                self._flops_step = -1
+                self.fault("FLOP counting", exc)
+        if self.options.deep_profile and self._trace_steps_done < self.options.profile_steps:
+            try:
+                if self._deep is None:
+                    from profilers.deep import DeepProfiler
+
+                    self._deep = DeepProfiler(cuda=self.device_kind == "cuda")
+                    self._deep.start(index)
+                self._instrumented[index] = "trace"
+                return True
+            except Exception as exc:
+                self._trace_steps_done = self.options.profile_steps
+                self._deep = None
+                self.fault("deep-profile window", exc)
+        return False
+
+    def _end_instrumentation(self, index: int, partial: bool = False) -> bool:
+        """Stop what ran during step ``index``; True when that was slow."""
+        kind = self._instrumented.get(index)
+        if kind == "flops" and self._flop_counter is not None:
+            counter, self._flop_counter = self._flop_counter, None
+            total = counter.stop()
+            if total is None:
+                self.fault("FLOP counting", RuntimeError("FlopCounterMode counted nothing"))
+            elif not partial:
+                self.flops_per_step = int(total)
+            return False
+        if kind == "trace" and self._deep is not None:
+            self._trace_steps_done += 1
+            if self._trace_steps_done >= self.options.profile_steps or partial:
+                self._finish_trace(index)
+                return True
+        return False
+
+    def _finish_trace(self, last_step: int) -> None:
+        deep, self._deep = self._deep, None
+        if deep is None:
+            return
+        try:
+            prof = deep.stop(last_step)
+        except Exception as exc:
+            self.fault("deep-profile window", exc)
+            return
+        from profilers.deep import export_trace, top_ops
+
+        try:
+            self.top_ops = top_ops(prof, cuda=self.device_kind == "cuda")
+        except Exception as exc:
+            self.fault("top operators", exc)
+        if self.run_dir is not None:
+            try:
+                stem = f"rank{self.rank}-steps{deep.first_step}-{last_step}"
+                out = export_trace(prof, self.run_dir / "traces", stem, self.options.trace_cap_bytes)
+                self.trace_files.append(str(out.relative_to(self.run_dir)))
+            except Exception as exc:
+                self.fault("trace export", exc)
+
+    def _kind(self, index: int) -> str:
+        kind = self._instrumented.get(index)
+        if kind is not None:
+            return kind
+        return "warmup" if index <= self.options.warmup_steps else "measured"
+
+    def _record(self, closed: ClosedStep, times: list[int] | None) -> None:
+        """Turn a closed step into a StepRecord (host times, or resolved GPU times)."""
+        if times is None:
+            start_t, end_t = closed.start.t_ns, closed.end.t_ns
+            pairs = [(e.code, e.t_ns) for e in closed.events]
+        else:
+            start_t, end_t = times[0], times[1]
+            pairs = [(e.code, t) for e, t in zip(closed.events, times[2:], strict=True)]
+        trailing = "optimizer" if closed.mode == "backward" else None
+        phases = phase_durations(pairs, start_t, end_t, trailing=trailing)
+        fwd = [e for e in closed.events if e.samples is not None]
+        samples = sum(e.samples for e in fwd if e.samples is not None) if fwd else None
+        tokens_l = [e.tokens for e in fwd]
+        tokens = sum(t for t in tokens_l if t is not None) if fwd and all(t is not None for t in tokens_l) else None
+        if self.options.samples_per_step is not None:
+            samples, tokens = self.options.samples_per_step, None
+        record = StepRecord(
+            step=closed.index, rank=self.rank, start_ns=closed.start.t_ns + self._wall_offset_ns,
+            duration_ns=max(0, end_t - start_t), data_ns=phases["data"], forward_ns=phases["forward"],
+            backward_ns=phases["backward"], optimizer_ns=phases["optimizer"], other_ns=phases["other"],
+            samples=samples, tokens=tokens, kind=self._kind(closed.index),
+        )
+        self.steps.append(record)
+        if self._recorder is not None:
+            self._recorder.add_step(record)
+
+    def _resolve_gpu(self, block: bool) -> None:
+        """Resolve GPU timings of closed steps whose end event has completed."""
+        while self._gpu_pending:
+            closed = self._gpu_pending[0]
+            if not block and not closed.end.gpu.query():
+                return
+            if block:
+                closed.end.gpu.synchronize()
+            self._gpu_pending.pop(0)
+            ref = closed.start.gpu
+
+            def rel(ev: Event, ref: Any = ref, closed: ClosedStep = closed) -> int:
+                if ev.gpu is None:
+                    return ev.t_ns - closed.start.t_ns
+                return int(ref.elapsed_time(ev.gpu) * 1e6)
+
+            times = [0, rel(closed.end)] + [rel(e) for e in closed.events]
+            self._record(closed, times)
+
+    # -- stop -----------------------------------------------------------------------------------
+    def stop(self) -> dict[str, Any] | None:
+        """Tear down, save everything and build the summary. Never raises for a fault of ours."""
+        global _ACTIVE
+        if not self._started:
+            return None
+        self._started = False
+        try:
+            if self._tracker is not None:
+                self._guard("step accounting", self._tracker.finish)
+            if self._hooks is not None:
+                self._guard("step hooks", self._hooks.remove)
+            if self._flop_counter is not None:
+                self._guard("FLOP counting", self._end_instrumentation, self._flops_step or -1, True)
+            if self._deep is not None:
+                self._guard("deep-profile window", self._finish_trace, self.steps[-1].step if self.steps else 0)
+            if self._gpu_pending:
+                self._guard("GPU step timing", self._resolve_gpu, True)
+            if self._nvtx is not None:
+                self._guard("NVTX ranges", self._nvtx.close)
+            if self._recorder is not None:
+                self._guard("recorder thread", self._recorder.stop)
+                if self.top_ops:
+                    self._recorder.write_ops(self.top_ops)
+            self.summary = self._guard("summary", self._finish_summary)
+        finally:
+            with _ACTIVE_LOCK:
+                _ACTIVE = None
+            if self._store is not None:
+                try:
+                    self._store.close()
+                except Exception:  # noqa: S110 - closing a store must not fail the user's run
+                    pass
+        return self.summary
+
+    def _memory(self) -> tuple[int | None, dict[str, Any]]:
+        memory: dict[str, Any] = {}
+        peak: int | None = None
+        try:
+            import resource
+
+            maxrss_end = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+            rss_samples = [s.rss_bytes for s in (self._recorder.samples if self._recorder else []) if s.kind == "host" and s.rss_bytes]
+            peak_rss = max(rss_samples, default=None)
+            if self._maxrss_start is not None and maxrss_end > self._maxrss_start:
+                peak_rss = max(peak_rss or 0, maxrss_end)
+            memory.update({"rss_start_bytes": self._rss_start, "rss_peak_bytes": peak_rss})
+            if peak_rss is not None and self._rss_start is not None:
+                memory["rss_peak_growth_bytes"] = max(0, peak_rss - self._rss_start)
+                peak = memory["rss_peak_growth_bytes"]
+        except Exception as exc:
+            self.fault("host memory", exc)
+        if self.device_kind == "cuda":
+            try:
+                import torch
+
+                dev = self._cuda_device
+                memory["cuda_peak_allocated_bytes"] = int(torch.cuda.max_memory_allocated(dev))
+                memory["cuda_peak_reserved_bytes"] = int(torch.cuda.max_memory_reserved(dev))
+                peak = memory["cuda_peak_allocated_bytes"]
+            except Exception as exc:
+                self.fault("CUDA memory", exc)
+        return peak, memory
+
+    def _device(self) -> dict[str, Any]:
+        if self.device_kind == "cuda":
+            import torch
+
+            return {"kind": "cuda", "name": torch.cuda.get_device_name(self._cuda_device),
+                    "count": self.world_size if self.world_size > 1 else 1, "index": self._cuda_device}
+        import platform
+
+        name = platform.processor() or platform.machine()
+        try:
+            with open("/proc/cpuinfo") as f:
+                for line in f:
+                    if line.startswith("model name"):
+                        name = line.split(":", 1)[1].strip()
+                        break
+        except OSError:
+            pass
+        return {"kind": "cpu", "name": name, "count": self.world_size, "index": None}
+
+    def _mfu(self, step_time_s: float | None, device: dict[str, Any]) -> tuple[float | None, float | None]:
+        from profilers.flops import mfu, peak_flops_per_s
+
+        if self.options.peak_tflops is not None:
+            peak: float | None = self.options.peak_tflops * 1e12
+        elif device["kind"] == "cuda":
+            peak = peak_flops_per_s(device["name"], self.precision or "fp32")
+        else:
+            peak = None
+        return mfu(self.flops_per_step, step_time_s, peak, 1), peak
+
+    def _finish_summary(self) -> dict[str, Any]:
+        stats = step_statistics(self.steps, self.options.samples_per_step)
+        peak_mem, memory = self._memory()
+        device = self._device()
+        median = stats["step_time_s"]["median"] if stats["step_time_s"] else None
+        mfu_value, peak = self._mfu(median, device)
+        samples = list(self._recorder.samples) if self._recorder is not None else []
+        gpu = None
+        try:
+            from profilers.backends.libnvml import throttle_reason_names
+
+            names = {}
+            if self._recorder is not None:
+                names = {d.index: d.name for b in self._recorder.backends for d in b.devices() if d.kind == "gpu"}
+            gpu = gpu_aggregates(samples, names, throttle_reason_names)
+        except Exception as exc:
+            self.fault("GPU aggregates", exc)
+        mine = rank_entry(self.rank, self.steps, stats, peak_mem)
+        summary = build_summary(
+            name=self.name,
+            run_dir=str(self.run_dir) if self.run_dir else None,
+            steps=len(self.steps),
+            measured_steps=stats["measured_steps"],
+            step_time_s=stats["step_time_s"],
+            throughput=stats["throughput"],
+            phases=stats["phases"],
+            peak_memory_bytes=peak_mem,
+            memory=memory,
+            flops_per_step=self.flops_per_step,
+            mfu=mfu_value,
+            peak_flops_per_s=peak,
+            precision=self.precision,
+            device=device,
+            gpu=gpu,
+            host=host_aggregates(samples),
+            ranks=None,
+            top_ops=[asdict(o) for o in self.top_ops],
+            trace_files=self.trace_files,
+            step_mode=self._tracker.mode if self._tracker else None,
+            wall_time_s=time.time() - self._t0,
+            warnings=self.warnings,
+            rank=self.rank,
+        )
+        if self._store is not None:
+            self._guard("run store", self._write_rank, summary)
+        if self.world_size > 1:
+            if self.rank != 0:
+                return summary
+            summary = self._gather_ranks(summary, mine)
+        if self.run_dir is not None:
+            self._guard("summary.json", self._write_summary, summary)
+        return summary
+
+    def _write_rank(self, summary: dict[str, Any]) -> None:
+        from profilers.store import RunStore
+
+        store: RunStore = self._store
+        for w in self.warnings:
+            store.add_warning(time.time_ns(), "profiler", w)
+        store.set_rank(self.world_size, socket.gethostname(), os.getpid(), time.time_ns(), summary)
+
+    def _gather_ranks(self, summary: dict[str, Any], mine: dict[str, Any]) -> dict[str, Any]:
+        """Rank 0: wait for the other ranks' own summaries, then add the per-rank figures."""
+        from profilers.store import STORE_NAME, read_ranks, read_steps
+
+        entries = {0: mine}
+        if self.run_dir is not None:
+            deadline = time.monotonic() + RANK_WAIT_S
+            path = self.run_dir / STORE_NAME
+            while True:
+                ranks = read_ranks(path)
+                done = {r: row for r, row in ranks.items() if row["summary"] is not None}
+                if len(done) >= self.world_size or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            for r, row in sorted(done.items()):
+                if r == 0:
+                    continue
+                other = row["summary"]
+                rsteps = read_steps(path, rank=r)
+                stats = step_statistics(rsteps, self.options.samples_per_step)
+                entries[r] = rank_entry(r, rsteps, stats, other.get("peak_memory_bytes"))
+            missing = [r for r in range(self.world_size) if r not in entries]
+            if missing:
+                self.warnings.append(f"ranks {missing} did not finish within {RANK_WAIT_S:.0f} s; left out")
+        ranks_list = [entries[r] for r in sorted(entries)]
+        combined = combine_ranks(ranks_list)
+        summary["ranks"] = ranks_list
+        summary["throughput"] = {
+            "samples_per_s": combined["samples_per_s"],
+            "tokens_per_s": combined["tokens_per_s"],
+            "per_rank_samples_per_s": mine["samples_per_s"],
+        }
+        summary["warnings"] = self.warnings
+        return summary
+
+    def _write_summary(self, summary: dict[str, Any]) -> None:
+        assert self.run_dir is not None
+        tmp = self.run_dir / "summary.json.tmp"
+        tmp.write_text(json.dumps(summary, indent=2, default=str) + "\n")
+        os.replace(tmp, self.run_dir / "summary.json")
+
+
+__all__ = ["SCHEMA_VERSION", "ProfileOptions", "ProfilerWarning", "Session", "active_session"]

@@ -1,0 +1,183 @@
+"""Build ``summary.json`` from measured records. Pure functions; no torch."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from profilers.records import PHASES, SCHEMA_VERSION, DeviceSample, StepRecord
+
+
+def quantile(sorted_values: Sequence[float], q: float) -> float:
+    """Linear-interpolated quantile of already sorted values (q in [0, 1])."""
+    if not sorted_values:
+        raise ValueError("quantile of no values")
+    pos = (len(sorted_values) - 1) * q
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def select_measured(steps: Sequence[StepRecord]) -> list[StepRecord]:
+    """Steps that enter the statistics: "measured" ones; failing those, any past warm-up; else all."""
+    measured = [s for s in steps if s.kind == "measured"]
+    if measured:
+        return measured
+    return [s for s in steps if s.kind != "warmup"] or list(steps)
+
+
+def step_statistics(steps: Sequence[StepRecord], samples_per_step: int | None = None) -> dict[str, Any]:
+    """Step time, throughput and phase fractions over the measured steps."""
+    chosen = select_measured(steps)
+    if not chosen:
+        return {
+            "measured_steps": 0,
+            "step_time_s": None,
+            "throughput": {"samples_per_s": None, "tokens_per_s": None},
+            "phases": None,
+        }
+    durations = sorted(s.duration_ns / 1e9 for s in chosen)
+    total_s = sum(durations)
+    samples = [samples_per_step if samples_per_step is not None else s.samples for s in chosen]
+    samples_per_s = sum(samples) / total_s if total_s > 0 and all(v is not None for v in samples) else None  # type: ignore[misc]
+    tokens = [s.tokens for s in chosen]
+    tokens_per_s = (
+        sum(t for t in tokens if t is not None) / total_s
+        if total_s > 0 and samples_per_step is None and all(t is not None for t in tokens)
+        else None
+    )
+    total_ns = sum(s.duration_ns for s in chosen)
+    phases: dict[str, float] | None = None
+    if total_ns > 0:
+        sums = {p: 0 for p in PHASES}
+        for s in chosen:
+            for p, v in s.phase_ns().items():
+                sums[p] += v
+        phases = {p: sums[p] / total_ns for p in PHASES[:-1]}
+        phases["other"] = max(0.0, 1.0 - sum(phases.values()))
+    return {
+        "measured_steps": len(chosen),
+        "step_time_s": {
+            "median": quantile(durations, 0.5),
+            "p10": quantile(durations, 0.1),
+            "p90": quantile(durations, 0.9),
+            "mean": total_s / len(durations),
+        },
+        "throughput": {"samples_per_s": samples_per_s, "tokens_per_s": tokens_per_s},
+        "phases": phases,
+    }
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _vals(samples: list[DeviceSample], field: str) -> list[float]:
+    return [float(v) for s in samples if (v := getattr(s, field)) is not None]
+
+
+def gpu_aggregates(
+    samples: Iterable[DeviceSample], names: dict[int, str], throttle_names: Any = None
+) -> list[dict[str, Any]] | None:
+    """Per-GPU aggregates of the NVML samples, or None when no GPU was sampled."""
+    by_dev: dict[int, list[DeviceSample]] = {}
+    for s in samples:
+        if s.kind == "gpu":
+            by_dev.setdefault(s.device_index, []).append(s)
+    if not by_dev:
+        return None
+    out = []
+    for index in sorted(by_dev):
+        rows = by_dev[index]
+        util = sorted(_vals(rows, "gpu_util_pct"))
+        power = _vals(rows, "power_mw")
+        energy = _vals(rows, "energy_mj")
+        mask = 0
+        for s in rows:
+            mask |= s.throttle_reasons or 0
+        duration_s = (rows[-1].t_ns - rows[0].t_ns) / 1e9 if len(rows) > 1 else 0.0
+        mem_used = _vals(rows, "mem_used_bytes")
+        proc_mem = _vals(rows, "process_mem_bytes")
+        out.append(
+            {
+                "index": index,
+                "name": names.get(index),
+                "samples": len(rows),
+                "duration_s": duration_s,
+                "util_pct": None if not util else {
+                    "mean": sum(util) / len(util), "p50": quantile(util, 0.5), "p95": quantile(util, 0.95),
+                    "min": util[0], "max": util[-1],
+                },
+                "mem_used_bytes_max": int(max(mem_used)) if mem_used else None,
+                "mem_total_bytes": next((s.mem_total_bytes for s in rows if s.mem_total_bytes), None),
+                "process_mem_bytes_max": int(max(proc_mem)) if proc_mem else None,
+                "mem_busy_pct_mean": _mean(_vals(rows, "mem_busy_pct")),
+                "power_w_mean": None if not power else sum(power) / len(power) / 1000,
+                "power_w_max": None if not power else max(power) / 1000,
+                "energy_j": (energy[-1] - energy[0]) / 1000 if len(energy) > 1 else None,
+                "sm_clock_mhz_mean": _mean(_vals(rows, "sm_clock_mhz")),
+                "mem_clock_mhz_mean": _mean(_vals(rows, "mem_clock_mhz")),
+                "temperature_c_max": max(_vals(rows, "temperature_c"), default=None),
+                "throttle_reasons": throttle_names(mask) if throttle_names is not None else mask,
+                "pcie_rx_kbps_mean": _mean(_vals(rows, "pcie_rx_kbps")),
+                "pcie_tx_kbps_mean": _mean(_vals(rows, "pcie_tx_kbps")),
+            }
+        )
+    return out
+
+
+def host_aggregates(samples: Iterable[DeviceSample]) -> dict[str, Any] | None:
+    """Host CPU and memory aggregates, or None without host samples."""
+    rows = [s for s in samples if s.kind == "host"]
+    if not rows:
+        return None
+    rss = _vals(rows, "rss_bytes")
+    return {
+        "samples": len(rows),
+        "cpu_util_pct_mean": _mean(_vals(rows, "cpu_util_pct")),
+        "process_cpu_pct_mean": _mean(_vals(rows, "process_cpu_pct")),
+        "rss_peak_bytes": int(max(rss)) if rss else None,
+        "host_mem_total_bytes": next((s.host_mem_total_bytes for s in rows if s.host_mem_total_bytes), None),
+    }
+
+
+def rank_entry(rank: int, steps: Sequence[StepRecord], stats: dict[str, Any], peak_memory_bytes: int | None) -> dict[str, Any]:
+    """One rank's figures for the ``ranks`` list."""
+    return {
+        "rank": rank,
+        "steps": len(steps),
+        "measured_steps": stats["measured_steps"],
+        "step_time_s": stats["step_time_s"],
+        "samples_per_s": stats["throughput"]["samples_per_s"],
+        "tokens_per_s": stats["throughput"]["tokens_per_s"],
+        "peak_memory_bytes": peak_memory_bytes,
+    }
+
+
+def combine_ranks(entries: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Job-wide throughput (sum over ranks) and the slowest rank's median step time."""
+    def total(key: str) -> float | None:
+        values = [e[key] for e in entries]
+        return sum(values) if values and all(v is not None for v in values) else None
+
+    medians = [e["step_time_s"]["median"] for e in entries if e["step_time_s"]]
+    return {
+        "samples_per_s": total("samples_per_s"),
+        "tokens_per_s": total("tokens_per_s"),
+        "slowest_median_step_time_s": max(medians) if medians else None,
+    }
+
+
+def build_summary(**fields: Any) -> dict[str, Any]:
+    """The summary dict with its stable key order (``schema`` first)."""
+    keys = (
+        "name", "run_dir", "steps", "measured_steps", "step_time_s", "throughput", "phases",
+        "peak_memory_bytes", "memory", "flops_per_step", "mfu", "precision", "device", "gpu", "host",
+        "ranks", "top_ops", "trace_files", "step_mode", "wall_time_s", "warnings",
+    )
+    out: dict[str, Any] = {"schema": SCHEMA_VERSION}
+    for key in keys:
+        out[key] = fields.pop(key, None)
+    out.update(fields)
+    return out

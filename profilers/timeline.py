@@ -1,0 +1,90 @@
+"""Phase events of a training step and how a step's time splits into phases.
+
+The step tracker records a flat list of :class:`Event` (a phase beginning or ending, with the host
+time and, on CUDA, an event recorded on the stream). This module turns the events of one step into
+the five phase durations. It is pure and imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+DATA_B, DATA_E, FWD_B, FWD_E, BWD_B, BWD_E, OPT_B, OPT_E = range(8)
+
+#: Begin code -> (end code, phase name).
+_PAIRS = {DATA_B: (DATA_E, "data"), FWD_B: (FWD_E, "forward"), BWD_B: (BWD_E, "backward"), OPT_B: (OPT_E, "optimizer")}
+_END_TO_BEGIN = {end: begin for begin, (end, _) in _PAIRS.items()}
+ACTIVITY_BEGINS = frozenset({FWD_B, BWD_B, OPT_B})
+CODE_NAMES = {
+    DATA_B: "data_begin",
+    DATA_E: "data_end",
+    FWD_B: "forward_begin",
+    FWD_E: "forward_end",
+    BWD_B: "backward_begin",
+    BWD_E: "backward_end",
+    OPT_B: "optimizer_begin",
+    OPT_E: "optimizer_end",
+}
+
+
+class Event(NamedTuple):
+    """One phase boundary. ``t_ns`` is ``time.perf_counter_ns()``; ``gpu`` a CUDA event or None."""
+
+    code: int
+    t_ns: int
+    gpu: Any = None
+    samples: int | None = None  # FWD_B of the step's model only: leading dim of its first tensor
+    tokens: int | None = None  # FWD_B only: element count when that tensor held integer token ids
+
+
+def phase_durations(
+    times: list[tuple[int, int]], start_ns: int, end_ns: int, trailing: str | None = None
+) -> dict[str, int]:
+    """Split ``[start_ns, end_ns]`` into data, forward, backward, optimizer and other.
+
+    ``times`` holds ``(code, t_ns)`` in time order. Forward, backward and optimizer are the summed
+    intervals of their begin/end pairs (an interval still open at ``end_ns`` runs to it). Data is
+    the time from the step's start to its first model activity plus DataLoader waits after it.
+    ``trailing`` names the phase that gets the time after the last backward (the weight update of
+    scripts without an optimizer); otherwise that time is "other", like everything unaccounted.
+    The five values are non-negative and sum to ``end_ns - start_ns`` exactly.
+    """
+    total = max(0, end_ns - start_ns)
+    sums = {"data": 0, "forward": 0, "backward": 0, "optimizer": 0}
+    opened: dict[int, int] = {}
+    first_activity: int | None = None
+    last_bwd_end: int | None = None
+    for code, t in times:
+        t = min(max(t, start_ns), end_ns)
+        if code in _PAIRS:
+            if code in ACTIVITY_BEGINS and first_activity is None:
+                first_activity = t
+            opened.setdefault(code, t)
+        elif code in _END_TO_BEGIN:
+            begin = _END_TO_BEGIN[code]
+            if code == BWD_E:
+                last_bwd_end = t
+            if begin in opened:
+                t0 = opened.pop(begin)
+                name = _PAIRS[begin][1]
+                if name == "data" and (first_activity is None or t0 < first_activity):
+                    continue  # DataLoader waits before the first activity are in the lead-in below
+                sums[name] += t - t0
+    for begin, t0 in opened.items():
+        name = _PAIRS[begin][1]
+        if name != "data" or (first_activity is not None and t0 >= first_activity):
+            sums[name] += end_ns - t0
+    sums["data"] += (first_activity if first_activity is not None else end_ns) - start_ns
+    if trailing is not None and last_bwd_end is not None and not opened:
+        sums[trailing] += end_ns - last_bwd_end
+    accounted = sum(sums.values())
+    if accounted > total > 0:  # overlapping intervals (clock skew): scale down to fit
+        scale = total / accounted
+        sums = {k: int(v * scale) for k, v in sums.items()}
+        accounted = sum(sums.values())
+    out = dict(sums)
+    out["other"] = total - accounted
+    if out["other"] < 0:  # rounding
+        out["data"] += out["other"]
+        out["other"] = 0
+    return out

@@ -1,0 +1,164 @@
+"""The step state machine: turns phase events from the hooks into closed steps.
+
+Steps end at ``optimizer.step()`` (several optimizers stepping back to back end one step), at
+``autotune.step()`` once the user calls it, or, in scripts that never call an optimizer, at the
+start of the next iteration after each backward pass. Until the first optimizer step or
+``UNKNOWN_MODE_MAX_BACKWARDS`` backward passes the tracker cannot tell the last two apart, so it
+keeps the events and splits them retroactively.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from profilers.nvtx_ranges import NvtxRanges
+from profilers.timeline import BWD_E, DATA_B, FWD_B, OPT_B, OPT_E, Event
+
+#: Backward passes without any optimizer step after which a script counts as "updates by hand".
+UNKNOWN_MODE_MAX_BACKWARDS = 16
+
+
+class ClosedStep(NamedTuple):
+    """A finished step's raw timing, before phase resolution."""
+
+    index: int  # 1-based
+    start: Event  # the boundary the step started at
+    end: Event  # the boundary it ended at
+    events: list[Event]  # phase events inside it, in order
+    mode: str  # "optimizer", "backward" or "explicit"
+    live: bool = True  # False when split after the fact (its instrumentation time has passed)
+
+
+class StepTracker:
+    """Collects events on the training thread and emits :class:`ClosedStep` through ``on_step``.
+
+    ``on_step`` is called synchronously on the training thread at each live step boundary, after
+    the step closed and before the next step's first event is recorded, so the caller can start or
+    stop per-step instrumentation there; it returns True when it did slow work, and the next step
+    then starts after it. ``gpu_mark`` (set once the model runs on CUDA) records a
+    CUDA event for each boundary without synchronizing.
+    """
+
+    def __init__(self, on_step: Callable[[ClosedStep], bool], nvtx: NvtxRanges | None = None) -> None:
+        self.on_step = on_step
+        self.nvtx = nvtx
+        self.mode = "unknown"
+        self.gpu_mark: Callable[[], Any] | None = None
+        self.steps_closed = 0
+        self._events: list[Event] = []
+        self._start: Event | None = None
+        self._pending: Event | None = None  # OPT_E that will end the step unless another optimizer steps
+        self._after_backward = False  # backward mode: a backward finished in the current step
+        self._backwards_unknown = 0
+
+    # -- events ---------------------------------------------------------------------------------
+    def _event(self, code: int, samples: int | None = None, tokens: int | None = None) -> Event:
+        gpu = self.gpu_mark() if self.gpu_mark is not None else None
+        return Event(code, time.perf_counter_ns(), gpu, samples, tokens)
+
+    def begin(self, code: int, samples: int | None = None, tokens: int | None = None) -> None:
+        """A data wait, forward, backward or optimizer phase begins."""
+        if code == OPT_B and self._pending is not None:
+            self._pending = None  # a second optimizer in the same step
+        if self._start is None:
+            self._start = self._event(code)
+            self._boundary(self.steps_closed + 1)
+        elif self._pending is not None:
+            self._close(self._pending, self._pending)
+        elif self.mode == "backward" and self._after_backward and code in (DATA_B, FWD_B):
+            boundary = self._event(code)
+            self._close(boundary, boundary)
+        self._events.append(self._event(code, samples, tokens))
+        if self.nvtx is not None:
+            self.nvtx.phase_begin(code)
+
+    def end(self, code: int) -> None:
+        """A phase ends (``code`` is its end code)."""
+        if self._start is None:
+            return
+        ev = self._event(code)
+        self._events.append(ev)
+        if self.nvtx is not None:
+            self.nvtx.phase_end(code)
+        if code == OPT_E:
+            if self.mode in ("unknown", "backward"):
+                self.mode = "optimizer"
+            if self.mode == "optimizer":
+                self._pending = ev
+        elif code == BWD_E:
+            if self.mode == "backward":
+                self._after_backward = True
+            elif self.mode == "unknown":
+                self._backwards_unknown += 1
+                if self._backwards_unknown >= UNKNOWN_MODE_MAX_BACKWARDS:
+                    self._commit_backward_mode()
+
+    def explicit_step(self) -> None:
+        """``autotune.step()``: the step ends now; from here on only explicit calls end steps."""
+        ev = self._event(OPT_E)  # code unused as a phase: only its time matters
+        self.mode = "explicit"
+        self._pending = None
+        if self._start is None:
+            self._start = ev
+            self._boundary(self.steps_closed + 1)
+            return
+        self._close(ev, ev)
+
+    def finish(self) -> None:
+        """The profiled region ends: close what is complete, drop a partial step."""
+        if self._start is None:
+            return
+        if self.mode == "unknown":
+            self._commit_backward_mode(final=True)
+        elif self._pending is not None:
+            self._close(self._pending, None)
+        elif self.mode == "backward" and self._after_backward:
+            last_bwd = next(e for e in reversed(self._events) if e.code == BWD_E)
+            self._close(last_bwd, None)
+        self._start = None
+
+    # -- closing --------------------------------------------------------------------------------
+    def _close(self, end: Event, next_start: Event | None) -> None:
+        assert self._start is not None
+        n_inside = sum(1 for e in self._events if e.t_ns <= end.t_ns)
+        inside, rest = self._events[:n_inside], self._events[n_inside:]
+        self.steps_closed += 1
+        step = ClosedStep(self.steps_closed, self._start, end, inside, self.mode)
+        self._events = rest
+        self._start = next_start
+        self._pending = None
+        self._after_backward = False
+        restart = self.on_step(step)
+        if next_start is not None:
+            if restart:  # the callback did slow work: the next step starts after it
+                self._start = self._event(OPT_E)
+            self._boundary(self.steps_closed + 1)
+        elif self.nvtx is not None:
+            self.nvtx.close()
+
+    def _boundary(self, next_index: int) -> None:
+        if self.nvtx is not None:
+            self.nvtx.step_begin(next_index)
+
+    def _commit_backward_mode(self, final: bool = False) -> None:
+        """No optimizer has stepped: split the kept events into one step per backward pass."""
+        self.mode = "backward"
+        events, self._events = self._events, []
+        seg_start = self._start
+        seg: list[Event] = []
+        after_bwd = False
+        for ev in events:
+            if after_bwd and ev.code in (DATA_B, FWD_B):
+                self.steps_closed += 1
+                assert seg_start is not None
+                self.on_step(ClosedStep(self.steps_closed, seg_start, ev, seg, "backward", live=False))
+                seg_start, seg, after_bwd = ev, [], False
+            seg.append(ev)
+            if ev.code == BWD_E:
+                after_bwd = True
+        self._start, self._events, self._after_backward = seg_start, seg, after_bwd
+        if final and after_bwd:
+            last_bwd = next(e for e in reversed(seg) if e.code == BWD_E)
+            self._close(last_bwd, None)

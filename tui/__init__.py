@@ -1,0 +1,1 @@
+"""Terminal dashboard (Textual). Reads run directories only; never imports torch or pynvml."""
