@@ -39,8 +39,10 @@ class Profile:
 
     def _begin(self, default_name: str) -> None:
         if active_session() is not None:
-            print("autotune: warning: a profile is already active; this nested one measures nothing",
-                  file=sys.stderr)
+            print(
+                "autotune: warning: a profile is already active; this nested one measures nothing",
+                file=sys.stderr,
+            )
             self.session = None
             return
         session = Session(self.options, default_name=default_name)

@@ -73,8 +73,12 @@ def add_profile_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--name", help="run name (default: the script's name)")
     p.add_argument("--run-dir", type=Path, help="write the run here (default: runs/<timestamp>-<name>)")
     p.add_argument("--runs-root", type=Path, default=Path("runs"), help="parent of default run directories")
-    p.add_argument("--warmup-steps", type=_non_negative_int, default=3, help="steps left out of the statistics (3)")
-    p.add_argument("--profile-steps", type=_positive_int, default=3, help="steps in the torch.profiler window (3)")
+    p.add_argument(
+        "--warmup-steps", type=_non_negative_int, default=3, help="steps left out of the statistics (3)"
+    )
+    p.add_argument(
+        "--profile-steps", type=_positive_int, default=3, help="steps in the torch.profiler window (3)"
+    )
     p.add_argument("--no-deep-profile", action="store_true", help="no torch.profiler window")
     p.add_argument("--no-flops", action="store_true", help="do not count FLOPs")
     p.add_argument("--sample-hz", type=_rate, default=10.0, help="GPU/host sampling rate, 0 = off (10)")
@@ -178,14 +182,20 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 
 def _check_backend(spec: str) -> None:
-    if spec in ("nvml", "host"):
+    if spec == "host":
+        return
+    if spec == "nvml" or spec.startswith("nvml:"):
+        from profilers.backends import libnvml
+
+        if not libnvml.is_available():
+            raise UsageError(f"--backend nvml: {libnvml.unavailable_reason()}")
         return
     if spec.startswith("replay:"):
         path = Path(spec.split(":", 1)[1])
         if not path.is_file():
             raise UsageError(f"replay recording not found: {path}")
         return
-    raise UsageError(f"unknown backend {spec!r}: use nvml, host or replay:FILE")
+    raise UsageError(f"unknown backend {spec!r}: use nvml, nvml:INDEXES, host or replay:FILE")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -75,8 +75,13 @@ def collect() -> DoctorInfo:
         missing.append(
             (
                 "NVML (GPU power, utilisation, memory, clocks)",
-                f"{nvml_reason}. Install the NVIDIA driver (it ships libnvidia-ml.so.1) and "
-                "nvidia-ml-py; until then only host CPU/RAM metrics are sampled",
+                f"{nvml_reason}. "
+                + (
+                    ""
+                    if "nvidia-ml-py" in (nvml_reason or "")
+                    else "Install or load the NVIDIA driver (nvidia-smi must work). "
+                )
+                + "Until then only host CPU and RAM are sampled",
             )
         )
 
@@ -141,12 +146,16 @@ def render(info: DoctorInfo, console: Console) -> None:
     facts.add_row("CUDA available", _yes_no(info.cuda_available))
     facts.add_row("CUDA devices", ", ".join(info.device_names) or "none")
     if info.nvml_available:
-        facts.add_row("NVML", f"[green]ok[/green] (driver {info.nvml_driver_version}, NVML {info.nvml_version})")
+        facts.add_row(
+            "NVML", f"[green]ok[/green] (driver {info.nvml_driver_version}, NVML {info.nvml_version})"
+        )
     else:
         facts.add_row("NVML", f"[red]unavailable[/red]: {info.nvml_unavailable_reason}")
     facts.add_row("nvtx", _yes_no(info.nvtx_importable))
     facts.add_row("psutil", info.psutil_version or "[red]not installed[/red]")
-    facts.add_row("sampling backend", info.backend if info.backend_error is None else f"[red]{info.backend_error}[/red]")
+    facts.add_row(
+        "sampling backend", info.backend if info.backend_error is None else f"[red]{info.backend_error}[/red]"
+    )
     supported = [k for k, ok in info.supported_metrics.items() if ok]
     unsupported = [k for k, ok in info.supported_metrics.items() if not ok]
     facts.add_row("metrics reported", ", ".join(supported) or "none")

@@ -6,6 +6,10 @@ arm alike. Each step is timed in the loop itself with ``time.perf_counter_ns`` (
 ``torch.cuda.synchronize()`` on CUDA). Every arm first runs the same number of untimed steps:
 the profiler's warm-up and FLOP-counting steps, which are not what "always-on" costs.
 
+torch runs with a fixed number of intra-op threads (``--threads``, default 1). One thread keeps
+the measurement stable on a small shared CPU, but it also leaves a core free for the profiler's
+sampling thread; ``--threads`` equal to the core count gives the fully subscribed worst case.
+
 Arms:
 - baseline: the plain training loop.
 - always-on: inside ``autotune.profile(deep_profile=False)`` (step/phase hooks and the sampler).
@@ -29,12 +33,16 @@ from pathlib import Path
 import torch
 
 import autotune
-from autotune.demo.models import GPTConfig, Trainer, resolve_device
+from autotune.demo.models import Trainer, resolve_device
 
 ARMS: tuple[str, ...] = ("baseline", "always-on", "torch.profiler")
 #: Untimed steps at the start of every arm: the profiler's warm-up plus its FLOP-counting step.
 PROFILER_WARMUP_STEPS = 3
 UNTIMED_STEPS = PROFILER_WARMUP_STEPS + 2
+#: One intra-op thread: on a small shared machine two OpenMP threads make step times swing 10x
+#: whenever another process wants a core, which drowns a sub-percent effect.
+DEFAULT_THREADS = 1
+DEFAULT_BATCH_SIZE = 8
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -44,11 +52,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--batch-size",
         type=int,
-        default=GPTConfig().default_batch_size,
-        help=f"demo GPT batch (default {GPTConfig().default_batch_size}: a 20-50 ms step on 2 CPU cores)",
+        default=DEFAULT_BATCH_SIZE,
+        help=f"demo GPT batch (default {DEFAULT_BATCH_SIZE}: a ~30 ms step on one CPU thread)",
     )
     p.add_argument("--device", default="cpu", help="cpu, cuda or auto (default cpu)")
-    p.add_argument("--threads", type=int, default=2, help="torch.set_num_threads value (default 2)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=DEFAULT_THREADS,
+        help=f"torch.set_num_threads value (default {DEFAULT_THREADS}; see the module docstring)",
+    )
     return p.parse_args(argv)
 
 

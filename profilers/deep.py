@@ -65,11 +65,19 @@ def top_ops(prof: Any, cuda: bool, limit: int = TOP_OPS) -> list[OpRecord]:
         self_dev = float(getattr(avg, "self_device_time_total", 0.0) or 0.0)
         total_dev = float(getattr(avg, "device_time_total", 0.0) or 0.0)
         if cuda and self_dev > 0:
-            rows.append(OpRecord(avg.key, "cuda", int(avg.count), self_dev, total_dev, int(avg.flops) or None))
+            rows.append(
+                OpRecord(avg.key, "cuda", int(avg.count), self_dev, total_dev, int(avg.flops) or None)
+            )
         else:
             rows.append(
-                OpRecord(avg.key, "cpu", int(avg.count), float(avg.self_cpu_time_total),
-                         float(avg.cpu_time_total), int(avg.flops) or None)
+                OpRecord(
+                    avg.key,
+                    "cpu",
+                    int(avg.count),
+                    float(avg.self_cpu_time_total),
+                    float(avg.cpu_time_total),
+                    int(avg.flops) or None,
+                )
             )
     if cuda:
         rows = [r for r in rows if r.device == "cuda"] or rows
@@ -92,5 +100,7 @@ def export_trace(prof: Any, trace_dir: Path, stem: str, cap_bytes: int = DEFAULT
     size = out.stat().st_size
     if size > cap_bytes:
         os.unlink(out)
-        raise TraceTooLarge(f"trace {out.name} was {size} bytes compressed, over the {cap_bytes}-byte cap; removed")
+        raise TraceTooLarge(
+            f"trace {out.name} was {size} bytes compressed, over the {cap_bytes}-byte cap; removed"
+        )
     return out

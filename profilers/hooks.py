@@ -13,6 +13,7 @@ the user's call goes on untouched. Calls from other threads are ignored.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 from collections.abc import Callable
@@ -109,16 +110,12 @@ class TorchHooks:
         """Remove every hook and restore every patched function. Safe to call twice."""
         self.active = False
         for handle in self._handles + self._global_fwd:
-            try:
+            with contextlib.suppress(Exception):  # removing a hook must not fail the user's run
                 handle.remove()
-            except Exception:  # noqa: S110 - removing a hook must not fail the user's run
-                pass
         self._handles, self._global_fwd = [], []
         for owner, attr, original in reversed(self._patches):
-            try:
+            with contextlib.suppress(Exception):
                 setattr(owner, attr, original)
-            except Exception:  # noqa: S110
-                pass
         self._patches = []
 
     def narrow_to_roots(self) -> None:

@@ -38,7 +38,8 @@ class NvtxRanges:
         self._step_range: Any = None
         self._open: dict[int, Any] = {}
         self._attrs: dict[str, Any] = {
-            name: self._domain.get_event_attributes(message=name, color=color) for name, color in _COLORS.items()
+            name: self._domain.get_event_attributes(message=name, color=color)
+            for name, color in _COLORS.items()
         }
         self.enabled = True
 

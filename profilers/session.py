@@ -7,6 +7,7 @@ training goes on. The user's own exceptions are never caught here.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -19,7 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from profilers.records import SCHEMA_VERSION, StepRecord
-from profilers.summary import build_summary, combine_ranks, gpu_aggregates, host_aggregates, rank_entry, step_statistics
+from profilers.summary import (
+    build_summary,
+    combine_ranks,
+    gpu_aggregates,
+    host_aggregates,
+    rank_entry,
+    step_statistics,
+)
 from profilers.timeline import Event, phase_durations
 from profilers.tracker import ClosedStep, StepTracker
 
@@ -75,6 +83,7 @@ def active_session() -> Session | None:
 
 def dist_env() -> tuple[int, int, int]:
     """(rank, world_size, local_rank) from torchrun's environment; (0, 1, 0) otherwise."""
+
     def num(name: str, default: int) -> int:
         try:
             return int(os.environ.get(name, default))
@@ -235,9 +244,11 @@ class Session:
 
         backends: list[Any] = []
         if self.local_rank == 0:
-            primary = get_backend(self.options.backend)
-            backends.append(primary)
-        if not any(isinstance(b, HostBackend) for b in backends):
+            try:
+                backends.append(get_backend(self.options.backend))
+            except Exception as exc:  # e.g. NVML asked for by name but unusable: host only
+                self.fault("sampling backend", exc)
+        if not any(d.kind == "host" for b in backends for d in b.devices()):
             backends.append(HostBackend())
         if self._store is not None:
             infos = [asdict(d) for b in backends for d in b.devices()]
@@ -257,7 +268,9 @@ class Session:
 
         assert self._tracker is not None
         self._hooks = TorchHooks(
-            self._tracker, self.fault, on_first_cuda_input=self._use_cuda_clock,
+            self._tracker,
+            self.fault,
+            on_first_cuda_input=self._use_cuda_clock,
             samples_per_step=self.options.samples_per_step,
         )
         self._hooks.precision_probe = self._probe_precision
@@ -292,10 +305,14 @@ class Session:
     # -- per step -------------------------------------------------------------------------------
     def _on_step(self, closed: ClosedStep) -> bool:
         slow = False
-        index = closed.index
+        index = closed.number
         try:
             slow = self._end_instrumentation(index)
-            if self._tracker is not None and self._tracker.gpu_mark is not None and closed.start.gpu is not None:
+            if (
+                self._tracker is not None
+                and self._tracker.gpu_mark is not None
+                and closed.start.gpu is not None
+            ):
                 self._gpu_pending.append(closed)
                 self._resolve_gpu(block=False)
             else:
@@ -401,14 +418,26 @@ class Session:
         fwd = [e for e in closed.events if e.samples is not None]
         samples = sum(e.samples for e in fwd if e.samples is not None) if fwd else None
         tokens_l = [e.tokens for e in fwd]
-        tokens = sum(t for t in tokens_l if t is not None) if fwd and all(t is not None for t in tokens_l) else None
+        tokens = (
+            sum(t for t in tokens_l if t is not None)
+            if fwd and all(t is not None for t in tokens_l)
+            else None
+        )
         if self.options.samples_per_step is not None:
             samples, tokens = self.options.samples_per_step, None
         record = StepRecord(
-            step=closed.index, rank=self.rank, start_ns=closed.start.t_ns + self._wall_offset_ns,
-            duration_ns=max(0, end_t - start_t), data_ns=phases["data"], forward_ns=phases["forward"],
-            backward_ns=phases["backward"], optimizer_ns=phases["optimizer"], other_ns=phases["other"],
-            samples=samples, tokens=tokens, kind=self._kind(closed.index),
+            step=closed.number,
+            rank=self.rank,
+            start_ns=closed.start.t_ns + self._wall_offset_ns,
+            duration_ns=max(0, end_t - start_t),
+            data_ns=phases["data"],
+            forward_ns=phases["forward"],
+            backward_ns=phases["backward"],
+            optimizer_ns=phases["optimizer"],
+            other_ns=phases["other"],
+            samples=samples,
+            tokens=tokens,
+            kind=self._kind(closed.number),
         )
         self.steps.append(record)
         if self._recorder is not None:
@@ -448,7 +477,9 @@ class Session:
             if self._flop_counter is not None:
                 self._guard("FLOP counting", self._end_instrumentation, self._flops_step or -1, True)
             if self._deep is not None:
-                self._guard("deep-profile window", self._finish_trace, self.steps[-1].step if self.steps else 0)
+                self._guard(
+                    "deep-profile window", self._finish_trace, self.steps[-1].step if self.steps else 0
+                )
             if self._gpu_pending:
                 self._guard("GPU step timing", self._resolve_gpu, True)
             if self._nvtx is not None:
@@ -462,10 +493,8 @@ class Session:
             with _ACTIVE_LOCK:
                 _ACTIVE = None
             if self._store is not None:
-                try:
+                with contextlib.suppress(Exception):  # closing must not fail the user's run
                     self._store.close()
-                except Exception:  # noqa: S110 - closing a store must not fail the user's run
-                    pass
         return self.summary
 
     def _memory(self) -> tuple[int | None, dict[str, Any]]:
@@ -475,7 +504,11 @@ class Session:
             import resource
 
             maxrss_end = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-            rss_samples = [s.rss_bytes for s in (self._recorder.samples if self._recorder else []) if s.kind == "host" and s.rss_bytes]
+            rss_samples = [
+                s.rss_bytes
+                for s in (self._recorder.samples if self._recorder else [])
+                if s.kind == "host" and s.rss_bytes
+            ]
             peak_rss = max(rss_samples, default=None)
             if self._maxrss_start is not None and maxrss_end > self._maxrss_start:
                 peak_rss = max(peak_rss or 0, maxrss_end)
@@ -501,8 +534,12 @@ class Session:
         if self.device_kind == "cuda":
             import torch
 
-            return {"kind": "cuda", "name": torch.cuda.get_device_name(self._cuda_device),
-                    "count": self.world_size if self.world_size > 1 else 1, "index": self._cuda_device}
+            return {
+                "kind": "cuda",
+                "name": torch.cuda.get_device_name(self._cuda_device),
+                "count": self.world_size if self.world_size > 1 else 1,
+                "index": self._cuda_device,
+            }
         import platform
 
         name = platform.processor() or platform.machine()
@@ -540,7 +577,9 @@ class Session:
 
             names = {}
             if self._recorder is not None:
-                names = {d.index: d.name for b in self._recorder.backends for d in b.devices() if d.kind == "gpu"}
+                names = {
+                    d.index: d.name for b in self._recorder.backends for d in b.devices() if d.kind == "gpu"
+                }
             gpu = gpu_aggregates(samples, names, throttle_reason_names)
         except Exception as exc:
             self.fault("GPU aggregates", exc)

@@ -73,15 +73,29 @@ class RunStore:
     def set_meta(self, values: dict[str, Any], only_if_missing: bool = False) -> None:
         """Store JSON-encoded metadata values under their keys."""
         verb = "INSERT OR IGNORE" if only_if_missing else "INSERT OR REPLACE"
-        self._many(f"{verb} INTO meta (key, value) VALUES (?, ?)", [(k, json.dumps(v)) for k, v in values.items()])
+        self._many(
+            f"{verb} INTO meta (key, value) VALUES (?, ?)", [(k, json.dumps(v)) for k, v in values.items()]
+        )
 
     def add_steps(self, steps: Sequence[StepRecord]) -> None:
         """Append closed steps."""
         self._many(
             f"INSERT OR REPLACE INTO steps ({_STEP_COLUMNS}) VALUES ({', '.join('?' * 12)})",
             [
-                (s.rank, s.step, s.start_ns, s.duration_ns, s.data_ns, s.forward_ns, s.backward_ns,
-                 s.optimizer_ns, s.other_ns, s.samples, s.tokens, s.kind)
+                (
+                    s.rank,
+                    s.step,
+                    s.start_ns,
+                    s.duration_ns,
+                    s.data_ns,
+                    s.forward_ns,
+                    s.backward_ns,
+                    s.optimizer_ns,
+                    s.other_ns,
+                    s.samples,
+                    s.tokens,
+                    s.kind,
+                )
                 for s in steps
             ],
         )
@@ -109,7 +123,10 @@ class RunStore:
             self.conn.executemany(
                 "INSERT INTO ops (rank, name, device, calls, self_time_us, total_time_us, flops) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(self.rank, o.name, o.device, o.calls, o.self_time_us, o.total_time_us, o.flops) for o in ops],
+                [
+                    (self.rank, o.name, o.device, o.calls, o.self_time_us, o.total_time_us, o.flops)
+                    for o in ops
+                ],
             )
             self.conn.execute("COMMIT")
         except BaseException:
@@ -118,13 +135,28 @@ class RunStore:
 
     def add_warning(self, t_ns: int, part: str, message: str) -> None:
         """Record a profiler fault that was reported to the user."""
-        self._many("INSERT INTO warnings (rank, t_ns, part, message) VALUES (?, ?, ?, ?)", [(self.rank, t_ns, part, message)])
+        self._many(
+            "INSERT INTO warnings (rank, t_ns, part, message) VALUES (?, ?, ?, ?)",
+            [(self.rank, t_ns, part, message)],
+        )
 
-    def set_rank(self, world_size: int, host: str, pid: int, finished_ns: int | None, summary: dict[str, Any] | None) -> None:
+    def set_rank(
+        self, world_size: int, host: str, pid: int, finished_ns: int | None, summary: dict[str, Any] | None
+    ) -> None:
         """Record this rank, and its own summary once it has finished."""
         self._many(
-            "INSERT OR REPLACE INTO ranks (rank, world_size, host, pid, finished_ns, summary) VALUES (?, ?, ?, ?, ?, ?)",
-            [(self.rank, world_size, host, pid, finished_ns, None if summary is None else json.dumps(summary))],
+            "INSERT OR REPLACE INTO ranks (rank, world_size, host, pid, finished_ns, summary) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    self.rank,
+                    world_size,
+                    host,
+                    pid,
+                    finished_ns,
+                    None if summary is None else json.dumps(summary),
+                )
+            ],
         )
 
     def _many(self, sql: str, rows: Sequence[tuple[Any, ...]] | list[tuple[Any, ...]]) -> None:
@@ -149,12 +181,26 @@ def read_steps(path: Path, rank: int | None = None) -> list[StepRecord]:
     conn = connect(path, readonly=True)
     try:
         where, params = ("WHERE rank = ?", (rank,)) if rank is not None else ("", ())
-        rows = conn.execute(f"SELECT {_STEP_COLUMNS} FROM steps {where} ORDER BY rank, step", params).fetchall()
+        rows = conn.execute(
+            f"SELECT {_STEP_COLUMNS} FROM steps {where} ORDER BY rank, step", params
+        ).fetchall()
     finally:
         conn.close()
     return [
-        StepRecord(step=r[1], rank=r[0], start_ns=r[2], duration_ns=r[3], data_ns=r[4], forward_ns=r[5],
-                   backward_ns=r[6], optimizer_ns=r[7], other_ns=r[8], samples=r[9], tokens=r[10], kind=r[11])
+        StepRecord(
+            step=r[1],
+            rank=r[0],
+            start_ns=r[2],
+            duration_ns=r[3],
+            data_ns=r[4],
+            forward_ns=r[5],
+            backward_ns=r[6],
+            optimizer_ns=r[7],
+            other_ns=r[8],
+            samples=r[9],
+            tokens=r[10],
+            kind=r[11],
+        )
         for r in rows
     ]
 
@@ -187,7 +233,12 @@ def read_ranks(path: Path) -> dict[int, dict[str, Any]]:
     finally:
         conn.close()
     return {
-        r[0]: {"world_size": r[1], "host": r[2], "pid": r[3], "finished_ns": r[4],
-               "summary": None if r[5] is None else json.loads(r[5])}
+        r[0]: {
+            "world_size": r[1],
+            "host": r[2],
+            "pid": r[3],
+            "finished_ns": r[4],
+            "summary": None if r[5] is None else json.loads(r[5]),
+        }
         for r in rows
     }

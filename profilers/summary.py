@@ -40,7 +40,8 @@ def step_statistics(steps: Sequence[StepRecord], samples_per_step: int | None = 
     durations = sorted(s.duration_ns / 1e9 for s in chosen)
     total_s = sum(durations)
     samples = [samples_per_step if samples_per_step is not None else s.samples for s in chosen]
-    samples_per_s = sum(samples) / total_s if total_s > 0 and all(v is not None for v in samples) else None  # type: ignore[misc]
+    known = [v for v in samples if v is not None]
+    samples_per_s = sum(known) / total_s if total_s > 0 and len(known) == len(samples) else None
     tokens = [s.tokens for s in chosen]
     tokens_per_s = (
         sum(t for t in tokens if t is not None) / total_s
@@ -105,9 +106,14 @@ def gpu_aggregates(
                 "name": names.get(index),
                 "samples": len(rows),
                 "duration_s": duration_s,
-                "util_pct": None if not util else {
-                    "mean": sum(util) / len(util), "p50": quantile(util, 0.5), "p95": quantile(util, 0.95),
-                    "min": util[0], "max": util[-1],
+                "util_pct": None
+                if not util
+                else {
+                    "mean": sum(util) / len(util),
+                    "p50": quantile(util, 0.5),
+                    "p95": quantile(util, 0.95),
+                    "min": util[0],
+                    "max": util[-1],
                 },
                 "mem_used_bytes_max": int(max(mem_used)) if mem_used else None,
                 "mem_total_bytes": next((s.mem_total_bytes for s in rows if s.mem_total_bytes), None),
@@ -142,7 +148,9 @@ def host_aggregates(samples: Iterable[DeviceSample]) -> dict[str, Any] | None:
     }
 
 
-def rank_entry(rank: int, steps: Sequence[StepRecord], stats: dict[str, Any], peak_memory_bytes: int | None) -> dict[str, Any]:
+def rank_entry(
+    rank: int, steps: Sequence[StepRecord], stats: dict[str, Any], peak_memory_bytes: int | None
+) -> dict[str, Any]:
     """One rank's figures for the ``ranks`` list."""
     return {
         "rank": rank,
@@ -157,6 +165,7 @@ def rank_entry(rank: int, steps: Sequence[StepRecord], stats: dict[str, Any], pe
 
 def combine_ranks(entries: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Job-wide throughput (sum over ranks) and the slowest rank's median step time."""
+
     def total(key: str) -> float | None:
         values = [e[key] for e in entries]
         return sum(values) if values and all(v is not None for v in values) else None
@@ -172,9 +181,27 @@ def combine_ranks(entries: Sequence[dict[str, Any]]) -> dict[str, Any]:
 def build_summary(**fields: Any) -> dict[str, Any]:
     """The summary dict with its stable key order (``schema`` first)."""
     keys = (
-        "name", "run_dir", "steps", "measured_steps", "step_time_s", "throughput", "phases",
-        "peak_memory_bytes", "memory", "flops_per_step", "mfu", "precision", "device", "gpu", "host",
-        "ranks", "top_ops", "trace_files", "step_mode", "wall_time_s", "warnings",
+        "name",
+        "run_dir",
+        "steps",
+        "measured_steps",
+        "step_time_s",
+        "throughput",
+        "phases",
+        "peak_memory_bytes",
+        "memory",
+        "flops_per_step",
+        "mfu",
+        "precision",
+        "device",
+        "gpu",
+        "host",
+        "ranks",
+        "top_ops",
+        "trace_files",
+        "step_mode",
+        "wall_time_s",
+        "warnings",
     )
     out: dict[str, Any] = {"schema": SCHEMA_VERSION}
     for key in keys:

@@ -12,7 +12,12 @@ from typing import Any, NamedTuple
 DATA_B, DATA_E, FWD_B, FWD_E, BWD_B, BWD_E, OPT_B, OPT_E = range(8)
 
 #: Begin code -> (end code, phase name).
-_PAIRS = {DATA_B: (DATA_E, "data"), FWD_B: (FWD_E, "forward"), BWD_B: (BWD_E, "backward"), OPT_B: (OPT_E, "optimizer")}
+_PAIRS = {
+    DATA_B: (DATA_E, "data"),
+    FWD_B: (FWD_E, "forward"),
+    BWD_B: (BWD_E, "backward"),
+    OPT_B: (OPT_E, "optimizer"),
+}
 _END_TO_BEGIN = {end: begin for begin, (end, _) in _PAIRS.items()}
 ACTIVITY_BEGINS = frozenset({FWD_B, BWD_B, OPT_B})
 CODE_NAMES = {

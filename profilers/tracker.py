@@ -23,7 +23,7 @@ UNKNOWN_MODE_MAX_BACKWARDS = 16
 class ClosedStep(NamedTuple):
     """A finished step's raw timing, before phase resolution."""
 
-    index: int  # 1-based
+    number: int  # 1-based step number
     start: Event  # the boundary the step started at
     end: Event  # the boundary it ended at
     events: list[Event]  # phase events inside it, in order

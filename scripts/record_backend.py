@@ -1,11 +1,11 @@
 #!/usr/bin/env python
-"""Record a live sampling backend into a replayable file (for tests/data and demos).
+r"""Record a live sampling backend into a replayable file (for tests/data and demos).
 
 Examples::
 
-    python scripts/record_backend.py --backend host --seconds 3 --hz 10 \\
+    python scripts/record_backend.py --backend host --seconds 3 --hz 10 \
         --out tests/data/host_recording.jsonl.gz --load torch
-    python scripts/record_backend.py --backend nvml --seconds 5 --hz 10 \\
+    python scripts/record_backend.py --backend nvml --seconds 5 --hz 10 \
         --out tests/data/nvml_recording.jsonl.gz --load torch
     python scripts/record_backend.py --backend nvml --seconds 5 --hz 10 --out rec.jsonl.gz -- python train.py
 
@@ -66,8 +66,12 @@ def main(argv: list[str] | None = None) -> int:
     if "--" in argv:
         cut = argv.index("--")
         argv, load_cmd = argv[:cut], argv[cut + 1 :]
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--backend", default=None, help="backend spec: nvml, host, nvml:0 (default: automatic)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--backend", default=None, help="backend spec: nvml, host, nvml:0 (default: automatic)"
+    )
     parser.add_argument("--seconds", type=float, default=3.0, help="how long to record (default 3)")
     parser.add_argument("--hz", type=float, default=10.0, help="samples per second (default 10)")
     parser.add_argument("--out", type=Path, required=True, help="recording to write (.jsonl.gz)")
@@ -111,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     if not result:
         return 1
     path = result[0]
-    print(f"wrote {path} ({path.stat().st_size} bytes, backend {backend.name}, {args.seconds:g} s at {args.hz:g} Hz)")
+    size = path.stat().st_size
+    print(f"wrote {path} ({size} bytes, backend {backend.name}, {args.seconds:g} s at {args.hz:g} Hz)")
     return 0
 
 

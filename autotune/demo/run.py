@@ -40,18 +40,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--run-root",
         type=Path,
         default=None,
-        help="folder to create the run directories in (default: the profiler's default location)",
+        help="folder to create the run directories in (default: the profiler's default, ./runs)",
     )
     parser.add_argument(
         "--model", choices=(*DEMO_MODELS, "all"), default="all", help="which demo model (default all)"
     )
     return parser
-
-
-def _run_dir(run_root: Path | None, model: str) -> Path | None:
-    if run_root is None:
-        return None
-    return run_root / f"demo-{model}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,21 +71,25 @@ def main(argv: list[str] | None = None) -> int:
     models = DEMO_MODELS if args.model == "all" else (args.model,)
 
     started = time.perf_counter()
-    run_dirs: list[tuple[str, Path]] = []
+    run_dirs: list[tuple[str, Path | None]] = []
     for model in models:
         batch_size = default_config(model).default_batch_size
         console.rule(f"demo-{model}")
         console.print(f"Training demo {model} on {device}: {args.steps} steps at batch {batch_size}, fp32")
-        with autotune.profile(name=f"demo-{model}", run_dir=_run_dir(args.run_root, model)) as prof:
+        where = {} if args.run_root is None else {"runs_root": args.run_root}
+        with autotune.profile(name=f"demo-{model}", **where) as prof:
             loss = train(model, steps=args.steps, batch_size=batch_size, device=device)
         console.print(f"final loss {loss:.3f}")
-        render_summary(prof.summary, console, run_dir=prof.run_dir)
-        run_dirs.append((model, Path(prof.run_dir)))
+        if prof.summary is None:
+            console.print("[yellow]the profiler produced no summary for this run[/yellow]")
+        else:
+            render_summary(prof.summary, console, run_dir=prof.run_dir)
+        run_dirs.append((model, prof.run_dir))
 
     console.rule()
     console.print(f"Demo finished in {time.perf_counter() - started:.1f} s.")
     for model, run_dir in run_dirs:
-        console.print(f"  demo-{model}: {run_dir}")
+        console.print(f"  demo-{model}: {run_dir or 'n/a (no run directory could be written)'}")
     return 0
 
 

@@ -57,7 +57,9 @@ def _make(spec: str) -> Backend:
         from profilers.backends.replay import ReplayBackend
 
         return ReplayBackend(arg.strip())
-    raise ValueError(f"unknown backend {spec!r}: use nvml, nvml:0,1, host or replay:/path/to/recording.jsonl.gz")
+    raise ValueError(
+        f"unknown backend {spec!r}: use nvml, nvml:0,1, host or replay:/path/to/recording.jsonl.gz"
+    )
 
 
 def _auto() -> Backend:

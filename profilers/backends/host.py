@@ -7,6 +7,7 @@ cannot be read, through psutil. Both paths compute the same quantities the way p
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import threading
@@ -102,10 +103,8 @@ class _ProcFiles:
 def _close_fds(fds: list[int]) -> None:
     """Close and forget every descriptor in ``fds``."""
     while fds:
-        try:
+        with contextlib.suppress(OSError):
             os.close(fds.pop())
-        except OSError:
-            pass
 
 
 def _read_psutil(proc: psutil.Process) -> _Readings:
@@ -157,7 +156,9 @@ class HostBackend(Backend):
         self._prev = (first, time.monotonic())
         self._cpu_pct = 0.0
         self._proc_pct: float | None = 0.0
-        self._devices = [DeviceInfo(index=0, kind="host", name=cpu_model_name(), mem_total_bytes=first.total_mem)]
+        self._devices = [
+            DeviceInfo(index=0, kind="host", name=cpu_model_name(), mem_total_bytes=first.total_mem)
+        ]
 
     def _read(self) -> _Readings:
         """Current counters, from /proc when possible (caller holds the lock, or is __init__)."""

@@ -168,9 +168,12 @@ class ReplayBackend(Backend):
         self.meta: dict[str, Any] = dict(header.get("meta") or {})
         self._devices = devices
         per_device: dict[int, list[DeviceSample]] = {d.index: [] for d in devices}
+        kinds = {d.index: d.kind for d in devices}
         for s in samples:
-            if s.device_index not in per_device:
-                raise ValueError(f"sample of device {s.device_index} not in the header's devices: {self.path}")
+            if kinds.get(s.device_index) != s.kind:
+                raise ValueError(
+                    f"sample of {s.kind} device {s.device_index} not in the header's devices: {self.path}"
+                )
             per_device[s.device_index].append(s)
         rounds = min(len(v) for v in per_device.values())
         if rounds == 0:
@@ -178,15 +181,14 @@ class ReplayBackend(Backend):
         # rounds[i] = the i-th reading of every device; extra readings of some device are dropped
         self._rounds = [[per_device[d.index][i] for d in devices] for i in range(rounds)]
         self._t0 = min(s.t_ns for s in self._rounds[0])
+        last_t = min(s.t_ns for s in self._rounds[-1])  # a round's time is its first reading's
         hz = self.meta.get("hz")
         if rounds > 1:
-            last_t = max(s.t_ns for s in self._rounds[-1])
             period = max(1, (last_t - self._t0) // (rounds - 1))
         else:
-            last_t = self._t0
             period = int(1e9 / hz) if isinstance(hz, int | float) and hz > 0 else _DEFAULT_PERIOD_NS
         self._loop_ns = last_t - self._t0 + period
-        self._loop_energy = [self._energy_per_loop(k, rounds) for k in range(len(devices))]
+        self._loop_energy = [self._energy_per_loop(k) for k in range(len(devices))]
         self._lock = threading.Lock()
         self._closed = False
         self._pos = 0
@@ -194,9 +196,13 @@ class ReplayBackend(Backend):
         self._now0: int | None = None
         self._last_t = [0] * len(devices)
 
-    def _energy_per_loop(self, k: int, rounds: int) -> int:
+    def _energy_per_loop(self, k: int) -> int:
         """Energy (mJ) one loop adds for device ``k``: first-to-last, plus one period's share."""
-        energies = [(i, r[k].energy_mj) for i, r in enumerate(self._rounds) if r[k].energy_mj is not None]
+        energies: list[tuple[int, int]] = []
+        for i, r in enumerate(self._rounds):
+            e = r[k].energy_mj
+            if e is not None:
+                energies.append((i, e))
         if len(energies) < 2:
             return 0
         (i0, e0), (i1, e1) = energies[0], energies[-1]

@@ -1,0 +1,83 @@
+"""summary.json arithmetic, checked against values computed by hand."""
+
+import pytest
+
+from profilers.records import DeviceSample, StepRecord
+from profilers.summary import combine_ranks, gpu_aggregates, quantile, select_measured, step_statistics
+
+
+def step(n, duration_ms, kind="measured", samples=32, tokens=None, phases=(1, 2, 4, 2, 1)):
+    unit = duration_ms * 1_000_000 // sum(phases)
+    parts = [p * unit for p in phases]
+    parts[-1] += duration_ms * 1_000_000 - sum(parts)
+    return StepRecord(n, 0, n * 10**9, duration_ms * 1_000_000, *parts, samples=samples, tokens=tokens, kind=kind)
+
+
+def test_quantile_interpolates():
+    assert quantile([1.0, 2.0, 3.0, 4.0], 0.5) == 2.5
+    assert quantile([10.0], 0.9) == 10.0
+    assert quantile([0.0, 10.0], 0.1) == pytest.approx(1.0)
+
+
+def test_statistics_use_measured_steps_only():
+    steps = [step(1, 500, "warmup"), step(2, 400, "flops"), step(3, 300, "trace")]
+    steps += [step(4 + i, d) for i, d in enumerate([20, 30, 40, 50, 60])]
+    out = step_statistics(steps)
+    assert out["measured_steps"] == 5
+    assert out["step_time_s"]["median"] == pytest.approx(0.040)
+    assert out["step_time_s"]["p10"] == pytest.approx(0.024)
+    assert out["step_time_s"]["p90"] == pytest.approx(0.056)
+    # 5 steps x 32 samples over 0.2 s
+    assert out["throughput"]["samples_per_s"] == pytest.approx(800.0)
+    assert out["throughput"]["tokens_per_s"] is None
+    assert out["phases"]["backward"] == pytest.approx(0.4, abs=1e-3)
+    assert sum(out["phases"].values()) == pytest.approx(1.0, abs=1e-9)
+
+
+def test_tokens_and_override():
+    steps = [step(i, 50, tokens=32 * 128) for i in range(1, 5)]
+    out = step_statistics(steps)
+    assert out["throughput"]["tokens_per_s"] == pytest.approx(4 * 32 * 128 / 0.2)
+    assert step_statistics(steps, samples_per_step=10)["throughput"]["samples_per_s"] == pytest.approx(200.0)
+
+
+def test_short_runs_fall_back_to_what_exists():
+    only_warmup = [step(1, 10, "warmup"), step(2, 20, "warmup")]
+    assert select_measured(only_warmup) == only_warmup
+    assert step_statistics([])["step_time_s"] is None
+
+
+def test_gpu_aggregates_from_samples():
+    rows = [
+        DeviceSample(t_ns=i * 100_000_000, device_index=0, kind="gpu", gpu_util_pct=u, mem_used_bytes=m,
+                     mem_total_bytes=1000, power_mw=p, energy_mj=e, throttle_reasons=t)
+        for i, (u, m, p, e, t) in enumerate(
+            [(10, 100, 100_000, 5_000, 0), (90, 300, 300_000, 25_000, 4), (50, 200, 200_000, 45_000, 0)]
+        )
+    ]
+    rows.append(DeviceSample(t_ns=0, device_index=0, kind="host", rss_bytes=5))
+    out = gpu_aggregates(rows, {0: "Test GPU"}, lambda mask: ["hw_slowdown"] if mask & 4 else [])
+    assert out is not None
+    g = out[0]
+    assert g["name"] == "Test GPU"
+    assert g["samples"] == 3
+    assert g["util_pct"]["mean"] == pytest.approx(50.0)
+    assert g["util_pct"]["p50"] == 50.0
+    assert g["mem_used_bytes_max"] == 300
+    assert g["power_w_mean"] == pytest.approx(200.0)
+    assert g["energy_j"] == pytest.approx(40.0)
+    assert g["duration_s"] == pytest.approx(0.2)
+    assert g["throttle_reasons"] == ["hw_slowdown"]
+    assert g["pcie_rx_kbps_mean"] is None
+    assert gpu_aggregates([rows[-1]], {}) is None
+
+
+def test_combine_ranks_sums_throughput_and_takes_the_slowest_rank():
+    entries = [
+        {"samples_per_s": 100.0, "tokens_per_s": None, "step_time_s": {"median": 0.10}},
+        {"samples_per_s": 90.0, "tokens_per_s": None, "step_time_s": {"median": 0.12}},
+    ]
+    out = combine_ranks(entries)
+    assert out["samples_per_s"] == 190.0
+    assert out["tokens_per_s"] is None
+    assert out["slowest_median_step_time_s"] == 0.12

@@ -1,0 +1,62 @@
+from profilers.timeline import BWD_B, BWD_E, DATA_B, DATA_E, FWD_B, FWD_E, OPT_B, OPT_E, phase_durations
+
+
+def test_phases_of_a_plain_step_sum_to_its_duration():
+    times = [
+        (DATA_B, 100),
+        (DATA_E, 130),
+        (FWD_B, 140),
+        (FWD_E, 200),
+        (BWD_B, 210),
+        (BWD_E, 330),
+        (OPT_B, 340),
+        (OPT_E, 380),
+    ]
+    out = phase_durations(times, 100, 380)
+    # data = lead-in until the first forward (includes the DataLoader wait and the 10 ns after it)
+    assert out == {"data": 40, "forward": 60, "backward": 120, "optimizer": 40, "other": 20}
+    assert sum(out.values()) == 280
+
+
+def test_gradient_accumulation_sums_intervals_and_counts_later_data_waits():
+    times = [
+        (FWD_B, 10),
+        (FWD_E, 20),
+        (BWD_B, 20),
+        (BWD_E, 40),
+        (DATA_B, 40),
+        (DATA_E, 55),  # second micro-batch fetched mid-step
+        (FWD_B, 55),
+        (FWD_E, 65),
+        (BWD_B, 65),
+        (BWD_E, 85),
+        (OPT_B, 90),
+        (OPT_E, 100),
+    ]
+    out = phase_durations(times, 0, 100)
+    assert out == {"data": 10 + 15, "forward": 20, "backward": 40, "optimizer": 10, "other": 5}
+
+
+def test_trailing_time_after_backward_is_the_manual_update():
+    times = [(FWD_B, 5), (FWD_E, 15), (BWD_B, 15), (BWD_E, 35)]
+    out = phase_durations(times, 0, 50, trailing="optimizer")
+    assert out == {"data": 5, "forward": 10, "backward": 20, "optimizer": 15, "other": 0}
+    assert phase_durations(times, 0, 50)["other"] == 15
+
+
+def test_open_interval_runs_to_the_end_and_no_activity_is_all_data():
+    assert phase_durations([(FWD_B, 10)], 0, 30) == {
+        "data": 10,
+        "forward": 20,
+        "backward": 0,
+        "optimizer": 0,
+        "other": 0,
+    }
+    assert phase_durations([], 0, 30) == {"data": 30, "forward": 0, "backward": 0, "optimizer": 0, "other": 0}
+
+
+def test_out_of_range_times_are_clamped_and_never_negative():
+    out = phase_durations([(FWD_B, -50), (FWD_E, 500)], 0, 100)
+    assert out["forward"] == 100
+    assert all(v >= 0 for v in out.values())
+    assert sum(out.values()) == 100
