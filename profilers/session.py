@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from profilers.instrument import StepInstruments
 from profilers.records import SCHEMA_VERSION, StepRecord
 from profilers.summary import (
     build_summary,
@@ -143,9 +144,6 @@ class Session:
         self.summary: dict[str, Any] | None = None
         self.warnings: list[str] = []
         self.steps: list[StepRecord] = []
-        self.trace_files: list[str] = []
-        self.top_ops: list[Any] = []
-        self.flops_per_step: int | None = None
         self.precision: str | None = None
         self.device_kind = "cpu"
         self._reported: set[str] = set()
@@ -154,12 +152,15 @@ class Session:
         self._hooks: Any = None
         self._tracker: StepTracker | None = None
         self._nvtx: Any = None
-        self._flop_counter: Any = None
-        self._flops_step: int | None = None
-        self._deep: Any = None
-        self._trace_steps_done = 0
+        self.instruments = StepInstruments(
+            options.warmup_steps,
+            options.count_flops,
+            options.deep_profile,
+            options.profile_steps,
+            options.trace_cap_bytes,
+            self.fault,
+        )
         self._narrowed = False
-        self._instrumented: dict[int, str] = {}
         self._gpu_pending: list[ClosedStep] = []
         self._wall_offset_ns = 0
         self._t0 = 0.0
@@ -307,7 +308,8 @@ class Session:
         slow = False
         index = closed.number
         try:
-            slow = self._end_instrumentation(index)
+            cuda = self.device_kind == "cuda"
+            slow = self.instruments.end(index, self.run_dir, self.rank, cuda)
             if (
                 self._tracker is not None
                 and self._tracker.gpu_mark is not None
@@ -322,88 +324,10 @@ class Session:
                 self._narrowed = True
                 self._guard("step hooks", self._hooks.narrow_to_roots)
             if closed.live:
-                slow = self._begin_instrumentation(index + 1) or slow
+                slow = self.instruments.begin(index + 1, cuda) or slow
         except Exception as exc:
             self.fault("step accounting", exc)
         return slow
-
-    def _begin_instrumentation(self, index: int) -> bool:
-        """Start FLOP counting or the deep-profile window for step ``index`` when it is due."""
-        if index <= self.options.warmup_steps:
-            return False
-        if self.options.count_flops and self.flops_per_step is None and self._flops_step is None:
-            try:
-                from profilers.flops import FlopCounter
-
-                counter = FlopCounter()
-                counter.start()
-                self._flop_counter, self._flops_step = counter, index
-                self._instrumented[index] = "flops"
-                return False
-            except Exception as exc:
-                self._flops_step = -1
-                self.fault("FLOP counting", exc)
-        if self.options.deep_profile and self._trace_steps_done < self.options.profile_steps:
-            try:
-                if self._deep is None:
-                    from profilers.deep import DeepProfiler
-
-                    self._deep = DeepProfiler(cuda=self.device_kind == "cuda")
-                    self._deep.start(index)
-                self._instrumented[index] = "trace"
-                return True
-            except Exception as exc:
-                self._trace_steps_done = self.options.profile_steps
-                self._deep = None
-                self.fault("deep-profile window", exc)
-        return False
-
-    def _end_instrumentation(self, index: int, partial: bool = False) -> bool:
-        """Stop what ran during step ``index``; True when that was slow."""
-        kind = self._instrumented.get(index)
-        if kind == "flops" and self._flop_counter is not None:
-            counter, self._flop_counter = self._flop_counter, None
-            total = counter.stop()
-            if total is None:
-                self.fault("FLOP counting", RuntimeError("FlopCounterMode counted nothing"))
-            elif not partial:
-                self.flops_per_step = int(total)
-            return False
-        if kind == "trace" and self._deep is not None:
-            self._trace_steps_done += 1
-            if self._trace_steps_done >= self.options.profile_steps or partial:
-                self._finish_trace(index)
-                return True
-        return False
-
-    def _finish_trace(self, last_step: int) -> None:
-        deep, self._deep = self._deep, None
-        if deep is None:
-            return
-        try:
-            prof = deep.stop(last_step)
-        except Exception as exc:
-            self.fault("deep-profile window", exc)
-            return
-        from profilers.deep import export_trace, top_ops
-
-        try:
-            self.top_ops = top_ops(prof, cuda=self.device_kind == "cuda")
-        except Exception as exc:
-            self.fault("top operators", exc)
-        if self.run_dir is not None:
-            try:
-                stem = f"rank{self.rank}-steps{deep.first_step}-{last_step}"
-                out = export_trace(prof, self.run_dir / "traces", stem, self.options.trace_cap_bytes)
-                self.trace_files.append(str(out.relative_to(self.run_dir)))
-            except Exception as exc:
-                self.fault("trace export", exc)
-
-    def _kind(self, index: int) -> str:
-        kind = self._instrumented.get(index)
-        if kind is not None:
-            return kind
-        return "warmup" if index <= self.options.warmup_steps else "measured"
 
     def _record(self, closed: ClosedStep, times: list[int] | None) -> None:
         """Turn a closed step into a StepRecord (host times, or resolved GPU times)."""
@@ -437,7 +361,7 @@ class Session:
             other_ns=phases["other"],
             samples=samples,
             tokens=tokens,
-            kind=self._kind(closed.number),
+            kind=self.instruments.kind(closed.number),
         )
         self.steps.append(record)
         if self._recorder is not None:
@@ -474,20 +398,17 @@ class Session:
                 self._guard("step accounting", self._tracker.finish)
             if self._hooks is not None:
                 self._guard("step hooks", self._hooks.remove)
-            if self._flop_counter is not None:
-                self._guard("FLOP counting", self._end_instrumentation, self._flops_step or -1, True)
-            if self._deep is not None:
-                self._guard(
-                    "deep-profile window", self._finish_trace, self.steps[-1].step if self.steps else 0
-                )
+            last = self.steps[-1].step if self.steps else 0
+            cuda = self.device_kind == "cuda"
+            self._guard("deep-profile window", self.instruments.abandon, last, self.run_dir, self.rank, cuda)
             if self._gpu_pending:
                 self._guard("GPU step timing", self._resolve_gpu, True)
             if self._nvtx is not None:
                 self._guard("NVTX ranges", self._nvtx.close)
             if self._recorder is not None:
                 self._guard("recorder thread", self._recorder.stop)
-                if self.top_ops:
-                    self._recorder.write_ops(self.top_ops)
+                if self.instruments.top_ops:
+                    self._recorder.write_ops(self.instruments.top_ops)
             self.summary = self._guard("summary", self._finish_summary)
         finally:
             with _ACTIVE_LOCK:
@@ -562,7 +483,7 @@ class Session:
             peak = peak_flops_per_s(device["name"], self.precision or "fp32")
         else:
             peak = None
-        return mfu(self.flops_per_step, step_time_s, peak, 1), peak
+        return mfu(self.instruments.flops_per_step, step_time_s, peak, 1), peak
 
     def _finish_summary(self) -> dict[str, Any]:
         stats = step_statistics(self.steps, self.options.samples_per_step)
@@ -594,7 +515,7 @@ class Session:
             phases=stats["phases"],
             peak_memory_bytes=peak_mem,
             memory=memory,
-            flops_per_step=self.flops_per_step,
+            flops_per_step=self.instruments.flops_per_step,
             mfu=mfu_value,
             peak_flops_per_s=peak,
             precision=self.precision,
@@ -602,8 +523,8 @@ class Session:
             gpu=gpu,
             host=host_aggregates(samples),
             ranks=None,
-            top_ops=[asdict(o) for o in self.top_ops],
-            trace_files=self.trace_files,
+            top_ops=[asdict(o) for o in self.instruments.top_ops],
+            trace_files=self.instruments.trace_files,
             step_mode=self._tracker.mode if self._tracker else None,
             wall_time_s=time.time() - self._t0,
             warnings=self.warnings,

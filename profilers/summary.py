@@ -39,13 +39,17 @@ def step_statistics(steps: Sequence[StepRecord], samples_per_step: int | None = 
         }
     durations = sorted(s.duration_ns / 1e9 for s in chosen)
     total_s = sum(durations)
-    samples = [samples_per_step if samples_per_step is not None else s.samples for s in chosen]
-    known = [v for v in samples if v is not None]
-    samples_per_s = sum(known) / total_s if total_s > 0 and len(known) == len(samples) else None
-    tokens = [s.tokens for s in chosen]
+    # Throughput over the steps whose inputs were seen (a step can miss them, e.g. keyword-only
+    # model inputs while the global hooks of the warm-up are still on).
+    with_samples = [s for s in chosen if samples_per_step is not None or s.samples is not None]
+    seen_s = sum(s.duration_ns for s in with_samples) / 1e9
+    seen_samples = sum(samples_per_step if samples_per_step is not None else (s.samples or 0) for s in with_samples)
+    samples_per_s = seen_samples / seen_s if seen_s > 0 else None
+    with_tokens = [s for s in chosen if s.tokens is not None]
+    tok_s = sum(s.duration_ns for s in with_tokens) / 1e9
     tokens_per_s = (
-        sum(t for t in tokens if t is not None) / total_s
-        if total_s > 0 and samples_per_step is None and all(t is not None for t in tokens)
+        sum(s.tokens or 0 for s in with_tokens) / tok_s
+        if samples_per_step is None and tok_s > 0 and len(with_tokens) == len(with_samples)
         else None
     )
     total_ns = sum(s.duration_ns for s in chosen)

@@ -1,0 +1,131 @@
+"""Per-step instrumentation: FLOP counting on one step, then the deep-profile window.
+
+Schedule after the warm-up steps: one step under ``FlopCounterMode``, then ``profile_steps``
+steps under torch.profiler, then nothing. Each is started at a step boundary (in a hook, on the
+training thread) and stopped at the next one; those steps are marked so the statistics leave them
+out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from profilers.records import OpRecord
+
+
+class StepInstruments:
+    """Starts and stops the FLOP counter and the torch.profiler window at step boundaries."""
+
+    def __init__(
+        self,
+        warmup_steps: int,
+        count_flops: bool,
+        deep_profile: bool,
+        profile_steps: int,
+        trace_cap_bytes: int,
+        on_fault: Callable[[str, BaseException], None],
+    ) -> None:
+        self.warmup_steps = warmup_steps
+        self.count_flops = count_flops
+        self.deep_profile = deep_profile
+        self.profile_steps = profile_steps
+        self.trace_cap_bytes = trace_cap_bytes
+        self.on_fault = on_fault
+        self.flops_per_step: int | None = None
+        self.top_ops: list[OpRecord] = []
+        self.trace_files: list[str] = []
+        self._kinds: dict[int, str] = {}
+        self._flop_counter: Any = None
+        self._flops_step: int | None = None
+        self._deep: Any = None
+        self._trace_steps_done = 0
+
+    def kind(self, step: int) -> str:
+        """What ran during ``step``: "flops", "trace", "warmup" or plain "measured"."""
+        kind = self._kinds.get(step)
+        if kind is not None:
+            return kind
+        return "warmup" if step <= self.warmup_steps else "measured"
+
+    def begin(self, step: int, cuda: bool) -> bool:
+        """Start what is due for ``step``; True when that was slow (the profiler's start)."""
+        if step <= self.warmup_steps:
+            return False
+        if self.count_flops and self.flops_per_step is None and self._flops_step is None:
+            try:
+                from profilers.flops import FlopCounter
+
+                counter = FlopCounter()
+                counter.start()
+                self._flop_counter, self._flops_step = counter, step
+                self._kinds[step] = "flops"
+                return False
+            except Exception as exc:
+                self._flops_step = -1
+                self.on_fault("FLOP counting", exc)
+        if self.deep_profile and self._trace_steps_done < self.profile_steps:
+            try:
+                if self._deep is None:
+                    from profilers.deep import DeepProfiler
+
+                    self._deep = DeepProfiler(cuda=cuda)
+                    self._deep.start(step)
+                self._kinds[step] = "trace"
+                return True
+            except Exception as exc:
+                self._trace_steps_done = self.profile_steps
+                self._deep = None
+                self.on_fault("deep-profile window", exc)
+        return False
+
+    def end(self, step: int, run_dir: Path | None, rank: int, cuda: bool) -> bool:
+        """Stop what ran during ``step``; True when that was slow (the trace's export)."""
+        kind = self._kinds.get(step)
+        if kind == "flops" and self._flop_counter is not None:
+            counter, self._flop_counter = self._flop_counter, None
+            total = counter.stop()
+            if total is None:
+                self.on_fault("FLOP counting", RuntimeError("FlopCounterMode counted nothing"))
+            else:
+                self.flops_per_step = int(total)
+            return False
+        if kind == "trace" and self._deep is not None:
+            self._trace_steps_done += 1
+            if self._trace_steps_done >= self.profile_steps:
+                self.finish_trace(step, run_dir, rank, cuda)
+                return True
+        return False
+
+    def abandon(self, last_step: int, run_dir: Path | None, rank: int, cuda: bool) -> None:
+        """The region ended mid-instrumentation: drop a partial FLOP count, keep a partial trace."""
+        if self._flop_counter is not None:
+            counter, self._flop_counter = self._flop_counter, None
+            counter.stop()
+        if self._deep is not None:
+            self.finish_trace(last_step, run_dir, rank, cuda)
+
+    def finish_trace(self, last_step: int, run_dir: Path | None, rank: int, cuda: bool) -> None:
+        """Stop torch.profiler, keep its top operators and export its Chrome trace."""
+        deep, self._deep = self._deep, None
+        if deep is None:
+            return
+        try:
+            prof = deep.stop(last_step)
+        except Exception as exc:
+            self.on_fault("deep-profile window", exc)
+            return
+        from profilers.deep import export_trace, top_ops
+
+        try:
+            self.top_ops = top_ops(prof, cuda=cuda)
+        except Exception as exc:
+            self.on_fault("top operators", exc)
+        if run_dir is not None:
+            try:
+                stem = f"rank{rank}-steps{deep.first_step}-{last_step}"
+                out = export_trace(prof, run_dir / "traces", stem, self.trace_cap_bytes)
+                self.trace_files.append(str(out.relative_to(run_dir)))
+            except Exception as exc:
+                self.on_fault("trace export", exc)
