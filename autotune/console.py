@@ -168,6 +168,21 @@ def _throughput_row(summary: Mapping[str, Any]) -> MetricRow:
     return MetricRow("Throughput", value)
 
 
+def _memory_row(summary: Mapping[str, Any]) -> MetricRow:
+    """Peak memory, saying what was measured: CUDA allocator peak, or host RSS growth on CPU."""
+    text = format_bytes(summary.get("peak_memory_bytes"))
+    memory = summary.get("memory")
+    if text == NA or not isinstance(memory, Mapping):
+        return MetricRow("Peak memory", text)
+    if _num(memory.get("cuda_peak_allocated_bytes")) is not None:
+        text += " CUDA allocated"
+        if _num(memory.get("cuda_peak_reserved_bytes")) is not None:
+            text += f" ({format_bytes(memory['cuda_peak_reserved_bytes'])} reserved)"
+    elif _num(memory.get("rss_peak_growth_bytes")) is not None:
+        text += " host RSS growth"
+    return MetricRow("Peak memory", text)
+
+
 def _mfu_row(summary: Mapping[str, Any]) -> MetricRow:
     mfu = _num(summary.get("mfu"))
     return MetricRow("MFU", "n/a — device peak unknown" if mfu is None else format_pct(mfu))
@@ -274,7 +289,7 @@ def build_summary_view(summary: Mapping[str, Any], run_dir: object = None) -> Su
         _steps_row(summary),
         _step_time_row(summary),
         _throughput_row(summary),
-        MetricRow("Peak memory", format_bytes(summary.get("peak_memory_bytes"))),
+        _memory_row(summary),
         MetricRow("FLOPs / step", format_si(flops, "FLOP")),
         _mfu_row(summary),
         MetricRow("Precision", str(summary.get("precision") or NA)),

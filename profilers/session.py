@@ -169,6 +169,7 @@ class Session:
         self._cuda_device: int | None = None
         self._precision_module: Any = None
         self._started = False
+        self._owned_backends: list[Any] = []
 
     # -- faults ---------------------------------------------------------------------------------
     def fault(self, part: str, exc: BaseException) -> None:
@@ -250,7 +251,9 @@ class Session:
             except Exception as exc:  # e.g. NVML asked for by name but unusable: host only
                 self.fault("sampling backend", exc)
         if not any(d.kind == "host" for b in backends for d in b.devices()):
-            backends.append(HostBackend())
+            own = HostBackend()
+            self._owned_backends.append(own)
+            backends.append(own)
         if self._store is not None:
             infos = [asdict(d) for b in backends for d in b.devices()]
             self._guard("run store", self._store.set_devices, infos)
@@ -407,6 +410,8 @@ class Session:
                 self._guard("NVTX ranges", self._nvtx.close)
             if self._recorder is not None:
                 self._guard("recorder thread", self._recorder.stop)
+                for backend in self._owned_backends:
+                    self._guard("sampling backend", backend.close)
                 if self.instruments.top_ops:
                     self._recorder.write_ops(self.instruments.top_ops)
             self.summary = self._guard("summary", self._finish_summary)

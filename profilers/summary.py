@@ -43,7 +43,9 @@ def step_statistics(steps: Sequence[StepRecord], samples_per_step: int | None = 
     # model inputs while the global hooks of the warm-up are still on).
     with_samples = [s for s in chosen if samples_per_step is not None or s.samples is not None]
     seen_s = sum(s.duration_ns for s in with_samples) / 1e9
-    seen_samples = sum(samples_per_step if samples_per_step is not None else (s.samples or 0) for s in with_samples)
+    seen_samples = sum(
+        samples_per_step if samples_per_step is not None else (s.samples or 0) for s in with_samples
+    )
     samples_per_s = seen_samples / seen_s if seen_s > 0 else None
     with_tokens = [s for s in chosen if s.tokens is not None]
     tok_s = sum(s.duration_ns for s in with_tokens) / 1e9

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import threading
 
 from profilers.records import DeviceInfo, DeviceSample
 
@@ -21,13 +22,25 @@ class Backend(abc.ABC):
     #: Short name shown by ``autotune doctor`` and stored in the run directory.
     name: str = "base"
 
-    @abc.abstractmethod
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._closed = False
+        self._devices: list[DeviceInfo] = []
+
     def devices(self) -> list[DeviceInfo]:
         """Static facts of each device this backend samples."""
+        return list(self._devices)
+
+    def sample(self) -> list[DeviceSample]:
+        """One reading per device, taken now; ``[]`` once closed."""
+        with self._lock:
+            if self._closed:
+                return []
+            return self._read_locked()
 
     @abc.abstractmethod
-    def sample(self) -> list[DeviceSample]:
-        """One reading per device, taken now."""
+    def _read_locked(self) -> list[DeviceSample]:
+        """Take one reading per device (called with the lock held, while open)."""
 
     def supported_metrics(self) -> dict[str, bool]:
         """Metric name to whether this machine reports it (for ``autotune doctor``)."""
@@ -37,5 +50,12 @@ class Backend(abc.ABC):
         first = readings[0].to_dict()
         return {k: v is not None for k, v in first.items() if k not in ("t_ns", "device_index", "kind")}
 
-    def close(self) -> None:  # noqa: B027 - optional hook, default does nothing
+    def close(self) -> None:
         """Release driver handles. Idempotent."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._release()
+
+    def _release(self) -> None:  # noqa: B027 - optional hook, default does nothing
+        """Free what the backend holds (called once, with the lock held)."""

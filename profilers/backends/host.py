@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
-import threading
 import time
 import weakref
 from pathlib import Path
@@ -136,6 +135,7 @@ class HostBackend(Backend):
     name = "host"
 
     def __init__(self) -> None:
+        super().__init__()
         self._proc = psutil.Process()
         files: _ProcFiles | None
         try:
@@ -149,8 +149,6 @@ class HostBackend(Backend):
                 files.close()
                 files = None
         self._files = files
-        self._lock = threading.Lock()
-        self._closed = False
         self._last_t_ns = 0
         first = self._read()
         self._prev = (first, time.monotonic())
@@ -177,45 +175,36 @@ class HostBackend(Backend):
             self._proc = psutil.Process()
         return _read_psutil(self._proc)
 
-    def devices(self) -> list[DeviceInfo]:
-        """The host as the single device (index 0)."""
-        return list(self._devices)
-
-    def sample(self) -> list[DeviceSample]:
+    def _read_locked(self) -> list[DeviceSample]:
         """One reading of the host, taken now."""
-        with self._lock:
-            if self._closed:
-                return []
-            t_ns = max(time.time_ns(), self._last_t_ns + 1)
-            self._last_t_ns = t_ns
-            now = self._read()
-            mono = time.monotonic()
-            prev, prev_mono = self._prev
-            d_total = now.total - prev.total
-            if d_total > 0:  # else: within one clock tick of the last sample; repeat its values
-                self._cpu_pct = min(100.0, max(0.0, 100.0 * (now.busy - prev.busy) / d_total))
-                if now.proc_cpu_s is None or prev.proc_cpu_s is None or mono <= prev_mono:
-                    self._proc_pct = None
-                else:
-                    self._proc_pct = max(0.0, 100.0 * (now.proc_cpu_s - prev.proc_cpu_s) / (mono - prev_mono))
-                self._prev = (now, mono)
-            return [
-                DeviceSample(
-                    t_ns=t_ns,
-                    device_index=0,
-                    kind="host",
-                    cpu_util_pct=self._cpu_pct,
-                    process_cpu_pct=self._proc_pct,
-                    rss_bytes=now.rss,
-                    host_mem_used_bytes=now.total_mem - now.avail,
-                    host_mem_total_bytes=now.total_mem,
-                )
-            ]
+        t_ns = max(time.time_ns(), self._last_t_ns + 1)
+        self._last_t_ns = t_ns
+        now = self._read()
+        mono = time.monotonic()
+        prev, prev_mono = self._prev
+        d_total = now.total - prev.total
+        if d_total > 0:  # else: within one clock tick of the last sample; repeat its values
+            self._cpu_pct = min(100.0, max(0.0, 100.0 * (now.busy - prev.busy) / d_total))
+            if now.proc_cpu_s is None or prev.proc_cpu_s is None or mono <= prev_mono:
+                self._proc_pct = None
+            else:
+                self._proc_pct = max(0.0, 100.0 * (now.proc_cpu_s - prev.proc_cpu_s) / (mono - prev_mono))
+            self._prev = (now, mono)
+        return [
+            DeviceSample(
+                t_ns=t_ns,
+                device_index=0,
+                kind="host",
+                cpu_util_pct=self._cpu_pct,
+                process_cpu_pct=self._proc_pct,
+                rss_bytes=now.rss,
+                host_mem_used_bytes=now.total_mem - now.avail,
+                host_mem_total_bytes=now.total_mem,
+            )
+        ]
 
-    def close(self) -> None:
-        """Stop sampling and close /proc files; ``sample()`` returns ``[]`` afterwards. Idempotent."""
-        with self._lock:
-            self._closed = True
-            if self._files is not None:
-                self._files.close()
-                self._files = None
+    def _release(self) -> None:
+        """Close the /proc files."""
+        if self._files is not None:
+            self._files.close()
+            self._files = None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -31,6 +30,7 @@ class NvmlBackend(Backend):
     name = "nvml"
 
     def __init__(self, device_indices: Sequence[int] | None = None, *, pcie_interval_s: float | None = 1.0):
+        super().__init__()
         count = libnvml.device_count()
         indices = list(range(count)) if device_indices is None else [int(i) for i in device_indices]
         bad = [i for i in indices if not 0 <= i < count]
@@ -47,8 +47,6 @@ class NvmlBackend(Backend):
         # per device: (monotonic ns of the last PCIe read, rx KB/s, tx KB/s)
         self._pcie_last: list[tuple[int, int | None, int | None] | None] = [None] * len(indices)
         self._pid = os.getpid()
-        self._lock = threading.Lock()
-        self._closed = False
         self._last_t_ns = 0
         self._devices = [self._device_info(i, h) for i, h in zip(indices, self._handles, strict=True)]
 
@@ -70,16 +68,9 @@ class NvmlBackend(Backend):
             max_mem_clock_mhz=_int(q("nvmlDeviceGetMaxClockInfo", handle, self._clock_mem)),
         )
 
-    def devices(self) -> list[DeviceInfo]:
-        """Static facts of each sampled GPU, in ``device_indices`` order."""
-        return list(self._devices)
-
-    def sample(self) -> list[DeviceSample]:
+    def _read_locked(self) -> list[DeviceSample]:
         """One reading per GPU; a metric NVML cannot report here is ``None``."""
-        with self._lock:
-            if self._closed:
-                return []
-            return [self._sample_one(k) for k in range(len(self._handles))]
+        return [self._sample_one(k) for k in range(len(self._handles))]
 
     def _pcie(self, k: int, handle: Any) -> tuple[int | None, int | None]:
         """PCIe RX/TX KB/s of device ``k``, read at most once per ``pcie_interval_s``."""
@@ -135,11 +126,9 @@ class NvmlBackend(Backend):
             process_mem_bytes=self._process_mem(h),
         )
 
-    def close(self) -> None:
-        """Drop the device handles; NVML itself is shut down at interpreter exit. Idempotent."""
-        with self._lock:
-            self._closed = True
-            self._handles = []
+    def _release(self) -> None:
+        """Drop the device handles; NVML itself is shut down at interpreter exit."""
+        self._handles = []
 
 
 def _int(value: Any) -> int | None:

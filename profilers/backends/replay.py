@@ -16,7 +16,6 @@ import gzip
 import json
 import os
 import platform
-import threading
 import time
 import zlib
 from collections.abc import Iterable, Mapping
@@ -162,6 +161,7 @@ class ReplayBackend(Backend):
     name = "replay"
 
     def __init__(self, path: str | os.PathLike[str]):
+        super().__init__()
         self.path = Path(path)
         header, devices, samples = _parse(self.path)
         self.backend_name: str = str(header.get("backend", "unknown"))
@@ -189,8 +189,6 @@ class ReplayBackend(Backend):
             period = int(1e9 / hz) if isinstance(hz, int | float) and hz > 0 else _DEFAULT_PERIOD_NS
         self._loop_ns = last_t - self._t0 + period
         self._loop_energy = [self._energy_per_loop(k) for k in range(len(devices))]
-        self._lock = threading.Lock()
-        self._closed = False
         self._pos = 0
         self._loops = 0
         self._now0: int | None = None
@@ -210,33 +208,21 @@ class ReplayBackend(Backend):
             return 0
         return e1 - e0 + round((e1 - e0) / (i1 - i0))
 
-    def devices(self) -> list[DeviceInfo]:
-        """The recorded devices, as in the recording's header."""
-        return list(self._devices)
-
-    def sample(self) -> list[DeviceSample]:
+    def _read_locked(self) -> list[DeviceSample]:
         """The next recorded reading of each device, rebased to now."""
-        with self._lock:
-            if self._closed:
-                return []
-            if self._now0 is None:
-                self._now0 = time.time_ns()
-            shift = self._now0 - self._t0 + self._loops * self._loop_ns
-            out: list[DeviceSample] = []
-            for k, s in enumerate(self._rounds[self._pos]):
-                t_ns = max(s.t_ns + shift, self._last_t[k] + 1)
-                self._last_t[k] = t_ns
-                changes: dict[str, Any] = {"t_ns": t_ns}
-                if s.energy_mj is not None:
-                    changes["energy_mj"] = s.energy_mj + self._loops * self._loop_energy[k]
-                out.append(dataclasses.replace(s, **changes))
-            self._pos += 1
-            if self._pos == len(self._rounds):
-                self._pos = 0
-                self._loops += 1
-            return out
-
-    def close(self) -> None:
-        """Stop playing; ``sample()`` returns ``[]`` afterwards. Idempotent."""
-        with self._lock:
-            self._closed = True
+        if self._now0 is None:
+            self._now0 = time.time_ns()
+        shift = self._now0 - self._t0 + self._loops * self._loop_ns
+        out: list[DeviceSample] = []
+        for k, s in enumerate(self._rounds[self._pos]):
+            t_ns = max(s.t_ns + shift, self._last_t[k] + 1)
+            self._last_t[k] = t_ns
+            changes: dict[str, Any] = {"t_ns": t_ns}
+            if s.energy_mj is not None:
+                changes["energy_mj"] = s.energy_mj + self._loops * self._loop_energy[k]
+            out.append(dataclasses.replace(s, **changes))
+        self._pos += 1
+        if self._pos == len(self._rounds):
+            self._pos = 0
+            self._loops += 1
+        return out

@@ -135,6 +135,14 @@ def test_top_ops_sorted_by_self_time_top3():
     assert "aten::mm 4.0 ms (cuda)" in view.where
 
 
+def test_peak_memory_says_what_was_measured():
+    cuda = dict(SUMMARY, memory={"cuda_peak_allocated_bytes": 1, "cuda_peak_reserved_bytes": 2 * 1024**3})
+    assert metrics(build_summary_view(cuda))["Peak memory"] == "1.5 GiB CUDA allocated (2.0 GiB reserved)"
+    cpu = dict(SUMMARY, memory={"rss_peak_growth_bytes": 5, "cuda_peak_allocated_bytes": None})
+    assert metrics(build_summary_view(cpu))["Peak memory"] == "1.5 GiB host RSS growth"
+    assert metrics(build_summary_view(dict(SUMMARY, peak_memory_bytes=None)))["Peak memory"] == NA
+
+
 def test_gpu_row_units():
     first, second = build_summary_view(SUMMARY).gpus
     assert first.label == "GPU 0 NVIDIA H100"

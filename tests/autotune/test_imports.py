@@ -8,7 +8,9 @@ HEAVY = ["plotly", "textual", "skopt", "torch", "pynvml", "nvtx"]
 
 
 def loaded_after(statement):
-    code = f"import sys, json; {statement}; print(json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))"
+    code = (
+        f"import sys, json; {statement}; print(json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return json.loads(out.stdout)
 

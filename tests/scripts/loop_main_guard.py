@@ -25,7 +25,9 @@ def parse_args(argv):
 
 def train(args):
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(128, 1024), nn.Tanh(), nn.Linear(1024, 1024), nn.Tanh(), nn.Linear(1024, 1))
+    model = nn.Sequential(
+        nn.Linear(128, 1024), nn.Tanh(), nn.Linear(1024, 1024), nn.Tanh(), nn.Linear(1024, 1)
+    )
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
     stamps = []
     for _ in range(args.steps):

@@ -19,7 +19,9 @@ class Trainer:
         torch.manual_seed(0)
         self.accumulate = accumulate
         self.micro_batch = micro_batch
-        self.model = nn.Sequential(nn.Linear(128, 1024), nn.GELU(), nn.Linear(1024, 1024), nn.GELU(), nn.Linear(1024, 10))
+        self.model = nn.Sequential(
+            nn.Linear(128, 1024), nn.GELU(), nn.Linear(1024, 1024), nn.GELU(), nn.Linear(1024, 10)
+        )
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3)
         self.loss_fn = nn.CrossEntropyLoss()
 
