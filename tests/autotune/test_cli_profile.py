@@ -70,18 +70,23 @@ def script_env() -> dict[str, str]:
 
 
 def autotune_profile(
-    workdir: Path, script: str, script_args: list[str], options: list[str] | None = None
+    workdir: Path, script: str, script_args: list[str], options: list[str] | None = None, module: bool = False
 ) -> Run:
-    """Run ``python -m autotune profile [options] --run-dir workdir/run SCRIPT [args]``."""
+    """Run ``python -m autotune profile --run-dir workdir/run [options] SCRIPT [args]``.
+
+    With ``module``, run it as ``-m NAME`` from tests/scripts, as ``python -m NAME`` would.
+    """
     run_dir = workdir / "run"
     timing = workdir / "timing.json"
     env = script_env()
     env["AUTOTUNE_TEST_TIMING"] = str(timing)
+    target = ["-m", Path(script).stem] if module else [str(SCRIPTS / script)]
     cmd = [
         sys.executable, "-m", "autotune", "profile", "--run-dir", str(run_dir), *(options or []),
-        str(SCRIPTS / script), *script_args,
+        *target, *script_args,
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=180, check=False)
+    cwd = SCRIPTS if module else ROOT
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd, timeout=180, check=False)
     return Run(proc, run_dir, timing)
 
 
@@ -320,9 +325,11 @@ def test_option_lookalikes_after_the_script_are_passed_through(odd_args_run):
 
 
 # -- a script that exits with its own status ---------------------------------------------------
-@pytest.fixture(scope="module")
-def exit_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    return autotune_profile(tmp_path_factory.mktemp("exit"), "loop_exit_code.py", [], ["--quiet"])
+@pytest.fixture(scope="module", params=["path", "module"])
+def exit_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """The script run by path, and as a module (``autotune profile -m loop_exit_code``)."""
+    workdir = tmp_path_factory.mktemp(f"exit-{request.param}")
+    return autotune_profile(workdir, "loop_exit_code.py", [], ["--quiet"], module=request.param == "module")
 
 
 def test_script_exit_status_passes_through(exit_run):
@@ -333,6 +340,7 @@ def test_script_exit_status_passes_through(exit_run):
 def test_run_is_saved_after_sys_exit(exit_run):
     assert exit_run.timing["steps"] == 6
     assert exit_run.summary["steps"] == 6
+    assert exit_run.summary["name"] == "loop_exit_code"
     assert len(exit_run.steps) == 6
 
 

@@ -143,9 +143,13 @@ def test_user_exception_passes_through_and_data_is_saved(tmp_path):
 
 
 def test_keyboard_interrupt_passes_through(tmp_path):
-    with pytest.raises(KeyboardInterrupt), autotune.profile(run_dir=tmp_path / "run", quiet=True):
-        train(8)
-        raise KeyboardInterrupt
+    def interrupted():
+        with autotune.profile(run_dir=tmp_path / "run", quiet=True):
+            train(8)
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        interrupted()
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["steps"] == 8
 
 

@@ -61,7 +61,9 @@ def test_cuda_run_is_timed_with_events_and_reports_cuda_memory(tmp_path):
 def test_profiler_adds_no_host_device_sync_inside_steps(tmp_path):
     torch.cuda.set_sync_debug_mode("error")
     try:
-        with autotune.profile(run_dir=tmp_path / "run", deep_profile=False, count_flops=False, quiet=True) as prof:
+        with autotune.profile(
+            run_dir=tmp_path / "run", deep_profile=False, count_flops=False, quiet=True
+        ) as prof:
             torch.manual_seed(0)
             model = nn.Linear(512, 512).cuda()
             opt = torch.optim.SGD(model.parameters(), lr=0.1)

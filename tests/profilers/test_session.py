@@ -121,7 +121,9 @@ def test_keyword_only_inputs_count_samples_and_tokens_after_warmup(tmp_path):
 def test_replay_backend_feeds_the_host_figures(tmp_path):
     recorded = ReplayBackend(RECORDING)
     rss = [s.rss_bytes for s in (recorded.sample()[0] for _ in range(30))]
-    with autotune.profile(run_dir=tmp_path / "run", quiet=True, backend=f"replay:{RECORDING}", sample_hz=50) as prof:
+    with autotune.profile(
+        run_dir=tmp_path / "run", quiet=True, backend=f"replay:{RECORDING}", sample_hz=50
+    ) as prof:
         train(10)
     host = prof.summary["host"]
     assert host["samples"] >= 2

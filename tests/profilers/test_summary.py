@@ -10,7 +10,9 @@ def step(n, duration_ms, kind="measured", samples=32, tokens=None, phases=(1, 2,
     unit = duration_ms * 1_000_000 // sum(phases)
     parts = [p * unit for p in phases]
     parts[-1] += duration_ms * 1_000_000 - sum(parts)
-    return StepRecord(n, 0, n * 10**9, duration_ms * 1_000_000, *parts, samples=samples, tokens=tokens, kind=kind)
+    return StepRecord(
+        n, 0, n * 10**9, duration_ms * 1_000_000, *parts, samples=samples, tokens=tokens, kind=kind
+    )
 
 
 def test_quantile_interpolates():
@@ -49,8 +51,17 @@ def test_short_runs_fall_back_to_what_exists():
 
 def test_gpu_aggregates_from_samples():
     rows = [
-        DeviceSample(t_ns=i * 100_000_000, device_index=0, kind="gpu", gpu_util_pct=u, mem_used_bytes=m,
-                     mem_total_bytes=1000, power_mw=p, energy_mj=e, throttle_reasons=t)
+        DeviceSample(
+            t_ns=i * 100_000_000,
+            device_index=0,
+            kind="gpu",
+            gpu_util_pct=u,
+            mem_used_bytes=m,
+            mem_total_bytes=1000,
+            power_mw=p,
+            energy_mj=e,
+            throttle_reasons=t,
+        )
         for i, (u, m, p, e, t) in enumerate(
             [(10, 100, 100_000, 5_000, 0), (90, 300, 300_000, 25_000, 4), (50, 200, 200_000, 45_000, 0)]
         )
