@@ -24,34 +24,36 @@ class Profile:
     def __init__(self, options: ProfileOptions) -> None:
         options.validate()
         self.options = options
-        self.session: Session | None = None
+        self._sessions: list[Session | None] = []
         self.run_dir: Path | None = None
         self.summary: dict[str, Any] | None = None
 
     def __enter__(self) -> Profile:
-        self._begin(self.options.name or "profile")
+        self._sessions.append(self._begin(self.options.name or "profile"))
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self._end()
+        self._end(self._sessions.pop() if self._sessions else None)
 
-    def _begin(self, default_name: str) -> None:
+    def _begin(self, default_name: str) -> Session | None:
         if active_session() is not None:
             print(
                 "autotune: warning: a profile is already active; this nested one measures nothing",
                 file=sys.stderr,
             )
-            self.session = None
-            return
+            return None
         session = Session(self.options, default_name=default_name)
-        session.start()
-        self.session = session
+        try:
+            session.start()
+        except RuntimeError as exc:  # another thread's profile became active meanwhile
+            print(f"autotune: warning: {exc}; this one measures nothing", file=sys.stderr)
+            return None
         self.run_dir = session.run_dir
+        return session
 
-    def _end(self) -> None:
-        session, self.session = self.session, None
+    def _end(self, session: Session | None) -> None:
         if session is None:
             return
         self.summary = session.stop()
@@ -63,11 +65,11 @@ class Profile:
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            self._begin(default_name)
+            session = self._begin(default_name)
             try:
                 return fn(*args, **kwargs)
             finally:
-                self._end()
+                self._end(session)
 
         wrapper.profile = self  # type: ignore[attr-defined]
         return wrapper  # type: ignore[return-value]
@@ -86,7 +88,9 @@ def profile(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
     as a context manager (``with autotune.profile(name="gpt") as prof:``). Options are the fields
     of :class:`profilers.session.ProfileOptions`: ``name``, ``run_dir``, ``runs_root``,
     ``warmup_steps``, ``count_flops``, ``deep_profile``, ``profile_steps``, ``trace_cap_bytes``,
-    ``sample_hz``, ``samples_per_step``, ``backend``, ``peak_tflops``, ``nvtx``, ``quiet``.
+    ``sample_hz``, ``samples_per_step``, ``backend``, ``peak_tflops``, ``nvtx``, ``quiet``,
+    ``overwrite`` (replace a run already in ``run_dir``; otherwise that run is kept and this one
+    is measured in memory only, with a warning).
     """
     try:
         opts = ProfileOptions(**options)

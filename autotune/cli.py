@@ -24,6 +24,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports errors as one line without the usage block."""
 
     def error(self, message: str) -> NoReturn:
+        message = message.replace("required: SCRIPT, ARGS", "required: SCRIPT")
         print(f"{self.prog}: error: {message} (see '{self.prog} --help')", file=sys.stderr)
         raise SystemExit(EXIT_USAGE)
 
@@ -70,6 +71,7 @@ def add_profile_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--peak-tflops", type=_positive_float, help="device peak TFLOP/s for MFU (default: table)")
     p.add_argument("--no-nvtx", action="store_true", help="do not emit NVTX ranges")
     p.add_argument("--quiet", action="store_true", help="print no summary")
+    p.add_argument("--overwrite", action="store_true", help="replace a run already in --run-dir")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -117,6 +119,7 @@ def _profile_options(args: argparse.Namespace, name: str) -> dict[str, Any]:
         "peak_tflops": args.peak_tflops,
         "nvtx": not args.no_nvtx,
         "quiet": args.quiet,
+        "overwrite": args.overwrite,
     }
 
 
@@ -126,6 +129,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from autotune.runscript import exit_code_of, print_user_traceback, run_target
 
     if args.module:
+        _check_module(args.script)
         name = args.script.rsplit(".", 1)[-1]
     else:
         script = Path(args.script)
@@ -133,12 +137,15 @@ def cmd_profile(args: argparse.Namespace) -> int:
             raise UsageError(f"script not found: {args.script}")
         name = script.stem
     rank = int(os.environ.get("RANK", "0") or 0)
-    if args.run_dir is not None:
-        _check_writable(args.run_dir)
-    else:
-        _check_writable(args.runs_root)
     if args.backend is not None:
         _check_backend(args.backend)
+    if args.run_dir is not None:
+        _check_writable(args.run_dir)
+        world_size = int(os.environ.get("WORLD_SIZE", "1") or 1)
+        if world_size == 1 and not args.overwrite and (args.run_dir / "run.db").exists():
+            raise UsageError(f"{args.run_dir} already holds a run (use --overwrite or another --run-dir)")
+    else:
+        _check_writable(args.runs_root)
     options = _profile_options(args, name)
     options["command"] = [args.script, *args.script_args]
     prof = profile(**options)
@@ -161,6 +168,21 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
         render_summary(prof.summary, Console(stderr=True), run_dir=prof.run_dir)
     return code
+
+
+def _check_module(name: str) -> None:
+    """``-m NAME``: the module must be importable from here, as ``python -m`` would find it."""
+    import importlib.util
+
+    sys.path.insert(0, os.getcwd())
+    try:
+        found = importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        found = False
+    finally:
+        sys.path.pop(0)
+    if not found:
+        raise UsageError(f"module not found: {name}")
 
 
 def _check_backend(spec: str) -> None:

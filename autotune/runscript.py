@@ -7,9 +7,10 @@ import runpy
 import sys
 import traceback
 from pathlib import Path
-from types import TracebackType
 
-_OUR_DIRS = (str(Path(__file__).resolve().parent), str(Path(runpy.__file__).resolve()))
+_OUR_DIRS = tuple(
+    str(Path(__file__).resolve().parent.parent / pkg) + os.sep for pkg in ("autotune", "profilers")
+)
 
 
 def exit_code_of(exc: SystemExit) -> int:
@@ -23,20 +24,25 @@ def exit_code_of(exc: SystemExit) -> int:
     return 1
 
 
-def _user_frames(tb: TracebackType | None) -> TracebackType | None:
-    """Skip the leading frames that belong to us or runpy, so the user sees their own traceback."""
-    while tb is not None:
-        filename = str(Path(tb.tb_frame.f_code.co_filename).resolve())
-        if not filename.startswith(_OUR_DIRS):
-            return tb
-        tb = tb.tb_next
-    return None
+def _is_ours(filename: str) -> bool:
+    """Frames of the profiler, the CLI or runpy, which the user never wrote."""
+    if filename.startswith("<frozen runpy") or Path(filename).name == "runpy.py":
+        return True
+    return str(Path(filename).resolve()).startswith(_OUR_DIRS)
 
 
 def print_user_traceback(exc: BaseException) -> None:
     """Print the exception as Python would for the user's script, without our frames."""
-    tb = _user_frames(exc.__traceback__)
-    traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
+    te = traceback.TracebackException(type(exc), exc, exc.__traceback__)
+    _drop_our_frames(te)
+    print("".join(te.format()), end="", file=sys.stderr)
+
+
+def _drop_our_frames(te: traceback.TracebackException) -> None:
+    te.stack = traceback.StackSummary.from_list([f for f in te.stack if not _is_ours(f.filename)])
+    for linked in (te.__cause__, te.__context__):
+        if linked is not None:
+            _drop_our_frames(linked)
 
 
 def run_target(script: str, args: list[str], module: bool = False) -> None:

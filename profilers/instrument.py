@@ -1,9 +1,9 @@
 """Per-step instrumentation: FLOP counting on one step, then the deep-profile window.
 
 Schedule after the warm-up steps: one step under ``FlopCounterMode``, then ``profile_steps``
-steps under torch.profiler, then nothing. Each is started at a step boundary (in a hook, on the
-training thread) and stopped at the next one; those steps are marked so the statistics leave them
-out.
+steps under torch.profiler, one "settle" step, then nothing. Each is started at a step boundary
+(in a hook, on the training thread) and stopped at the next one; those steps are marked so the
+statistics leave them out.
 """
 
 from __future__ import annotations
@@ -43,11 +43,23 @@ class StepInstruments:
         self._trace_steps_done = 0
 
     def kind(self, step: int) -> str:
-        """What ran during ``step``: "flops", "trace", "warmup" or plain "measured"."""
+        """What ran during ``step``: "warmup", "flops", "trace", "settle" or plain "measured".
+
+        "settle" is the step right after the torch.profiler window: it still pays for the trace's
+        teardown (and, under DDP, waits in all-reduce for ranks still exporting theirs).
+        """
         kind = self._kinds.get(step)
         if kind is not None:
             return kind
+        if self._kinds.get(step - 1) == "trace" and self._trace_steps_done >= self.profile_steps:
+            return "settle"
         return "warmup" if step <= self.warmup_steps else "measured"
+
+    def renumber(self, dropped: int) -> None:
+        """Steps 1..``dropped`` were merged into the current step: shift what is keyed by number."""
+        self._kinds = {k - dropped: v for k, v in self._kinds.items() if k > dropped}
+        if self._flops_step is not None and self._flops_step > dropped:
+            self._flops_step -= dropped
 
     def begin(self, step: int, cuda: bool) -> bool:
         """Start what is due for ``step``; True when that was slow (the profiler's start)."""
@@ -61,7 +73,7 @@ class StepInstruments:
                 counter.start()
                 self._flop_counter, self._flops_step = counter, step
                 self._kinds[step] = "flops"
-                return False
+                return True  # FlopCounterMode's first use imports a lot (about 1 s)
             except Exception as exc:
                 self._flops_step = -1
                 self.on_fault("FLOP counting", exc)

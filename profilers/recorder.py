@@ -15,6 +15,8 @@ from profilers.backends.base import Backend
 from profilers.records import DeviceSample, OpRecord, StepRecord
 from profilers.store import RunStore
 
+RETRACT = "retract"  # queued marker: delete this rank's steps written so far
+
 #: Samples kept in memory for the summary (about 5.5 h of one device at 10 Hz).
 MAX_SAMPLES_IN_MEMORY = 200_000
 
@@ -36,7 +38,7 @@ class Recorder:
         self.flush_interval_s = flush_interval_s
         self.on_fault = on_fault
         self.samples: collections.deque[DeviceSample] = collections.deque(maxlen=MAX_SAMPLES_IN_MEMORY)
-        self._pending_steps: collections.deque[StepRecord] = collections.deque()
+        self._pending_steps: collections.deque[StepRecord | str] = collections.deque()
         self._pending_samples: collections.deque[DeviceSample] = collections.deque()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -50,6 +52,10 @@ class Recorder:
     def add_step(self, step: StepRecord) -> None:
         """Queue a closed step (called on the training thread; never blocks)."""
         self._pending_steps.append(step)
+
+    def retract_steps(self) -> None:
+        """Queue the removal of every step written so far (they were merged into a new step 1)."""
+        self._pending_steps.append(RETRACT)
 
     def _sample_once(self) -> None:
         for backend in list(self.backends):
@@ -69,10 +75,18 @@ class Recorder:
             self._pending_steps.clear()
             self._pending_samples.clear()
             return
-        steps = [self._pending_steps.popleft() for _ in range(len(self._pending_steps))]
+        queued = [self._pending_steps.popleft() for _ in range(len(self._pending_steps))]
         samples = [self._pending_samples.popleft() for _ in range(len(self._pending_samples))]
         try:
-            self.store.add_steps(steps)
+            batch: list[StepRecord] = []
+            for item in queued:
+                if isinstance(item, StepRecord):
+                    batch.append(item)
+                else:
+                    self.store.add_steps(batch)
+                    batch = []
+                    self.store.delete_steps()
+            self.store.add_steps(batch)
             self.store.add_samples(s.to_dict() for s in samples)
         except Exception as exc:
             self.store = None

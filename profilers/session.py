@@ -11,10 +11,13 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import socket
 import sys
 import threading
 import time
+import uuid
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,6 +62,7 @@ class ProfileOptions:
     peak_tflops: float | None = None
     nvtx: bool = True
     quiet: bool = False
+    overwrite: bool = False
     command: list[str] | None = field(default=None)
 
     def validate(self) -> None:
@@ -122,6 +126,58 @@ def resolve_run_dir(options: ProfileOptions, name: str, world_size: int) -> Path
     raise FileExistsError(f"no free run directory name under {root}")
 
 
+class RunDirInUse(RuntimeError):
+    """The run directory already holds another run."""
+
+
+def job_id(world_size: int) -> str:
+    """Identifies this run; every rank of one torchrun job computes the same one."""
+    if world_size <= 1:
+        return f"local:{uuid.uuid4().hex}"
+    run_id = os.environ.get("TORCHELASTIC_RUN_ID", "none")
+    if run_id and run_id != "none":
+        return f"torchrun:{run_id}"
+    return f"torchrun:{socket.gethostname()}:{os.getppid()}:{_agent_start_time():.0f}"
+
+
+@contextlib.contextmanager
+def run_dir_lock(run_dir: Path) -> Iterator[None]:
+    """An exclusive lock on the run directory, so ranks claim it one at a time."""
+    import fcntl
+
+    with (run_dir / ".lock").open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+RUN_FILES = ("run.db", "run.db-wal", "run.db-shm", "summary.json", "summary.json.tmp")
+
+
+def claim_run_dir(run_dir: Path, this_job: str, overwrite: bool) -> None:
+    """Make sure ``run_dir`` holds no other run: join our own job's, replace or refuse another's."""
+    from profilers.store import STORE_NAME, read_meta
+
+    db = run_dir / STORE_NAME
+    if not db.exists():
+        return
+    try:
+        owner = read_meta(db).get("job_id")
+    except Exception:
+        owner = None
+    if owner == this_job:
+        return
+    if not overwrite:
+        raise RunDirInUse(
+            f"{run_dir} already holds a run; pass overwrite=True (--overwrite) or another run directory"
+        )
+    for name in RUN_FILES:
+        (run_dir / name).unlink(missing_ok=True)
+    shutil.rmtree(run_dir / "traces", ignore_errors=True)
+
+
 def _agent_start_time() -> float:
     """Start time of torchrun's agent (the ranks' common parent), the same on every local rank."""
     try:
@@ -140,6 +196,7 @@ class Session:
         self.options = options
         self.name = options.name or default_name
         self.rank, self.world_size, self.local_rank = dist_env()
+        self.job_id = job_id(self.world_size)
         self.run_dir: Path | None = None
         self.summary: dict[str, Any] | None = None
         self.warnings: list[str] = []
@@ -206,13 +263,18 @@ class Session:
         if self.options.nvtx:
             self._guard("NVTX ranges", self._start_nvtx)
         self._tracker = StepTracker(self._on_step, nvtx=self._nvtx)
+        self._tracker.on_retract = self._retract
         self._guard("step hooks", self._install_hooks)
 
     def _open_run_dir(self) -> None:
         from profilers.store import STORE_NAME, RunStore
 
-        self.run_dir = resolve_run_dir(self.options, self.name, self.world_size)
-        self._store = RunStore(self.run_dir / STORE_NAME, rank=self.rank)
+        run_dir = resolve_run_dir(self.options, self.name, self.world_size)
+        with run_dir_lock(run_dir):
+            claim_run_dir(run_dir, self.job_id, self.options.overwrite)
+            self._store = RunStore(run_dir / STORE_NAME, rank=self.rank)
+            self._store.set_meta({"job_id": self.job_id}, only_if_missing=True)
+        self.run_dir = run_dir
         self._store.set_meta(
             {
                 "name": self.name,
@@ -331,6 +393,14 @@ class Session:
         except Exception as exc:
             self.fault("step accounting", exc)
         return slow
+
+    def _retract(self, count: int) -> None:
+        """The first ``autotune.step()`` merged steps 1..``count`` into a new step 1."""
+        self.steps = [s for s in self.steps if s.step > count]
+        self._gpu_pending = [c for c in self._gpu_pending if c.number > count]
+        self.instruments.renumber(count)
+        if self._recorder is not None:
+            self._recorder.retract_steps()
 
     def _record(self, closed: ClosedStep, times: list[int] | None) -> None:
         """Turn a closed step into a StepRecord (host times, or resolved GPU times)."""

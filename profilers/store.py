@@ -100,6 +100,10 @@ class RunStore:
             ],
         )
 
+    def delete_steps(self) -> None:
+        """Delete this rank's steps (they were merged into a new step 1)."""
+        self._many("DELETE FROM steps WHERE rank = ?", [(self.rank,)])
+
     def add_samples(self, rows: Iterable[dict[str, Any]]) -> None:
         """Append device samples (dicts with the SAMPLE_FIELDS keys)."""
         cols = ", ".join(SAMPLE_FIELDS)

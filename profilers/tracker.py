@@ -18,6 +18,8 @@ from profilers.timeline import BWD_E, DATA_B, FWD_B, OPT_B, OPT_E, Event
 
 #: Backward passes without any optimizer step after which a script counts as "updates by hand".
 UNKNOWN_MODE_MAX_BACKWARDS = 16
+#: Steps closed before the first ``autotune.step()`` that it may still merge into step 1.
+MAX_MERGED_STEPS = 64
 
 
 class ClosedStep(NamedTuple):
@@ -52,6 +54,9 @@ class StepTracker:
         self._pending: Event | None = None  # OPT_E that will end the step unless another optimizer steps
         self._after_backward = False  # backward mode: a backward finished in the current step
         self._backwards_unknown = 0
+        # Steps closed before the first autotune.step(): merged into step 1 when it comes.
+        self._pre_explicit: list[ClosedStep] | None = []
+        self.on_retract: Callable[[int], None] | None = None
 
     # -- events ---------------------------------------------------------------------------------
     def _event(self, code: int, samples: int | None = None, tokens: int | None = None) -> Event:
@@ -96,14 +101,26 @@ class StepTracker:
                     self._commit_backward_mode()
 
     def explicit_step(self) -> None:
-        """``autotune.step()``: the step ends now; from here on only explicit calls end steps."""
+        """``autotune.step()``: the step ends now; from here on only explicit calls end steps.
+
+        Steps that optimizer steps or backward passes closed before the first call (two
+        optimizers in a GAN loop, say) are taken back and merged into step 1.
+        """
         ev = self._event(OPT_E)  # code unused as a phase: only its time matters
+        first_call = self.mode != "explicit"
         self.mode = "explicit"
         self._pending = None
         if self._start is None:
             self._start = ev
             self._boundary(self.steps_closed + 1)
             return
+        earlier, self._pre_explicit = self._pre_explicit, None
+        if first_call and earlier:
+            if self.on_retract is not None:
+                self.on_retract(len(earlier))
+            self._events = [e for s in earlier for e in s.events] + self._events
+            self._start = earlier[0].start
+            self.steps_closed = 0
         self._close(ev, ev)
 
     def finish(self) -> None:
@@ -126,6 +143,7 @@ class StepTracker:
         inside, rest = self._events[:n_inside], self._events[n_inside:]
         self.steps_closed += 1
         step = ClosedStep(self.steps_closed, self._start, end, inside, self.mode)
+        self._keep_for_merge(step)
         self._events = rest
         self._start = next_start
         self._pending = None
@@ -137,6 +155,14 @@ class StepTracker:
             self._boundary(self.steps_closed + 1)
         elif self.nvtx is not None:
             self.nvtx.close()
+
+    def _keep_for_merge(self, step: ClosedStep) -> None:
+        if self._pre_explicit is None or self.mode == "explicit":
+            return
+        if len(self._pre_explicit) >= MAX_MERGED_STEPS:
+            self._pre_explicit = None  # autotune.step() came too late to rewrite history
+        else:
+            self._pre_explicit.append(step)
 
     def _boundary(self, next_index: int) -> None:
         if self.nvtx is not None:
@@ -153,7 +179,9 @@ class StepTracker:
             if after_bwd and ev.code in (DATA_B, FWD_B):
                 self.steps_closed += 1
                 assert seg_start is not None
-                self.on_step(ClosedStep(self.steps_closed, seg_start, ev, seg, "backward", live=False))
+                retro = ClosedStep(self.steps_closed, seg_start, ev, seg, "backward", live=False)
+                self._keep_for_merge(retro)
+                self.on_step(retro)
                 seg_start, seg, after_bwd = ev, [], False
             seg.append(ev)
             if ev.code == BWD_E:

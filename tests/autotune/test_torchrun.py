@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tests" / "scripts" / "loop_ddp.py"
 STEPS, BATCH, WORLD = 16, 32, 2
-MEASURED = STEPS - 3 - 1 - 3  # warm-up, FLOP-counting and trace steps of the defaults
+MEASURED = STEPS - 3 - 1 - 3 - 1  # warm-up, FLOP-counting, trace and settle steps of the defaults
 
 
 class DdpRun:
@@ -50,9 +50,22 @@ def ddp_run(tmp_path_factory: pytest.TempPathFactory) -> DdpRun:
     run_dir, timing = work / "run", work / "timing.json"
     env = dict(os.environ, OMP_NUM_THREADS="1", AUTOTUNE_TEST_TIMING=str(timing))
     cmd = [
-        sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(WORLD), "--standalone",
-        "-m", "autotune", "profile", "--run-dir", str(run_dir), str(SCRIPT), "--steps", str(STEPS),
-        "--batch-size", str(BATCH),
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        str(WORLD),
+        "--standalone",
+        "-m",
+        "autotune",
+        "profile",
+        "--run-dir",
+        str(run_dir),
+        str(SCRIPT),
+        "--steps",
+        str(STEPS),
+        "--batch-size",
+        str(BATCH),
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=work, timeout=240, check=False)
     run = DdpRun(proc, run_dir, timing)

@@ -74,8 +74,8 @@ def test_deep_profile_window_writes_a_trace_and_top_ops(tmp_path):
     assert enabled[4:6] == [True, True]
     assert enabled[8:] == [False] * 4
     kinds = [r.kind for r in read_steps(tmp_path / "run" / "run.db")]
-    assert kinds == ["warmup"] * 3 + ["flops"] + ["trace"] * 3 + ["measured"] * 5
-    assert s["measured_steps"] == 5
+    assert kinds == ["warmup"] * 3 + ["flops"] + ["trace"] * 3 + ["settle"] + ["measured"] * 4
+    assert s["measured_steps"] == 4
 
 
 def test_trace_over_the_cap_is_dropped_with_a_warning(tmp_path):

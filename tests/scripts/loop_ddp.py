@@ -44,8 +44,17 @@ def main():
     dist.destroy_process_group()
     if os.environ.get("AUTOTUNE_TEST_TIMING"):
         with open(f"{os.environ['AUTOTUNE_TEST_TIMING']}.rank{rank}", "w") as f:
-            json.dump({"stamps": stamps, "steps": len(stamps), "samples_per_step": args.batch_size,
-                       "rank": rank, "world_size": world, "argv": sys.argv}, f)
+            json.dump(
+                {
+                    "stamps": stamps,
+                    "steps": len(stamps),
+                    "samples_per_step": args.batch_size,
+                    "rank": rank,
+                    "world_size": world,
+                    "argv": sys.argv,
+                },
+                f,
+            )
     return 0
 
 

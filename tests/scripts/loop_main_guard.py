@@ -44,8 +44,15 @@ def train(args):
 def main():
     args = parse_args(sys.argv[1:])
     stamps = train(args)
-    timing = {"stamps": stamps, "steps": len(stamps), "samples_per_step": args.batch_size,
-              "argv": sys.argv, "name": args.name, "lr": args.lr, "module_name": __name__}
+    timing = {
+        "stamps": stamps,
+        "steps": len(stamps),
+        "samples_per_step": args.batch_size,
+        "argv": sys.argv,
+        "name": args.name,
+        "lr": args.lr,
+        "module_name": __name__,
+    }
     if os.environ.get("AUTOTUNE_TEST_TIMING"):
         with open(os.environ["AUTOTUNE_TEST_TIMING"], "w") as f:
             json.dump(timing, f)

@@ -42,8 +42,13 @@ for _ in range(args.steps):
     opt.step()
     stamps.append(time.perf_counter())
 
-timing = {"stamps": stamps, "steps": len(stamps), "samples_per_step": args.batch_size,
-          "tokens_per_step": args.batch_size * args.seq_len, "argv": sys.argv}
+timing = {
+    "stamps": stamps,
+    "steps": len(stamps),
+    "samples_per_step": args.batch_size,
+    "tokens_per_step": args.batch_size * args.seq_len,
+    "argv": sys.argv,
+}
 if os.environ.get("AUTOTUNE_TEST_TIMING"):
     with open(os.environ["AUTOTUNE_TEST_TIMING"], "w") as f:
         json.dump(timing, f)

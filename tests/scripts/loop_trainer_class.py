@@ -50,8 +50,13 @@ if __name__ == "__main__":
     args = parser.parse_args()
     trainer = Trainer(args.micro_batch)
     stamps = trainer.fit(args.steps)
-    timing = {"stamps": stamps, "steps": len(stamps), "samples_per_step": 2 * args.micro_batch,
-              "micro_batch": args.micro_batch, "argv": sys.argv}
+    timing = {
+        "stamps": stamps,
+        "steps": len(stamps),
+        "samples_per_step": 2 * args.micro_batch,
+        "micro_batch": args.micro_batch,
+        "argv": sys.argv,
+    }
     if os.environ.get("AUTOTUNE_TEST_TIMING"):
         with open(os.environ["AUTOTUNE_TEST_TIMING"], "w") as f:
             json.dump(timing, f)
