@@ -8,6 +8,7 @@ statistics leave them out.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,8 @@ class StepInstruments:
         self._flops_step: int | None = None
         self._deep: Any = None
         self._trace_steps_done = 0
+        #: Wall-clock span (time.time_ns) of the torch.profiler window, export and trim included.
+        self.window_ns: tuple[int, int] | None = None
 
     def kind(self, step: int) -> str:
         """What ran during ``step``: "warmup", "flops", "trace", "settle" or plain "measured".
@@ -83,6 +86,7 @@ class StepInstruments:
                     from profilers.deep import DeepProfiler
 
                     self._deep = DeepProfiler(cuda=cuda)
+                    self.window_ns = (time.time_ns(), time.time_ns())
                     self._deep.start(step)
                 self._kinds[step] = "trace"
                 return True
@@ -141,3 +145,17 @@ class StepInstruments:
                 self.trace_files.append(str(out.relative_to(run_dir)))
             except Exception as exc:
                 self.on_fault("trace export", exc)
+        del prof
+        release_freed_memory()
+        if self.window_ns is not None:
+            self.window_ns = (self.window_ns[0], time.time_ns())
+
+
+def release_freed_memory() -> None:
+    """Give memory freed by the profiler back to the OS (glibc ``malloc_trim``), so RSS shows training."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except Exception:
+        pass

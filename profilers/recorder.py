@@ -38,7 +38,8 @@ class Recorder:
         self.flush_interval_s = flush_interval_s
         self.on_fault = on_fault
         self.samples: collections.deque[DeviceSample] = collections.deque(maxlen=MAX_SAMPLES_IN_MEMORY)
-        self._pending_steps: collections.deque[StepRecord | str] = collections.deque()
+        self.steps: list[StepRecord] = []  # every step built so far, in order
+        self._pending_steps: collections.deque[Callable[[], StepRecord] | str] = collections.deque()
         self._pending_samples: collections.deque[DeviceSample] = collections.deque()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -49,13 +50,34 @@ class Recorder:
         self._thread = threading.Thread(target=self._run, name="autotune-recorder", daemon=True)
         self._thread.start()
 
-    def add_step(self, step: StepRecord) -> None:
-        """Queue a closed step (called on the training thread; never blocks)."""
-        self._pending_steps.append(step)
+    def add_step(self, build: Callable[[], StepRecord]) -> None:
+        """Queue a closed step as the call that builds its record (training thread; never blocks).
+
+        The record is built here, on the recorder thread, so the phase arithmetic stays off the
+        training thread.
+        """
+        self._pending_steps.append(build)
 
     def retract_steps(self) -> None:
-        """Queue the removal of every step written so far (they were merged into a new step 1)."""
+        """Queue the removal of every step recorded so far (they were merged into a new step 1)."""
         self._pending_steps.append(RETRACT)
+
+    def _build_queued(self) -> list[StepRecord | str]:
+        out: list[StepRecord | str] = []
+        for _ in range(len(self._pending_steps)):
+            item = self._pending_steps.popleft()
+            if isinstance(item, str):
+                self.steps.clear()
+                out.append(item)
+                continue
+            try:
+                record = item()
+            except Exception as exc:
+                self.on_fault("step accounting", exc)
+                continue
+            self.steps.append(record)
+            out.append(record)
+        return out
 
     def _sample_once(self) -> None:
         for backend in list(self.backends):
@@ -71,11 +93,10 @@ class Recorder:
 
     def flush(self) -> None:
         """Write queued rows to the store (recorder thread, or the caller after ``stop``)."""
+        queued = self._build_queued()
         if self.store is None:
-            self._pending_steps.clear()
             self._pending_samples.clear()
             return
-        queued = [self._pending_steps.popleft() for _ in range(len(self._pending_steps))]
         samples = [self._pending_samples.popleft() for _ in range(len(self._pending_samples))]
         try:
             batch: list[StepRecord] = []

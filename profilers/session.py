@@ -8,6 +8,7 @@ training goes on. The user's own exceptions are never caught here.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -32,7 +33,7 @@ from profilers.summary import (
     rank_entry,
     step_statistics,
 )
-from profilers.timeline import Event, phase_durations
+from profilers.timeline import Event, step_record
 from profilers.tracker import ClosedStep, StepTracker
 
 _ACTIVE: Session | None = None
@@ -200,7 +201,7 @@ class Session:
         self.run_dir: Path | None = None
         self.summary: dict[str, Any] | None = None
         self.warnings: list[str] = []
-        self.steps: list[StepRecord] = []
+        self._inline_steps: list[StepRecord] = []
         self.precision: str | None = None
         self.device_kind = "cpu"
         self._reported: set[str] = set()
@@ -222,7 +223,6 @@ class Session:
         self._wall_offset_ns = 0
         self._t0 = 0.0
         self._rss_start: int | None = None
-        self._maxrss_start: int | None = None
         self._cuda_device: int | None = None
         self._precision_module: Any = None
         self._started = False
@@ -291,13 +291,16 @@ class Session:
         self._store.set_rank(self.world_size, socket.gethostname(), os.getpid(), None, None)
 
     def _memory_baseline(self) -> None:
-        import resource
 
         import psutil
         import torch  # imported first, so its own footprint is not counted as training memory
 
+        if self.options.count_flops:
+            import torch.utils.flop_counter
+        if self.options.deep_profile:
+            import torch.profiler
+
         self._rss_start = psutil.Process().memory_info().rss
-        self._maxrss_start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             torch.cuda.reset_peak_memory_stats()
 
@@ -383,7 +386,7 @@ class Session:
                 self._gpu_pending.append(closed)
                 self._resolve_gpu(block=False)
             else:
-                self._record(closed, None)
+                self._emit(closed, None)
             warmup = self.options.warmup_steps
             if not self._narrowed and index >= max(1, warmup) and self._hooks is not None:
                 self._narrowed = True
@@ -396,49 +399,32 @@ class Session:
 
     def _retract(self, count: int) -> None:
         """The first ``autotune.step()`` merged steps 1..``count`` into a new step 1."""
-        self.steps = [s for s in self.steps if s.step > count]
+        self._inline_steps = [s for s in self._inline_steps if s.step > count]
         self._gpu_pending = [c for c in self._gpu_pending if c.number > count]
         self.instruments.renumber(count)
         if self._recorder is not None:
             self._recorder.retract_steps()
 
-    def _record(self, closed: ClosedStep, times: list[int] | None) -> None:
-        """Turn a closed step into a StepRecord (host times, or resolved GPU times)."""
-        if times is None:
-            start_t, end_t = closed.start.t_ns, closed.end.t_ns
-            pairs = [(e.code, e.t_ns) for e in closed.events]
-        else:
-            start_t, end_t = times[0], times[1]
-            pairs = [(e.code, t) for e, t in zip(closed.events, times[2:], strict=True)]
-        trailing = "optimizer" if closed.mode == "backward" else None
-        phases = phase_durations(pairs, start_t, end_t, trailing=trailing)
-        fwd = [e for e in closed.events if e.samples is not None]
-        samples = sum(e.samples for e in fwd if e.samples is not None) if fwd else None
-        tokens_l = [e.tokens for e in fwd]
-        tokens = (
-            sum(t for t in tokens_l if t is not None)
-            if fwd and all(t is not None for t in tokens_l)
-            else None
+    def _emit(self, closed: ClosedStep, times: list[int] | None) -> None:
+        """Hand a closed step over to be turned into a StepRecord (on the recorder thread)."""
+        build = functools.partial(
+            step_record,
+            closed,
+            times,
+            self.instruments.kind(closed.number),
+            self.rank,
+            self._wall_offset_ns,
+            self.options.samples_per_step,
         )
-        if self.options.samples_per_step is not None:
-            samples, tokens = self.options.samples_per_step, None
-        record = StepRecord(
-            step=closed.number,
-            rank=self.rank,
-            start_ns=closed.start.t_ns + self._wall_offset_ns,
-            duration_ns=max(0, end_t - start_t),
-            data_ns=phases["data"],
-            forward_ns=phases["forward"],
-            backward_ns=phases["backward"],
-            optimizer_ns=phases["optimizer"],
-            other_ns=phases["other"],
-            samples=samples,
-            tokens=tokens,
-            kind=self.instruments.kind(closed.number),
-        )
-        self.steps.append(record)
         if self._recorder is not None:
-            self._recorder.add_step(record)
+            self._recorder.add_step(build)
+        else:
+            self._inline_steps.append(build())
+
+    @property
+    def steps(self) -> list[StepRecord]:
+        """Every step recorded so far (complete once the session has stopped)."""
+        return self._recorder.steps if self._recorder is not None else self._inline_steps
 
     def _resolve_gpu(self, block: bool) -> None:
         """Resolve GPU timings of closed steps whose end event has completed."""
@@ -457,7 +443,7 @@ class Session:
                 return int(ref.elapsed_time(ev.gpu) * 1e6)
 
             times = [0, rel(closed.end)] + [rel(e) for e in closed.events]
-            self._record(closed, times)
+            self._emit(closed, times)
 
     # -- stop -----------------------------------------------------------------------------------
     def stop(self) -> dict[str, Any] | None:
@@ -471,7 +457,7 @@ class Session:
                 self._guard("step accounting", self._tracker.finish)
             if self._hooks is not None:
                 self._guard("step hooks", self._hooks.remove)
-            last = self.steps[-1].step if self.steps else 0
+            last = self._tracker.steps_closed if self._tracker is not None else 0
             cuda = self.device_kind == "cuda"
             self._guard("deep-profile window", self.instruments.abandon, last, self.run_dir, self.rank, cuda)
             if self._gpu_pending:
@@ -499,16 +485,22 @@ class Session:
         try:
             import resource
 
-            maxrss_end = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+            # Peak RSS from the samples, leaving out the torch.profiler window: its event buffers
+            # are the profiler's memory, not the training's (they are trimmed after the window).
+            window = self.instruments.window_ns
             rss_samples = [
                 s.rss_bytes
                 for s in (self._recorder.samples if self._recorder else [])
-                if s.kind == "host" and s.rss_bytes
+                if s.kind == "host" and s.rss_bytes and not (window and window[0] <= s.t_ns <= window[1])
             ]
             peak_rss = max(rss_samples, default=None)
-            if self._maxrss_start is not None and maxrss_end > self._maxrss_start:
-                peak_rss = max(peak_rss or 0, maxrss_end)
-            memory.update({"rss_start_bytes": self._rss_start, "rss_peak_bytes": peak_rss})
+            memory.update(
+                {
+                    "rss_start_bytes": self._rss_start,
+                    "rss_peak_bytes": peak_rss,
+                    "ru_maxrss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                }
+            )
             if peak_rss is not None and self._rss_start is not None:
                 memory["rss_peak_growth_bytes"] = max(0, peak_rss - self._rss_start)
                 peak = memory["rss_peak_growth_bytes"]

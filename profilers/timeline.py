@@ -7,7 +7,12 @@ the five phase durations. It is pure and imports nothing heavy.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from profilers.records import StepRecord
+
+if TYPE_CHECKING:
+    from profilers.tracker import ClosedStep
 
 DATA_B, DATA_E, FWD_B, FWD_E, BWD_B, BWD_E, OPT_B, OPT_E = range(8)
 
@@ -93,3 +98,46 @@ def phase_durations(
         out["data"] += out["other"]
         out["other"] = 0
     return out
+
+
+def step_record(
+    closed: ClosedStep,
+    times: list[int] | None,
+    kind: str,
+    rank: int,
+    wall_offset_ns: int,
+    samples_per_step: int | None,
+) -> StepRecord:
+    """The StepRecord of a closed step, from host times or from resolved GPU times.
+
+    ``times`` (GPU) holds the step's start, its end, then one time per event, all in ns on one
+    clock; without it the events' host times are used.
+    """
+    if times is None:
+        start_t, end_t = closed.start.t_ns, closed.end.t_ns
+        pairs = [(e.code, e.t_ns) for e in closed.events]
+    else:
+        start_t, end_t = times[0], times[1]
+        pairs = [(e.code, t) for e, t in zip(closed.events, times[2:], strict=True)]
+    phases = phase_durations(
+        pairs, start_t, end_t, trailing="optimizer" if closed.mode == "backward" else None
+    )
+    fwd = [e for e in closed.events if e.samples is not None]
+    samples = sum(e.samples or 0 for e in fwd) if fwd else None
+    tokens = sum(e.tokens or 0 for e in fwd) if fwd and all(e.tokens is not None for e in fwd) else None
+    if samples_per_step is not None:
+        samples, tokens = samples_per_step, None
+    return StepRecord(
+        step=closed.number,
+        rank=rank,
+        start_ns=closed.start.t_ns + wall_offset_ns,
+        duration_ns=max(0, end_t - start_t),
+        data_ns=phases["data"],
+        forward_ns=phases["forward"],
+        backward_ns=phases["backward"],
+        optimizer_ns=phases["optimizer"],
+        other_ns=phases["other"],
+        samples=samples,
+        tokens=tokens,
+        kind=kind,
+    )
