@@ -17,7 +17,7 @@ Arms:
 
 Run from the repository root after ``pip install -e .``::
 
-    python benchmarks/overhead.py [--rounds 40] [--steps 20] [--batch-size 8] [--device cpu]
+    python benchmarks/overhead.py [--rounds 60] [--steps 10] [--batch-size 8] [--device cpu]
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ DEFAULT_BATCH_SIZE = 8
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--rounds", type=int, default=40, help="interleaved rounds (default 40)")
-    p.add_argument("--steps", type=int, default=20, help="timed steps per arm per round (default 20)")
+    p.add_argument("--rounds", type=int, default=60, help="interleaved rounds (default 60)")
+    p.add_argument("--steps", type=int, default=10, help="timed steps per arm per round (default 10)")
     p.add_argument(
         "--batch-size",
         type=int,

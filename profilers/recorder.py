@@ -30,7 +30,7 @@ class Recorder:
         backends: list[Backend],
         sample_hz: float,
         on_fault: Callable[[str, BaseException], None],
-        flush_interval_s: float = 0.5,
+        flush_interval_s: float = 1.0,
     ) -> None:
         self.store = store
         self.backends = backends

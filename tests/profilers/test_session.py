@@ -45,7 +45,7 @@ def test_store_is_readable_while_the_run_is_written(tmp_path):
 
     def probe(i):
         if i == 9:
-            time.sleep(0.7)  # past the recorder's 0.5 s flush interval
+            time.sleep(1.3)  # past the recorder's 1 s flush interval
             conn = sqlite3.connect(f"file:{tmp_path / 'run' / 'run.db'}?mode=ro", uri=True)
             seen["steps"] = conn.execute("SELECT COUNT(*) FROM steps").fetchone()[0]
             seen["samples"] = conn.execute("SELECT COUNT(*) FROM samples").fetchone()[0]
