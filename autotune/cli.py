@@ -167,7 +167,17 @@ def cmd_profile(args: argparse.Namespace) -> int:
         from autotune.console import render_summary
 
         render_summary(prof.summary, Console(stderr=True), run_dir=prof.run_dir)
+        _say_what_is_missing(prof.summary)
     return code
+
+
+def _say_what_is_missing(summary: dict[str, Any]) -> None:
+    """Once, after a CUDA run without NVML figures: why they are missing."""
+    if (summary.get("device") or {}).get("kind") == "cuda" and summary.get("gpu") is None:
+        from profilers.backends import describe_unavailable
+
+        reason = describe_unavailable() or "the sampling backend reported no GPU"
+        print(f"autotune: no NVML figures (utilization, power, clocks): {reason}", file=sys.stderr)
 
 
 def _check_module(name: str) -> None:

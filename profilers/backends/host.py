@@ -57,7 +57,7 @@ class _Readings:
 
 
 class _ProcFiles:
-    """/proc/stat, /proc/meminfo and /proc/<pid>/{stat,statm} kept open and re-read with pread."""
+    """/proc/stat, /proc/meminfo and /proc/<pid>/statm kept open and re-read with pread."""
 
     def __init__(self) -> None:
         self.pid = os.getpid()
@@ -65,7 +65,7 @@ class _ProcFiles:
         self._page = os.sysconf("SC_PAGE_SIZE")
         self._fds: list[int] = []
         try:
-            for path in ("/proc/stat", "/proc/meminfo", f"/proc/{self.pid}/stat", f"/proc/{self.pid}/statm"):
+            for path in ("/proc/stat", "/proc/meminfo", f"/proc/{self.pid}/statm"):
                 self._fds.append(os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)))
         except OSError:
             self.close()
@@ -78,7 +78,7 @@ class _ProcFiles:
 
     def read(self) -> _Readings:
         """Read every counter once (raises OSError or ValueError if /proc is not as expected)."""
-        stat, meminfo, pstat, pstatm = self._fds
+        stat, meminfo, pstatm = self._fds
         cpu = os.pread(stat, 512, 0).split(b"\n", 1)[0].split()  # b"cpu user nice system idle ..."
         ticks = [int(x) for x in cpu[1:]]
         total = sum(ticks) - sum(ticks[8:10])  # minus guest, guest_nice
@@ -93,8 +93,9 @@ class _ProcFiles:
                 break
         if mem_total < 0 or mem_avail < 0:
             raise ValueError("MemTotal/MemAvailable missing from /proc/meminfo")
-        fields = os.pread(pstat, 4096, 0).rsplit(b")", 1)[1].split()  # fields from 3 (state) on
-        proc_cpu_s = (int(fields[11]) + int(fields[12])) * self._tick_s  # utime + stime
+        # This process's CPU time from the clock, not /proc/<pid>/stat: that one counts in 10 ms
+        # ticks, which over a 100 ms sample reads as up to 10 times the true share.
+        proc_cpu_s = time.process_time()
         rss = int(os.pread(pstatm, 256, 0).split()[1]) * self._page
         return _Readings(busy * self._tick_s, total * self._tick_s, proc_cpu_s, rss, mem_total, mem_avail)
 
@@ -111,8 +112,9 @@ def _read_psutil(proc: psutil.Process) -> _Readings:
     busy, total = _busy_and_total(psutil.cpu_times())
     try:
         with proc.oneshot():
-            t = proc.cpu_times()
-            proc_cpu_s: float | None = t.user + t.system
+            proc_cpu_s: float | None = (
+                time.process_time() if proc.pid == os.getpid() else sum(proc.cpu_times()[:2])
+            )
             rss: int | None = proc.memory_info().rss
     except psutil.Error:
         proc_cpu_s = rss = None
