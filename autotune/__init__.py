@@ -1,10 +1,68 @@
 """gpu-autotune: profile a PyTorch training loop, tune it, and say what to change.
 
-``import autotune`` stays light: torch is imported when a profile starts, and plotly, textual and
-scikit-optimize only by the commands that draw or tune.
+``import autotune`` stays light: torch is imported when a profile starts or a model is prepared,
+and plotly, textual and scikit-optimize only by the commands that draw or tune.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from autotune.api import Profile, profile, step
 
+if TYPE_CHECKING:
+    from autotune.knobs import KNOBS, BatchPlan, Knob, batch_plan, param
+    from autotune.prepared import Prepared, autocast, backward, prepare
+    from autotune.tuner import Choice, Float, Infeasible, Int, Space, Study
+
 __version__ = "0.1.0"
-__all__ = ["Profile", "__version__", "profile", "step"]
+__all__ = [
+    "KNOBS",
+    "BatchPlan",
+    "Choice",
+    "Float",
+    "Infeasible",
+    "Int",
+    "Knob",
+    "Prepared",
+    "Profile",
+    "Space",
+    "Study",
+    "__version__",
+    "autocast",
+    "backward",
+    "batch_plan",
+    "param",
+    "prepare",
+    "profile",
+    "step",
+]
+
+#: Public names imported on first use, so that ``import autotune`` does not import torch.
+_LAZY = {
+    "KNOBS": "autotune.knobs",
+    "BatchPlan": "autotune.knobs",
+    "Knob": "autotune.knobs",
+    "batch_plan": "autotune.knobs",
+    "param": "autotune.knobs",
+    "Prepared": "autotune.prepared",
+    "autocast": "autotune.prepared",
+    "backward": "autotune.prepared",
+    "prepare": "autotune.prepared",
+    # the tuner: pure Python until a Bayesian searcher fits its first model (then skopt, numpy)
+    "Choice": "autotune.tuner",
+    "Float": "autotune.tuner",
+    "Infeasible": "autotune.tuner",
+    "Int": "autotune.tuner",
+    "Space": "autotune.tuner",
+    "Study": "autotune.tuner",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'autotune' has no attribute {name!r}")
