@@ -1,0 +1,277 @@
+"""How many evaluations each searcher needs to reach 95% of a known optimum, and the GP's overhead.
+
+Landscapes (analytic, optimum known by exhaustive evaluation):
+
+- ``oom-cliff``: throughput of micro-batch (powers of two, 1..1024) × precision (fp32, tf32,
+  bf16, fp16) × activation checkpointing. Throughput saturates with the batch; memory grows with
+  it, and above a budget the trial is out of memory (infeasible). Checkpointing saves memory at a
+  25% cost. The optimum sits right at the cliff (bf16, 128, no checkpointing) and is the only
+  configuration within 95% of it. 88 configurations.
+- ``multimodal``: two continuous knobs in [0, 1] with three Gaussian bumps: the global one
+  (height 1), and two traps at 85% and 70% of it.
+- ``lr-ridge``: batch (4..1024, log) × learning rate (1e-5..1e-1, log) × precision: samples/s
+  times a convergence factor whose best learning rate grows with sqrt(batch), with an
+  out-of-memory cliff that depends on the precision.
+
+For each landscape and searcher, over ``--seeds`` seeds: the number of evaluations until the best
+value so far reaches 95% of the optimum (median and p90; ">N" when a seed never got there within
+N evaluations: ``--budget`` for the Bayesian searcher, whose evaluations cost GP fits, and
+``--cheap-budget`` for the others). "grid best" is the best grid point as a share of the
+optimum: below 95%, the grid searcher cannot reach the target at all. The grid searcher visits
+a grid of ``--points-per-dim`` points per dimension (the whole ``oom-cliff`` space at the
+default 11) in a seeded order, and stops there.
+Then the Bayesian searcher's ask+tell time with 49 trials already told (the 50th trial), averaged
+over a few asks.
+
+TODO(lead, with the trial runner): add landscapes measured for real: the exhaustive grids of the
+demo models (micro-batch × precision × layout on this CPU) recorded once as data under
+``benchmarks/data/`` and replayed here as lookup tables (the issue's "grid optimum" criterion).
+
+Run from the repository root::
+
+    python benchmarks/searchers.py [--seeds 20] [--budget 60] [--searchers bayes,random,grid]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from autotune.tuner import Choice, Float, Int, Space, make_searcher
+from autotune.tuner.searchers import Searcher
+from autotune.tuner.space import Value
+
+TARGET = 0.95
+
+
+@dataclass(frozen=True)
+class Landscape:
+    """A search space, an objective (None = infeasible) and its optimum."""
+
+    name: str
+    space: Space
+    fn: Callable[[dict[str, Value]], float | None]
+    optimum: float
+
+
+# --------------------------------------------------------------------------- landscapes
+
+SPEED = {"fp32": 1.0, "tf32": 1.6, "bf16": 2.6, "fp16": 2.3}
+BYTES_PER_SAMPLE = {"fp32": 4.0, "tf32": 4.0, "bf16": 2.2, "fp16": 2.2}
+MEMORY_BUDGET_GB = 16.0
+
+
+def oom_cliff(p: dict[str, Value]) -> float | None:
+    batch, precision, ckpt = int(p["micro_batch"]), str(p["precision"]), bool(p["checkpointing"])
+    memory_gb = 2.0 + 0.03 * BYTES_PER_SAMPLE[precision] * (0.3 if ckpt else 1.0) * batch
+    if memory_gb > MEMORY_BUDGET_GB:
+        return None
+    return SPEED[precision] * batch / (batch + 24) / (1 + batch / 2048) * (0.75 if ckpt else 1.0)
+
+
+BUMPS = ((0.75, 0.25, 0.15, 1.0), (0.2, 0.75, 0.2, 0.85), (0.7, 0.85, 0.1, 0.7))  # x, y, width, height
+
+
+def multimodal(p: dict[str, Value]) -> float:
+    x, y = float(p["x"]), float(p["y"])
+    return sum(h * math.exp(-((x - bx) ** 2 + (y - by) ** 2) / (2 * w**2)) for bx, by, w, h in BUMPS)
+
+
+def lr_ridge(p: dict[str, Value]) -> float | None:
+    batch, lr, precision = int(p["batch"]), float(p["lr"]), str(p["precision"])
+    if batch > (384 if precision == "fp32" else 768):
+        return None
+    best_lr = 1e-3 * math.sqrt(batch / 32)
+    convergence = math.exp(-((math.log10(lr) - math.log10(best_lr)) ** 2) / (2 * 0.35**2))
+    return SPEED[precision] * batch / (batch + 32) * convergence
+
+
+def _optimum(space: Space, fn: Callable[[dict[str, Value]], float | None], fine: dict[str, int]) -> float:
+    """The best value over every finite configuration, with Float axes on a fine grid."""
+    axes: dict[str, list[Value]] = {}
+    for name, param in space.params.items():
+        if isinstance(param, Float):
+            axes[name] = list(param.grid(fine[name]))
+        else:
+            axes[name] = list(param.values())
+    best = -math.inf
+    names = list(axes)
+
+    def walk(i: int, params: dict[str, Value]) -> None:
+        nonlocal best
+        if i == len(names):
+            value = fn(params)
+            if value is not None:
+                best = max(best, value)
+            return
+        for v in axes[names[i]]:
+            params[names[i]] = v
+            walk(i + 1, params)
+
+    walk(0, {})
+    return best
+
+
+def landscapes() -> list[Landscape]:
+    cliff = Space(
+        micro_batch=Int(1, 1024, power_of_two=True),
+        precision=Choice("fp32", "tf32", "bf16", "fp16"),
+        checkpointing=Choice(False, True),
+    )
+    bumps = Space(x=Float(0.0, 1.0), y=Float(0.0, 1.0))
+    ridge = Space(
+        batch=Int(4, 1024, log=True), lr=Float(1e-5, 1e-1, log=True), precision=Choice("fp32", "bf16")
+    )
+    return [
+        Landscape("oom-cliff", cliff, oom_cliff, _optimum(cliff, oom_cliff, {})),
+        Landscape("multimodal", bumps, multimodal, _optimum(bumps, multimodal, {"x": 401, "y": 401})),
+        Landscape("lr-ridge", ridge, lr_ridge, _optimum(ridge, lr_ridge, {"lr": 801})),
+    ]
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+def build(variant: str, space: Space, seed: int, points_per_dim: int) -> Searcher:
+    """``bayes``, ``random``, ``grid``, or ``bayes:key=value,...`` for Bayesian options."""
+    name, _, opts = variant.partition(":")
+    options: dict[str, object] = {}
+    for item in filter(None, opts.split(";")):
+        key, _, raw = item.partition("=")
+        for kind in (int, float, str):
+            try:
+                options[key] = kind(raw)
+                break
+            except ValueError:
+                continue
+    if name == "grid":
+        options.setdefault("points_per_dim", points_per_dim)
+    return make_searcher(name, space, seed, "maximize", **options)
+
+
+def evals_to_target(land: Landscape, variant: str, seed: int, budget: int, points_per_dim: int) -> float:
+    """Evaluations until the best value reaches TARGET × optimum (inf if not within budget)."""
+    searcher = build(variant, land.space, seed, points_per_dim)
+    best = -math.inf
+    for n in range(1, budget + 1):
+        if searcher.done:
+            break
+        params = searcher.ask()
+        value = land.fn(params)
+        searcher.tell(params, value, feasible=value is not None)
+        if value is not None:
+            best = max(best, value)
+        if best >= TARGET * land.optimum:
+            return n
+    return math.inf
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (inf stays inf: a seed that never reached the target)."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
+def fmt(x: float, budget: int, never: bool = False) -> str:
+    """A count of evaluations; ">budget" when not reached, "never" when it cannot be."""
+    if math.isinf(x):
+        return "never" if never else f">{budget}"
+    return f"{x:g}"
+
+
+def overhead_s(land: Landscape, n_told: int = 49, repeats: int = 3) -> tuple[float, float]:
+    """Mean and max seconds of one ask+tell of the Bayesian searcher with ``n_told`` trials told."""
+    filler = make_searcher("random", land.space, seed=123)
+    for _ in range(n_told):
+        params = filler.ask()
+        value = land.fn(params)
+        filler.tell(params, value, feasible=value is not None)
+    times = []
+    warm = make_searcher("bayes", land.space, seed=99)
+    warm.replay(filler.history)
+    warm.ask()  # the first model-based ask imports skopt, scikit-learn and scipy: not timed
+    for r in range(repeats):
+        searcher = make_searcher("bayes", land.space, seed=r)
+        searcher.replay(filler.history)
+        start = time.perf_counter()
+        params = searcher.ask()
+        value = land.fn(params)
+        searcher.tell(params, value, feasible=value is not None)
+        times.append(time.perf_counter() - start)
+    return statistics.mean(times), max(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--budget", type=int, default=60, help="most evaluations per Bayesian run")
+    parser.add_argument(
+        "--cheap-budget",
+        type=int,
+        default=1000,
+        help="most evaluations per random or grid run (they cost nothing)",
+    )
+    parser.add_argument("--points-per-dim", type=int, default=11, help="grid searcher resolution")
+    parser.add_argument(
+        "--searchers",
+        default="bayes,random,grid",
+        help="comma-separated; 'bayes:acq_func=gp_hedge;n_initial_points=10' passes options",
+    )
+    parser.add_argument("--landscapes", default="", help="comma-separated names (default: all)")
+    args = parser.parse_args()
+
+    chosen = [s for s in args.searchers.split(",") if s]
+    lands = [x for x in landscapes() if not args.landscapes or x.name in args.landscapes.split(",")]
+    columns = ("landscape", "grid", "grid best", "optimum", "searcher", "median", "p90", "reached")
+    header = "{:<11} {:>5} {:>9} {:>8} {:<12} {:>6} {:>5} {:>8}".format(*columns)
+    print(
+        f"evaluations to reach {TARGET:.0%} of the optimum, {args.seeds} seeds; at most {args.budget} per"
+        f" Bayesian run, {args.cheap_budget} per random or grid run"
+    )
+    print(header)
+    print("-" * len(header))
+    results: dict[tuple[str, str], float] = {}
+    started = time.perf_counter()
+    for land in lands:
+        grid = land.space.grid(args.points_per_dim)
+        grid_best = max(v for v in map(land.fn, grid) if v is not None) / land.optimum
+        for variant in chosen:
+            budget = args.budget if variant.startswith("bayes") else args.cheap_budget
+            never = variant == "grid" and grid_best < TARGET
+            runs = [evals_to_target(land, variant, s, budget, args.points_per_dim) for s in range(args.seeds)]
+            median, p90 = statistics.median(runs), percentile(runs, 90)
+            results[(land.name, variant)] = median
+            reached = sum(not math.isinf(r) for r in runs)
+            print(
+                f"{land.name:<11} {len(grid):>5} {grid_best:>9.1%} {land.optimum:>8.4g} {variant:<12} "
+                f"{fmt(median, budget, never):>6} {fmt(p90, budget, never):>5} {reached:>4}/{args.seeds:<3}"
+            )
+    print(f"({time.perf_counter() - started:.0f} s)")
+
+    print("\nBayesian ask+tell at the 50th trial (49 told), seconds:")
+    for land in lands:
+        mean_s, max_s = overhead_s(land)
+        print(f"  {land.name:<11} mean {mean_s:.3f}  max {max_s:.3f}")
+
+    if "bayes" in chosen:
+        print("\nIssue 3 criteria (Bayesian, median over seeds):")
+        for land in lands:
+            grid_size = len(land.space.grid(args.points_per_dim))
+            bayes = results[(land.name, "bayes")]
+            share = (
+                "not reached" if math.isinf(bayes) else f"{bayes / grid_size:.0%} of the grid's {grid_size}"
+            )
+            versus = ""
+            if "random" in chosen:
+                rand = results[(land.name, "random")]
+                verdict = "fewer" if bayes < rand else "NOT fewer"
+                versus = f"; random needs {fmt(rand, args.cheap_budget)}: {verdict}"
+            print(f"  {land.name:<11} {fmt(bayes, args.budget)} evaluations = {share}{versus}")
+
+
+if __name__ == "__main__":
+    main()
