@@ -19,16 +19,19 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import torch
+
 from profilers.timeline import BWD_B, BWD_E, DATA_B, DATA_E, FWD_B, FWD_E, OPT_B, OPT_E
 from profilers.tracker import StepTracker
 
-_INT_DTYPES_NAMES = ("torch.int64", "torch.int32", "torch.int16", "torch.uint8", "torch.int8")
+
+def holds_token_ids(tensor: torch.Tensor) -> bool:
+    """int64/int32 inputs are taken for token ids (uint8 and bool inputs are images and masks)."""
+    return tensor.dtype in (torch.int64, torch.int32)
 
 
 def first_tensor(args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> Any:
     """The first tensor among positional then keyword arguments (one level into lists/dicts)."""
-    import torch
-
     for value in list(args) + list((kwargs or {}).values()):
         if isinstance(value, torch.Tensor):
             return value
@@ -75,7 +78,6 @@ class TorchHooks:
     # -- install / remove -----------------------------------------------------------------------
     def install(self) -> None:
         """Install every hook. Raises only if torch itself is unusable."""
-        import torch
         from torch.nn.modules import module as nn_module
         from torch.optim import optimizer as optim_module
 
@@ -167,7 +169,7 @@ class TorchHooks:
                 tensor = first_tensor(args, kwargs)
                 if tensor is not None and tensor.dim() > 0:
                     samples = int(tensor.shape[0])
-                    if str(tensor.dtype) in _INT_DTYPES_NAMES:
+                    if holds_token_ids(tensor):
                         tokens = int(tensor.numel())
                     if not self._cuda_seen and tensor.is_cuda:
                         self._cuda_seen = True

@@ -131,7 +131,6 @@ class Session:
         self._t0 = 0.0
         self._rss_start: int | None = None
         self._cuda_device: int | None = None
-        self._precision_module: Any = None
         self._started = False
         self._owned_backends: list[Any] = []
 
@@ -269,18 +268,27 @@ class Session:
         self._tracker.gpu_mark = mark
 
     def _probe_precision(self, module: Any) -> None:
-        if self._precision_module is None:
-            self._precision_module = module
-        if self.precision is None:
-            try:
-                from profilers.flops import detect_precision
+        """At the first forward of the step's model: the precision in use (once)."""
+        if self._hooks is not None:
+            self._hooks.precision_probe = None
+        try:
+            from profilers.flops import detect_precision
 
-                self.precision = detect_precision(module)
-            except Exception as exc:
-                self.precision = "unknown"
-                self.fault("precision detection", exc)
+            self.precision = detect_precision(module)
+        except Exception as exc:
+            self.precision = "unknown"
+            self.fault("precision detection", exc)
 
     # -- per step -------------------------------------------------------------------------------
+    def explicit_step(self) -> None:
+        """``autotune.step()``: end the current step now (a no-op once the hooks stood down)."""
+        if self._tracker is None or self._hooks is None or not self._hooks.active:
+            return
+        try:
+            self._tracker.explicit_step()
+        except Exception as exc:
+            self.fault("step accounting", exc)
+
     def _on_step(self, closed: ClosedStep) -> bool:
         slow = False
         index = closed.number
