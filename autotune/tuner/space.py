@@ -15,7 +15,6 @@ import math
 import random
 import re
 import string
-import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -240,18 +239,6 @@ class Choice:
 
 Param = Int | Float | Choice
 
-_KEYS: dict[str, tuple[str, ...]] = {
-    "int": ("type", "low", "high", "log", "power_of_two", "arg", "env"),
-    "float": ("type", "low", "high", "log", "arg", "env"),
-    "choice": ("type", "choices", "arg", "env"),
-}
-
-
-def _type_name(value: object) -> str:
-    return {bool: "boolean", int: "integer", float: "float", str: "string", list: "array", dict: "table"}.get(
-        type(value), type(value).__name__
-    )
-
 
 @dataclass(frozen=True, init=False)
 class Space:
@@ -418,15 +405,9 @@ class Space:
 
         ValueError naming the file, the table and the key for anything wrong.
         """
-        path = Path(path)
-        try:
-            with path.open("rb") as f:
-                data = tomllib.load(f)
-        except tomllib.TOMLDecodeError as exc:
-            raise ValueError(f"{path}: not valid TOML: {exc}") from None
-        if "space" not in data:
-            raise ValueError(f'{path}: no [space.NAME] tables (e.g. [space.batch_size] with type = "int")')
-        return cls.from_dict(data["space"], source=str(path))
+        from autotune.tuner.space_toml import space_from_toml
+
+        return space_from_toml(path)
 
     @classmethod
     def from_dict(cls, tables: object, source: str = "<dict>") -> Space:
@@ -435,67 +416,6 @@ class Space:
         Keys: int: low, high, log, power_of_two; float: low, high, log; choice: choices; all: arg,
         env. ``source`` names the origin (a file path) in error messages.
         """
-        if not isinstance(tables, dict) or not tables:
-            raise ValueError(f"{source}: [space] must hold at least one [space.NAME] table")
-        params: dict[str, Param] = {}
-        for name, table in tables.items():
-            where = f"{source}: [space.{name}]"
-            if not name.isidentifier():
-                raise ValueError(f"{where}: the name must be a Python identifier (letters, digits, '_')")
-            if not isinstance(table, dict):
-                raise ValueError(f"{where}: must be a table, got {_type_name(table)} {table!r}")
-            params[name] = _param_from_table(table, where)
-        return cls(**params)
+        from autotune.tuner.space_toml import space_from_dict
 
-
-def _param_from_table(table: dict[str, Any], where: str) -> Param:
-    """One parameter from its TOML table; ``where`` prefixes every error message."""
-    kind = table.get("type")
-    if kind not in _KEYS:
-        got = "missing" if kind is None else f"got {kind!r}"
-        raise ValueError(f'{where}: key \'type\' must be "int", "float" or "choice" ({got})')
-    for key in table:
-        if key not in _KEYS[kind]:
-            allowed = ", ".join(_KEYS[kind])
-            raise ValueError(f"{where}: unknown key {key!r} for type {kind!r} (allowed: {allowed})")
-
-    def get(key: str, check: Any, what: str, required: bool = True, default: Any = None) -> Any:
-        if key not in table:
-            if required:
-                raise ValueError(f"{where}: missing key {key!r} ({what})")
-            return default
-        value = table[key]
-        if not check(value):
-            raise ValueError(f"{where}: key {key!r} must be {what}, got {_type_name(value)} {value!r}")
-        return value
-
-    def is_bool(v: object) -> bool:
-        return isinstance(v, bool)
-
-    def is_str(v: object) -> bool:
-        return isinstance(v, str)
-
-    arg = get("arg", is_str, 'a string such as "--name={value}"', required=False)
-    env = get("env", is_str, "a string (an environment variable name)", required=False)
-    try:
-        if kind == "int":
-            return Int(
-                get("low", _is_int, "an integer"),
-                get("high", _is_int, "an integer"),
-                log=get("log", is_bool, "true or false", required=False, default=False),
-                power_of_two=get("power_of_two", is_bool, "true or false", required=False, default=False),
-                arg=arg,
-                env=env,
-            )
-        if kind == "float":
-            return Float(
-                get("low", _is_number, "a number"),
-                get("high", _is_number, "a number"),
-                log=get("log", is_bool, "true or false", required=False, default=False),
-                arg=arg,
-                env=env,
-            )
-        choices = get("choices", lambda v: isinstance(v, list) and len(v) > 0, "a non-empty array")
-        return Choice(*choices, arg=arg, env=env)
-    except ValueError as exc:
-        raise ValueError(f"{where}: {exc}") from None
+        return space_from_dict(tables, source)
