@@ -72,6 +72,11 @@ def add_profile_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-nvtx", action="store_true", help="do not emit NVTX ranges")
     p.add_argument("--quiet", action="store_true", help="print no summary")
     p.add_argument("--overwrite", action="store_true", help="replace a run already in --run-dir")
+    p.add_argument(
+        "--max-steps",
+        type=_positive_int,
+        help="stop the script after N steps, saving the run (tuning trials)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -97,9 +102,9 @@ def _check_writable(path: Path) -> None:
     """Fail early, with one line, when a run directory cannot be created or written."""
     try:
         path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".autotune-write-test"
+        probe = path / f".autotune-write-test-{os.getpid()}"  # per process: torchrun ranks race here
         probe.write_text("")
-        probe.unlink()
+        probe.unlink(missing_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot write to run directory {path}: {exc.strerror or exc}") from None
 
@@ -120,6 +125,7 @@ def _profile_options(args: argparse.Namespace, name: str) -> dict[str, Any]:
         "nvtx": not args.no_nvtx,
         "quiet": args.quiet,
         "overwrite": args.overwrite,
+        "max_steps": args.max_steps,
     }
 
 
@@ -127,6 +133,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     """``autotune profile``: run the script in a session and pass its exit status through."""
     from autotune.api import profile
     from autotune.runscript import exit_code_of, print_user_traceback, run_target
+    from profilers.session import StepBudgetReached
 
     if args.module:
         _check_module(args.script)
@@ -153,6 +160,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
     with prof:
         try:
             run_target(args.script, args.script_args, module=args.module)
+        except StepBudgetReached:
+            code = 0
         except SystemExit as exc:
             code = exit_code_of(exc)
         except KeyboardInterrupt as exc:

@@ -38,6 +38,14 @@ _ACTIVE_LOCK = threading.Lock()
 RANK_WAIT_S = 120.0
 
 
+class StepBudgetReached(BaseException):
+    """Raised into the training code once ``max_steps`` steps are done (tuning trials only).
+
+    A BaseException, so the user's ``except Exception`` does not swallow it; ``autotune profile``
+    catches it and exits with status 0 after saving the run.
+    """
+
+
 class ProfilerWarning(UserWarning):
     """A part of the profiler failed; training went on without it."""
 
@@ -61,6 +69,7 @@ class ProfileOptions:
     nvtx: bool = True
     quiet: bool = False
     overwrite: bool = False
+    max_steps: int | None = None  # stop the training after this many steps (tuning trials)
     command: list[str] | None = field(default=None)
 
     def validate(self) -> None:
@@ -75,6 +84,8 @@ class ProfileOptions:
             raise ValueError(f"samples_per_step must be > 0, got {self.samples_per_step}")
         if self.peak_tflops is not None and self.peak_tflops <= 0:
             raise ValueError(f"peak_tflops must be > 0, got {self.peak_tflops}")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1, got {self.max_steps}")
         if self.trace_cap_bytes <= 0:
             raise ValueError(f"trace_cap_bytes must be > 0, got {self.trace_cap_bytes}")
 
@@ -133,6 +144,7 @@ class Session:
         self._cuda_device: int | None = None
         self._started = False
         self._owned_backends: list[Any] = []
+        self.stopped_by_budget = False
 
     # -- faults ---------------------------------------------------------------------------------
     def fault(self, part: str, exc: BaseException) -> None:
@@ -312,6 +324,10 @@ class Session:
                 slow = self.instruments.begin(index + 1, cuda) or slow
         except Exception as exc:
             self.fault("step accounting", exc)
+        budget = self.options.max_steps
+        if budget is not None and self._started and closed.live and index >= budget:
+            self.stopped_by_budget = True
+            raise StepBudgetReached(f"{index} steps done (max_steps={budget})")
         return slow
 
     def _retract(self, count: int) -> None:
@@ -517,6 +533,7 @@ class Session:
             wall_time_s=time.time() - self._t0,
             warnings=self.warnings,
             rank=self.rank,
+            stopped_by_budget=self.stopped_by_budget,
         )
         if self._store is not None:
             self._guard("run store", self._write_rank, summary)

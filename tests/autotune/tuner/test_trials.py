@@ -1,0 +1,95 @@
+"""Real trials: the test scripts run under ``autotune profile --max-steps`` in their own processes."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from autotune.tuner import Choice, Int, Space, Study
+from autotune.tuner.trials import TrialSettings, run_trial, study_objective, trial_command
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+MAIN_GUARD = str(SCRIPTS / "loop_main_guard.py")
+ENV = {"OMP_NUM_THREADS": "1"}
+
+
+def settings(**kw):
+    base = dict(script=MAIN_GUARD, script_args=("--steps", "200"), max_steps=10, timeout_s=120, extra_env=ENV)
+    base.update(kw)
+    return TrialSettings(**base)
+
+
+SPACE = Space(batch_size=Int(8, 64, power_of_two=True, arg="--batch-size={value}"))
+ENV_SPACE = Space(batch_size=Int(8, 64, power_of_two=True, env="BATCH_SIZE"))
+
+
+def test_command_is_an_argument_list_with_the_params_after_the_script(tmp_path):
+    cmd = trial_command(settings(), SPACE, {"batch_size": 16}, tmp_path)
+    assert cmd[:4] == [sys.executable, "-m", "autotune", "profile"]
+    assert cmd[cmd.index("--max-steps") + 1] == "10"
+    assert cmd[-4:] == [MAIN_GUARD, "--steps", "200", "--batch-size=16"]
+    two = trial_command(settings(world_size=2), SPACE, {"batch_size": 16}, tmp_path)
+    assert two[1:3] == ["-m", "torch.distributed.run"]
+    assert two[two.index("--nproc-per-node") + 1] == "2"
+
+
+def test_ok_trial_stops_at_its_step_budget_with_the_params_applied(tmp_path):
+    out = run_trial(settings(), SPACE, {"batch_size": 32}, tmp_path / "t")
+    assert out.status == "ok", out.error
+    s = out.summary
+    assert s["steps"] == 10  # the script would have run 200
+    assert s["stopped_by_budget"] is True
+    assert s["measured_steps"] == 10 - 3 - 1  # warm-up and the FLOP step
+    assert out.throughput == pytest.approx(32 / s["step_time_s"]["mean"], rel=1e-6)
+    assert out.duration_s < 60
+
+
+def test_crashing_script_is_crashed_with_its_error(tmp_path):
+    out = run_trial(
+        settings(script=str(SCRIPTS / "loop_raises.py"), script_args=()),
+        ENV_SPACE,
+        {"batch_size": 8},
+        tmp_path,
+    )
+    assert out.status == "crashed"
+    assert "ValueError: user bug 42" in out.error
+    assert "exit status 1" in out.error
+
+
+def test_hanging_script_times_out_and_is_killed(tmp_path):
+    hang = tmp_path / "hang.py"
+    hang.write_text("import time\nwhile True:\n    time.sleep(0.1)\n")
+    out = run_trial(
+        settings(script=str(hang), script_args=(), timeout_s=3), SPACE, {"batch_size": 8}, tmp_path / "t"
+    )
+    assert out.status == "timeout"
+    assert out.duration_s < 20
+
+
+def test_peak_memory_over_the_budget_is_out_of_memory(tmp_path):
+    out = run_trial(settings(memory_budget_bytes=1), SPACE, {"batch_size": 8}, tmp_path)
+    assert out.status == "oom"
+    assert "over the budget" in out.error
+    assert out.summary["peak_memory_bytes"] > 1
+
+
+def test_a_study_runs_real_trials(tmp_path):
+    space = Space(
+        batch_size=Int(8, 64, power_of_two=True, arg="--batch-size={value}"),
+        lr=Choice(0.001, 0.01, arg="--lr={value}"),
+    )
+    run = settings(max_steps=8)
+    study = Study(space, searcher="grid", seed=0)
+    study.optimize(study_objective(run, space, tmp_path), n_trials=3)
+    assert [t.status for t in study.trials] == ["ok", "ok", "ok"]
+    assert study.best.value == max(t.value for t in study.trials)
+    assert len(list(tmp_path.glob("trial-*/summary.json"))) == 3
+
+
+@pytest.mark.slow
+def test_two_rank_ddp_trial_through_torchrun(tmp_path):
+    run = settings(script=str(SCRIPTS / "loop_ddp.py"), script_args=("--steps", "100"), world_size=2)
+    out = run_trial(run, Space(batch_size=Int(16, 32, env="UNUSED")), {"batch_size": 16}, tmp_path)
+    assert out.status == "ok", out.error
+    assert [r["steps"] for r in out.summary["ranks"]] == [10, 10]
+    assert out.throughput == pytest.approx(sum(r["samples_per_s"] for r in out.summary["ranks"]), rel=1e-9)
