@@ -205,20 +205,13 @@ def _check_module(name: str) -> None:
 
 
 def _check_backend(spec: str) -> None:
-    if spec == "host":
-        return
-    if spec == "nvml" or spec.startswith("nvml:"):
-        from profilers.backends import libnvml
+    """Pick the backend now (it is cached for the session), so a bad spec is bad input."""
+    from profilers.backends import get_backend
 
-        if not libnvml.is_available():
-            raise UsageError(f"--backend nvml: {libnvml.unavailable_reason()}")
-        return
-    if spec.startswith("replay:"):
-        path = Path(spec.split(":", 1)[1])
-        if not path.is_file():
-            raise UsageError(f"replay recording not found: {path}")
-        return
-    raise UsageError(f"unknown backend {spec!r}: use nvml, nvml:INDEXES, host or replay:FILE")
+    try:
+        get_backend(spec)
+    except (ValueError, OSError, RuntimeError) as exc:  # NvmlUnavailable is a RuntimeError
+        raise UsageError(f"--backend {spec}: {exc}") from None
 
 
 def main(argv: list[str] | None = None) -> int:

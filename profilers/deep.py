@@ -30,12 +30,6 @@ class DeepProfiler:
         self.cuda = cuda
         self._prof: Any = None
         self.first_step: int | None = None
-        self.last_step: int | None = None
-
-    @property
-    def running(self) -> bool:
-        """Whether the window is open."""
-        return self._prof is not None
 
     def start(self, step: int) -> None:
         """Open the window at the start of ``step``."""
@@ -49,10 +43,9 @@ class DeepProfiler:
         self._prof = prof
         self.first_step = step
 
-    def stop(self, step: int) -> Any:
-        """Close the window after ``step``; returns the finished profiler object."""
+    def stop(self) -> Any:
+        """Close the window; returns the finished profiler object."""
         prof, self._prof = self._prof, None
-        self.last_step = step
         if prof is not None:
             prof.stop()
         return prof

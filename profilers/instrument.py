@@ -128,7 +128,7 @@ class StepInstruments:
         if deep is None:
             return
         try:
-            prof = deep.stop(last_step)
+            prof = deep.stop()
         except Exception as exc:
             self.on_fault("deep-profile window", exc)
             return
