@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -58,6 +60,8 @@ class Profile:
             return
         self.summary = session.stop()
         self.run_dir = session.run_dir
+        if self.summary is not None and self.run_dir is not None and session.rank == 0:
+            _add_params_used(self.run_dir, self.summary)
 
     def __call__(self, fn: F) -> F:
         """Decorate ``fn``: each call runs in its own profiling session."""
@@ -73,6 +77,23 @@ class Profile:
 
         wrapper.profile = self  # type: ignore[attr-defined]
         return wrapper  # type: ignore[return-value]
+
+
+def _add_params_used(run_dir: Path, summary: dict[str, Any]) -> None:
+    """Add ``params_used`` to the summary and rewrite ``summary.json`` atomically.
+
+    ``params_used``: the knobs and parameters the code read (``autotune.param`` and friends) with
+    their values. A failure to write is reported, not raised.
+    """
+    from autotune.knobs import used_params
+
+    summary["params_used"] = used_params()
+    tmp = run_dir / "summary.json.tmp"
+    try:
+        tmp.write_text(json.dumps(summary, indent=2, default=str) + "\n")
+        os.replace(tmp, run_dir / "summary.json")
+    except (OSError, ValueError) as exc:
+        print(f"autotune: warning: could not add params_used to summary.json: {exc}", file=sys.stderr)
 
 
 @overload

@@ -1,4 +1,4 @@
-"""The ``autotune`` command line: ``profile``, ``demo``, ``doctor``.
+"""The ``autotune`` command line: ``profile``, ``tune``, ``demo``, ``doctor``.
 
 Bad input gets one clear line and exit status 2; a script's own exit status is passed through.
 """
@@ -78,6 +78,47 @@ def add_profile_options(p: argparse.ArgumentParser) -> None:
         help="stop the script after N steps, saving the run (tuning trials)",
     )
 
+    def not_nan(parse: Any, what: str) -> Any:
+        def checked(text: str) -> Any:
+            value = parse(text)
+            if value != value:  # NaN passes every comparison of _number
+                raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+            return value
+
+        return checked
+
+    fraction = not_nan(_number(float, 0, 1, "a fraction in (0, 1]", low_open=True), "a fraction in (0, 1]")
+    rate = not_nan(_number(float, 0, None, "samples/s >= 0"), "samples/s >= 0")
+    budgets = p.add_argument_group(
+        "step budgets",
+        "stop early once the answer is known (tuning trials); the run is saved, exit status 0. Under "
+        "torchrun the ranks agree every 4 steps (through a gloo group of autotune's own), so all "
+        "stop at the same step",
+    )
+    budgets.add_argument(
+        "--stable-within",
+        metavar="FRAC",
+        type=fraction,
+        help="stop once the mean measured step time is known to within FRAC (95%% interval, e.g. 0.03)",
+    )
+    budgets.add_argument(
+        "--stop-below",
+        metavar="SAMPLES_PER_S",
+        type=rate,
+        help="stop once even the optimistic throughput estimate is below this (needs samples per step)",
+    )
+    budgets.add_argument(
+        "--min-measured-steps",
+        type=_number(int, 2, None, "an integer >= 2"),
+        default=8,
+        help="measured steps --stable-within and --stop-below wait for (8)",
+    )
+    budgets.add_argument(
+        "--stop-on-non-finite-loss",
+        action="store_true",
+        help="stop after a step whose loss is NaN or infinite (on a GPU, a few steps later)",
+    )
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser."""
@@ -93,6 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-m", dest="module", action="store_true", help="SCRIPT is a module name, as in python -m")
     p.add_argument("script", metavar="SCRIPT", help="the training script (or module with -m)")
     p.add_argument("script_args", metavar="ARGS", nargs=argparse.REMAINDER, help="arguments for the script")
+    from autotune.tune_cli import add_tune_parser
+
+    add_tune_parser(sub, _number)
     sub.add_parser("demo", help="profile the built-in models on synthetic data (autotune demo --help)")
     sub.add_parser("doctor", help="say what this machine can measure")
     return parser
@@ -126,6 +170,10 @@ def _profile_options(args: argparse.Namespace, name: str) -> dict[str, Any]:
         "quiet": args.quiet,
         "overwrite": args.overwrite,
         "max_steps": args.max_steps,
+        "stable_within": args.stable_within,
+        "stop_below_samples_per_s": args.stop_below,
+        "min_measured_steps": args.min_measured_steps,
+        "stop_on_non_finite_loss": args.stop_on_non_finite_loss,
     }
 
 
@@ -226,6 +274,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "profile":
             return cmd_profile(args)
+        if args.command == "tune":
+            from autotune.tune_cli import cmd_tune
+
+            return cmd_tune(args, UsageError)
         if args.command == "doctor":
             from autotune.doctor import main as doctor_main
 

@@ -154,11 +154,33 @@ def _step_time_row(summary: Mapping[str, Any]) -> MetricRow:
     return MetricRow("Step time (median)", median + spread if median != NA else NA)
 
 
+_STOP_REASONS = {
+    "max_steps": "stopped at --max-steps",
+    "stable": "stopped once the step time was stable",
+    "below_threshold": "stopped early: below --stop-below",
+    "non_finite_loss": "stopped at a NaN/inf loss",
+}
+
+
 def _steps_row(summary: Mapping[str, Any]) -> MetricRow:
     steps, measured = _num(summary.get("steps")), _num(summary.get("measured_steps"))
     if steps is None:
         return MetricRow("Steps", NA)
-    return MetricRow("Steps", f"{steps:.0f}" + ("" if measured is None else f" ({measured:.0f} measured)"))
+    text = f"{steps:.0f}" + ("" if measured is None else f" ({measured:.0f} measured)")
+    stop = _STOP_REASONS.get(str(summary.get("stop_reason")))
+    return MetricRow("Steps", text + (f", {stop}" if stop else ""))
+
+
+def _loss_row(summary: Mapping[str, Any]) -> MetricRow:
+    """First and last training loss, and how many steps were NaN/inf."""
+    first, last = _num(_get(summary, "loss", "first")), _num(_get(summary, "loss", "last"))
+    bad = _num(_get(summary, "loss", "non_finite_steps")) or 0
+    if first is None and last is None and not bad:
+        return MetricRow("Loss", NA)
+    text = f"{first:.4g} → {last:.4g}" if first is not None and last is not None else NA
+    if bad:
+        text += f" · {bad:.0f} NaN/inf steps from step {_get(summary, 'loss', 'first_non_finite_step')}"
+    return MetricRow("Loss", text)
 
 
 def _throughput_row(summary: Mapping[str, Any]) -> MetricRow:
@@ -289,6 +311,7 @@ def build_summary_view(summary: Mapping[str, Any], run_dir: object = None) -> Su
         _steps_row(summary),
         _step_time_row(summary),
         _throughput_row(summary),
+        _loss_row(summary),
         _memory_row(summary),
         MetricRow("FLOPs / step", format_si(flops, "FLOP")),
         _mfu_row(summary),

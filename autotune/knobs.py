@@ -22,6 +22,21 @@ from typing import Any
 #: Prefix of the environment variables through which a trial passes its parameters.
 PARAM_ENV_PREFIX = "AUTOTUNE_PARAM_"
 
+#: Every parameter this process has read through param(), knob_value() or batch_plan(), with the
+#: value it got (the trial's, else the default), so a trial can report what the script really used.
+_USED: dict[str, Any] = {}
+
+
+def used_params() -> dict[str, Any]:
+    """The parameters this process read, with the values it used (JSON values), in reading order."""
+    return dict(_USED)
+
+
+def _note(name: str, value: Any) -> Any:
+    if value is not None and isinstance(value, str | int | float | bool):
+        _USED[name] = value
+    return value
+
 
 @dataclass(frozen=True)
 class Knob:
@@ -102,9 +117,9 @@ def param(name: str, default: Any = None) -> Any:
     var = param_env_var(name)
     raw = os.environ.get(var)
     if raw is None:
-        return default
+        return _note(name, default)
     try:
-        return json.loads(raw)
+        return _note(name, json.loads(raw))
     except json.JSONDecodeError as e:
         raise ValueError(
             f"{var}={raw!r} is not valid JSON ({e.msg}); strings need quotes, e.g. {var}='\"bf16\"'"
@@ -116,7 +131,7 @@ def knob_value(name: str, default: Any = None) -> Any:
     value = param(name, None)
     if value is None:
         value = KNOBS[name].default if default is None else default
-    return value if value is None else check_knob(name, value)
+    return value if value is None else _note(name, check_knob(name, value))
 
 
 # ----------------------------------------------------------------------------------- batch plan
@@ -213,4 +228,6 @@ def batch_plan(
             f"micro_batch {m} × grad_accum {a} × world_size {w} = {m * a * w}, not global_batch {g} "
             f"(from {source}); give one of micro_batch and grad_accum and the other is derived"
         )
+    for name, value in (("global_batch", g), ("micro_batch", m), ("grad_accum", a), ("world_size", w)):
+        _note(name, value)
     return BatchPlan(micro_batch=m, grad_accum=a, world_size=w, global_batch=g)

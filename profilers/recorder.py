@@ -1,7 +1,10 @@
 """The background recorder thread: samples the backend and flushes queued rows to the run store.
 
 The training thread only appends to deques; all SQLite and driver calls happen here, so the
-hooks never wait on disk or on NVML.
+hooks never wait on disk or on NVML. Queued steps are built into records at every wake-up (each
+sample, at most ``flush_interval_s`` apart, and each queued step when ``prompt_steps`` is set) and
+written at each flush; building a record reads its loss, which on CUDA waits (this thread only)
+for the value.
 """
 
 from __future__ import annotations
@@ -40,8 +43,13 @@ class Recorder:
         self.samples: collections.deque[DeviceSample] = collections.deque(maxlen=MAX_SAMPLES_IN_MEMORY)
         self.steps: list[StepRecord] = []  # every step built so far, in order
         self._pending_steps: collections.deque[Callable[[], StepRecord] | str] = collections.deque()
+        self._unwritten: list[StepRecord | str] = []  # built, not yet in the store
         self._pending_samples: collections.deque[DeviceSample] = collections.deque()
         self._stop = threading.Event()
+        self._wake = threading.Event()
+        #: Build each step's record as soon as it is queued (a non-finite loss on CUDA must be seen
+        #: within a step or two), instead of at the next sample or flush.
+        self.prompt_steps = False
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -57,13 +65,16 @@ class Recorder:
         training thread.
         """
         self._pending_steps.append(build)
+        if self.prompt_steps:
+            self._wake.set()
 
     def retract_steps(self) -> None:
         """Queue the removal of every step recorded so far (they were merged into a new step 1)."""
         self._pending_steps.append(RETRACT)
 
-    def _build_queued(self) -> list[StepRecord | str]:
-        out: list[StepRecord | str] = []
+    def _build_queued(self) -> None:
+        """Build the queued steps' records (recorder thread, or the caller after ``stop``)."""
+        out = self._unwritten
         for _ in range(len(self._pending_steps)):
             item = self._pending_steps.popleft()
             if isinstance(item, str):
@@ -77,7 +88,6 @@ class Recorder:
                 continue
             self.steps.append(record)
             out.append(record)
-        return out
 
     def _sample_once(self) -> None:
         for backend in list(self.backends):
@@ -93,7 +103,8 @@ class Recorder:
 
     def flush(self) -> None:
         """Write queued rows to the store (recorder thread, or the caller after ``stop``)."""
-        queued = self._build_queued()
+        self._build_queued()
+        queued, self._unwritten = self._unwritten, []
         if self.store is None:
             self._pending_samples.clear()
             return
@@ -118,6 +129,7 @@ class Recorder:
         next_flush = time.monotonic() + self.flush_interval_s
         try:
             while not self._stop.is_set():
+                self._wake.clear()
                 now = time.monotonic()
                 if self.period_s is not None and now >= next_sample:
                     self._sample_once()
@@ -127,14 +139,17 @@ class Recorder:
                 if now >= next_flush:
                     self.flush()
                     next_flush = now + self.flush_interval_s
+                else:
+                    self._build_queued()
                 wake = min(next_flush, next_sample) if self.period_s is not None else next_flush
-                self._stop.wait(max(0.0, wake - time.monotonic()))
+                self._wake.wait(max(0.0, wake - time.monotonic()))
         except Exception as exc:
             self.on_fault("recorder thread", exc)
 
     def stop(self) -> None:
         """Take a last sample, stop the thread and flush everything still queued."""
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
         if self.period_s is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 #: Version of the run store and summary.json layout. Later versions add, never rename.
@@ -82,6 +83,9 @@ class StepRecord:
     samples: int | None  # samples in the step (None when no tensor input was seen)
     tokens: int | None  # tokens when the input held integer token ids, else None
     kind: str  # "warmup", "flops" (FLOP counting), "trace" (deep-profile window) or "measured"
+    #: Mean of the scalar losses backpropagated in the step (NaN/inf kept as they are), or None
+    #: when no scalar floating loss was backpropagated.
+    loss: float | None = None
 
     def phase_ns(self) -> dict[str, int]:
         """Phase name to its duration in ns."""
@@ -92,6 +96,14 @@ class StepRecord:
             "optimizer": self.optimizer_ns,
             "other": self.other_ns,
         }
+
+
+def mean_loss(values: Sequence[float]) -> float | None:
+    """Mean of a step's losses (one per backward pass), None for none; never overflows on finite values."""
+    if not values:
+        return None
+    n = len(values)
+    return sum(v / n for v in values)
 
 
 @dataclass(frozen=True, slots=True)

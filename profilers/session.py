@@ -15,18 +15,21 @@ import socket
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from profilers.instrument import StepInstruments
-from profilers.records import SCHEMA_VERSION, StepRecord
+from profilers.options import ProfileOptions
+from profilers.records import SCHEMA_VERSION, StepRecord, mean_loss
 from profilers.rundir import claim_run_dir, job_id, resolve_run_dir, run_dir_lock
+from profilers.stopping import StepBudgetReached, StepBudgets
 from profilers.summary import (
     build_summary,
     combine_ranks,
     gpu_aggregates,
     host_aggregates,
+    loss_summary,
     rank_entry,
     step_statistics,
 )
@@ -38,56 +41,8 @@ _ACTIVE_LOCK = threading.Lock()
 RANK_WAIT_S = 120.0
 
 
-class StepBudgetReached(BaseException):
-    """Raised into the training code once ``max_steps`` steps are done (tuning trials only).
-
-    A BaseException, so the user's ``except Exception`` does not swallow it; ``autotune profile``
-    catches it and exits with status 0 after saving the run.
-    """
-
-
 class ProfilerWarning(UserWarning):
     """A part of the profiler failed; training went on without it."""
-
-
-@dataclass
-class ProfileOptions:
-    """What to measure and where to write it."""
-
-    name: str | None = None
-    run_dir: str | Path | None = None
-    runs_root: str | Path = "runs"
-    warmup_steps: int = 3
-    count_flops: bool = True
-    deep_profile: bool = True
-    profile_steps: int = 3
-    trace_cap_bytes: int = 64 * 1024 * 1024
-    sample_hz: float = 10.0
-    samples_per_step: int | None = None
-    backend: str | None = None
-    peak_tflops: float | None = None
-    nvtx: bool = True
-    quiet: bool = False
-    overwrite: bool = False
-    max_steps: int | None = None  # stop the training after this many steps (tuning trials)
-    command: list[str] | None = field(default=None)
-
-    def validate(self) -> None:
-        """Raise ValueError with one clear sentence for a bad option."""
-        if self.warmup_steps < 0:
-            raise ValueError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
-        if self.profile_steps < 1:
-            raise ValueError(f"profile_steps must be >= 1, got {self.profile_steps}")
-        if not (0 <= self.sample_hz <= 1000):
-            raise ValueError(f"sample_hz must be between 0 and 1000, got {self.sample_hz}")
-        if self.samples_per_step is not None and self.samples_per_step <= 0:
-            raise ValueError(f"samples_per_step must be > 0, got {self.samples_per_step}")
-        if self.peak_tflops is not None and self.peak_tflops <= 0:
-            raise ValueError(f"peak_tflops must be > 0, got {self.peak_tflops}")
-        if self.max_steps is not None and self.max_steps < 1:
-            raise ValueError(f"max_steps must be >= 1, got {self.max_steps}")
-        if self.trace_cap_bytes <= 0:
-            raise ValueError(f"trace_cap_bytes must be > 0, got {self.trace_cap_bytes}")
 
 
 def active_session() -> Session | None:
@@ -145,6 +100,13 @@ class Session:
         self._started = False
         self._owned_backends: list[Any] = []
         self.stopped_by_budget = False
+        self.stop_reason: str | None = None  # why a step budget ended the run (stopping.STOP_REASONS)
+        self._budgets = StepBudgets(
+            options.stop_rules(),
+            self.world_size,
+            on_fault=self.fault,
+            samples_per_step=options.samples_per_step,
+        )
 
     # -- faults ---------------------------------------------------------------------------------
     def fault(self, part: str, exc: BaseException) -> None:
@@ -278,6 +240,8 @@ class Session:
 
         assert self._tracker is not None
         self._tracker.gpu_mark = mark
+        if self.options.stop_on_non_finite_loss and self._recorder is not None:
+            self._recorder.prompt_steps = True  # CUDA losses are read there: see them soon
 
     def _probe_precision(self, module: Any) -> None:
         """At the first forward of the step's model: the precision in use (once)."""
@@ -307,11 +271,8 @@ class Session:
         try:
             cuda = self.device_kind == "cuda"
             slow = self.instruments.end(index, self.run_dir, self.rank, cuda)
-            if (
-                self._tracker is not None
-                and self._tracker.gpu_mark is not None
-                and closed.start.gpu is not None
-            ):
+            if self._gpu_pending or closed.end.gpu is not None:
+                # In order, once its end event completed: GPU times, and its loss computed
                 self._gpu_pending.append(closed)
                 self._resolve_gpu(block=False)
             else:
@@ -324,10 +285,12 @@ class Session:
                 slow = self.instruments.begin(index + 1, cuda) or slow
         except Exception as exc:
             self.fault("step accounting", exc)
-        budget = self.options.max_steps
-        if budget is not None and self._started and closed.live and index >= budget:
-            self.stopped_by_budget = True
-            raise StepBudgetReached(f"{index} steps done (max_steps={budget})")
+        if self._started and closed.live:
+            reason, waited = self._budgets.at_step_end(closed, self.instruments.kind(index), self.steps)
+            if reason is not None:
+                self.stopped_by_budget, self.stop_reason = True, reason
+                raise StepBudgetReached(f"{index} steps done ({reason})")
+            slow = slow or waited
         return slow
 
     def _retract(self, count: int) -> None:
@@ -335,24 +298,33 @@ class Session:
         self._inline_steps = [s for s in self._inline_steps if s.step > count]
         self._gpu_pending = [c for c in self._gpu_pending if c.number > count]
         self.instruments.renumber(count)
+        self._budgets.reset()
         if self._recorder is not None:
             self._recorder.retract_steps()
 
     def _emit(self, closed: ClosedStep, times: list[int] | None) -> None:
         """Hand a closed step over to be turned into a StepRecord (on the recorder thread)."""
-        build = functools.partial(
-            step_record,
-            closed,
-            times,
-            self.instruments.kind(closed.number),
-            self.rank,
-            self._wall_offset_ns,
-            self.options.samples_per_step,
-        )
+        build = functools.partial(self._step_record, closed, times, self.instruments.kind(closed.number))
         if self._recorder is not None:
             self._recorder.add_step(build)
         else:
             self._inline_steps.append(build())
+
+    def _step_record(self, closed: ClosedStep, times: list[int] | None, kind: str) -> StepRecord:
+        """The record of a closed step, its loss read now (recorder thread: never the training's)."""
+        loss = None
+        tensors = [e.loss for e in closed.events if e.loss is not None]
+        if tensors and self._hooks is not None and self._hooks.capture_loss:
+            try:
+                from profilers.hooks import read_losses
+
+                loss = mean_loss(read_losses(tensors))
+            except Exception as exc:
+                self._hooks.capture_loss = False
+                self.fault("loss capture", exc)
+        return step_record(
+            closed, times, kind, self.rank, self._wall_offset_ns, self.options.samples_per_step, loss
+        )
 
     @property
     def steps(self) -> list[StepRecord]:
@@ -373,6 +345,9 @@ class Session:
                 closed.end.gpu.synchronize()
             self._gpu_pending.pop(0)
             ref = closed.start.gpu
+            if ref is None:  # the first CUDA step started before its start could be marked
+                self._emit(closed, None)
+                continue
 
             def rel(ev: Event, ref: Any = ref, closed: ClosedStep = closed) -> int:
                 if ev.gpu is None:
@@ -534,6 +509,8 @@ class Session:
             warnings=self.warnings,
             rank=self.rank,
             stopped_by_budget=self.stopped_by_budget,
+            loss=loss_summary(self.steps),
+            stop_reason=self.stop_reason,
         )
         if self._store is not None:
             self._guard("run store", self._write_rank, summary)
@@ -595,4 +572,11 @@ class Session:
         os.replace(tmp, self.run_dir / "summary.json")
 
 
-__all__ = ["SCHEMA_VERSION", "ProfileOptions", "ProfilerWarning", "Session", "active_session"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "ProfileOptions",
+    "ProfilerWarning",
+    "Session",
+    "StepBudgetReached",
+    "active_session",
+]

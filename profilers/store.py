@@ -3,11 +3,17 @@
 One writer connection per process (owned by the recorder thread); readers never block it. Several
 ranks of one torchrun job write to the same file; SQLite serialises their short transactions.
 Every row carries the rank that wrote it.
+
+The steps table's ``loss`` column came later (same schema version: columns are only added). The
+readers accept a store without it (every loss None), and a writer opening such a store adds it.
+SQLite has no NaN (it would store NULL, "no loss"), so non-finite losses are stored as the text
+``'nan'``, ``'inf'`` or ``'-inf'`` and read back as floats.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -25,7 +31,7 @@ CREATE TABLE IF NOT EXISTS steps (
     rank INTEGER NOT NULL, step INTEGER NOT NULL, start_ns INTEGER NOT NULL,
     duration_ns INTEGER NOT NULL, data_ns INTEGER NOT NULL, forward_ns INTEGER NOT NULL,
     backward_ns INTEGER NOT NULL, optimizer_ns INTEGER NOT NULL, other_ns INTEGER NOT NULL,
-    samples INTEGER, tokens INTEGER, kind TEXT NOT NULL, PRIMARY KEY (rank, step));
+    samples INTEGER, tokens INTEGER, kind TEXT NOT NULL, loss REAL, PRIMARY KEY (rank, step));
 CREATE TABLE IF NOT EXISTS samples (rank INTEGER NOT NULL, {_SAMPLE_COLUMNS});
 CREATE INDEX IF NOT EXISTS samples_t ON samples (t_ns);
 CREATE TABLE IF NOT EXISTS devices (
@@ -44,6 +50,23 @@ _STEP_COLUMNS = (
     "rank, step, start_ns, duration_ns, data_ns, forward_ns, backward_ns, optimizer_ns, other_ns, "
     "samples, tokens, kind"
 )
+_LOSS_COLUMN = "loss"
+
+
+def encode_loss(loss: float | None) -> float | str | None:
+    """A loss as stored: the float, or its text when it is not finite (SQLite has no NaN)."""
+    if loss is None or math.isfinite(loss):
+        return loss
+    return repr(float(loss))  # 'nan', 'inf' or '-inf'
+
+
+def decode_loss(value: float | str | None) -> float | None:
+    """A stored loss back as a float (None stays None)."""
+    return None if value is None else float(value)
+
+
+def _has_loss_column(conn: sqlite3.Connection) -> bool:
+    return any(row[1] == _LOSS_COLUMN for row in conn.execute("PRAGMA table_info(steps)"))
 
 
 def connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
@@ -68,6 +91,12 @@ class RunStore:
         for statement in SCHEMA_SQL.split(";"):
             if statement.strip():
                 self.conn.execute(statement)
+        if not _has_loss_column(self.conn):  # a store written before the column existed
+            try:
+                self.conn.execute(f"ALTER TABLE steps ADD COLUMN {_LOSS_COLUMN} REAL")
+            except sqlite3.OperationalError:
+                if not _has_loss_column(self.conn):  # else another rank added it meanwhile
+                    raise
         self.set_meta({"schema": SCHEMA_VERSION}, only_if_missing=True)
 
     def set_meta(self, values: dict[str, Any], only_if_missing: bool = False) -> None:
@@ -80,7 +109,7 @@ class RunStore:
     def add_steps(self, steps: Sequence[StepRecord]) -> None:
         """Append closed steps."""
         self._many(
-            f"INSERT OR REPLACE INTO steps ({_STEP_COLUMNS}) VALUES ({', '.join('?' * 12)})",
+            f"INSERT OR REPLACE INTO steps ({_STEP_COLUMNS}, {_LOSS_COLUMN}) VALUES ({', '.join('?' * 13)})",
             [
                 (
                     s.rank,
@@ -95,6 +124,7 @@ class RunStore:
                     s.samples,
                     s.tokens,
                     s.kind,
+                    encode_loss(s.loss),
                 )
                 for s in steps
             ],
@@ -185,8 +215,9 @@ def read_steps(path: Path, rank: int | None = None) -> list[StepRecord]:
     conn = connect(path, readonly=True)
     try:
         where, params = ("WHERE rank = ?", (rank,)) if rank is not None else ("", ())
+        loss = _LOSS_COLUMN if _has_loss_column(conn) else "NULL"
         rows = conn.execute(
-            f"SELECT {_STEP_COLUMNS} FROM steps {where} ORDER BY rank, step", params
+            f"SELECT {_STEP_COLUMNS}, {loss} FROM steps {where} ORDER BY rank, step", params
         ).fetchall()
     finally:
         conn.close()
@@ -204,6 +235,7 @@ def read_steps(path: Path, rank: int | None = None) -> list[StepRecord]:
             samples=r[9],
             tokens=r[10],
             kind=r[11],
+            loss=decode_loss(r[12]),
         )
         for r in rows
     ]

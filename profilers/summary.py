@@ -6,7 +6,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from profilers.records import PHASES, SCHEMA_VERSION, DeviceSample, StepRecord
+from profilers.records import PHASES, SCHEMA_VERSION, DeviceSample, StepRecord, mean_loss
 
 
 def quantile(sorted_values: Sequence[float], q: float) -> float:
@@ -73,6 +73,37 @@ def step_statistics(steps: Sequence[StepRecord], samples_per_step: int | None = 
         },
         "throughput": {"samples_per_s": samples_per_s, "tokens_per_s": tokens_per_s},
         "phases": phases,
+    }
+
+
+#: Measured steps at the end of the run whose losses make ``loss.last_mean``.
+LAST_MEAN_STEPS = 5
+
+
+def loss_summary(steps: Sequence[StepRecord]) -> dict[str, Any] | None:
+    """The ``loss`` block of summary.json, or None when no step recorded a loss.
+
+    JSON has no NaN: non-finite losses appear as null in ``per_step`` (and make ``first``, ``last``
+    or ``last_mean`` null when they are among theirs), counted in ``non_finite_steps``.
+    """
+    with_loss = [s for s in steps if s.loss is not None]
+    if not with_loss:
+        return None
+
+    def finite(value: float | None) -> float | None:
+        return value if value is not None and math.isfinite(value) else None
+
+    bad = [s.step for s in with_loss if finite(s.loss) is None]
+    tail = [s.loss for s in select_measured(steps) if s.loss is not None][-LAST_MEAN_STEPS:]
+    finite_losses = [v for s in with_loss if (v := finite(s.loss)) is not None]
+    return {
+        "first": finite(with_loss[0].loss),
+        "last": finite(with_loss[-1].loss),
+        "min": min(finite_losses, default=None),
+        "last_mean": finite(mean_loss(tail)),
+        "non_finite_steps": len(bad),
+        "first_non_finite_step": bad[0] if bad else None,
+        "per_step": [finite(s.loss) for s in steps],
     }
 
 
@@ -207,6 +238,8 @@ def build_summary(**fields: Any) -> dict[str, Any]:
         "trace_files",
         "step_mode",
         "wall_time_s",
+        "loss",
+        "stop_reason",
         "warnings",
     )
     out: dict[str, Any] = {"schema": SCHEMA_VERSION}

@@ -45,6 +45,8 @@ class Event(NamedTuple):
     gpu: Any = None
     samples: int | None = None  # FWD_B of the step's model only: leading dim of its first tensor
     tokens: int | None = None  # FWD_B only: element count when that tensor held integer token ids
+    #: BWD_B only: the detached scalar loss being backpropagated (a tensor, read lazily), or None.
+    loss: Any = None
 
 
 def phase_durations(
@@ -107,11 +109,12 @@ def step_record(
     rank: int,
     wall_offset_ns: int,
     samples_per_step: int | None,
+    loss: float | None = None,
 ) -> StepRecord:
     """The StepRecord of a closed step, from host times or from resolved GPU times.
 
     ``times`` (GPU) holds the step's start, its end, then one time per event, all in ns on one
-    clock; without it the events' host times are used.
+    clock; without it the events' host times are used. ``loss`` is the step's loss, already read.
     """
     if times is None:
         start_t, end_t = closed.start.t_ns, closed.end.t_ns
@@ -140,4 +143,5 @@ def step_record(
         samples=samples,
         tokens=tokens,
         kind=kind,
+        loss=loss,
     )

@@ -59,12 +59,16 @@ class StepTracker:
         self.on_retract: Callable[[int], None] | None = None
 
     # -- events ---------------------------------------------------------------------------------
-    def _event(self, code: int, samples: int | None = None, tokens: int | None = None) -> Event:
+    def _event(
+        self, code: int, samples: int | None = None, tokens: int | None = None, loss: Any = None
+    ) -> Event:
         gpu = self.gpu_mark() if self.gpu_mark is not None else None
-        return Event(code, time.perf_counter_ns(), gpu, samples, tokens)
+        return Event(code, time.perf_counter_ns(), gpu, samples, tokens, loss)
 
-    def begin(self, code: int, samples: int | None = None, tokens: int | None = None) -> None:
-        """A data wait, forward, backward or optimizer phase begins."""
+    def begin(
+        self, code: int, samples: int | None = None, tokens: int | None = None, loss: Any = None
+    ) -> None:
+        """A data wait, forward, backward or optimizer phase begins (``loss``: see Event.loss)."""
         if code == OPT_B and self._pending is not None:
             self._pending = None  # a second optimizer in the same step
         if self._start is None:
@@ -75,7 +79,7 @@ class StepTracker:
         elif self.mode == "backward" and self._after_backward and code in (DATA_B, FWD_B):
             boundary = self._event(code)
             self._close(boundary, boundary)
-        self._events.append(self._event(code, samples, tokens))
+        self._events.append(self._event(code, samples, tokens, loss))
         if self.nvtx is not None:
             self.nvtx.phase_begin(code)
 

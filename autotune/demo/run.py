@@ -1,8 +1,9 @@
 """``autotune demo``: profile the built-in demo models and print what the profiler saw.
 
 Runs a baseline of each demo model (synthetic data, nothing downloaded) under
-``autotune.profile()``, then prints the readable summary of each and where its run directory is.
-On this project's 2-core CPU the whole demo takes well under a minute.
+``autotune.profile()`` and prints the readable summary of each, then tunes the demo GPT in a
+short study of isolated trials (:mod:`autotune.demo.tuning`) and prints the best configuration
+and its speedup over the baseline.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import time
 from pathlib import Path
 
 from rich.console import Console
+
+from autotune.demo.tuning import DEFAULT_TRIALS, tune_demo
 
 #: Models ``--model all`` runs, in order.
 DEMO_MODELS: tuple[str, ...] = ("gpt", "cnn")
@@ -45,6 +48,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--model", choices=(*DEMO_MODELS, "all"), default="all", help="which demo model (default all)"
     )
+    parser.add_argument(
+        "--tune-trials",
+        type=int,
+        default=DEFAULT_TRIALS,
+        help=f"trials of the tuning phase (gpt), baseline included; 0 = none (default {DEFAULT_TRIALS})",
+    )
     return parser
 
 
@@ -54,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     console = Console()
     if args.steps < 1:
         console.print("[red]error:[/red] --steps must be at least 1")
+        return 2
+    if args.tune_trials < 0:
+        console.print("[red]error:[/red] --tune-trials must be 0 or more")
         return 2
 
     # Imported here so `autotune demo --help` stays fast.
@@ -86,11 +98,25 @@ def main(argv: list[str] | None = None) -> int:
             render_summary(prof.summary, console, run_dir=prof.run_dir)
         run_dirs.append((model, prof.run_dir))
 
+    tuned = None
+    if args.tune_trials > 0:
+        console.rule("demo-tune")
+        tuned = tune_demo(console, device, args.tune_trials, args.run_root)
+
     console.rule()
     console.print(f"Demo finished in {time.perf_counter() - started:.1f} s.")
     for model, run_dir in run_dirs:
         console.print(f"  demo-{model}: {run_dir or 'n/a (no run directory could be written)'}")
-    return 0
+    if tuned is not None:
+        best = tuned["best"]
+        params = ", ".join(f"{k}={v}" for k, v in best["params"].items()) or "the defaults"
+        speedup = best.get("speedup_vs_baseline")
+        console.print(
+            f"  demo-tune: best {params}"
+            + (f", {speedup:.2f}× the baseline's throughput" if speedup else "")
+            + f" ({tuned['run_dir']})"
+        )
+    return 0 if args.tune_trials == 0 or tuned is not None else 1
 
 
 if __name__ == "__main__":

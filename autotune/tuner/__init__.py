@@ -4,6 +4,7 @@ Light to import: scikit-optimize (and numpy) load only when a Bayesian searcher 
 model-based configuration.
 """
 
+from autotune.tuner.records import Infeasible, Measured, Trial
 from autotune.tuner.searchers import (
     BayesSearcher,
     GridSearcher,
@@ -14,7 +15,8 @@ from autotune.tuner.searchers import (
     make_searcher,
 )
 from autotune.tuner.space import Choice, Float, Int, Space
-from autotune.tuner.study import Infeasible, JsonlStorage, Study, Trial, TrialStorage
+from autotune.tuner.storage import JsonlStorage, SqliteStorage, TrialStorage
+from autotune.tuner.study import Study
 
 __all__ = [
     "BayesSearcher",
@@ -24,11 +26,13 @@ __all__ = [
     "Infeasible",
     "Int",
     "JsonlStorage",
+    "Measured",
     "Observation",
     "RandomSearcher",
     "SearchExhausted",
     "Searcher",
     "Space",
+    "SqliteStorage",
     "Study",
     "Trial",
     "TrialStorage",

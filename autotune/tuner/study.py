@@ -5,9 +5,9 @@ starts the user's script in its own process. It returns a number, or a dict of m
 objective; it raises ``Infeasible`` for a configuration that cannot run (out of memory...); any
 other exception marks the trial "crashed". Either way the study goes on.
 
-With ``storage`` every finished trial is appended to a JSON Lines file (flushed and fsync'd); a new
-``Study`` on the same file replays those trials into the searcher and continues. Storage sits
-behind ``TrialStorage`` (three methods) so the run store can take its place.
+With ``storage`` every finished trial is written durably (a run store's ``run.db`` or a JSON
+Lines file, see :mod:`autotune.tuner.storage`); a new ``Study`` on the same storage replays those
+trials into the searcher and continues.
 """
 
 from __future__ import annotations
@@ -17,178 +17,29 @@ import logging
 import math
 import os
 import time
-import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from autotune.tuner.searchers import Direction, Observation, Searcher, make_searcher
+from autotune.tuner.records import INFEASIBLE_STATUSES, STATUSES, Infeasible, Measured, Trial
+from autotune.tuner.searchers import Direction, Searcher, make_searcher
 from autotune.tuner.space import Space, Value
+from autotune.tuner.storage import JsonlStorage, SqliteStorage, TrialStorage, open_storage
 
 log = logging.getLogger(__name__)
 
-STORAGE_SCHEMA = 1
-#: Statuses of a trial; all but "ok" are told to the searcher as infeasible.
-STATUSES = ("ok", "infeasible", "oom", "timeout", "diverged", "crashed")
-#: Statuses an ``Infeasible`` exception may carry (a trial runner will raise the specific ones).
-INFEASIBLE_STATUSES = ("infeasible", "oom", "timeout", "diverged")
+__all__ = [
+    "INFEASIBLE_STATUSES",
+    "STATUSES",
+    "Infeasible",
+    "JsonlStorage",
+    "Measured",
+    "SqliteStorage",
+    "Study",
+    "Trial",
+    "TrialStorage",
+]
 
-Objective = Callable[[dict[str, Value]], "float | Mapping[str, float | None]"]
-
-
-class Infeasible(Exception):
-    """Raised by an objective for a configuration that cannot run (e.g. it runs out of memory).
-
-    The trial is recorded with ``status`` ("infeasible" by default; a trial runner may say "oom",
-    "timeout" or "diverged") and ``reason`` as its error, the searcher learns to avoid the
-    region, and the study goes on.
-    """
-
-    def __init__(self, reason: str, status: str = "infeasible") -> None:
-        if status not in INFEASIBLE_STATUSES:
-            raise ValueError(f"status must be one of {INFEASIBLE_STATUSES}, got {status!r}")
-        super().__init__(reason)
-        self.reason = reason
-        self.status = status
-
-
-@dataclass(frozen=True)
-class Trial:
-    """One finished trial.
-
-    ``value`` is the objective (None unless ``status`` is "ok"); ``metrics`` everything the
-    objective returned (the objective included; non-finite numbers stored as None);
-    ``duration_s`` the wall-clock seconds of the call; ``error`` why a trial was not "ok".
-    """
-
-    id: int
-    params: dict[str, Value]
-    status: str
-    value: float | None
-    metrics: dict[str, float | None]
-    duration_s: float
-    error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        """Whether the trial produced an objective value."""
-        return self.status == "ok"
-
-    def observation(self) -> Observation:
-        """The trial as its searcher sees it (every status but "ok" counts as infeasible)."""
-        return Observation(dict(self.params), self.value, self.ok)
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (``from_dict`` reads it back)."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Trial:
-        """A trial from ``to_dict()`` output; ValueError if a field is missing or malformed."""
-        try:
-            trial = cls(
-                id=int(data["id"]),
-                params=dict(data["params"]),
-                status=str(data["status"]),
-                value=None if data["value"] is None else float(data["value"]),
-                metrics=dict(data["metrics"]),
-                duration_s=float(data["duration_s"]),
-                error=data.get("error"),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"malformed trial record ({type(exc).__name__}: {exc})") from None
-        if trial.status not in STATUSES or (trial.ok and trial.value is None):
-            raise ValueError(f"malformed trial record (status {trial.status!r}, value {trial.value!r})")
-        return trial
-
-
-class TrialStorage(Protocol):
-    """Where a study keeps its metadata and finished trials (JSON Lines now, the run store later)."""
-
-    def read(self) -> tuple[dict[str, Any] | None, list[Trial]]:
-        """The study metadata (None for a new store) and every finished trial, in order."""
-        ...
-
-    def write_meta(self, meta: Mapping[str, Any]) -> None:
-        """Record the study metadata once, when the store is new."""
-        ...
-
-    def append(self, trial: Trial) -> None:
-        """Persist one finished trial durably before returning."""
-        ...
-
-
-class JsonlStorage:
-    """A JSON Lines file: one ``{"record": "study", ...}`` line, then one ``{"record": "trial"}`` each.
-
-    Every line is written whole, flushed and fsync'd. A last line cut short (the tuner was killed
-    mid-write) is ignored with a warning and cut off before the next write; a damaged line before
-    the last is an error, since trials would be lost silently.
-    """
-
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
-        self._cut_at: int | None = None  # byte offset of a damaged tail to cut before the next write
-        self._add_newline = False  # the last line is intact but lacks its line end
-
-    def read(self) -> tuple[dict[str, Any] | None, list[Trial]]:
-        """The study metadata and trials in the file (None and [] when it does not exist)."""
-        self._cut_at, self._add_newline = None, False
-        if not self.path.exists():
-            return None, []
-        chunks = self.path.read_bytes().split(b"\n")
-        lines = [(raw, True) for raw in chunks[:-1]] + ([(chunks[-1], False)] if chunks[-1] else [])
-        meta: dict[str, Any] | None = None
-        trials: list[Trial] = []
-        offset = 0
-        for number, (raw, has_end) in enumerate(lines, start=1):
-            try:
-                record = json.loads(raw) if raw.strip() else None
-                if record is None:
-                    pass
-                elif not isinstance(record, dict) or record.get("record") not in ("study", "trial"):
-                    raise ValueError("not a study or trial record")
-                elif record["record"] == "study":
-                    meta = record
-                else:
-                    trials.append(Trial.from_dict(record))
-            except ValueError as exc:  # json.JSONDecodeError is a ValueError
-                if number < len(lines):
-                    raise ValueError(f"{self.path}: line {number} is damaged ({exc}); not resuming") from None
-                warnings.warn(
-                    f"{self.path}: ignoring a truncated last line (a write cut off, e.g. by kill -9): "
-                    f"{raw[:60]!r}",
-                    stacklevel=3,
-                )
-                self._cut_at = offset
-                break
-            offset += len(raw) + 1
-            self._add_newline = not has_end
-        if meta is not None and meta.get("schema") != STORAGE_SCHEMA:
-            raise ValueError(f"{self.path}: storage schema {meta.get('schema')!r}, expected {STORAGE_SCHEMA}")
-        return meta, trials
-
-    def write_meta(self, meta: Mapping[str, Any]) -> None:
-        """Write the study line (before any trial)."""
-        self._write({"record": "study", "schema": STORAGE_SCHEMA, **meta})
-
-    def append(self, trial: Trial) -> None:
-        """Append one trial line, fsync'd."""
-        self._write({"record": "trial", **trial.to_dict()})
-
-    def _write(self, record: Mapping[str, Any]) -> None:
-        line = (json.dumps(record, allow_nan=False) + "\n").encode()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("ab") as f:
-            if self._cut_at is not None:
-                f.truncate(self._cut_at)
-            elif self._add_newline:
-                f.write(b"\n")
-            self._cut_at, self._add_newline = None, False
-            f.write(line)
-            f.flush()
-            os.fsync(f.fileno())
+Objective = Callable[[dict[str, Value]], "float | Mapping[str, float | None] | Measured"]
 
 
 def _is_number(x: object) -> bool:
@@ -200,8 +51,10 @@ class Study:
 
     ``searcher``: "bayes", "random", "grid" or a ``Searcher`` built on the same space (its own
     seed then applies). ``objective``: the key of the objective when the function returns a dict
-    of metrics. ``storage``: a JSON Lines path (or a ``TrialStorage``) to persist trials to and
-    resume from; resuming checks that the space, direction and objective are the same.
+    of metrics. ``storage``: a path (``*.db``: SQLite run store, else JSON Lines) or a
+    ``TrialStorage`` to persist trials to and resume from; resuming checks that the space,
+    direction and objective are the same. ``info``: JSON facts stored with the study the first
+    time (``stored_info`` gives back what was stored, also on resume).
     """
 
     def __init__(
@@ -212,6 +65,7 @@ class Study:
         seed: int = 0,
         storage: str | os.PathLike[str] | TrialStorage | None = None,
         objective: str = "objective",
+        info: Mapping[str, Any] | None = None,
     ) -> None:
         if not isinstance(space, Space):
             raise ValueError(f"space must be an autotune.Space, got {type(space).__name__}")
@@ -228,9 +82,11 @@ class Study:
             self.searcher = make_searcher(searcher, space, seed, direction)
         self._trials: list[Trial] = []
         self._queue: list[dict[str, Value]] = []
+        self._info = dict(info or {})
+        self.stored_info: dict[str, Any] = dict(self._info)
         self.storage: TrialStorage | None
         if isinstance(storage, str | os.PathLike):
-            self.storage = JsonlStorage(storage)
+            self.storage = open_storage(storage)
         else:
             self.storage = storage
         if self.storage is not None:
@@ -242,6 +98,11 @@ class Study:
     def trials(self) -> list[Trial]:
         """Every finished trial, in order (resumed ones included)."""
         return list(self._trials)
+
+    @property
+    def n_run(self) -> int:
+        """Trials that ran (every trial but the "skipped" ones): what ``n_trials`` counts."""
+        return sum(t.status != "skipped" for t in self._trials)
 
     @property
     def best(self) -> Trial:
@@ -276,28 +137,36 @@ class Study:
         n_trials: int,
         callbacks: Sequence[Callable[[Study, Trial], None]] = (),
     ) -> None:
-        """Run trials until the study holds ``n_trials`` in all (resumed trials count).
+        """Run trials until the study holds ``n_trials`` trials that ran.
 
-        Stops early when the searcher has tried every configuration. ``callbacks`` are called
-        with the study and each new trial once it is recorded (progress display).
+        Resumed trials count; trials the objective skipped without running do not. Stops early
+        when the searcher has tried every configuration, or after more than ``max(n_trials, 10)``
+        skips in a row.
+        ``callbacks`` are called with the study and each new trial once it is recorded (progress).
         """
         if not isinstance(n_trials, int) or n_trials < 0:
             raise ValueError(f"n_trials must be an integer >= 0, got {n_trials!r}")
-        while len(self._trials) < n_trials:
+        skips_in_a_row = 0
+        while self.n_run < n_trials and skips_in_a_row <= max(n_trials, 10):
             params = self._next_params()
             if params is None:
                 log.info("every configuration has been tried after %d trials", len(self._trials))
                 break
-            trial_id = self._trials[-1].id + 1 if self._trials else 0
-            trial = self._evaluate(fn, trial_id, params)
-            self._record(trial)
+            trial = self._evaluate(fn, self.next_id, params)
+            self.record(trial)
+            skips_in_a_row = skips_in_a_row + 1 if trial.status == "skipped" else 0
             for callback in callbacks:
                 callback(self, trial)
+
+    @property
+    def next_id(self) -> int:
+        """The id the next trial gets (one more than the last stored)."""
+        return self._trials[-1].id + 1 if self._trials else 0
 
     def _next_params(self) -> dict[str, Value] | None:
         while self._queue:
             params = self._queue.pop(0)
-            if not self.searcher.is_seen(params):
+            if not any(t.params == params for t in self._trials):
                 return params
         return None if self.searcher.done else self.searcher.ask()
 
@@ -305,15 +174,18 @@ class Study:
         """Call ``fn`` once and turn its outcome (value, metrics, or exception) into a Trial."""
         value: float | None = None
         metrics: dict[str, float | None] = {}
+        attrs: dict[str, Any] = {}
         status, error = "ok", None
         start = time.perf_counter()
         try:
             result = fn(dict(params))
         except Infeasible as exc:
-            status, error = exc.status, exc.reason
+            status, error, attrs = exc.status, exc.reason, exc.attrs
         except Exception as exc:
             status, error = "crashed", f"{type(exc).__name__}: {exc}"
         else:
+            if isinstance(result, Measured):
+                attrs, result = dict(result.attrs), result.metrics
             try:
                 value, metrics = self._parse_result(result)
             except ValueError as exc:
@@ -324,7 +196,7 @@ class Study:
         duration_s = time.perf_counter() - start
         if status == "crashed":
             log.warning("trial %d crashed: %s", trial_id, error)
-        return Trial(trial_id, params, status, value, metrics, duration_s, error)
+        return Trial(trial_id, params, status, value, metrics, duration_s, error, _json_safe(attrs))
 
     def _parse_result(self, result: object) -> tuple[float, dict[str, float | None]]:
         """(objective value, metrics) from what the objective returned; ValueError if malformed."""
@@ -349,11 +221,19 @@ class Study:
             raise ValueError(f"the objective {self.objective!r} is None")
         return float(value), metrics
 
-    def _record(self, trial: Trial) -> None:
+    def record(self, trial: Trial) -> None:
+        """Store a finished trial and tell the searcher.
+
+        For trials run outside ``optimize`` too, such as a baseline. Its id must be ``next_id``.
+        """
+        if trial.id != self.next_id:
+            raise ValueError(f"trial id {trial.id} out of order: the next id is {self.next_id}")
         if self.storage is not None:
             self.storage.append(trial)
         self._trials.append(trial)
-        self.searcher.tell(trial.params, trial.value, trial.ok)
+        observation = trial.observation()
+        if observation is not None:
+            self.searcher.tell(*observation)
 
     # ------------------------------------------------------------------ storage
 
@@ -364,6 +244,7 @@ class Study:
             "objective": self.objective,
             "searcher": self.searcher.name,
             "seed": self.searcher.seed,
+            "info": self._info,
         }
 
     def _resume(self, storage: TrialStorage) -> None:
@@ -382,7 +263,19 @@ class Study:
                 f"the stored study searched another space: {meta.get('space')!r}; this one {mine['space']!r}"
             )
         self._trials = trials
-        self.searcher.replay(t.observation() for t in trials)
+        self.stored_info = dict(meta.get("info") or {})
+        self.searcher.replay(o for t in trials if (o := t.observation()) is not None)
+
+
+def _json_safe(value: Any) -> Any:
+    """``value`` with non-finite floats as None, so every store can write it as JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    return value
 
 
 def _search_part(space: object) -> object:

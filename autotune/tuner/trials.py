@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autotune.knobs import param_env_var
+from autotune.knobs import PARAM_ENV_PREFIX, param_env_var
 from autotune.tuner.space import Space, Value
 from autotune.tuner.study import Infeasible
 
@@ -41,16 +42,24 @@ class TrialSettings:
     warmup_steps: int = 3
     timeout_s: float = 600.0
     memory_budget_bytes: int | None = None
+    #: Ranks of a trial whose params set neither ``world_size`` nor ``layout``.
     world_size: int = 1
+    #: Ranks of a trial whose ``layout`` is "ddp" or "fsdp" (and that sets no ``world_size``).
+    distributed_world_size: int = 2
     module: bool = False
     extra_env: Mapping[str, str] = field(default_factory=dict)
+    #: Stop once the step-time estimate is stable within this fraction (None: run ``max_steps``).
+    stable_within: float | None = None
+    min_measured_steps: int = 8
+    #: A trial whose median step time exceeds this is infeasible.
+    max_step_time_s: float | None = None
 
 
 @dataclass(frozen=True)
 class TrialOutcome:
     """What one trial measured, or why it has no measurement."""
 
-    status: str  # "ok", "oom", "crashed" or "timeout"
+    status: str  # "ok", "oom", "crashed", "timeout", "diverged" or "infeasible"
     run_dir: Path
     duration_s: float
     summary: dict[str, Any] | None = None
@@ -69,48 +78,89 @@ class TrialOutcome:
         """Peak memory the profiler measured, or None."""
         return None if self.summary is None else self.summary.get("peak_memory_bytes")
 
+    @property
+    def step_time_s(self) -> float | None:
+        """Median measured step time in seconds, or None."""
+        value = ((self.summary or {}).get("step_time_s") or {}).get("median")
+        return float(value) if value is not None else None
+
+
+def trial_world_size(settings: TrialSettings, params: Mapping[str, Value]) -> int:
+    """Ranks of the trial: its ``world_size`` param, else from its ``layout``, else the settings'."""
+    if "world_size" in params:
+        return int(params["world_size"])
+    layout = params.get("layout")
+    if layout == "single":
+        return 1
+    if layout in ("ddp", "fsdp"):
+        return settings.distributed_world_size
+    return settings.world_size
+
 
 def trial_command(
-    settings: TrialSettings, space: Space, params: Mapping[str, Value], run_dir: Path
+    settings: TrialSettings,
+    space: Space | None,
+    params: Mapping[str, Value],
+    run_dir: Path,
+    stop_below: float | None = None,
 ) -> list[str]:
-    """The argument list of one trial (no shell)."""
+    """The argument list of one trial (no shell).
+
+    ``stop_below``: samples/s under which the trial stops early (clearly worse than the best).
+    """
     profile = [
         "-m", "autotune", "profile", "--quiet", "--no-deep-profile", "--overwrite",
         "--run-dir", str(run_dir), "--max-steps", str(settings.max_steps),
-        "--warmup-steps", str(settings.warmup_steps),
+        "--warmup-steps", str(settings.warmup_steps), "--stop-on-non-finite-loss",
     ]  # fmt: skip
+    if settings.stable_within is not None:
+        profile += ["--stable-within", f"{settings.stable_within:g}"]
+    if stop_below is not None and stop_below > 0:
+        profile += ["--stop-below", f"{stop_below:.6g}"]
+    if settings.stable_within is not None or (stop_below is not None and stop_below > 0):
+        profile += ["--min-measured-steps", str(settings.min_measured_steps)]
     if settings.module:
         profile.append("-m")
-    target = [settings.script, *settings.script_args, *space.command_args(params)]
-    if settings.world_size > 1:
+    args = space.command_args(params) if space is not None and params else []
+    target = [settings.script, *settings.script_args, *args]
+    world_size = trial_world_size(settings, params)
+    if world_size > 1:
         launcher = [
             sys.executable, "-m", "torch.distributed.run", "--standalone",
-            "--nproc-per-node", str(settings.world_size),
+            "--nproc-per-node", str(world_size),
         ]  # fmt: skip
         return [*launcher, *profile, *target]
     return [sys.executable, *profile, *target]
 
 
-def trial_env(settings: TrialSettings, space: Space, params: Mapping[str, Value]) -> dict[str, str]:
-    """The tuner's own environment plus the trial's parameters."""
-    env = dict(os.environ)
+def trial_env(settings: TrialSettings, space: Space | None, params: Mapping[str, Value]) -> dict[str, str]:
+    """The tuner's own environment plus the trial's parameters (none for a baseline)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(PARAM_ENV_PREFIX)}
     env.update(settings.extra_env)
-    env.update(space.environ(params))
+    if space is not None and params:
+        env.update(space.environ(params))
     env.update({param_env_var(name): json.dumps(value) for name, value in params.items()})
     return env
 
 
 def run_trial(
-    settings: TrialSettings, space: Space, params: Mapping[str, Value], run_dir: Path
+    settings: TrialSettings,
+    space: Space | None,
+    params: Mapping[str, Value],
+    run_dir: Path,
+    stop_below: float | None = None,
 ) -> TrialOutcome:
-    """Run one trial to its step budget, its end, its crash or its timeout, and classify it."""
+    """Run one trial to its step budget, its end, its crash or its timeout, and classify it.
+
+    ``space`` None and ``params`` empty: a baseline, the script with its own defaults.
+    """
     run_dir.mkdir(parents=True, exist_ok=True)
     log_path = run_dir / LOG_NAME
     started = time.monotonic()
     timed_out = False
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
-            trial_command(settings, space, params, run_dir),
+            trial_command(settings, space, params, run_dir, stop_below),
             env=trial_env(settings, space, params),
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -123,6 +173,9 @@ def run_trial(
             timed_out = True
             _kill_group(proc)
             code = proc.wait()
+        except BaseException:  # Ctrl-C reaches the tuner only: its own session shields the trial
+            _kill_group(proc)
+            raise
     duration_s = time.monotonic() - started
     summary = _read_summary(run_dir)
     status, error = classify(code, timed_out, _tail(log_path), summary, settings)
@@ -137,16 +190,24 @@ def classify(
         return "timeout", f"no result within {settings.timeout_s:g} s; {log_tail}".strip()
     if code != 0:
         status = "oom" if any(marker in log_tail for marker in _OOM_MARKERS) else "crashed"
-        return status, f"exit status {code}: {log_tail}".strip()
+        cause = error_line(log_tail)
+        return status, f"{cause} (exit status {code})\n{log_tail}".strip()
     if summary is None or not summary.get("measured_steps"):
         return (
             "crashed",
             f"the script ended without measured steps (summary: {summary is not None}); {log_tail}",
         )
+    loss = summary.get("loss") or {}
+    if loss.get("non_finite_steps"):
+        return "diverged", f"the loss is NaN or infinite from step {loss.get('first_non_finite_step')}"
     peak = summary.get("peak_memory_bytes")
     budget = settings.memory_budget_bytes
     if budget is not None and peak is not None and peak > budget:
         return "oom", f"peak memory {peak} bytes is over the budget of {budget} bytes"
+    step = (summary.get("step_time_s") or {}).get("median")
+    limit = settings.max_step_time_s
+    if limit is not None and step is not None and step > limit:
+        return "infeasible", f"median step time {step:.3g} s is over the limit of {limit:g} s"
     return "ok", None
 
 
@@ -198,10 +259,35 @@ def _read_summary(run_dir: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+_EXCEPTION_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt|Exit)\b.*")
+_DECORATION = re.compile(r"^[\s=\-_*#]*$")
+
+
+def error_line(log_tail: str) -> str:
+    """The line that says what went wrong.
+
+    The last ``SomeError: ...`` line, else the last line that is not decoration (torchrun's
+    ``=====`` blocks), else "no error message".
+    """
+    lines = [line.strip() for line in log_tail.splitlines() if not _DECORATION.match(line)]
+    for line in reversed(lines):
+        if _EXCEPTION_LINE.match(line):
+            return line
+    return lines[-1] if lines else "no error message"
+
+
 def _tail(path: Path, lines: int = ERROR_TAIL_LINES) -> str:
+    """The last ``lines`` lines of the trial's log that say something.
+
+    Under torchrun, those ending at the first failing rank's error, above torchrun's own report.
+    """
     try:
         text = path.read_text(errors="replace")
     except OSError:
         return ""
     kept = [line for line in text.splitlines() if line.strip() and not line.startswith("USDT:")]
+    exceptions = [i for i, line in enumerate(kept) if _EXCEPTION_LINE.match(line.strip())]
+    if exceptions and "torch.distributed.elastic" in text:
+        first = exceptions[0]  # the rank that failed first, before torchrun's report of the rest
+        return "\n".join(kept[max(0, first - lines + 1) : first + 1])
     return "\n".join(kept[-lines:])

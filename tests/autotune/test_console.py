@@ -227,3 +227,15 @@ def test_render_draws_without_error_and_escapes_markup():
     assert "Run directory: /tmp/r" in text
     assert "warning: no NVML" in text
     render_summary({}, Console(file=io.StringIO()))
+
+
+def test_loss_and_why_the_run_stopped():
+    loss = {"first": 2.3026, "last": 1.125, "non_finite_steps": 0, "first_non_finite_step": None}
+    rows = metrics(build_summary_view(dict(SUMMARY, loss=loss, stop_reason="stable")))
+    assert rows["Loss"] == "2.303 → 1.125"
+    assert rows["Steps"].endswith(", stopped once the step time was stable")
+    nan = {"first": 2.3026, "last": None, "non_finite_steps": 4, "first_non_finite_step": 7}
+    rows = metrics(build_summary_view(dict(SUMMARY, loss=nan, stop_reason="non_finite_loss")))
+    assert rows["Loss"] == "n/a · 4 NaN/inf steps from step 7"
+    assert rows["Steps"].endswith(", stopped at a NaN/inf loss")
+    assert metrics(build_summary_view(dict(SUMMARY, loss=None)))["Loss"] == NA

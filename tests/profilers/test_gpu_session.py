@@ -91,3 +91,62 @@ def test_bf16_autocast_is_detected_for_mfu(tmp_path):
             loss.backward()
             opt.step()
     assert prof.summary["precision"] == "bf16"
+
+
+def test_cuda_losses_are_recorded_without_a_host_sync(tmp_path):
+    torch.cuda.set_sync_debug_mode("error")  # the recorder thread's reads would raise here too
+    try:
+        with autotune.profile(
+            run_dir=tmp_path / "run", deep_profile=False, count_flops=False, quiet=True
+        ) as prof:
+            torch.manual_seed(0)
+            model = nn.Linear(512, 512).cuda()
+            opt = torch.optim.SGD(model.parameters(), lr=0.01)
+            x = torch.randn(64, 512, device="cuda")
+            own = []
+            for _ in range(20):
+                loss = model(x).square().mean()
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                own.append(loss.detach().clone())  # read after the run: no sync inside it
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    assert prof.summary["warnings"] == []
+    assert prof.summary["loss"]["per_step"] == pytest.approx([v.item() for v in own], rel=1e-6)
+
+
+def nan_loop(done, nan_at, sync_every_step):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(2048, 2048), nn.GELU(), nn.Linear(2048, 2048)).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(256, 2048, device="cuda")
+    for i in range(1, 1000):
+        loss = model(x).square().mean()
+        if i >= nan_at:
+            loss = loss * float("nan")
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if sync_every_step:  # as a loop that logs loss.item() does
+            torch.cuda.synchronize()
+        done.append(i)
+
+
+@pytest.mark.parametrize("sync_every_step", [True, False])
+def test_a_nan_loss_on_cuda_stops_the_run_soon_after(tmp_path, sync_every_step):
+    from profilers.session import StepBudgetReached
+
+    done = []
+    prof = autotune.profile(
+        run_dir=tmp_path / "run", deep_profile=False, quiet=True, stop_on_non_finite_loss=True, max_steps=900
+    )
+    with pytest.raises(StepBudgetReached), prof:
+        nan_loop(done, 20, sync_every_step)
+    s = prof.summary
+    assert s["stop_reason"] == "non_finite_loss"
+    assert s["loss"]["first_non_finite_step"] == 20
+    assert s["steps"] == len(done)
+    # Read off the training thread once the GPU computed it: a few steps late when the loop waits
+    # for the GPU each step; without that, also as far as the host ran ahead of the GPU.
+    assert 20 <= s["steps"] <= (30 if sync_every_step else 900), s["steps"]

@@ -93,3 +93,29 @@ def test_two_rank_ddp_trial_through_torchrun(tmp_path):
     assert out.status == "ok", out.error
     assert [r["steps"] for r in out.summary["ranks"]] == [10, 10]
     assert out.throughput == pytest.approx(sum(r["samples_per_s"] for r in out.summary["ranks"]), rel=1e-9)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout", ["ddp", "fsdp"])
+def test_ddp_and_fsdp_trials_of_the_demo_target_over_two_gloo_ranks(tmp_path, layout):
+    """The layout param alone makes the trial a 2-rank torchrun job, and the target applies it."""
+    from autotune.demo.target import demo_space
+
+    run = TrialSettings(
+        script="autotune.demo.target",
+        module=True,
+        script_args=("--model", "gpt"),
+        max_steps=6,
+        warmup_steps=2,
+        timeout_s=240,
+        extra_env=ENV,
+    )
+    params = {"micro_batch": 4, "precision": "fp32", "layout": layout}
+    out = run_trial(run, demo_space("gpt"), params, tmp_path / layout)
+    assert out.status == "ok", out.error
+    s = out.summary
+    assert [r["rank"] for r in s["ranks"]] == [0, 1] and [r["steps"] for r in s["ranks"]] == [6, 6]
+    used = s["params_used"]
+    assert (used["layout"], used["world_size"], used["micro_batch"]) == (layout, 2, 4)
+    assert used["grad_accum"] * used["micro_batch"] * used["world_size"] == used["global_batch"]
+    assert s["loss"]["non_finite_steps"] == 0 and s["loss"]["first"] > s["loss"]["last_mean"] * 0.5

@@ -1,0 +1,73 @@
+"""The demo's tuning phase: a short study of the demo GPT's micro-batch × precision × layout.
+
+Trials run :mod:`autotune.demo.target` (the demo model trained through ``autotune.prepare`` and
+``autotune.batch_plan``) in their own processes, ddp and fsdp over two ranks through torchrun
+(gloo on the CPU; on CUDA only when two GPUs are visible). The baseline is the target's own
+defaults: the whole global batch in one micro-batch, fp32, one device.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+#: Trials of the demo study, the baseline included.
+DEFAULT_TRIALS = 12
+#: Steps in one trial at most (warm-up included); most trials stop earlier, once stable.
+TRIAL_STEPS = 24
+
+
+def tune_demo(
+    console: Console, device: str, n_trials: int, runs_root: Path | None, model: str = "gpt"
+) -> dict[str, Any] | None:
+    """Run the demo study; its summary (None when it stopped without a best configuration)."""
+    from autotune.demo.target import demo_space
+    from autotune.tune_cli import Progress
+    from autotune.tuner.trials import TrialSettings
+    from autotune.tuner.tune import TuneConfig, TuneError, Tuner
+
+    ranks = 2 if device == "cpu" or _cuda_devices() >= 2 else 1
+    settings = TrialSettings(
+        script="autotune.demo.target",
+        module=True,
+        script_args=("--model", model, "--device", device),
+        max_steps=TRIAL_STEPS,
+        warmup_steps=3,
+        timeout_s=300.0,
+        distributed_world_size=ranks,
+        stable_within=0.05,
+        min_measured_steps=6,
+    )
+    config = TuneConfig(
+        settings=settings,
+        space=demo_space(model, device=device, world_size=ranks),
+        n_trials=n_trials,
+        searcher="bayes",
+        seed=0,
+    )
+    root = runs_root if runs_root is not None else Path("runs")
+    run_dir = root / f"{time.strftime('%Y%m%d-%H%M%S')}-demo-tune-{model}"
+    console.print(
+        f"Tuning demo {model} on {device}: {n_trials} trials of micro-batch × precision × layout "
+        f"({'single, ddp and fsdp over 2 ranks' if ranks > 1 else 'one device'}), baseline first"
+    )
+    progress = Progress()
+    progress.header(config, run_dir, resumed=False)
+    tuner = Tuner(config, run_dir, on_start=progress.started, on_trial=progress.finished)
+    try:
+        summary = tuner.run()
+    except TuneError as exc:
+        console.print(f"[red]the demo study stopped:[/red] {exc}")
+        return None
+    progress.result(summary)
+    console.print(f"Study directory: {run_dir}")
+    return summary if summary.get("best") else None
+
+
+def _cuda_devices() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0

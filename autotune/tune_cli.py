@@ -1,0 +1,288 @@
+"""``autotune tune [OPTIONS] SCRIPT [ARGS...]``: the command line of a tuning study.
+
+Parses and checks the options (bad input: one line, exit 2), runs the study with a progress line
+per trial on stderr, and ends with the best configuration against the baseline. Exit status 0
+when the study ran to its end with a best trial; 1 when it had to stop (the baseline failed, the
+script ignores what is tuned, no trial finished ok); 130 when interrupted (resume it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from autotune.tuner.space import Value
+
+_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+
+
+def parse_bytes(text: str) -> int:
+    """A byte count from ``"8GiB"``, ``"512MB"`` or ``"1000000"`` (ArgumentTypeError otherwise)."""
+    match = _SIZE.match(text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"expected a size in bytes such as 8GiB or 500MB, got {text!r}")
+    number, unit = float(match.group(1)), (match.group(2) or "").lower()
+    scale = 1024 ** " kmgt".index(unit[0]) if unit.endswith(("ib", "i")) else _UNITS[unit[:1]]
+    value = int(number * scale)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a size above 0, got {text!r}")
+    return value
+
+
+def add_tune_parser(sub: Any, number: Any) -> None:
+    """The ``tune`` subcommand; ``number(kind, low, high, what, low_open)`` makes checked types."""
+    positive_int = number(int, 1, None, "a positive integer")
+    non_negative_int = number(int, 0, None, "an integer >= 0")
+    positive = number(float, 0, None, "a positive number", True)
+    fraction = number(float, 0, 1, "a fraction between 0 and 1")
+    p = sub.add_parser(
+        "tune",
+        help="search batch size, precision and layout in short isolated trials of a script",
+        description=(
+            "Run SCRIPT (options before it; everything after it goes to the script) in short trials, "
+            "one configuration each, and search for the best. A baseline with the script's own "
+            "defaults runs first."
+        ),
+    )
+    p.add_argument("--space", type=Path, help="TOML file of [space.NAME] tables (default: built-in knobs)")
+    p.add_argument("--trials", type=positive_int, default=12, help="trials in all, baseline included (12)")
+    p.add_argument("--searcher", choices=("bayes", "random", "grid"), default="bayes", help="(bayes)")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="seed of the searcher (0)")
+    p.add_argument(
+        "--objective", choices=("throughput", "cost", "energy"), help="what to optimize (throughput)"
+    )
+    p.add_argument("--price-per-gpu-hour", type=positive, metavar="USD", help="price of one device-hour")
+    p.add_argument("--memory-budget", type=parse_bytes, metavar="BYTES", help="peak memory allowed (8GiB)")
+    p.add_argument("--max-step-time", type=positive, metavar="SECONDS", help="slowest step time allowed")
+    p.add_argument("--multi-objective", action="store_true", help="keep the Pareto front too")
+    p.add_argument("--run-dir", type=Path, help="the study's directory (default runs/<time>-tune-<name>)")
+    p.add_argument("--runs-root", type=Path, default=Path("runs"), help="parent of default run directories")
+    p.add_argument("--name", help="study name (default: the script's name)")
+    p.add_argument("--resume", action="store_true", help="continue the study in --run-dir")
+    p.add_argument(
+        "--nproc-per-node", type=positive_int, help="ranks of ddp/fsdp trials (2; also tries layouts)"
+    )
+    p.add_argument("--trial-steps", type=positive_int, default=40, help="most steps in a trial (40)")
+    p.add_argument("--warmup-steps", type=non_negative_int, default=3, help="warm-up steps of a trial (3)")
+    p.add_argument(
+        "--stable-within",
+        type=fraction,
+        default=0.05,
+        help="end a trial once its step time is known within this fraction, 0 = never (0.05)",
+    )
+    p.add_argument("--min-measured-steps", type=positive_int, default=8, help="before a trial may end (8)")
+    p.add_argument("--trial-timeout", type=positive, default=600.0, help="seconds per trial (600)")
+    p.add_argument(
+        "--early-stop", type=fraction, default=0.5, help="stop a trial below this share of the best, 0 = off"
+    )
+    p.add_argument(
+        "--loss-tolerance", type=positive_or_zero(number), default=0.1, help="loss drift vs fp32, 0 = off"
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("-m", dest="module", action="store_true", help="SCRIPT is a module name, as in python -m")
+    p.add_argument("script", metavar="SCRIPT", nargs="?", help="the training script (or module with -m)")
+    p.add_argument("script_args", metavar="ARGS", nargs=argparse.REMAINDER, help="arguments for the script")
+
+
+def positive_or_zero(number: Any) -> Any:
+    """An argparse type for a number >= 0."""
+    return number(float, 0, None, "a number >= 0")
+
+
+def cmd_tune(args: argparse.Namespace, usage_error: type[Exception]) -> int:
+    """Run ``autotune tune``; bad input raises ``usage_error`` (one line, exit 2)."""
+    from autotune.tuner.objectives import Scoring
+    from autotune.tuner.space import Space
+    from autotune.tuner.trials import TrialSettings
+    from autotune.tuner.tune import TuneConfig, TuneError, Tuner, settings_from_info, stored_config
+    from autotune.tuner.tune_checks import check_space
+
+    stored = None
+    if args.resume:
+        if args.run_dir is None:
+            raise usage_error("--resume needs --run-dir DIR (the study to continue)")
+        if not args.run_dir.is_dir():
+            raise usage_error(f"--resume: no study in {args.run_dir} (no such directory)")
+        try:
+            stored = stored_config(args.run_dir)
+        except ValueError as exc:
+            raise usage_error(f"--resume: {exc}") from None
+    elif args.run_dir is not None and (args.run_dir / "run.db").exists():
+        raise usage_error(f"{args.run_dir} already holds a study or run (use --resume, or another --run-dir)")
+    info = (stored or {}).get("info") or {}
+    if stored is not None:
+        settings = settings_from_info(info)
+        if args.script is not None and [args.script, *args.script_args] != [
+            settings.script,
+            *settings.script_args,
+        ]:
+            command = " ".join([settings.script, *settings.script_args])
+            raise usage_error(
+                f"--resume: the study in {args.run_dir} tunes {command}; leave SCRIPT out or give the same"
+            )
+    else:
+        if args.script is None:
+            raise usage_error("the following arguments are required: SCRIPT")
+        _check_script(args, usage_error)
+        settings = TrialSettings(
+            script=args.script,
+            script_args=tuple(args.script_args),
+            max_steps=args.trial_steps,
+            warmup_steps=args.warmup_steps,
+            timeout_s=args.trial_timeout,
+            memory_budget_bytes=args.memory_budget,
+            distributed_world_size=args.nproc_per_node or 2,
+            module=args.module,
+            stable_within=args.stable_within or None,
+            min_measured_steps=args.min_measured_steps,
+            max_step_time_s=args.max_step_time,
+        )
+    space = None
+    if args.space is not None:
+        try:
+            space = Space.from_toml(args.space)
+            check_space(space)
+        except (OSError, ValueError) as exc:
+            raise usage_error(f"--space {args.space}: {exc}") from None
+    objective = args.objective or info.get("objective") or "throughput"
+    price = args.price_per_gpu_hour or info.get("price_per_gpu_hour")
+    try:
+        scoring = Scoring(objective, price)  # type: ignore[arg-type]  # checked by Scoring
+    except ValueError as exc:
+        raise usage_error(str(exc)) from None
+    config = TuneConfig(
+        settings=settings,
+        space=space,
+        n_trials=args.trials,
+        searcher=args.searcher if stored is None else (stored.get("searcher") or args.searcher),
+        seed=args.seed if stored is None else int(stored.get("seed") or 0),
+        scoring=scoring,
+        multi_objective=args.multi_objective or bool(info.get("multi_objective")),
+        early_stop_ratio=args.early_stop if stored is None else float(info.get("early_stop_ratio", 0.5)),
+        loss_tolerance=args.loss_tolerance if stored is None else float(info.get("loss_tolerance", 0.1)),
+        layouts=args.nproc_per_node is not None and args.nproc_per_node > 1,
+    )
+    run_dir = args.run_dir or _default_run_dir(args.runs_root, args.name or _name(settings))
+    progress = Progress(quiet=args.quiet)
+    progress.header(config, run_dir, resumed=stored is not None)
+    tuner = Tuner(config, run_dir, resume=args.resume, on_start=progress.started, on_trial=progress.finished)
+    try:
+        summary = tuner.run()
+    except TuneError as exc:
+        print(f"autotune tune: stopped: {exc}", file=sys.stderr)
+        if tuner.study is not None:
+            progress.result(tuner.summary())
+        print(f"Run directory: {run_dir}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"\nautotune tune: interrupted; continue with --resume --run-dir {run_dir}", file=sys.stderr)
+        return 130
+    except ValueError as exc:  # a stored study that does not match (space, objective...)
+        raise usage_error(f"--resume: {exc}") from None
+    progress.result(summary)
+    print(f"Run directory: {run_dir}", file=sys.stderr)
+    return 0 if summary.get("best") is not None else 1
+
+
+def _check_script(args: argparse.Namespace, usage_error: type[Exception]) -> None:
+    if args.module:
+        from autotune.cli import _check_module
+
+        _check_module(args.script)
+    elif not Path(args.script).is_file():
+        raise usage_error(f"script not found: {args.script}")
+
+
+def _name(settings: Any) -> str:
+    return str(settings.script).rsplit(".", 1)[-1] if settings.module else Path(settings.script).stem
+
+
+def _default_run_dir(runs_root: Path, name: str) -> Path:
+    from profilers.rundir import slug
+
+    return runs_root / f"{time.strftime('%Y%m%d-%H%M%S')}-tune-{slug(name)}"
+
+
+def _number(value: float) -> str:
+    """A measured value for people: thousands separated above 100, four digits below."""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.4g}"
+
+
+def _format_params(params: dict[str, Value]) -> str:
+    return " ".join(f"{k}={v}" for k, v in params.items()) or "baseline (the script's own defaults)"
+
+
+class Progress:
+    """One line per trial on stderr: what runs, then how it ended and the best so far."""
+
+    def __init__(self, quiet: bool = False) -> None:
+        from rich.console import Console
+
+        self.console = Console(stderr=True, highlight=False, soft_wrap=True)
+        self.quiet = quiet
+        self.metric = ""
+        self._started = time.monotonic()
+
+    def header(self, config: Any, run_dir: Path, resumed: bool) -> None:
+        """The study's settings in one line."""
+        self.metric = config.scoring.metric
+        if self.quiet:
+            return
+        s = config.settings
+        what = "resuming" if resumed else "tuning"
+        self.console.print(
+            f"autotune tune: {what} {' '.join([s.script, *s.script_args])} · objective "
+            f"{config.scoring.objective} ({config.scoring.metric}) · {config.n_trials} trials · "
+            f"{config.searcher} seed {config.seed} · {run_dir}"
+        )
+
+    def started(self, trial_id: int, n_trials: int, params: dict[str, Value]) -> None:
+        """A trial starts."""
+        if not self.quiet:
+            self.console.print(f"[dim]trial {trial_id:>3}/{n_trials} {_format_params(params)} …[/dim]")
+
+    def finished(self, study: Any, trial: Any) -> None:
+        """A trial ended: its outcome and the best so far."""
+        if self.quiet:
+            return
+        rate = trial.metrics.get("samples_per_s")
+        if trial.ok:
+            base = study.trials[0].metrics.get("samples_per_s") if study.trials[0].ok else None
+            ratio = f" ×{rate / base:.2f} vs baseline" if rate and base else ""
+            best = " [bold green]best[/bold green]" if study.best.id == trial.id else ""
+            memory = trial.metrics.get("peak_memory_bytes")
+            mem = f" · peak {memory / 2**20:,.0f} MiB" if memory else ""
+            line = f"ok {_number(trial.value)} {self.metric}{ratio}{mem} · {trial.duration_s:.1f} s{best}"
+            stop = trial.attrs.get("stop_reason")
+            if stop == "below_threshold":
+                line += " [dim](stopped early: clearly below the best)[/dim]"
+        else:
+            error = (trial.error or "").strip().splitlines()
+            line = f"[yellow]{trial.status}[/yellow]: {error[0] if error else ''}"
+        self.console.print(f"trial {trial.id:>3} {_format_params(trial.params)}: {line}")
+
+    def result(self, summary: dict[str, Any]) -> None:
+        """The best configuration against the baseline."""
+        best, base = summary.get("best"), summary.get("baseline")
+        elapsed = time.monotonic() - self._started
+        counts = ", ".join(f"{n} {s}" for s, n in (summary.get("status_counts") or {}).items())
+        self.console.print(f"{summary.get('trials_run')} trials ({counts}) in {elapsed:.0f} s")
+        if best is None:
+            self.console.print("[red]No trial finished ok.[/red]")
+            return
+        self.console.print(f"[bold]Best[/bold] (trial {best['id']}): {_format_params(best['params'])}")
+        parts = [f"{summary['metric']} {_number(best['objective'])}"]
+        if best.get("speedup_vs_baseline"):
+            parts.append(f"{best['speedup_vs_baseline']:.2f}× the baseline's throughput")
+        if base and base.get("throughput"):
+            parts.append(f"baseline {_number(base['throughput'])} samples/s")
+        if best.get("cost_saving_vs_baseline") is not None:
+            parts.append(f"{100 * best['cost_saving_vs_baseline']:.0f}% cheaper per sample")
+        self.console.print("  " + " · ".join(parts))
+        if summary.get("pareto"):
+            self.console.print(f"  Pareto front (throughput, peak memory, cost): trials {summary['pareto']}")

@@ -1,0 +1,350 @@
+"""``autotune tune``: a study of real trials of the user's script, persisted in a run directory.
+
+The run directory holds ``run.db`` (the study and one row per finished trial, see
+:class:`~autotune.tuner.storage.SqliteStorage`), ``summary.json`` (rewritten after every trial)
+and ``trials/trial-NNNN/`` (each trial's own profiler run and log). The order of a study:
+
+1. a baseline trial of the script with its own defaults (no parameter set), always first;
+2. the search space: the one given, else built from the knobs the baseline read;
+3. trials the searcher proposes, each skipped when the memory model predicts it runs out of
+   memory, stopped early when clearly worse than the best so far, and marked "diverged" when its
+   loss is NaN/inf or drifts from the fp32 baseline's; until ``n_trials`` trials have run.
+
+Killed at any point (``kill -9`` included), ``resume=True`` continues from the trials stored:
+none is lost or run twice; a trial that was running when the tuner died runs again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from autotune.tuner.memory_model import MemoryModel
+from autotune.tuner.objectives import Scoring
+from autotune.tuner.records import Infeasible, Measured, Trial
+from autotune.tuner.space import Space, Value
+from autotune.tuner.storage import SqliteStorage
+from autotune.tuner.study import Study
+from autotune.tuner.trials import LOG_NAME, TrialOutcome, TrialSettings, run_trial, trial_world_size
+from autotune.tuner.tune_checks import (
+    batch_split_problem,
+    default_space,
+    ignored_params,
+    loss_drift,
+    same_everywhere,
+)
+from autotune.tuner.tune_summary import tune_summary, write_json
+
+STORE_NAME = "run.db"
+TRIALS_DIR = "trials"
+
+
+class TuneError(Exception):
+    """The study cannot go on (bad input, a baseline that fails, ignored parameters); one line."""
+
+
+@dataclass(frozen=True)
+class TuneConfig:
+    """Everything a study needs besides its run directory.
+
+    ``space`` None: built from the knobs the baseline reads. ``early_stop_ratio``: a trial whose
+    throughput estimate falls below this share of the best (cost: above best / ratio) stops early
+    (0 turns it off). ``loss_tolerance``: relative drift of the loss from the fp32 baseline's that
+    makes a lower-precision trial "diverged" (0 turns the check off; NaN/inf always does).
+    """
+
+    settings: TrialSettings
+    space: Space | None = None
+    n_trials: int = 12
+    searcher: str = "bayes"
+    seed: int = 0
+    scoring: Scoring = field(default_factory=Scoring)
+    multi_objective: bool = False
+    early_stop_ratio: float = 0.5
+    loss_tolerance: float = 0.1
+    device_kind: str = "cpu"
+    layouts: bool = False  # a derived space tries ddp/fsdp over settings.distributed_world_size
+
+    def info(self) -> dict[str, Any]:
+        """What is stored with the study, so ``resume`` can rebuild the settings."""
+        return {
+            "settings": {**asdict(self.settings), "extra_env": dict(self.settings.extra_env)},
+            "objective": self.scoring.objective,
+            "price_per_gpu_hour": self.scoring.price_per_gpu_hour,
+            "multi_objective": self.multi_objective,
+            "early_stop_ratio": self.early_stop_ratio,
+            "loss_tolerance": self.loss_tolerance,
+        }
+
+
+def stored_config(run_dir: Path) -> dict[str, Any] | None:
+    """The study metadata stored in ``run_dir`` (None when it holds no study)."""
+    store = run_dir / STORE_NAME
+    if not store.exists():
+        return None
+    meta, _ = SqliteStorage(store).read()
+    return meta
+
+
+class Tuner:
+    """Runs one study; ``progress`` is told when a trial starts and when it ends."""
+
+    def __init__(
+        self,
+        config: TuneConfig,
+        run_dir: Path,
+        resume: bool = False,
+        on_start: Callable[[int, int, dict[str, Value]], None] | None = None,
+        on_trial: Callable[[Study, Trial], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.run_dir = run_dir
+        self.resume = resume
+        self.on_start = on_start
+        self.on_trial = on_trial
+        self.study: Study | None = None
+        self.stopped: str | None = None
+
+    # ------------------------------------------------------------------ the study
+
+    def run(self) -> dict[str, Any]:
+        """Run (or resume) the study; the summary. TuneError when it cannot go on."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        with _exclusive(self.run_dir):
+            storage = SqliteStorage(self.run_dir / STORE_NAME)
+            meta, stored = storage.read()
+            if meta is not None and not self.resume:
+                raise TuneError(f"{self.run_dir} already holds a study (use --resume, or another --run-dir)")
+            baseline = stored[0] if stored else self._run_baseline()
+            space = self._space(meta, baseline)
+            if not stored:
+                baseline = replace(baseline, point=_baseline_point(space, baseline))
+            study = Study(
+                space,
+                direction=self.config.scoring.direction,
+                searcher=self.config.searcher,
+                seed=self.config.seed,
+                storage=storage,
+                info=self.config.info(),
+            )
+            self.study = study
+            if not study.trials:
+                study.record(baseline)
+                self._after(study, baseline)
+            if not baseline.ok:
+                log = Path(baseline.attrs.get("run_dir", self.run_dir)) / LOG_NAME
+                self.stopped = (
+                    f"the baseline trial (the script with its own defaults) {baseline.status}: "
+                    f"{_first_line(baseline.error)} (log: {log}); fix the script, then start a new "
+                    "study in another --run-dir"
+                )
+                self._write_summary()
+                raise TuneError(self.stopped)
+            try:
+                self._check(study)
+                study.optimize(self._evaluate, self.config.n_trials, callbacks=[self._after])
+            finally:
+                self._write_summary()
+        return self.summary()
+
+    def summary(self) -> dict[str, Any]:
+        """The study's summary as it stands (what summary.json holds)."""
+        assert self.study is not None
+        return tune_summary(self.study, self.config, self.run_dir, self.stopped)
+
+    def _write_summary(self) -> None:
+        if self.study is not None:
+            write_json(self.run_dir / "summary.json", self.summary())
+
+    def _after(self, study: Study, trial: Trial) -> None:
+        self._write_summary()
+        if self.on_trial is not None:
+            self.on_trial(study, trial)
+        self._check(study)
+
+    def _check(self, study: Study) -> None:
+        """Stop the study when the script ignores what is tuned (every trial the same)."""
+        problem = ignored_params(study) or same_everywhere(study)
+        if problem is not None:
+            self.stopped = problem
+            raise TuneError(problem)
+
+    def _space(self, meta: Mapping[str, Any] | None, baseline: Trial) -> Space:
+        if meta is not None:
+            return self.config.space or Space.from_dict(meta["space"], source=str(self.run_dir / STORE_NAME))
+        if self.config.space is not None:
+            return self.config.space
+        if not baseline.ok:
+            raise TuneError(
+                f"the baseline trial {baseline.status}: {_first_line(baseline.error)}; "
+                f"no search space can be built from it (log: {baseline.attrs.get('run_dir')})"
+            )
+        space = default_space(
+            baseline.attrs.get("params_used") or {},
+            self.config.device_kind,
+            self.config.settings.distributed_world_size if self.config.layouts else 1,
+        )
+        if space is None:
+            raise TuneError(
+                "no --space given, and the script reads no built-in knob (autotune.prepare, "
+                "autotune.batch_plan, autotune.param); give --space FILE (see the README)"
+            )
+        return space
+
+    # ------------------------------------------------------------------ trials
+
+    def _run_baseline(self) -> Trial:
+        if self.on_start is not None:
+            self.on_start(0, self.config.n_trials, {})
+        outcome = run_trial(self.config.settings, None, {}, self._trial_dir(0))
+        point = None  # set once the space is known
+        world_size = trial_world_size(self.config.settings, {})
+        attrs = self._attrs(outcome, world_size)
+        if outcome.status != "ok":
+            return Trial(0, {}, outcome.status, None, {}, outcome.duration_s, outcome.error, attrs, point)
+        metrics = self.config.scoring.metrics(outcome.summary or {}, world_size)
+        value = metrics["objective"]
+        if value is None:
+            error = (
+                f"the baseline measured no {self.config.scoring.metric} (see {outcome.run_dir / LOG_NAME})"
+            )
+            return Trial(0, {}, "crashed", None, metrics, outcome.duration_s, error, attrs, point)
+        return Trial(0, {}, "ok", value, metrics, outcome.duration_s, None, attrs, point)
+
+    def _evaluate(self, params: dict[str, Value]) -> Measured:
+        study = self.study
+        assert study is not None
+        trial_id = study.next_id
+        world_size = trial_world_size(self.config.settings, params)
+        baseline_used = study.trials[0].attrs.get("params_used") or {} if study.trials else {}
+        impossible = batch_split_problem(params, baseline_used, world_size)
+        if impossible is not None:
+            raise Infeasible(impossible, status="skipped", attrs={"world_size": world_size})
+        skip = MemoryModel(study.space, self._memory_budget()).predict_oom(params, study.trials)
+        if skip is not None:
+            raise Infeasible(skip, status="skipped", attrs={"world_size": world_size})
+        if self.on_start is not None:
+            self.on_start(trial_id, self.config.n_trials, params)
+        outcome = run_trial(
+            self.config.settings, study.space, params, self._trial_dir(trial_id), self._stop_below(world_size)
+        )
+        attrs = self._attrs(outcome, world_size)
+        if outcome.status != "ok":
+            raise Infeasible(outcome.error or outcome.status, status=outcome.status, attrs=attrs)
+        metrics = self.config.scoring.metrics(outcome.summary or {}, world_size)
+        if metrics["objective"] is None:
+            raise Infeasible(f"the trial measured no {self.config.scoring.metric}", "crashed", attrs)
+        drift = self._drift(study, params, outcome)
+        if drift is not None:
+            raise Infeasible(drift, status="diverged", attrs=attrs)
+        return Measured(metrics, attrs)
+
+    def _trial_dir(self, trial_id: int) -> Path:
+        return self.run_dir / TRIALS_DIR / f"trial-{trial_id:04d}"
+
+    def _attrs(self, outcome: TrialOutcome, world_size: int) -> dict[str, Any]:
+        summary = outcome.summary or {}
+        loss = summary.get("loss") or {}
+        return {
+            "run_dir": str(outcome.run_dir),
+            "world_size": world_size,
+            "params_used": _params_used(outcome),
+            "stop_reason": summary.get("stop_reason"),
+            "measured_steps": summary.get("measured_steps"),
+            "precision": summary.get("precision"),
+            "samples_per_step": _samples_per_step(summary),
+            "flops_per_step": summary.get("flops_per_step"),
+            "loss_per_step": loss.get("per_step"),
+            "device_memory_bytes": _device_memory_bytes(summary),
+        }
+
+    def _stop_below(self, world_size: int) -> float | None:
+        """The throughput under which a new trial stops early, from the best trial so far."""
+        assert self.study is not None
+        if self.config.early_stop_ratio <= 0 or not any(t.ok for t in self.study.trials):
+            return None
+        best = self.study.best
+        assert best.value is not None
+        return self.config.scoring.throughput_floor(best.value, world_size, self.config.early_stop_ratio)
+
+    def _memory_budget(self) -> int | None:
+        budget = self.config.settings.memory_budget_bytes
+        if budget is not None or self.study is None:
+            return budget
+        baseline = self.study.trials[0] if self.study.trials else None
+        total = None if baseline is None else baseline.attrs.get("device_memory_bytes")
+        return int(total) if total else None
+
+    def _drift(self, study: Study, params: Mapping[str, Value], outcome: TrialOutcome) -> str | None:
+        """Why the trial's loss left the fp32 baseline's trajectory, or None."""
+        if self.config.loss_tolerance <= 0 or not study.trials:
+            return None
+        return loss_drift(
+            study.trials[0],
+            params,
+            self._attrs(outcome, 1),
+            self.config.loss_tolerance,
+            self.config.settings.warmup_steps,
+        )
+
+
+def _baseline_point(space: Space, baseline: Trial) -> dict[str, Value] | None:
+    """The baseline's place in the space, from the values its script reported using, or None."""
+    used = baseline.attrs.get("params_used") or {}
+    if not all(name in used for name in space.names):
+        return None
+    return {name: used[name] for name in space.names}
+
+
+def _params_used(outcome: TrialOutcome) -> dict[str, Any]:
+    used = (outcome.summary or {}).get("params_used")
+    return dict(used) if isinstance(used, dict) else {}
+
+
+def _samples_per_step(summary: Mapping[str, Any]) -> int | None:
+    """Samples in one optimizer step, job-wide: throughput times the mean step time."""
+    rate = (summary.get("throughput") or {}).get("samples_per_s")
+    mean_s = (summary.get("step_time_s") or {}).get("mean")
+    return round(rate * mean_s) if rate and mean_s else None
+
+
+def _device_memory_bytes(summary: Mapping[str, Any]) -> int | None:
+    """The first GPU's total memory, from a profiler summary (None on a CPU run)."""
+    gpus = summary.get("gpu")
+    if isinstance(gpus, list) and gpus and isinstance(gpus[0], dict):
+        total = gpus[0].get("mem_total_bytes")
+        return int(total) if total else None
+    return None
+
+
+def _first_line(text: str | None) -> str:
+    lines = [line for line in (text or "").splitlines() if line.strip()]
+    return lines[0] if lines else "no error message"
+
+
+@contextlib.contextmanager
+def _exclusive(run_dir: Path) -> Iterator[None]:
+    """Hold ``run_dir``'s tuner lock (released at exit, also when the process is killed)."""
+    with (run_dir / ".tune.lock").open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise TuneError(f"another tuner is running in {run_dir}") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def settings_from_info(info: Mapping[str, Any]) -> TrialSettings:
+    """The trial settings stored with a study (``TuneConfig.info``)."""
+    stored = dict(info.get("settings") or {})
+    stored["script_args"] = tuple(stored.get("script_args") or ())
+    try:
+        return TrialSettings(**stored)
+    except TypeError as exc:
+        raise TuneError(f"the stored study's settings are unreadable ({exc})") from None

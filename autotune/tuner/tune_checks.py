@@ -1,0 +1,287 @@
+"""The judgements a study makes between trials.
+
+- :func:`check_space`: a space's built-in knobs take values those knobs allow (before any trial).
+- :func:`default_space`: the search space built from the knobs a baseline read, when none is given.
+- :func:`ignored_params` and :func:`same_everywhere`: the script ignores what is tuned, so every
+  trial would measure the same; the study stops with a message saying which parameters.
+- :func:`loss_drift`: a trial in a lower precision whose loss left the fp32 baseline's path.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from autotune.knobs import KNOBS, check_knob
+from autotune.tuner.records import Trial
+from autotune.tuner.space import Choice, Int, Space, Value
+
+#: Trials that must agree before "every trial measured the same" stops a study.
+SAME_MIN_TRIALS = 5
+#: How far the fastest trial may be above the median trial and still be "the same" when
+#: everything else, losses included, is identical. A busy machine slows some of a set of
+#: identical runs by up to half; it rarely speeds one up by this much.
+SAME_MAX_SPREAD = 0.3
+#: Leading steps whose losses must agree for two trials to have trained the same.
+SAME_MIN_LOSS_STEPS = 3
+#: Measured steps at the end of two loss paths compared for drift.
+DRIFT_WINDOW = 5
+
+
+class _StudyView(Protocol):
+    @property
+    def space(self) -> Space: ...
+
+    @property
+    def trials(self) -> list[Trial]: ...
+
+
+def check_space(space: Space) -> None:
+    """ValueError for a parameter delivered through autotune (no ``arg``/``env``) that cannot work.
+
+    A built-in knob's values must be allowed (``precision`` in fp32/tf32/bf16/fp16...); a name
+    that is one typo away from a built-in knob is taken for a misspelt knob. Other names are the
+    script's own ``autotune.param()`` parameters, checked after the first trial.
+    """
+    for name, p in space.params.items():
+        if p.arg is not None or p.env is not None:
+            continue
+        if name in KNOBS:
+            values = p.values() if isinstance(p, Choice) else [p.low, p.high]
+            for value in values:
+                try:
+                    check_knob(name, value)
+                except ValueError as exc:
+                    raise ValueError(f"parameter {name!r}: {exc}") from None
+            continue
+        close = difflib.get_close_matches(name, list(KNOBS), n=1, cutoff=0.8)
+        if close:
+            raise ValueError(
+                f"unknown knob {name!r} (it has no arg or env, and no built-in knob has that name); "
+                f"did you mean {close[0]!r}?"
+            )
+
+
+def default_space(
+    params_used: Mapping[str, Any], device_kind: str, distributed_world_size: int
+) -> Space | None:
+    """Built-in knobs the baseline read, each over the values worth trying on this device.
+
+    ``precision``: fp32 and bf16 (tf32 and fp16 too on CUDA); ``micro_batch`` (with a global
+    batch): every power of two dividing the per-rank batch; ``activation_checkpointing``: off/on;
+    ``layout``: single, ddp and fsdp when ``distributed_world_size`` > 1. None when it read none.
+    """
+    params: dict[str, Int | Choice] = {}
+    if "precision" in params_used:
+        cuda = device_kind == "cuda"
+        params["precision"] = Choice(*(("fp32", "tf32", "bf16", "fp16") if cuda else ("fp32", "bf16")))
+    global_batch = params_used.get("global_batch")
+    if "micro_batch" in params_used and isinstance(global_batch, int) and global_batch > 1:
+        per_rank = global_batch // max(1, int(params_used.get("world_size") or 1))
+        largest = per_rank & -per_rank  # the largest power of two dividing per_rank
+        if largest > 1:
+            params["micro_batch"] = Int(1, largest, power_of_two=True)
+    if "activation_checkpointing" in params_used:
+        params["activation_checkpointing"] = Choice(False, True)
+    if "layout" in params_used and distributed_world_size > 1:
+        params["layout"] = Choice("single", "ddp", "fsdp")
+    return Space(**params) if params else None
+
+
+def batch_split_problem(
+    params: Mapping[str, Value], baseline_used: Mapping[str, Any], world_size: int
+) -> str | None:
+    """Why ``params`` cannot split the global batch (known from the baseline), or None.
+
+    The trial would only fail in :func:`autotune.batch_plan`; saying so here costs no trial.
+    """
+    global_batch = params.get("global_batch", baseline_used.get("global_batch"))
+    micro, accum = params.get("micro_batch"), params.get("grad_accum")
+    if not isinstance(global_batch, int) or (micro is None and accum is None):
+        return None
+    if global_batch % world_size:
+        return f"global batch {global_batch} does not split over {world_size} ranks"
+    per_rank = global_batch // world_size
+    for name, value in (("micro_batch", micro), ("grad_accum", accum)):
+        if isinstance(value, int) and value > 0 and per_rank % value:
+            return (
+                f"{name} {value} does not divide the {per_rank} samples per rank of global batch "
+                f"{global_batch} over {world_size} rank(s)"
+            )
+    if isinstance(micro, int) and isinstance(accum, int) and micro * accum != per_rank:
+        return f"micro_batch {micro} × grad_accum {accum} is not the {per_rank} samples per rank"
+    return None
+
+
+def ignored_params(study: _StudyView) -> str | None:
+    """Parameters given only as ``AUTOTUNE_PARAM_*`` that an ok trial's script never read."""
+    for trial in reversed(study.trials):
+        if not trial.ok or not trial.params:
+            continue
+        used = trial.attrs.get("params_used") or {}
+        unread = [
+            name
+            for name in trial.params
+            if study.space[name].arg is None and study.space[name].env is None and name not in used
+        ]
+        if unread:
+            names = ", ".join(repr(n) for n in unread)
+            return (
+                f"trial {trial.id}'s script never read {names}: give each an `arg` or `env` in the "
+                "space, or read it in the script (autotune.param, or autotune.prepare/batch_plan for "
+                "built-in knobs); as it is, every trial would measure the same"
+            )
+        return None
+    return None
+
+
+def _fingerprint(trial: Trial) -> tuple[Any, ...]:
+    """What a trial trained: samples and FLOPs per step, precision and ranks."""
+    a = trial.attrs
+    return (a.get("samples_per_step"), a.get("flops_per_step"), a.get("precision"), a.get("world_size"))
+
+
+def _loss_path(trial: Trial) -> list[str | None] | None:
+    losses = trial.attrs.get("loss_per_step")
+    if not isinstance(losses, list):
+        return None
+    return [f"{x:.6g}" if _finite(x) else None for x in losses]
+
+
+def _same_losses(trials: Sequence[Trial]) -> bool | None:
+    """Whether every trial had the same loss at each step both ran (None: losses unknown)."""
+    paths = [_loss_path(t) for t in trials]
+    if any(p is None for p in paths):
+        return None
+    common = min(len(p) for p in paths if p is not None)
+    if common < SAME_MIN_LOSS_STEPS:
+        return None
+    return len({tuple(p[:common]) for p in paths if p is not None}) == 1
+
+
+def same_everywhere(study: _StudyView) -> str | None:
+    """A message when ok trials of different params all measure the same, else None.
+
+    "The same": the same samples and FLOPs per step, precision and ranks, the same loss at every
+    step all ran (to 6 digits, when losses were seen), and no trial faster than the median by more
+    than ``SAME_MAX_SPREAD``, over at least
+    ``SAME_MIN_TRIALS`` trials (the baseline included) none of whose tuned parameters the script
+    reads through autotune. A parameter that only changes speed, not what is trained, by less
+    than that spread is reported too: there is nothing to tune in it either.
+    """
+    ok = [t for t in study.trials if t.ok and t.value is not None]
+    if (
+        len(ok) < SAME_MIN_TRIALS
+        or len({study.space.key(t.params) for t in ok if t.params}) < SAME_MIN_TRIALS - 1
+    ):
+        return None
+    if any(name in (t.attrs.get("params_used") or {}) for t in ok for name in study.space.names):
+        return None
+    if len({_fingerprint(t) for t in ok}) > 1 or _same_losses(ok) is False:
+        return None
+    rates = [t.metrics.get("samples_per_s") or 0.0 for t in ok]
+    median = statistics.median(rates)
+    if median <= 0 or max(rates) / median - 1 > SAME_MAX_SPREAD:
+        return None
+    delivered = [
+        f"{n} (as {p.arg!r})" if p.arg is not None else f"{n} (as ${p.env})"
+        for n, p in study.space.params.items()
+        if p.arg is not None or p.env is not None
+    ]
+    samples, flops, precision, _ = _fingerprint(ok[0])
+    losses = "the same loss at every step, " if _same_losses(ok) else ""
+    return (
+        f"every one of {len(ok)} trials measured the same ({samples} samples and {flops} FLOPs per "
+        f"step, {precision}, {losses}the fastest {100 * (max(rates) / median - 1):.0f}% above the "
+        "median): the "
+        f"script seems to ignore {', '.join(delivered) or 'the tuned parameters'}; check that it "
+        "uses them"
+    )
+
+
+def loss_drift(
+    baseline: Trial,
+    params: Mapping[str, Value],
+    attrs: Mapping[str, Any],
+    tolerance: float,
+    warmup_steps: int,
+) -> str | None:
+    """Why a lower-precision trial's loss left the fp32 baseline's path, or None.
+
+    Compared only when the baseline ran in fp32 (or tf32), the trial in another precision, both
+    with the same global batch (so both train the same math), over the last ``DRIFT_WINDOW``
+    steps both measured after the warm-up: the relative gap of their mean loss. Each path is
+    first divided by the mean of its losses in the warm-up (at most ``DRIFT_WINDOW`` steps, at
+    least the first), so a script that scales the loss it backpropagates (``loss / grad_accum``)
+    compares the same.
+    """
+    reference_precision = _precision(baseline.attrs)
+    precision = params.get("precision") or _precision(attrs)
+    if (
+        not baseline.ok
+        or reference_precision not in ("fp32", "tf32")
+        or precision in (None, reference_precision)
+    ):
+        return None
+    if _global_batch(baseline.attrs) is None or _global_batch(baseline.attrs) != _global_batch(attrs):
+        return None
+    ref, mine = baseline.attrs.get("loss_per_step"), attrs.get("loss_per_step")
+    if not isinstance(ref, list) or not isinstance(mine, list):
+        return None
+    common = min(len(ref), len(mine))
+    start = max(warmup_steps, common - DRIFT_WINDOW)
+    lead = max(1, min(DRIFT_WINDOW, warmup_steps))
+    ref_start, my_start = _start_level(ref, lead), _start_level(mine, lead)
+    if ref_start is None or my_start is None:
+        return None
+    pairs = [
+        (r / ref_start, m / my_start)
+        for r, m in zip(ref[start:common], mine[start:common], strict=True)
+        if _finite(r) and _finite(m)
+    ]
+    if len(pairs) < 2:
+        return None
+    ref_mean = statistics.fmean(r for r, _ in pairs)
+    mean = statistics.fmean(m for _, m in pairs)
+    gap = abs(mean - ref_mean) / max(abs(ref_mean), 1e-12)
+    if gap <= tolerance:
+        return None
+    return (
+        f"the loss drifted {100 * gap:.1f}% from the {reference_precision} baseline's over steps "
+        f"{start + 1}-{common} ({mean:.3f} vs {ref_mean:.3f} of its starting level; tolerance "
+        f"{100 * tolerance:g}%)"
+    )
+
+
+def _start_level(losses: list[Any], steps: int) -> float | None:
+    """The mean of the finite losses of a path's first ``steps`` steps (its scale), or None."""
+    first = [x for x in losses[:steps] if _finite(x)]
+    level = statistics.fmean(first) if first else 0.0
+    return level if level > 0 else None
+
+
+def _precision(attrs: Mapping[str, Any]) -> str | None:
+    used = (attrs.get("params_used") or {}).get("precision")
+    return used if isinstance(used, str) else attrs.get("precision")
+
+
+def _global_batch(attrs: Mapping[str, Any]) -> Any:
+    used = (attrs.get("params_used") or {}).get("global_batch")
+    return used if used is not None else attrs.get("samples_per_step")
+
+
+def _finite(x: object) -> bool:
+    return isinstance(x, int | float) and math.isfinite(x)
+
+
+__all__: Sequence[str] = [
+    "batch_split_problem",
+    "check_space",
+    "default_space",
+    "ignored_params",
+    "loss_drift",
+    "same_everywhere",
+]

@@ -1,0 +1,118 @@
+"""``summary.json`` of a tuning study: the best configuration against the baseline, every trial.
+
+Keys are stable and documented in the README ("Tuning summary").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from autotune.tuner.objectives import pareto_front
+from autotune.tuner.records import Trial
+
+if TYPE_CHECKING:
+    from autotune.tuner.study import Study
+    from autotune.tuner.tune import TuneConfig
+
+TUNE_SUMMARY_SCHEMA = 1
+
+
+def trial_entry(trial: Trial) -> dict[str, Any]:
+    """One trial as ``summary.json`` lists it."""
+    m = trial.metrics
+    return {
+        "id": trial.id,
+        "baseline": trial.baseline,
+        "params": trial.params,
+        "status": trial.status,
+        "objective": trial.value,
+        "throughput": m.get("samples_per_s"),
+        "tokens_per_s": m.get("tokens_per_s"),
+        "peak_memory_bytes": _int(m.get("peak_memory_bytes")),
+        "step_time_s": m.get("step_time_s"),
+        "usd_per_million_samples": m.get("usd_per_million_samples"),
+        "joules_per_sample": m.get("joules_per_sample"),
+        "world_size": trial.attrs.get("world_size"),
+        "duration_s": trial.duration_s,
+        "stop_reason": trial.attrs.get("stop_reason"),
+        "params_used": trial.attrs.get("params_used"),
+        "run_dir": trial.attrs.get("run_dir"),
+        "error": trial.error,
+    }
+
+
+def tune_summary(study: Study, config: TuneConfig, run_dir: Path, stopped: str | None) -> dict[str, Any]:
+    """The summary of ``study`` as it stands."""
+    trials = study.trials
+    baseline = trials[0] if trials and trials[0].baseline else None
+    ok = [t for t in trials if t.ok]
+    best = study.best if ok else None
+    settings = config.settings
+    out: dict[str, Any] = {
+        "schema": TUNE_SUMMARY_SCHEMA,
+        "kind": "tune",
+        "run_dir": str(run_dir),
+        "command": [settings.script, *settings.script_args],
+        "objective": config.scoring.objective,
+        "metric": config.scoring.metric,
+        "direction": study.direction,
+        "price_per_gpu_hour": config.scoring.price_per_gpu_hour,
+        "searcher": study.searcher.name,
+        "seed": study.searcher.seed,
+        "space": study.space.to_dict(),
+        "n_trials": config.n_trials,
+        "trials_run": study.n_run,
+        "status_counts": {s: n for s in _statuses(trials) if (n := sum(t.status == s for t in trials))},
+        "baseline": None if baseline is None else trial_entry(baseline),
+        "best": None if best is None else _best_entry(best, baseline),
+        "pareto": _pareto(ok) if config.multi_objective else None,
+        "stopped": stopped,
+        "trials": [trial_entry(t) for t in trials],
+    }
+    return out
+
+
+def _best_entry(best: Trial, baseline: Trial | None) -> dict[str, Any]:
+    entry = trial_entry(best)
+    base_rate = None if baseline is None or not baseline.ok else baseline.metrics.get("samples_per_s")
+    rate = best.metrics.get("samples_per_s")
+    entry["speedup_vs_baseline"] = rate / base_rate if rate and base_rate else None
+    base_cost = None if baseline is None else baseline.metrics.get("usd_per_million_samples")
+    cost = best.metrics.get("usd_per_million_samples")
+    entry["cost_saving_vs_baseline"] = 1 - cost / base_cost if cost is not None and base_cost else None
+    return entry
+
+
+def _pareto(ok: list[Trial]) -> list[int]:
+    """Ids of the trials on the front of throughput (max), peak memory (min) and cost (min)."""
+    points: dict[int, tuple[float, ...]] = {}
+    for t in ok:
+        rate = t.metrics.get("samples_per_s")
+        if not rate:
+            continue
+        memory = t.metrics.get("peak_memory_bytes")
+        cost = t.metrics.get("usd_per_million_samples")
+        points[t.id] = (
+            -rate,
+            memory if memory is not None else float("inf"),
+            cost if cost is not None else 1 / rate,
+        )
+    return pareto_front(points)
+
+
+def _statuses(trials: list[Trial]) -> list[str]:
+    return sorted({t.status for t in trials})
+
+
+def _int(value: float | None) -> int | None:
+    return None if value is None else int(value)
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write ``data`` to ``path`` atomically (a reader never sees half a file)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    os.replace(tmp, path)

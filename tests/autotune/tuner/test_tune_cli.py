@@ -1,0 +1,211 @@
+"""``autotune tune`` end to end: real trials of real scripts in subprocesses, the run store, resume."""
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+UNMODIFIED = str(SCRIPTS / "train_unmodified.py")
+FAST = ["--trial-steps", "12", "--warmup-steps", "2", "--min-measured-steps", "5", "--trial-timeout", "120"]
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
+def tune(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "autotune", "tune", *args],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=timeout,
+    )
+
+
+def space_file(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "space.toml"
+    path.write_text(text)
+    return str(path)
+
+
+BATCH_SPACE = """
+[space.batch_size]
+type = "int"
+low = 8
+high = 128
+power_of_two = true
+arg = "--batch-size={value}"
+"""
+
+
+def stored_trials(run_dir: Path) -> list[dict]:
+    with sqlite3.connect(run_dir / "run.db") as conn:
+        rows = conn.execute("SELECT record FROM trials ORDER BY id").fetchall()
+    return [json.loads(r[0]) for r in rows]
+
+
+def test_unmodified_script_tuned_through_its_arguments_beats_its_baseline(tmp_path):
+    run_dir = tmp_path / "study"
+    space = space_file(tmp_path, BATCH_SPACE)
+    out = tune(
+        "--space", space, "--trials", "4", "--searcher", "grid", "--run-dir", str(run_dir), *FAST, UNMODIFIED
+    )
+    assert out.returncode == 0, out.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    trials = summary["trials"]
+    assert [t["id"] for t in trials] == [0, 1, 2, 3]
+    assert trials[0]["baseline"] and trials[0]["params"] == {}
+    assert all(t["status"] == "ok" for t in trials), [t["error"] for t in trials]
+    # the argument reached the script: the profiler counted that many samples in each step
+    for t in trials[1:]:
+        step = json.loads((Path(t["run_dir"]) / "summary.json").read_text())
+        per_step = step["throughput"]["samples_per_s"] * step["step_time_s"]["mean"]
+        assert per_step == pytest.approx(t["params"]["batch_size"], rel=0.05)
+    best = summary["best"]
+    assert best["params"]["batch_size"] >= 32
+    base = summary["baseline"]["throughput"]
+    assert best["speedup_vs_baseline"] == pytest.approx(best["throughput"] / base)
+    assert best["speedup_vs_baseline"] > 2  # batch 8 is far too small for this model on a CPU
+    assert len(stored_trials(run_dir)) == 4
+    assert "Best (trial" in out.stderr and "× the baseline's throughput" in out.stderr
+
+
+def test_a_diverging_configuration_is_diverged_and_the_study_goes_on(tmp_path):
+    space = space_file(tmp_path, '[space.lr]\ntype = "choice"\nchoices = [0.05, 1e6]\narg = "--lr={value}"\n')
+    run_dir = tmp_path / "study"
+    out = tune(
+        "--space", space, "--trials", "3", "--searcher", "grid", "--run-dir", str(run_dir), *FAST, UNMODIFIED
+    )
+    assert out.returncode == 0, out.stderr
+    by_lr = {t["params"].get("lr"): t for t in json.loads((run_dir / "summary.json").read_text())["trials"]}
+    assert by_lr[0.05]["status"] == "ok"
+    bad = by_lr[1e6]
+    assert bad["status"] == "diverged", bad
+    assert "NaN or infinite" in bad["error"]
+    assert bad["stop_reason"] == "non_finite_loss"  # it stopped at the first NaN, not at --trial-steps
+
+
+def _wait_for_trials(run_dir: Path, count: int, proc: subprocess.Popen, deadline_s: float) -> None:
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if (run_dir / "run.db").exists():
+            try:
+                if len(stored_trials(run_dir)) >= count:
+                    return
+            except sqlite3.OperationalError:
+                pass  # the tables are not there yet
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.2)
+    raise AssertionError(f"fewer than {count} trials after {deadline_s} s")
+
+
+def test_kill_9_mid_study_then_resume_loses_and_repeats_no_trial(tmp_path):
+    run_dir = tmp_path / "study"
+    space = space_file(tmp_path, BATCH_SPACE)
+    args = ["--space", space, "--trials", "5", "--searcher", "random", "--run-dir", str(run_dir), *FAST]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "autotune", "tune", *args, UNMODIFIED],
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        _wait_for_trials(run_dir, 2, proc, deadline_s=120)
+        time.sleep(1.0)  # well into the next trial
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the tuner and its running trial, no clean-up at all
+        proc.communicate()
+    before = stored_trials(run_dir)
+    assert 2 <= len(before) < 5
+    out = tune("--resume", "--run-dir", str(run_dir), "--trials", "5")
+    assert out.returncode == 0, out.stderr
+    after = stored_trials(run_dir)
+    assert [t["id"] for t in after] == list(range(5))
+    assert after[: len(before)] == before  # finished trials are kept as they were, not re-run
+    configs = [json.dumps(t["params"], sort_keys=True) for t in after]
+    assert len(set(configs)) == 5  # no configuration ran twice
+    assert f"trial {len(before) - 1:>3}/" not in out.stderr  # the resumed tuner started no old trial
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["trials_run"] == 5 and summary["best"] is not None
+
+
+def test_a_script_that_always_fails_stops_after_the_baseline_with_the_store_intact(tmp_path):
+    run_dir = tmp_path / "study"
+    space = space_file(tmp_path, BATCH_SPACE)
+    out = tune("--space", space, "--trials", "4", "--run-dir", str(run_dir), *FAST, UNMODIFIED, "--fail")
+    assert out.returncode == 1
+    assert "baseline trial" in out.stderr and "this script always fails" in out.stderr
+    assert "Traceback" not in out.stderr.split("this script always fails")[0].splitlines()[-1]
+    trials = stored_trials(run_dir)
+    assert [t["status"] for t in trials] == ["crashed"]
+    assert json.loads((run_dir / "summary.json").read_text())["trials"][0]["status"] == "crashed"
+
+
+def test_a_parameter_the_script_never_reads_stops_the_study(tmp_path):
+    run_dir = tmp_path / "study"
+    space = space_file(tmp_path, '[space.hidden_size]\ntype = "int"\nlow = 8\nhigh = 64\n')
+    out = tune("--space", space, "--trials", "4", "--run-dir", str(run_dir), *FAST, UNMODIFIED)
+    assert out.returncode == 1, out.stderr
+    assert "never read 'hidden_size'" in out.stderr
+    assert len(stored_trials(run_dir)) == 2  # the baseline and the one trial that showed it
+
+
+def test_a_script_ignoring_its_argument_stops_when_every_trial_measures_the_same(tmp_path):
+    run_dir = tmp_path / "study"
+    space = space_file(tmp_path, BATCH_SPACE)
+    out = tune(
+        "--space", space, "--trials", "8", "--searcher", "grid", "--early-stop", "0",
+        "--run-dir", str(run_dir), *FAST, UNMODIFIED, "--ignore-batch-size",
+    )  # fmt: skip
+    assert out.returncode == 1, out.stderr
+    assert "measured the same" in out.stderr and "batch_size (as '--batch-size={value}')" in out.stderr
+    assert len(stored_trials(run_dir)) == 5
+
+
+@pytest.mark.parametrize(
+    ("toml", "extra", "message"),
+    [
+        ('[space.precison]\ntype = "choice"\nchoices = ["fp32", "bf16"]\n', [], "did you mean 'precision'"),
+        ('[space.precision]\ntype = "choice"\nchoices = ["fp32", "fp64"]\n', [], "'fp64'"),
+        ('[space.batch_size]\ntype = "int"\nlow = 64\nhigh = 8\narg = "--b={value}"\n', [], "inverted range"),
+        ('[space.batch_size]\ntype = "int"\nlow = "8"\nhigh = 64\narg = "--b={value}"\n', [], "low"),
+        (BATCH_SPACE, ["--objective", "cost"], "--price-per-gpu-hour"),
+        (BATCH_SPACE, ["--memory-budget", "lots"], "8GiB"),
+        (BATCH_SPACE, ["--resume"], "--resume: no study in"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_status_2(tmp_path, toml, extra, message):
+    out = tune("--space", space_file(tmp_path, toml), *extra, "--run-dir", str(tmp_path / "s"), UNMODIFIED)
+    assert out.returncode == 2, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], out.stderr
+    assert not (tmp_path / "s" / "run.db").exists()
+
+
+def test_resume_refuses_another_space_and_keeps_the_store(tmp_path):
+    run_dir = tmp_path / "study"
+    out = tune(
+        "--space",
+        space_file(tmp_path, BATCH_SPACE),
+        "--trials",
+        "2",
+        "--run-dir",
+        str(run_dir),
+        *FAST,
+        UNMODIFIED,
+    )
+    assert out.returncode == 0, out.stderr
+    other = tmp_path / "other.toml"
+    other.write_text(BATCH_SPACE.replace("high = 128", "high = 256"))
+    again = tune("--resume", "--space", str(other), "--run-dir", str(run_dir), "--trials", "3")
+    assert again.returncode == 2 and "another space" in again.stderr
+    assert len(stored_trials(run_dir)) == 2
+    fresh = tune("--space", str(other), "--run-dir", str(run_dir), UNMODIFIED)
+    assert fresh.returncode == 2 and "--resume" in fresh.stderr
