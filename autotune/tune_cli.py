@@ -241,10 +241,12 @@ class Progress:
             f"{config.searcher} seed {config.seed} · {run_dir}"
         )
 
-    def started(self, trial_id: int, n_trials: int, params: dict[str, Value]) -> None:
-        """A trial starts."""
+    def started(self, trial_id: int, position: int, n_trials: int, params: dict[str, Value]) -> None:
+        """A trial starts: the ``position``-th of ``n_trials`` that run."""
         if not self.quiet:
-            self.console.print(f"[dim]trial {trial_id:>3}/{n_trials} {_format_params(params)} …[/dim]")
+            self.console.print(
+                f"[dim]trial {trial_id:>3} ({position}/{n_trials}) {_format_params(params)} …[/dim]"
+            )
 
     def finished(self, study: Any, trial: Any) -> None:
         """A trial ended: its outcome and the best so far."""

@@ -26,11 +26,13 @@ over a few asks.
 Measured landscapes: every ``benchmarks/data/grid-*.json`` that ``benchmarks/measure_grid.py``
 wrote, replayed as a lookup table: the demo space (micro-batch × precision × layout) of one demo
 model, each configuration's samples/s measured by a real trial on this project's CPU (None, i.e.
-infeasible, when the trial did not end ok: a micro-batch that does not divide a rank's share of
-the global batch). The optimum is the best measured configuration, so the target is 95% of the
-grid optimum, and the grid searcher visits the whole space. The "of grid" column is the median
-as a share of the grid's size; "≤20%" says whether it is within 20% of it, the issue's criterion
-for the Bayesian searcher (which must also need fewer evaluations than random search).
+infeasible, when the trial did not end ok). The optimum is the best measured configuration, so
+the target is 95% of the grid optimum, and the grid searcher visits the whole space. A
+micro-batch that cannot split a rank's share of the global batch is skipped the way ``autotune
+tune`` skips it: told to the searcher as infeasible, never run, and not counted as an evaluation
+(nor in the "grid" column). The "of grid" column is the median as a share of the grid's size;
+"≤20%" says whether it is within 20% of it, the issue's criterion for the Bayesian searcher
+(which must also need fewer evaluations than random search).
 
 Run from the repository root::
 
@@ -60,12 +62,18 @@ DATA = Path(__file__).resolve().parent / "data"
 
 @dataclass(frozen=True)
 class Landscape:
-    """A search space, an objective (None = infeasible) and its optimum."""
+    """A search space, an objective (None = infeasible) and its optimum.
+
+    ``skipped``: configurations known to be impossible without running them (a micro-batch that
+    cannot split the global batch), which ``autotune tune`` tells the searcher as infeasible
+    without counting them as trials; they count as no evaluation here either.
+    """
 
     name: str
     space: Space
     fn: Callable[[dict[str, Value]], float | None]
     optimum: float
+    skipped: Callable[[dict[str, Value]], bool] = lambda params: False
 
 
 # --------------------------------------------------------------------------- landscapes
@@ -134,14 +142,23 @@ def measured(path: Path) -> Landscape | None:
         return None
     space = Space.from_dict(doc["space"], source=str(path))
     table: dict[tuple[object, ...], float | None] = {}
+    impossible: set[tuple[object, ...]] = set()
     for config in doc["configs"]:
         ok = config["status"] == "ok" and config["samples_per_s"] is not None
         table[space.key(config["params"])] = float(config["samples_per_s"]) if ok else None
+        if not config["feasible"]:
+            impossible.add(space.key(config["params"]))
     missing = [p for p in space.points() if space.key(p) not in table]
     if missing:
         raise ValueError(f"{path}: {len(missing)} configurations of its space are missing, e.g. {missing[0]}")
     optimum = max(v for v in table.values() if v is not None)
-    return Landscape(f"{doc['model']}-{doc['device']}", space, lambda p: table[space.key(p)], optimum)
+    return Landscape(
+        f"{doc['model']}-{doc['device']}",
+        space,
+        lambda p: table[space.key(p)],
+        optimum,
+        lambda p: space.key(p) in impossible,
+    )
 
 
 def landscapes() -> list[Landscape]:
@@ -183,13 +200,18 @@ def build(variant: str, space: Space, seed: int, points_per_dim: int) -> Searche
 
 
 def evals_to_target(land: Landscape, variant: str, seed: int, budget: int, points_per_dim: int) -> float:
-    """Evaluations until the best value reaches TARGET × optimum (inf if not within budget)."""
+    """Evaluations until the best value reaches TARGET × optimum (inf if not within budget).
+
+    Skipped configurations are told to the searcher as infeasible but are no evaluation.
+    """
     searcher = build(variant, land.space, seed, points_per_dim)
-    best = -math.inf
-    for n in range(1, budget + 1):
-        if searcher.done:
-            break
+    best, n = -math.inf, 0
+    while n < budget and not searcher.done:
         params = searcher.ask()
+        if land.skipped(params):
+            searcher.tell(params, None, feasible=False)
+            continue
+        n += 1
         value = land.fn(params)
         searcher.tell(params, value, feasible=value is not None)
         if value is not None:
@@ -273,7 +295,7 @@ def main() -> None:
     results: dict[tuple[str, str], float] = {}
     started = time.perf_counter()
     for land in lands:
-        grid = land.space.grid(args.points_per_dim)
+        grid = [p for p in land.space.grid(args.points_per_dim) if not land.skipped(p)]
         grid_best = max(v for v in map(land.fn, grid) if v is not None) / land.optimum
         for variant in chosen:
             budget = args.budget if variant.startswith("bayes") else args.cheap_budget
@@ -299,7 +321,7 @@ def main() -> None:
     if "bayes" in chosen:
         print("\nIssue 3 criteria (Bayesian, median over seeds):")
         for land in lands:
-            grid_size = len(land.space.grid(args.points_per_dim))
+            grid_size = sum(not land.skipped(p) for p in land.space.grid(args.points_per_dim))
             bayes = results[(land.name, "bayes")]
             share = (
                 "not reached" if math.isinf(bayes) else f"{bayes / grid_size:.0%} of the grid's {grid_size}"

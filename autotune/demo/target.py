@@ -34,6 +34,7 @@ configuration of it runs on. Importing this module does not import torch.
 from __future__ import annotations
 
 import argparse
+import gc
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -128,9 +129,9 @@ class GlobalBatchSampler:
 # ---------------------------------------------------------------------------------- training
 
 
-@dataclass
+@dataclass(frozen=True)
 class DemoRun:
-    """What :func:`train` did: the batch plan, the prepared model and the loss of every step.
+    """What :func:`train` did: the batch plan, the knobs in effect and the loss of every step.
 
     ``losses`` are this rank's (the mean over its share of each global batch); ``final_loss`` is
     the last step's over the whole global batch (averaged over the ranks).
@@ -138,7 +139,11 @@ class DemoRun:
 
     model: str
     plan: BatchPlan
-    prepared: Prepared
+    precision: str
+    layout: str
+    device: str  # "cpu" or "cuda"
+    autocast_dtype: torch.dtype | None
+    rank: int
     losses: list[float]
     final_loss: float
 
@@ -156,13 +161,18 @@ def train(
     device: str = "auto",
     global_batch: int | None = None,
     seed: int = 0,
+    micro_batch: int | None = None,
 ) -> DemoRun:
     """Train demo ``model`` for ``steps`` optimizer steps with the trial's knobs applied.
 
     The defaults given to :func:`autotune.batch_plan` and :func:`autotune.prepare` are the user's
-    (global batch in one micro-batch, fp32, single); the trial's ``AUTOTUNE_PARAM_*`` override
-    them. ``device``: ``"cpu"``, ``"cuda"`` or ``"auto"``. Under ddp/fsdp the process group made
-    by :func:`autotune.prepare` is destroyed before returning (or when a step budget stops it).
+    (global batch in one micro-batch unless ``micro_batch`` says otherwise, fp32, single); the
+    trial's ``AUTOTUNE_PARAM_*`` override them. ``device``: ``"cpu"``, ``"cuda"`` or ``"auto"``.
+    Under ddp/fsdp the process group made by :func:`autotune.prepare` is destroyed before
+    returning (or when a step budget stops it), after the model and optimizer are freed: a DDP
+    wrapper or FSDP parameters still alive then keep gloo's threads running into interpreter
+    shutdown, which aborted about one 2-rank run in 7 on this project's CPU ("terminate called
+    without an active exception", SIGABRT).
     """
     import torch
     from torch.utils.data import DataLoader
@@ -174,7 +184,8 @@ def train(
         raise ValueError("steps must be at least 1")
     cfg = default_config(model)
     g = cfg.default_batch_size if global_batch is None else global_batch
-    plan = autotune.batch_plan(g, micro_batch=g)  # before anything is built: an impossible split fails fast
+    # before anything is built: an impossible split fails fast
+    plan = autotune.batch_plan(g, micro_batch=g if micro_batch is None else micro_batch)
     torch.manual_seed(seed)
     net = make_model(cfg)
     optimizer = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -212,9 +223,28 @@ def train(
             import torch.distributed as dist
 
             dist.all_reduce(final)
-        return DemoRun(model, plan, prep, losses, float(final) / prep.world_size)
+        return DemoRun(
+            model=model,
+            plan=plan,
+            precision=prep.precision,
+            layout=prep.layout,
+            device=prep.device.type,
+            autocast_dtype=prep.autocast_dtype,
+            rank=prep.rank,
+            losses=losses,
+            final_loss=float(final) / prep.world_size,
+        )
     finally:
+        _close(prep)
+        del net, optimizer
+        gc.collect()  # the model's and the optimizer's last references go before the process group
         prep.close()
+
+
+def _close(prep: Prepared) -> None:
+    """Drop what ``prep`` holds of the model and optimizer (the process group goes after them)."""
+    prep.model = prep._sync_root = None  # type: ignore[assignment]
+    prep.optimizer = None
 
 
 # ---------------------------------------------------------------------------------- command line
@@ -237,6 +267,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--global-batch", type=int, default=None, help="samples per optimizer step (default: the model's)"
     )
     parser.add_argument("--seed", type=int, default=0, help="model initialisation and data order (0)")
+    parser.add_argument(
+        "--micro-batch",
+        type=int,
+        default=None,
+        help="samples per forward/backward, the rest accumulated (default: the whole global batch)",
+    )
     return parser
 
 
@@ -245,13 +281,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.steps < 1:
         build_parser().error("--steps must be at least 1")
-    run = train(args.model, args.steps, device=args.device, global_batch=args.global_batch, seed=args.seed)
-    p, prep = run.plan, run.prepared
-    if prep.rank == 0:
+    run = train(
+        args.model,
+        args.steps,
+        device=args.device,
+        global_batch=args.global_batch,
+        seed=args.seed,
+        micro_batch=args.micro_batch,
+    )
+    p = run.plan
+    if run.rank == 0:
         print(
             f"demo-{run.model}: {len(run.losses)} steps, final loss {run.final_loss:.6f} (global batch "
             f"{p.global_batch} = micro {p.micro_batch} x accum {p.grad_accum} x {p.world_size} rank(s); "
-            f"{prep.precision}, {prep.layout}, {prep.device.type})"
+            f"{run.precision}, {run.layout}, {run.device})"
         )
     return 0
 

@@ -91,14 +91,18 @@ def stored_config(run_dir: Path) -> dict[str, Any] | None:
 
 
 class Tuner:
-    """Runs one study; ``progress`` is told when a trial starts and when it ends."""
+    """Runs one study.
+
+    ``on_start(trial_id, position, n_trials, params)`` is called as a trial starts (``position``:
+    its number among the trials that run, 1-based), ``on_trial(study, trial)`` once it is stored.
+    """
 
     def __init__(
         self,
         config: TuneConfig,
         run_dir: Path,
         resume: bool = False,
-        on_start: Callable[[int, int, dict[str, Value]], None] | None = None,
+        on_start: Callable[[int, int, int, dict[str, Value]], None] | None = None,
         on_trial: Callable[[Study, Trial], None] | None = None,
     ) -> None:
         self.config = config
@@ -139,8 +143,7 @@ class Tuner:
                 log = Path(baseline.attrs.get("run_dir", self.run_dir)) / LOG_NAME
                 self.stopped = (
                     f"the baseline trial (the script with its own defaults) {baseline.status}: "
-                    f"{_first_line(baseline.error)} (log: {log}); fix the script, then start a new "
-                    "study in another --run-dir"
+                    f"{_first_line(baseline.error)} (log: {log}); a new study needs another --run-dir"
                 )
                 self._write_summary()
                 raise TuneError(self.stopped)
@@ -199,7 +202,7 @@ class Tuner:
 
     def _run_baseline(self) -> Trial:
         if self.on_start is not None:
-            self.on_start(0, self.config.n_trials, {})
+            self.on_start(0, 1, self.config.n_trials, {})
         outcome = run_trial(self.config.settings, None, {}, self._trial_dir(0))
         point = None  # set once the space is known
         world_size = trial_world_size(self.config.settings, {})
@@ -209,9 +212,12 @@ class Tuner:
         metrics = self.config.scoring.metrics(outcome.summary or {}, world_size)
         value = metrics["objective"]
         if value is None:
-            error = (
-                f"the baseline measured no {self.config.scoring.metric} (see {outcome.run_dir / LOG_NAME})"
-            )
+            error = f"the trial measured no {self.config.scoring.metric}"
+            if self.config.scoring.objective == "energy":
+                error = (
+                    "it measured no energy: --objective energy needs NVML's energy counter or power "
+                    "readings, from an NVIDIA GPU with its driver (see autotune doctor)"
+                )
             return Trial(0, {}, "crashed", None, metrics, outcome.duration_s, error, attrs, point)
         return Trial(0, {}, "ok", value, metrics, outcome.duration_s, None, attrs, point)
 
@@ -228,7 +234,7 @@ class Tuner:
         if skip is not None:
             raise Infeasible(skip, status="skipped", attrs={"world_size": world_size})
         if self.on_start is not None:
-            self.on_start(trial_id, self.config.n_trials, params)
+            self.on_start(trial_id, study.n_run + 1, self.config.n_trials, params)
         outcome = run_trial(
             self.config.settings, study.space, params, self._trial_dir(trial_id), self._stop_below(world_size)
         )

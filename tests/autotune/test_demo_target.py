@@ -90,7 +90,7 @@ def test_world_size_follows_the_layout():
 def test_each_step_takes_the_next_global_batch_whatever_the_split():
     whole = BatchPlan(micro_batch=16, grad_accum=1, world_size=1, global_batch=16)
     split = BatchPlan(micro_batch=2, grad_accum=2, world_size=4, global_batch=16)
-    steps = 2 * 40 // 16  # two epochs of a 40-sample dataset: 2 full global batches each, 8 left out
+    steps = 4  # two epochs of a 40-sample dataset: 2 full global batches each, 8 samples left out
     one = iter(target.GlobalBatchSampler(40, whole, seed=3))
     ranks = [iter(target.GlobalBatchSampler(40, split, rank=r, seed=3)) for r in range(4)]
     seen: list[int] = []
@@ -112,8 +112,7 @@ def test_each_step_takes_the_next_global_batch_whatever_the_split():
 def test_baseline_is_the_users_defaults():
     run = target.train("gpt", 2, device="cpu")
     assert run.plan == BatchPlan(micro_batch=16, grad_accum=1, world_size=1, global_batch=16)
-    prep = run.prepared
-    assert (prep.precision, prep.layout, prep.device.type) == ("fp32", "single", "cpu")
+    assert (run.precision, run.layout, run.device, run.autocast_dtype) == ("fp32", "single", "cpu", None)
     assert len(run.losses) == 2
     assert run.final_loss == pytest.approx(run.losses[-1])
 
@@ -157,8 +156,8 @@ def test_bf16_autocasts_and_trains_close_to_fp32(monkeypatch):
     fp32 = target.train("gpt", 3, device="cpu").losses
     set_param(monkeypatch, "precision", "bf16")
     run = target.train("gpt", 3, device="cpu")
-    assert run.prepared.precision == "bf16"
-    assert run.prepared.autocast_dtype is torch.bfloat16
+    assert run.precision == "bf16"
+    assert run.autocast_dtype is torch.bfloat16
     assert run.losses != fp32
     assert run.losses == pytest.approx(fp32, rel=0.05)
 

@@ -131,7 +131,8 @@ def test_kill_9_mid_study_then_resume_loses_and_repeats_no_trial(tmp_path):
     assert after[: len(before)] == before  # finished trials are kept as they were, not re-run
     configs = [json.dumps(t["params"], sort_keys=True) for t in after]
     assert len(set(configs)) == 5  # no configuration ran twice
-    assert f"trial {len(before) - 1:>3}/" not in out.stderr  # the resumed tuner started no old trial
+    started = [int(line.split()[1]) for line in out.stderr.splitlines() if line.endswith("…")]
+    assert started == list(range(len(before), 5))  # the resumed tuner started no finished trial
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["trials_run"] == 5 and summary["best"] is not None
 
@@ -209,3 +210,36 @@ def test_resume_refuses_another_space_and_keeps_the_store(tmp_path):
     assert len(stored_trials(run_dir)) == 2
     fresh = tune("--space", str(other), "--run-dir", str(run_dir), UNMODIFIED)
     assert fresh.returncode == 2 and "--resume" in fresh.stderr
+
+
+def test_the_energy_objective_without_nvml_says_why_after_the_baseline(tmp_path):
+    run_dir = tmp_path / "study"
+    space = space_file(tmp_path, BATCH_SPACE)
+    env_backend = {"AUTOTUNE_BACKEND": "host"}  # the same answer as a machine without an NVIDIA GPU
+    out = subprocess.run(
+        [sys.executable, "-m", "autotune", "tune", "--objective", "energy", "--space", space,
+         "--run-dir", str(run_dir), *FAST, UNMODIFIED],
+        capture_output=True, text=True, env={**ENV, **env_backend}, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 1
+    assert "--objective energy needs NVML's energy counter" in out.stderr
+    assert [t["status"] for t in stored_trials(run_dir)] == ["crashed"]
+
+
+def test_the_cost_objective_minimizes_dollars_per_million_samples(tmp_path):
+    run_dir = tmp_path / "study"
+    space = space_file(tmp_path, BATCH_SPACE)
+    out = tune(
+        "--objective", "cost", "--price-per-gpu-hour", "2.5", "--multi-objective", "--space", space,
+        "--trials", "3", "--searcher", "grid", "--run-dir", str(run_dir), *FAST, UNMODIFIED,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert (summary["objective"], summary["direction"]) == ("cost", "minimize")
+    for t in summary["trials"]:
+        assert t["objective"] == pytest.approx(2.5 / 3600 / t["throughput"] * 1e6)
+    best = summary["best"]
+    assert best["objective"] == min(t["objective"] for t in summary["trials"])
+    base = summary["baseline"]["objective"]
+    assert best["cost_saving_vs_baseline"] == pytest.approx(1 - best["objective"] / base)
+    assert best["id"] in summary["pareto"]
