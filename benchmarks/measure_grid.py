@@ -10,7 +10,7 @@ for ddp and fsdp), and the result goes to ``benchmarks/data/grid-<model>-<device
 - ``settings``: steps, warm-up steps, repeats, seed, global batch, ranks of ddp/fsdp, threads;
 - ``space``: the space in the TOML tables' form (``Space.from_dict`` reads it back);
 - ``configs``: for every configuration its ``params``, ``status`` (the runner's: ok, oom, crashed,
-  timeout), ``samples_per_s`` (job-wide), ``peak_memory_bytes``, ``step_time_s`` (median of the
+  timeout, diverged), ``samples_per_s`` (job-wide), ``peak_memory_bytes``, ``step_time_s`` (median of the
   measured steps), ``duration_s`` (the whole trial, start-up included), the per-repeat values,
   and ``feasible``/``reason``: a micro-batch that does not divide the global batch per rank
   cannot exist (the trial crashes with ``batch_plan``'s ValueError, recorded as the runner says);
@@ -24,7 +24,8 @@ core plays one device, and two OpenMP threads swing 10x when another process wan
 grid runs ``--repeats`` times in interleaved passes, each in its own seeded shuffled order, and
 the figures kept are the medians over the passes (of the ok ones).
 
-Run from the repository root (about 10 minutes per model at the defaults on 2 cores)::
+Run from the repository root (about 20 minutes per model at the defaults on this project's shared
+2-core machine: 19 for the gpt's 45 configurations, 20 for the cnn's 54, two passes each)::
 
     python benchmarks/measure_grid.py --model gpt [--repeats 2] [--max-steps 12]
 """

@@ -29,10 +29,12 @@ model, each configuration's samples/s measured by a real trial on this project's
 infeasible, when the trial did not end ok). The optimum is the best measured configuration, so
 the target is 95% of the grid optimum, and the grid searcher visits the whole space. A
 micro-batch that cannot split a rank's share of the global batch is skipped the way ``autotune
-tune`` skips it: told to the searcher as infeasible, never run, and not counted as an evaluation
-(nor in the "grid" column). The "of grid" column is the median as a share of the grid's size;
-"≤20%" says whether it is within 20% of it, the issue's criterion for the Bayesian searcher
-(which must also need fewer evaluations than random search).
+tune`` skips it: never run, not counted as an evaluation (nor in the "grid" column), and told to
+the searcher as impossible, which the Bayesian searcher leaves out of its model
+(``--penalize-impossible``: as a plain infeasible trial, a penalty in the model, as before). The
+"of grid" column is the median as a share of the grid's size; "≤20%" says whether it is within
+20% of it, the issue's criterion for the Bayesian searcher (which must also need fewer
+evaluations than random search).
 
 Run from the repository root::
 
@@ -199,17 +201,20 @@ def build(variant: str, space: Space, seed: int, points_per_dim: int) -> Searche
     return make_searcher(name, space, seed, "maximize", **options)
 
 
-def evals_to_target(land: Landscape, variant: str, seed: int, budget: int, points_per_dim: int) -> float:
+def evals_to_target(
+    land: Landscape, variant: str, seed: int, budget: int, points_per_dim: int, penalize: bool = False
+) -> float:
     """Evaluations until the best value reaches TARGET × optimum (inf if not within budget).
 
-    Skipped configurations are told to the searcher as infeasible but are no evaluation.
+    Skipped configurations are told to the searcher as impossible (``penalize``: as infeasible,
+    which the Bayesian searcher models as a penalty) but are no evaluation.
     """
     searcher = build(variant, land.space, seed, points_per_dim)
     best, n = -math.inf, 0
     while n < budget and not searcher.done:
         params = searcher.ask()
         if land.skipped(params):
-            searcher.tell(params, None, feasible=False)
+            searcher.tell(params, None, feasible=False, impossible=not penalize)
             continue
         n += 1
         value = land.fn(params)
@@ -278,6 +283,11 @@ def main() -> None:
         help="comma-separated; 'bayes:acq_func=gp_hedge;n_initial_points=10' passes options",
     )
     parser.add_argument("--landscapes", default="", help="comma-separated names (default: all)")
+    parser.add_argument(
+        "--penalize-impossible",
+        action="store_true",
+        help="tell skipped configurations as plain infeasible ones (a penalty in the GP), not impossible",
+    )
     args = parser.parse_args()
 
     chosen = [s for s in args.searchers.split(",") if s]
@@ -300,7 +310,10 @@ def main() -> None:
         for variant in chosen:
             budget = args.budget if variant.startswith("bayes") else args.cheap_budget
             never = variant == "grid" and grid_best < TARGET
-            runs = [evals_to_target(land, variant, s, budget, args.points_per_dim) for s in range(args.seeds)]
+            runs = [
+                evals_to_target(land, variant, s, budget, args.points_per_dim, args.penalize_impossible)
+                for s in range(args.seeds)
+            ]
             median, p90 = statistics.median(runs), percentile(runs, 90)
             results[(land.name, variant)] = median
             reached = sum(not math.isinf(r) for r in runs)

@@ -83,12 +83,16 @@ class Trial:
     def observation(self) -> Observation | None:
         """The trial as its searcher sees it (every status but "ok" counts as infeasible).
 
+        A "skipped" trial whose ``attrs`` say ``impossible`` (a configuration that cannot exist,
+        such as a batch split that does not divide) is told as impossible: no model learns from it.
+
         None when the trial has no place in the space (a baseline whose values are unknown).
         """
         params = self.params or self.point
         if not params:
             return None
-        return Observation(dict(params), self.value, self.ok)
+        impossible = self.status == "skipped" and bool(self.attrs.get("impossible"))
+        return Observation(dict(params), self.value, self.ok, impossible)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (``from_dict`` reads it back)."""

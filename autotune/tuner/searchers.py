@@ -39,11 +39,17 @@ _REJECTION_TRIES = 64
 
 
 class Observation(NamedTuple):
-    """One finished trial as a searcher sees it: ``value`` is the objective (None if unknown)."""
+    """One finished trial as a searcher sees it: ``value`` is the objective (None if unknown).
+
+    ``impossible``: an infeasible configuration known not to exist without running it (a
+    micro-batch that cannot split the global batch over the ranks), as opposed to one that ran
+    and failed; it says nothing about its neighbours.
+    """
 
     params: dict[str, Value]
     value: float | None
     feasible: bool
+    impossible: bool = False
 
 
 class SearchExhausted(Exception):
@@ -102,31 +108,50 @@ class Searcher(abc.ABC):
             raise SearchExhausted(f"{self.name} searcher: every configuration has been tried")
         return self._suggest()
 
-    def tell(self, params: Mapping[str, Value], value: float | None, feasible: bool = True) -> None:
+    def tell(
+        self,
+        params: Mapping[str, Value],
+        value: float | None,
+        feasible: bool = True,
+        impossible: bool = False,
+    ) -> None:
         """Record a finished trial: its ``value``, or ``feasible=False`` (out of memory, crashed...).
 
         ``params`` need not come from ``ask()`` (a baseline may even lie outside the space's
         bounds); a feasible trial needs a finite ``value``; an infeasible trial's value is ignored.
+        ``impossible=True`` (infeasible only): the configuration cannot exist and was not run
+        (see :class:`Observation`); it is never asked again, and the Bayesian searcher leaves it
+        out of its model.
         """
         self.space.check_names(params)
         if feasible and not _is_finite_number(value):
             raise ValueError(f"a feasible trial needs a finite number as its value, got {value!r}")
+        if feasible and impossible:
+            raise ValueError("an impossible configuration cannot be feasible")
         params = dict(params)
         if not feasible and not _is_finite_number(value):
             value = None
-        self._history.append(Observation(params, None if value is None else float(value), bool(feasible)))
+        value = None if value is None else float(value)
+        self._history.append(Observation(params, value, bool(feasible), bool(impossible)))
         key = self.space.key(params)
         self._seen.add(key)
         if self.space.contains(params):
             self._seen_in_space.add(key)
 
-    def replay(self, history: Iterable[Observation | tuple[Mapping[str, Value], float | None, bool]]) -> None:
+    def replay(
+        self,
+        history: Iterable[
+            Observation
+            | tuple[Mapping[str, Value], float | None, bool]
+            | tuple[Mapping[str, Value], float | None, bool, bool]
+        ],
+    ) -> None:
         """Forget everything told so far and tell ``history`` in order (resuming a study)."""
         self._history.clear()
         self._seen.clear()
         self._seen_in_space.clear()
-        for params, value, feasible in history:
-            self.tell(params, value, feasible)
+        for observation in history:
+            self.tell(*observation)
 
     @abc.abstractmethod
     def _suggest(self) -> dict[str, Value]:
@@ -233,6 +258,13 @@ class BayesSearcher(Searcher):
     against 0.5 gave 16.5 against 33 on the ``lr-ridge`` landscape and 17 against 19 on
     ``oom-cliff``. The penalty follows the feasible range as it grows (the GP is refitted on
     every ask).
+
+    Impossible configurations (told with ``impossible=True``: a micro-batch that cannot split
+    the global batch over a layout's ranks) stay out of the model altogether, and do not count
+    among the initial points: a penalty there would tell the GP that their neighbours are poor
+    too, while the best configuration often sits right beside them (the largest micro-batch that
+    splits). On the demo grids measured on the CPU (``benchmarks/data``), a penalty made the
+    searcher slower than random search; see ``benchmarks/searchers.py`` for the figures.
     """
 
     name = "bayes"
@@ -270,7 +302,7 @@ class BayesSearcher(Searcher):
 
     def _suggest(self) -> dict[str, Value]:
         rng = self._rng()
-        usable = [o for o in self._history if self.space.contains(o.params)]
+        usable = [o for o in self._history if self.space.contains(o.params) and not o.impossible]
         feasible_losses = [self._loss(o.value) for o in usable if o.feasible and o.value is not None]
         if len(usable) < self.n_initial_points or not feasible_losses:
             return self._random_untried(rng)

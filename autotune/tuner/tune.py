@@ -229,7 +229,7 @@ class Tuner:
         baseline_used = study.trials[0].attrs.get("params_used") or {} if study.trials else {}
         impossible = batch_split_problem(params, baseline_used, world_size)
         if impossible is not None:
-            raise Infeasible(impossible, status="skipped", attrs={"world_size": world_size})
+            raise Infeasible(impossible, "skipped", attrs={"world_size": world_size, "impossible": True})
         skip = MemoryModel(study.space, self._memory_budget()).predict_oom(params, study.trials)
         if skip is not None:
             raise Infeasible(skip, status="skipped", attrs={"world_size": world_size})

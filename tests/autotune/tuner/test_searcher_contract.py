@@ -159,6 +159,21 @@ def test_tell_rejects_malformed_outcomes(make):
     assert searcher.history == ()
 
 
+def test_impossible_configurations_are_never_asked_and_replay(make):
+    searcher = make(MEDIUM, seed=4)
+    impossible = [{"layers": n, "precision": "fp16"} for n in (4, 5, 6)]
+    for params in impossible:
+        searcher.tell(params, None, feasible=False, impossible=True)
+    asked = run(searcher, MEDIUM.size - len(impossible))
+    assert not any(p in impossible for p in asked)
+    assert searcher.done
+    rebuilt = make(MEDIUM, seed=4)
+    rebuilt.replay(searcher.history)  # 4-field observations
+    assert rebuilt.history == searcher.history and rebuilt.history[0].impossible
+    with pytest.raises(ValueError, match="cannot be feasible"):
+        searcher.tell({"layers": 1, "precision": "fp32"}, 1.0, impossible=True)
+
+
 # --------------------------------------------------------------------------- specific
 
 
@@ -223,3 +238,26 @@ def test_bayes_replaces_a_repeated_skopt_proposal(monkeypatch):
     proposed = searcher.ask()
     assert space.contains(proposed) and not searcher.is_seen(proposed)
     assert proposed == searcher.ask()  # still deterministic
+
+
+def test_bayes_leaves_impossible_configurations_out_of_its_model(monkeypatch):
+    """Not in the GP's data, not among the initial points; the failed ones are (as a penalty)."""
+    fitted: list[list[dict[str, Value]]] = []
+    model_suggest = BayesSearcher._model_suggest
+
+    def spy(self, usable, feasible_losses, rng):
+        fitted.append([o.params for o in usable])
+        return model_suggest(self, usable, feasible_losses, rng)
+
+    monkeypatch.setattr(BayesSearcher, "_model_suggest", spy)
+    searcher = FACTORIES["bayes"](MEDIUM)  # 3 initial points
+    for n in (4, 5, 6):
+        searcher.tell({"layers": n, "precision": "fp16"}, None, feasible=False, impossible=True)
+    searcher.tell({"layers": 1, "precision": "fp32"}, 1.0)
+    searcher.tell({"layers": 2, "precision": "fp32"}, None, feasible=False)  # ran and failed
+    searcher.ask()
+    assert fitted == []  # 2 usable trials: still drawing the initial points
+    searcher.tell({"layers": 3, "precision": "bf16"}, 2.0)
+    searcher.ask()
+    assert fitted == [[{"layers": 1, "precision": "fp32"}, {"layers": 2, "precision": "fp32"},
+                       {"layers": 3, "precision": "bf16"}]]  # fmt: skip

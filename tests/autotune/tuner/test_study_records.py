@@ -170,3 +170,13 @@ def test_enqueued_params_already_run_are_not_rerun_after_resume(tmp_path: Path, 
     assert params.count({"x": 7}) == 1 and params.count({"x": 44}) == 1
     assert resumed.trials[3].params == {"x": 44}
     assert [t.id for t in resumed.trials] == list(range(6))
+
+
+def test_a_skip_for_an_impossible_split_is_told_impossible_and_a_predicted_oom_is_not() -> None:
+    study = Study(LINE, searcher="random")
+    study.record(Trial(0, {"x": 7}, "skipped", None, {}, 0.0, "7 does not divide 16", {"impossible": True}))
+    study.record(Trial(1, {"x": 40}, "skipped", None, {}, 0.0, "predicted out of memory", {}))
+    impossible, predicted = study.searcher.history
+    assert (impossible.feasible, impossible.impossible) == (False, True)
+    assert (predicted.feasible, predicted.impossible) == (False, False)
+    assert study.n_run == 0
