@@ -17,6 +17,7 @@ from typing import Any
 
 from autotune.tuner.space import Value
 
+DEFAULT_TRIALS = 12
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 
@@ -50,7 +51,9 @@ def add_tune_parser(sub: Any, number: Any) -> None:
         ),
     )
     p.add_argument("--space", type=Path, help="TOML file of [space.NAME] tables (default: built-in knobs)")
-    p.add_argument("--trials", type=positive_int, default=12, help="trials in all, baseline included (12)")
+    p.add_argument(
+        "--trials", type=positive_int, help="trials in all, baseline included (12; on --resume: as stored)"
+    )
     p.add_argument("--searcher", choices=("bayes", "random", "grid"), default="bayes", help="(bayes)")
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed of the searcher (0)")
     p.add_argument(
@@ -158,7 +161,7 @@ def cmd_tune(args: argparse.Namespace, usage_error: type[Exception]) -> int:
     config = TuneConfig(
         settings=settings,
         space=space,
-        n_trials=args.trials,
+        n_trials=args.trials or int(info.get("n_trials") or DEFAULT_TRIALS),
         searcher=args.searcher if stored is None else (stored.get("searcher") or args.searcher),
         seed=args.seed if stored is None else int(stored.get("seed") or 0),
         scoring=scoring,

@@ -74,6 +74,7 @@ class TuneConfig:
         return {
             "settings": {**asdict(self.settings), "extra_env": dict(self.settings.extra_env)},
             "objective": self.scoring.objective,
+            "n_trials": self.n_trials,
             "price_per_gpu_hour": self.scoring.price_per_gpu_hour,
             "multi_objective": self.multi_objective,
             "early_stop_ratio": self.early_stop_ratio,

@@ -124,7 +124,7 @@ def test_kill_9_mid_study_then_resume_loses_and_repeats_no_trial(tmp_path):
         proc.communicate()
     before = stored_trials(run_dir)
     assert 2 <= len(before) < 5
-    out = tune("--resume", "--run-dir", str(run_dir), "--trials", "5")
+    out = tune("--resume", "--run-dir", str(run_dir))  # as many trials as the study was started with
     assert out.returncode == 0, out.stderr
     after = stored_trials(run_dir)
     assert [t["id"] for t in after] == list(range(5))
