@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import os
 import sys
@@ -64,11 +65,17 @@ class Profile:
             _add_params_used(self.run_dir, self.summary)
 
     def __call__(self, fn: F) -> F:
-        """Decorate ``fn``: each call runs in its own profiling session."""
+        """Decorate ``fn``: each call runs in its own profiling session.
+
+        In a tuning trial, a keyword parameter of ``fn`` that the trial tunes (its
+        ``AUTOTUNE_PARAM_<NAME>`` is set) and the caller did not pass receives the trial's value.
+        """
         default_name = getattr(fn, "__name__", "profile")
+        tunable = _keyword_params(fn)
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
+            kwargs = _with_trial_params(tunable, args, kwargs)
             session = self._begin(default_name)
             try:
                 return fn(*args, **kwargs)
@@ -77,6 +84,34 @@ class Profile:
 
         wrapper.profile = self  # type: ignore[attr-defined]
         return wrapper  # type: ignore[return-value]
+
+
+def _keyword_params(fn: Callable[..., Any]) -> list[tuple[int | None, str]]:
+    """(position or None, name) of each parameter of ``fn`` that can be passed by keyword."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [
+        (i if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD else None, p.name)
+        for i, p in enumerate(params)
+        if p.kind in kinds
+    ]
+
+
+def _with_trial_params(
+    tunable: list[tuple[int | None, str]], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> dict[str, Any]:
+    """``kwargs`` plus the trial's value of each tunable parameter the caller left out."""
+    from autotune.knobs import param, param_env_var
+
+    out = dict(kwargs)
+    for position, name in tunable:
+        given = name in kwargs or (position is not None and position < len(args))
+        if not given and param_env_var(name) in os.environ:
+            out[name] = param(name)
+    return out
 
 
 def _add_params_used(run_dir: Path, summary: dict[str, Any]) -> None:

@@ -446,3 +446,29 @@ def test_run_dir_used_again_is_kept_unless_overwrite(tmp_path):
         loop.run(2)
     assert len(read_steps(tmp_path / "again" / "run.db")) == 2
     assert json.loads((tmp_path / "again" / "summary.json").read_text())["steps"] == 2
+
+
+def test_a_tuning_trial_passes_its_params_as_keyword_arguments(tmp_path, monkeypatch):
+    """In a trial, a tuned keyword parameter of the decorated function gets the trial's value."""
+    monkeypatch.setenv("AUTOTUNE_PARAM_BATCH_SIZE", "32")
+    monkeypatch.setenv("AUTOTUNE_PARAM_LR", "0.5")
+    seen: list[tuple[int, float, int]] = []
+
+    @autotune.profile(run_dir=tmp_path / "run", quiet=True, deep_profile=False)
+    def train(steps: int, batch_size: int = 8, *, lr: float = 0.1, hidden: int = 16) -> None:
+        seen.append((batch_size, lr, hidden))
+        model = nn.Linear(4, hidden)
+        opt = torch.optim.SGD(model.parameters(), lr=lr)
+        for _ in range(steps):
+            loss = model(torch.randn(batch_size, 4)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+    train(6)
+    assert seen[-1] == (32, 0.5, 16)  # tuned: the trial's values; not tuned: the default
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["params_used"]["batch_size"] == 32 and summary["params_used"]["lr"] == 0.5
+    train.profile.options.overwrite = True
+    train(6, 4, lr=0.2)  # what the caller passes wins, by position or by keyword
+    assert seen[-1] == (4, 0.2, 16)
