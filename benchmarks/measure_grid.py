@@ -127,10 +127,6 @@ def summarize(
         kept = [v for v in values if v is not None]
         return statistics.median(kept) if kept else None
 
-    def step_time(o: TrialOutcome) -> float | None:
-        value = ((o.summary or {}).get("step_time_s") or {}).get("median")
-        return None if value is None else float(value)
-
     peak = median([o.peak_memory_bytes for o in ok])
     errors = [o.error[-ERROR_CHARS:] for o in outcomes if o.error]
     return {
@@ -140,12 +136,12 @@ def summarize(
         "reason": reason,
         "samples_per_s": median([o.throughput for o in ok]),
         "peak_memory_bytes": None if peak is None else int(peak),
-        "step_time_s": median([step_time(o) for o in ok]),
+        "step_time_s": median([o.step_time_s for o in ok]),
         "duration_s": statistics.median(o.duration_s for o in outcomes),
         "runs": {
             "status": statuses,
             "samples_per_s": [o.throughput for o in outcomes],
-            "step_time_s": [step_time(o) for o in outcomes],
+            "step_time_s": [o.step_time_s for o in outcomes],
             "duration_s": [round(o.duration_s, 2) for o in outcomes],
             "load_average": loads,
         },

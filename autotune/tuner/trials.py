@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.knobs import PARAM_ENV_PREFIX, param_env_var
+from autotune.tuner.objectives import Scoring
 from autotune.tuner.space import Space, Value
 from autotune.tuner.study import Infeasible
 
@@ -212,28 +213,26 @@ def classify(
 
 
 def study_objective(
-    settings: TrialSettings, space: Space, trials_dir: Path
-) -> Callable[[dict[str, Value]], dict[str, float]]:
+    settings: TrialSettings, space: Space, trials_dir: Path, scoring: Scoring | None = None
+) -> Callable[[dict[str, Value]], dict[str, float | None]]:
     """An objective for :class:`autotune.tuner.Study`: each call runs one trial.
 
-    Returns the metrics (``objective`` = samples/s, ``peak_memory_bytes``, ``step_time_s``);
-    out-of-memory and timeouts raise :class:`Infeasible`, crashes ``RuntimeError``.
+    Returns the trial's metrics (:meth:`Scoring.metrics`; ``objective`` is samples/s unless
+    ``scoring`` says otherwise); a trial that is not "ok" raises :class:`Infeasible` with its
+    status. ``autotune tune`` (:mod:`autotune.tuner.tune`) adds the baseline, skips and checks.
     """
+    scoring = scoring or Scoring()
     counter = {"n": 0}
 
-    def objective(params: dict[str, Value]) -> dict[str, float]:
+    def objective(params: dict[str, Value]) -> dict[str, float | None]:
         counter["n"] += 1
         outcome = run_trial(settings, space, params, trials_dir / f"trial-{counter['n']:04d}")
-        if outcome.status in ("oom", "timeout"):
+        if outcome.status != "ok":
             raise Infeasible(outcome.error or outcome.status, status=outcome.status)
-        if outcome.status != "ok" or outcome.throughput is None:
-            raise RuntimeError(outcome.error or "the trial measured no throughput")
-        step = (outcome.summary or {}).get("step_time_s") or {}
-        return {
-            "objective": outcome.throughput,
-            "peak_memory_bytes": float(outcome.peak_memory_bytes or 0),
-            "step_time_s": float(step.get("median") or 0.0),
-        }
+        metrics = scoring.metrics(outcome.summary or {}, trial_world_size(settings, params))
+        if metrics["objective"] is None:
+            raise Infeasible(f"the trial measured no {scoring.metric}", status="crashed")
+        return metrics
 
     return objective
 
