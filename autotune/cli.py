@@ -1,4 +1,4 @@
-"""The ``autotune`` command line: ``profile``, ``tune``, ``demo``, ``doctor``.
+"""The ``autotune`` command line: ``profile``, ``tune``, ``report``, ``demo``, ``doctor``.
 
 Bad input gets one clear line and exit status 2; a script's own exit status is passed through.
 """
@@ -137,6 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
     from autotune.tune_cli import add_tune_parser
 
     add_tune_parser(sub, _number)
+    from autotune.report_cli import add_report_parser
+
+    add_report_parser(sub, _number)
     sub.add_parser("demo", help="profile the built-in models on synthetic data (autotune demo --help)")
     sub.add_parser("doctor", help="say what this machine can measure")
     return parser
@@ -223,8 +226,12 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
         from autotune.console import render_summary
 
-        render_summary(prof.summary, Console(stderr=True), run_dir=prof.run_dir)
+        console = Console(stderr=True)
+        render_summary(prof.summary, console, run_dir=prof.run_dir)
         _say_what_is_missing(prof.summary)
+        from autotune.report.terminal import advise_at_end
+
+        advise_at_end(prof.run_dir, console)
     return code
 
 
@@ -278,6 +285,10 @@ def main(argv: list[str] | None = None) -> int:
             from autotune.tune_cli import cmd_tune
 
             return cmd_tune(args, UsageError)
+        if args.command == "report":
+            from autotune.report_cli import cmd_report
+
+            return cmd_report(args, UsageError)
         if args.command == "doctor":
             from autotune.doctor import main as doctor_main
 

@@ -15,7 +15,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-NA = "n/a"
+from autotune.fmt import NA, format_bytes, format_pct, format_rate, format_seconds, format_si
+from autotune.fmt import as_float as _num
+from autotune.fmt import get_in as _get
+
 #: Phase order of summary.json's ``phases``.
 PHASE_ORDER: tuple[str, ...] = ("data", "forward", "backward", "optimizer", "other")
 BAR_WIDTH = 20
@@ -60,78 +63,6 @@ class SummaryView(NamedTuple):
 
 
 # ------------------------------------------------------------------------------------- formatting
-
-
-def _num(value: object) -> float | None:
-    """``value`` as a float when it is a real number (bools are not), else None."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
-
-
-def _get(data: object, *keys: str) -> object:
-    """``data[k1][k2]...``, or None when any level is missing or not a mapping."""
-    for key in keys:
-        if not isinstance(data, Mapping):
-            return None
-        data = data.get(key)
-    return data
-
-
-def format_bytes(n: object) -> str:
-    """Format bytes in binary units: ``1536`` -> ``"1.5 KiB"``; ``None`` -> ``"n/a"``."""
-    x = _num(n)
-    if x is None:
-        return NA
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(x) < 1024 or unit == "TiB":
-            return f"{int(x)} B" if unit == "B" else f"{x:.1f} {unit}"
-        x /= 1024
-    raise AssertionError("unreachable")
-
-
-def format_si(value: object, unit: str) -> str:
-    """Format with SI prefixes: ``(2.5e9, "FLOP")`` -> ``"2.50 GFLOP"``; ``None`` -> ``"n/a"``."""
-    x = _num(value)
-    if x is None:
-        return NA
-    for prefix in ("", "k", "M", "G", "T", "P"):
-        if abs(x) < 1000 or prefix == "P":
-            return f"{x:.0f} {prefix}{unit}" if prefix == "" else f"{x:.2f} {prefix}{unit}"
-        x /= 1000
-    raise AssertionError("unreachable")
-
-
-def format_seconds(value: object) -> str:
-    """Format a duration in seconds with a fitting unit: ``0.0324`` -> ``"32.4 ms"``."""
-    s = _num(value)
-    if s is None:
-        return NA
-    if abs(s) >= 100:
-        return f"{s:.0f} s"
-    if abs(s) >= 1:
-        return f"{s:.2f} s"
-    if abs(s) >= 1e-3:
-        return f"{s * 1e3:.1f} ms"
-    return f"{s * 1e6:.0f} µs"
-
-
-def format_rate(value: object, unit: str) -> str:
-    """Format a rate with thousands separators: ``(31700.4, "tokens/s")`` -> ``"31,700 tokens/s"``."""
-    x = _num(value)
-    if x is None:
-        return NA
-    if abs(x) >= 100:
-        return f"{x:,.0f} {unit}"
-    if abs(x) >= 10:
-        return f"{x:.1f} {unit}"
-    return f"{x:.2f} {unit}"
-
-
-def format_pct(fraction: object, digits: int = 1) -> str:
-    """Format a 0..1 fraction as a percentage: ``0.4213`` -> ``"42.1%"``."""
-    x = _num(fraction)
-    return NA if x is None else f"{x * 100:.{digits}f}%"
 
 
 def bar(fraction: float | None, width: int = BAR_WIDTH) -> str:

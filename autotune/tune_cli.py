@@ -189,6 +189,12 @@ def cmd_tune(args: argparse.Namespace, usage_error: type[Exception]) -> int:
         raise usage_error(f"--resume: {exc}") from None
     progress.result(summary)
     print(f"Run directory: {run_dir}", file=sys.stderr)
+    if not args.quiet:
+        from rich.console import Console
+
+        from autotune.report.terminal import advise_at_end
+
+        advise_at_end(run_dir, Console(stderr=True))
     return 0 if summary.get("best") is not None else 1
 
 

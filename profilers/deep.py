@@ -2,7 +2,8 @@
 
 torch.profiler runs only inside the window. The trace is written gzip-compressed to ``traces/``
 (Perfetto and chrome://tracing open .json.gz); a trace whose compressed size passes the cap is
-dropped with a warning rather than filling the disk.
+dropped with a warning rather than filling the disk. :func:`window_stats` sums up the whole window
+(every kernel and collective, not only the top operators) for summary.json's ``profile_window``.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import gzip
 import os
 import shutil
+import statistics
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -97,3 +100,150 @@ def export_trace(prof: Any, trace_dir: Path, stem: str, cap_bytes: int = DEFAULT
             f"trace {out.name} was {size} bytes compressed, over the {cap_bytes}-byte cap; removed"
         )
     return out
+
+
+#: Collective operations, by where torch.profiler records them, most faithful first: NCCL's device
+#: kernels (``ncclKernel_*``, ``ncclDevKernel_*``: the transfer itself); the backend's run of one
+#: collective (``gloo:all_reduce`` on gloo's worker thread, ``nccl:all_reduce`` on the calling
+#: thread); the c10d front-end ops that enqueue it (``c10d::allreduce_``, ``record_param_comms``).
+COLLECTIVE_KERNEL_PREFIXES: tuple[str, ...] = ("nccl",)
+COLLECTIVE_RANGE_PREFIXES: tuple[str, ...] = ("gloo:", "nccl:")
+COLLECTIVE_OP_PREFIXES: tuple[str, ...] = ("c10d::", "record_param_comms")
+
+#: Substrings of the names of kernels that run on tensor cores (a heuristic: cuBLAS, cuDNN,
+#: CUTLASS and flash-attention name their MMA kernels this way). The first group is
+#: torch-tb-profiler's list (pytorch/kineto, tb_plugin/torch_tb_profiler/profiler/tensor_core.py,
+#: from NVIDIA PyProf); the second adds Ampere/Hopper names: CUTLASS ``tensorop``, Hopper
+#: ``wgmma`` and cuBLAS's ``nvjet`` GEMMs, flash-attention and ``fmha`` kernels. A tensor-core
+#: kernel with none of these in its name is missed, so the share is a lower bound.
+TENSOR_CORE_MARKERS: tuple[str, ...] = (
+    "h884", "s884", "h1688", "s1688", "c1688", "hmma", "i8816", "16816", "dgrad_1x1_stride_2x2",
+    "first_layer_wgrad_kernel", "conv1x1", "conv2d_c1_k1", "direct_group", "xmma_",
+    "tensorop", "wgmma", "nvjet", "flash_fwd", "flash_bwd", "fmha",
+)  # fmt: skip
+
+_NOT_KERNELS = ("memcpy", "memset")  # device copies and fills are not kernels here
+_DATALOADER = "enumerate(DataLoader)#"
+
+
+def window_stats(events: Iterable[Any], steps: int, cuda: bool) -> dict[str, Any]:
+    """What the whole deep-profile window did, for summary.json's ``profile_window``.
+
+    ``events`` are torch.profiler's ``prof.events()`` (``FunctionEvent``: ``name``,
+    ``device_type``, ``time_range`` in µs, ``self_cpu_time_total``, ``is_async``); ``steps`` the
+    training steps the window covered. Times are µs over the whole window; ``wall_us`` runs from
+    the first CPU event's start to the last one's end. Device kernels (CUDA
+    events other than memcpy/memset) give the kernel count, total, mean and median duration, the
+    GPU's busy time (the union of kernel intervals) and the tensor-core share of kernel time
+    (:data:`TENSOR_CORE_MARKERS`). ``cpu_op_self_us`` is the self CPU time of every synchronous
+    CPU op on every thread. Collective time is the union of the intervals of the most faithful
+    family present (``collective_source``: ``device_kernels`` (:data:`COLLECTIVE_KERNEL_PREFIXES`),
+    else ``backend_ranges``, else ``frontend_ops``). On CUDA, ``collective_exposed_us`` is the part
+    of it that no compute kernel overlaps (HTA's communication-computation overlap, seen from the
+    other side); on the CPU overlap is unknown (null). ``dataloader_us`` sums the DataLoader's
+    ``__next__`` ranges and ``dataloader_iter`` names its iterator class. Kernel fields are None
+    without CUDA. Pure: no torch needed.
+    """
+    kernels: list[tuple[str, float, float]] = []
+    cpu_ops: list[tuple[str, float, float]] = []
+    cpu_self_us = 0.0
+    loader_us = 0.0
+    loader_iter: str | None = None
+    collectives: dict[str, list[tuple[float, float]]] = {
+        "device_kernels": [],
+        "backend_ranges": [],
+        "frontend_ops": [],
+    }
+    for e in events:
+        name = str(e.name)
+        start, end = float(e.time_range.start), float(e.time_range.end)
+        device = getattr(e.device_type, "name", str(e.device_type)).lower()
+        lower = name.lower()
+        if device != "cpu":
+            if lower.startswith(COLLECTIVE_KERNEL_PREFIXES):
+                collectives["device_kernels"].append((start, end))
+            elif not lower.startswith(_NOT_KERNELS):
+                kernels.append((name, start, end))
+            continue
+        cpu_ops.append((name, start, end))
+        if name.startswith(_DATALOADER):
+            loader_us += end - start
+            loader_iter = name[len(_DATALOADER) :].split(".")[0] or loader_iter
+        if lower.startswith(COLLECTIVE_RANGE_PREFIXES):
+            collectives["backend_ranges"].append((start, end))
+            continue
+        if lower.startswith(COLLECTIVE_OP_PREFIXES):
+            collectives["frontend_ops"].append((start, end))
+        if not getattr(e, "is_async", False):
+            cpu_self_us += float(getattr(e, "self_cpu_time_total", 0.0) or 0.0)
+    source, spans = next(((k, v) for k, v in collectives.items() if v), (None, []))
+    comm_us = _union_us(spans)
+    wall_us = max((end for _, _, end in cpu_ops), default=0.0) - min(
+        (start for _, start, _ in cpu_ops), default=0.0
+    )
+    out: dict[str, Any] = {
+        "steps": steps,
+        "wall_us": wall_us,
+        "cpu_op_self_us": cpu_self_us,
+        "kernels": None,
+        "kernel_time_us": None,
+        "kernel_mean_us": None,
+        "kernel_median_us": None,
+        "kernel_busy_us": None,
+        "tensor_core_fraction": None,
+        "collective_calls": len(spans),
+        "collective_time_us": comm_us,
+        "collective_exposed_us": None,
+        "collective_source": source,
+        "dataloader_us": loader_us,
+        "dataloader_iter": loader_iter,
+    }
+    if cuda:
+        durations = [end - start for _, start, end in kernels]
+        total = sum(durations)
+        tensor_core = sum(
+            end - start for name, start, end in kernels if any(m in name.lower() for m in TENSOR_CORE_MARKERS)
+        )
+        compute = [(start, end) for _, start, end in kernels]
+        out.update(
+            kernels=len(kernels),
+            kernel_time_us=total,
+            kernel_mean_us=total / len(durations) if durations else None,
+            kernel_median_us=statistics.median(durations) if durations else None,
+            kernel_busy_us=_union_us(compute),
+            tensor_core_fraction=tensor_core / total if total > 0 else None,
+        )
+        if source == "device_kernels":
+            out["collective_exposed_us"] = comm_us - _overlap_us(spans, compute)
+    return out
+
+
+def _merge(spans: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Sorted, disjoint intervals covering ``spans``."""
+    merged: list[tuple[float, float]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _union_us(spans: Iterable[tuple[float, float]]) -> float:
+    """Length of the union of ``spans`` (time covered by at least one)."""
+    return sum((end - start for start, end in _merge(spans)), 0.0)
+
+
+def _overlap_us(a: Iterable[tuple[float, float]], b: Iterable[tuple[float, float]]) -> float:
+    """Length of the time covered both by an interval of ``a`` and one of ``b``."""
+    left, right = _merge(a), _merge(b)
+    i = j = 0
+    total = 0.0
+    while i < len(left) and j < len(right):
+        lo, hi = max(left[i][0], right[j][0]), min(left[i][1], right[j][1])
+        total += max(0.0, hi - lo)
+        if left[i][1] < right[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total

@@ -36,6 +36,8 @@ class StepInstruments:
         self.on_fault = on_fault
         self.flops_per_step: int | None = None
         self.top_ops: list[OpRecord] = []
+        #: :func:`profilers.deep.window_stats` of the window, or None when no window ran.
+        self.window_stats: dict[str, Any] | None = None
         self.trace_files: list[str] = []
         self._kinds: dict[int, str] = {}
         self._flop_counter: Any = None
@@ -123,7 +125,7 @@ class StepInstruments:
             self.finish_trace(last_step, run_dir, rank, cuda)
 
     def finish_trace(self, last_step: int, run_dir: Path | None, rank: int, cuda: bool) -> None:
-        """Stop torch.profiler, keep its top operators and export its Chrome trace."""
+        """Stop torch.profiler, keep its top operators and window statistics, export its trace."""
         deep, self._deep = self._deep, None
         if deep is None:
             return
@@ -132,12 +134,17 @@ class StepInstruments:
         except Exception as exc:
             self.on_fault("deep-profile window", exc)
             return
-        from profilers.deep import export_trace, top_ops
+        from profilers.deep import export_trace, top_ops, window_stats
 
         try:
             self.top_ops = top_ops(prof, cuda=cuda)
         except Exception as exc:
             self.on_fault("top operators", exc)
+        try:
+            first = deep.first_step if deep.first_step is not None else last_step
+            self.window_stats = window_stats(prof.events(), max(1, last_step - first + 1), cuda)
+        except Exception as exc:
+            self.on_fault("window statistics", exc)
         if run_dir is not None:
             try:
                 stem = f"rank{rank}-steps{deep.first_step}-{last_step}"

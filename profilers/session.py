@@ -511,6 +511,7 @@ class Session:
             stopped_by_budget=self.stopped_by_budget,
             loss=loss_summary(self.steps),
             stop_reason=self.stop_reason,
+            profile_window=self.instruments.window_stats,
         )
         if self._store is not None:
             self._guard("run store", self._write_rank, summary)

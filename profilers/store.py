@@ -278,3 +278,26 @@ def read_ranks(path: Path) -> dict[int, dict[str, Any]]:
         }
         for r in rows
     }
+
+
+def read_ops(path: Path) -> list[tuple[int, OpRecord]]:
+    """The top operators of every rank's deep-profile window, as (rank, op)."""
+    conn = connect(path, readonly=True)
+    try:
+        rows = conn.execute(
+            "SELECT rank, name, device, calls, self_time_us, total_time_us, flops FROM ops "
+            "ORDER BY rank, self_time_us DESC"
+        ).fetchall()
+    finally:
+        conn.close()
+    return [(r[0], OpRecord(r[1], r[2], r[3], r[4], r[5], r[6])) for r in rows]
+
+
+def read_devices(path: Path) -> list[dict[str, Any]]:
+    """The static facts of the sampled devices (each a DeviceInfo dict with its ``rank``)."""
+    conn = connect(path, readonly=True)
+    try:
+        rows = conn.execute("SELECT rank, info FROM devices ORDER BY rank, kind, device_index").fetchall()
+    finally:
+        conn.close()
+    return [{**json.loads(info), "rank": rank} for rank, info in rows]

@@ -116,6 +116,10 @@ def main(argv: list[str] | None = None) -> int:
             + (f", {speedup:.2f}× the baseline's throughput" if speedup else "")
             + f" ({tuned['run_dir']})"
         )
+    from autotune.report.terminal import advise_at_end
+
+    advised = Path(tuned["run_dir"]) if tuned is not None else next((d for _, d in run_dirs if d), None)
+    advise_at_end(advised, console, write=("html", "md", "json"))
     return 0 if args.tune_trials == 0 or tuned is not None else 1
 
 

@@ -60,6 +60,8 @@ def tune_summary(study: Study, config: TuneConfig, run_dir: Path, stopped: str |
         "metric": config.scoring.metric,
         "direction": study.direction,
         "price_per_gpu_hour": config.scoring.price_per_gpu_hour,
+        "memory_budget_bytes": settings.memory_budget_bytes,
+        "loss_tolerance": config.loss_tolerance,
         "searcher": study.searcher.name,
         "seed": study.searcher.seed,
         "space": study.space.to_dict(),

@@ -32,3 +32,12 @@ def test_import_time_is_small():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     # measured around 0.01 s here; torch alone takes over 1 s, so this catches an eager torch import
     assert float(out.stdout) < 0.5
+
+
+def test_advice_and_report_data_pull_nothing_heavy():
+    # The dashboard builds its Advice screen from these: no torch, no plotly until HTML is drawn.
+    statement = (
+        "import autotune.report.make, autotune.report.build, autotune.report.markdown, "
+        "autotune.report.jsonout, autotune.advice.advise, autotune.cost.model, autotune.cost.prices"
+    )
+    assert loaded_after(statement) == []

@@ -1,0 +1,462 @@
+"""The figures the advice rules need, derived from a loaded run. Pure functions; no torch.
+
+Each function takes a :class:`~autotune.report.rundata.RunData` and returns a frozen record with
+units in its field names, or None (an empty tuple for per-device figures) when the run lacks the
+data: a CPU run has no GPU samples, a run killed early has no summary's ``profile_window``, a
+summary-only run has no per-step records. Nothing here raises on missing data.
+
+Step figures are rank 0's measured steps (the steps after warm-up, FLOP counting and the
+deep-profile window), as summary.json's are. Samples count when they fall inside the span of the
+measured steps, so start-up and the profiler's own window do not colour them.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from autotune.advice.thresholds import MIN_MEMORY_SAMPLES, MIN_STEPS, limit
+from autotune.report.rundata import RunData
+from profilers.backends.libnvml import THROTTLE_REASONS
+from profilers.records import PHASES, DeviceSample, StepRecord
+from profilers.summary import quantile, select_measured
+
+#: NVML clocks-event reasons that mean power or heat held the clocks down (not idling, not a
+#: setting): their names as :data:`profilers.backends.libnvml.THROTTLE_REASONS` spells them.
+POWER_THERMAL_REASONS = (
+    "sw_power_cap",
+    "hw_slowdown",
+    "sw_thermal_slowdown",
+    "hw_thermal_slowdown",
+    "hw_power_brake",
+)
+#: Time slices of the measured span whose peaks the memory line is fitted through.
+ENVELOPE_BINS = 8
+#: 1.4826 × MAD estimates σ of normally distributed values (the median absolute deviation of a
+#: normal distribution is 0.6745 σ).
+MAD_TO_SIGMA = 1.4826
+
+
+@dataclass(frozen=True, slots=True)
+class DataWait:
+    """How long rank 0's measured steps waited for their data (the ``data`` phase)."""
+
+    measured_steps: int
+    step_median_s: float
+    data_median_s: float
+    data_share: float  # 0-1: data time over measured step time (as summary.json's phases)
+    dataloader_iter: str | None  # "_SingleProcessDataLoaderIter"… seen in the window, else None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuUtil:
+    """NVML utilization of one GPU of the job over the measured steps."""
+
+    index: int
+    name: str | None
+    samples: int
+    p5_pct: float
+    p50_pct: float
+    p95_pct: float
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceMemory:
+    """Peak memory of one GPU of the job against its capacity."""
+
+    index: int
+    name: str | None
+    total_bytes: int
+    used_max_bytes: int | None  # NVML: everything on the device (allocator cache, context, others)
+    peak_allocated_bytes: int | None  # torch: the largest rank's max_memory_allocated
+    peak_reserved_bytes: int | None  # torch: rank 0's max_memory_reserved
+
+    @property
+    def high_bytes(self) -> int:
+        """The most memory the device held (the figure that runs out)."""
+        return max(
+            v for v in (self.used_max_bytes, self.peak_reserved_bytes, self.peak_allocated_bytes, 0) if v
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class StepOutliers:
+    """Rank 0's measured steps above median + k·σ, σ = 1.4826 × MAD (robust to a huge step)."""
+
+    measured_steps: int
+    median_s: float
+    sigma_s: float
+    threshold_s: float
+    steps: tuple[int, ...]  # outlier step numbers
+    durations_s: tuple[float, ...]
+    excess_s: float  # Σ (duration − median) over the outliers
+    total_s: float  # Σ duration over the measured steps
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryTrend:
+    """The least-squares line of memory in use over the measured steps."""
+
+    source: str  # "GPU 0 memory in use (NVML)" or "host resident memory (RSS)"
+    samples: int
+    steps: int
+    start_bytes: float  # the line's level at the first measured step
+    bytes_per_step: float
+    growth_bytes: float  # over the measured span
+    growth_pct: float  # of start_bytes
+    second_half_ratio: float | None  # slope over the second half / slope over the whole
+    capacity_bytes: int | None  # the device's (or host's) memory
+
+
+@dataclass(frozen=True, slots=True)
+class Throttling:
+    """How often one GPU's clocks were held down by power or heat during the measured steps."""
+
+    index: int
+    name: str | None
+    samples: int
+    share: float  # 0-1: readings with any power/thermal reason
+    reasons: dict[str, float]  # reason -> share of readings (0-1)
+    sm_clock_mean_mhz: float | None
+    sm_clock_max_mhz: int | None  # the device's maximum
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """summary.json's ``profile_window``, per step and as shares of the window's wall time."""
+
+    steps: int
+    step_us: float  # wall time per profiled step
+    cpu_op_share: float  # 0-1 (threads summed, so it can pass 1)
+    kernels_per_step: float | None
+    kernel_median_us: float | None
+    kernel_mean_us: float | None
+    gpu_busy_share: float | None  # 0-1: union of kernel time over wall time
+    tensor_core_share: float | None  # 0-1 of kernel time
+    collective_share: float  # 0-1
+    collective_exposed_share: float | None  # 0-1, CUDA only: not hidden behind compute kernels
+    collective_source: str | None
+    dataloader_iter: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RankTime:
+    """One rank's median measured step, and how much of it is waiting for the other ranks."""
+
+    rank: int
+    measured_steps: int
+    step_median_s: float
+    phase_median_s: dict[str, float]
+    wait_s: float  # backward median above the fastest rank's: waiting in the gradient all-reduce
+    own_s: float  # step_median_s − wait_s: the rank's own work
+
+
+def measured_steps(run: RunData, rank: int = 0) -> list[StepRecord]:
+    """``rank``'s measured steps (see :func:`profilers.summary.select_measured`)."""
+    return select_measured([s for s in run.steps if s.rank == rank])
+
+
+def measured_span_ns(run: RunData) -> tuple[int, int] | None:
+    """Wall-clock span (time.time_ns) of every rank's measured steps, or None without steps."""
+    chosen = [s for s in run.steps if s.kind == "measured"]
+    if not chosen:
+        return None
+    return min(s.start_ns for s in chosen), max(s.start_ns + s.duration_ns for s in chosen)
+
+
+def entry(run: RunData, key: str) -> dict[str, Any]:
+    """summary.json's ``key`` when it is an object, else an empty dict (missing or malformed)."""
+    value = run.summary.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def entries(run: RunData, key: str) -> list[dict[str, Any]]:
+    """summary.json's ``key`` as its list of objects (missing, malformed and non-object items dropped)."""
+    value = run.summary.get(key)
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def device(run: RunData) -> dict[str, Any]:
+    """summary.json's ``device`` (empty when missing)."""
+    return entry(run, "device")
+
+
+def job_gpus(run: RunData) -> list[int]:
+    """Indices of the GPUs the job trained on (NVML samples every GPU of the node).
+
+    One process: its CUDA device. Under torchrun: the first ``world size`` GPUs (local rank r on
+    GPU r, the usual binding). A CPU run has none.
+    """
+    dev = device(run)
+    if dev.get("kind") != "cuda":
+        return []
+    count = int(dev.get("count") or 1)
+    return list(range(count)) if count > 1 else [int(dev.get("index") or 0)]
+
+
+def _gpu_samples(run: RunData, index: int) -> list[DeviceSample]:
+    span = measured_span_ns(run)
+    return [
+        s
+        for s in run.samples
+        if s.kind == "gpu" and s.device_index == index and (span is None or span[0] <= s.t_ns <= span[1])
+    ]
+
+
+def _gpu_name(run: RunData, index: int) -> str | None:
+    for gpu in entries(run, "gpu"):
+        if gpu.get("index") == index:
+            return gpu.get("name")
+    return device(run).get("name")
+
+
+def data_wait(run: RunData) -> DataWait | None:
+    """Rank 0's data wait, from its measured steps (or summary.json's phases without them)."""
+    loader = entry(run, "profile_window").get("dataloader_iter")
+    steps = measured_steps(run)
+    if steps:
+        total = sum(s.duration_ns for s in steps)
+        if total <= 0:
+            return None
+        return DataWait(
+            len(steps),
+            statistics.median(s.duration_ns for s in steps) / 1e9,
+            statistics.median(s.data_ns for s in steps) / 1e9,
+            sum(s.data_ns for s in steps) / total,
+            loader,
+        )
+    phases, times = entry(run, "phases"), entry(run, "step_time_s")
+    if phases.get("data") is None or not times.get("median"):
+        return None
+    share, median = float(phases["data"]), float(times["median"])
+    return DataWait(int(run.summary.get("measured_steps") or 0), median, share * median, share, loader)
+
+
+def gpu_utilization(run: RunData) -> tuple[GpuUtil, ...]:
+    """p5/p50/p95 of NVML utilization per job GPU over the measured steps (GPUs with readings)."""
+    out = []
+    for index in job_gpus(run):
+        util = sorted(float(s.gpu_util_pct) for s in _gpu_samples(run, index) if s.gpu_util_pct is not None)
+        if util:
+            p5, p50, p95 = (quantile(util, q) for q in (0.05, 0.5, 0.95))
+            out.append(GpuUtil(index, _gpu_name(run, index), len(util), p5, p50, p95))
+    return tuple(out)
+
+
+def device_memory(run: RunData) -> tuple[DeviceMemory, ...]:
+    """Peak memory of each job GPU whose capacity is known."""
+    memory = entry(run, "memory")
+    allocated = [int(r["peak_memory_bytes"]) for r in entries(run, "ranks") if r.get("peak_memory_bytes")]
+    peak_allocated = max(allocated) if allocated else run.summary.get("peak_memory_bytes")
+    by_index = {g.get("index"): g for g in entries(run, "gpu")}
+    out = []
+    for index in job_gpus(run):
+        gpu = by_index.get(index) or {}
+        total = gpu.get("mem_total_bytes") or next(
+            (s.mem_total_bytes for s in run.samples if s.device_index == index and s.mem_total_bytes), None
+        )
+        if not total:
+            continue
+        out.append(
+            DeviceMemory(
+                index,
+                gpu.get("name") or device(run).get("name"),
+                int(total),
+                gpu.get("mem_used_bytes_max"),
+                peak_allocated,
+                memory.get("cuda_peak_reserved_bytes"),
+            )
+        )
+    return tuple(out)
+
+
+def step_outliers(run: RunData, sigmas: float | None = None) -> StepOutliers | None:
+    """Rank 0's measured steps slower than median + ``sigmas`` × σ (σ = 1.4826 × MAD).
+
+    The median and the median absolute deviation (MAD) ignore the outliers themselves, so a
+    single huge step cannot raise the bar it is judged by (a mean and standard deviation would
+    let it hide). None with fewer than :data:`~autotune.advice.thresholds.MIN_STEPS` steps.
+    """
+    k = limit("step_outliers.sigma") if sigmas is None else sigmas
+    steps = [s for s in run.steps if s.rank == 0 and s.kind == "measured"]
+    if len(steps) < MIN_STEPS:
+        return None
+    durations = [s.duration_ns / 1e9 for s in steps]
+    median = statistics.median(durations)
+    sigma = MAD_TO_SIGMA * statistics.median(abs(d - median) for d in durations)
+    threshold = median + k * sigma
+    slow = [s for s in steps if s.duration_ns / 1e9 > threshold]
+    return StepOutliers(
+        len(steps),
+        median,
+        sigma,
+        threshold,
+        tuple(s.step for s in slow),
+        tuple(s.duration_ns / 1e9 for s in slow),
+        sum(s.duration_ns / 1e9 - median for s in slow),
+        sum(durations),
+    )
+
+
+def memory_trend(run: RunData) -> MemoryTrend | None:
+    """The memory line over the measured steps, where memory grows fastest.
+
+    A least-squares line through the peaks of up to 8 equal time slices of the measured span (see
+    :func:`_envelope`): its slope per step, its growth over the span against its level at the
+    start, and the slope of the second half against the whole (a leak keeps growing; a warm-up
+    allocation stops).
+
+    Each job GPU's NVML memory in use, or on a CPU run the host's resident memory. None with fewer than
+    :data:`~autotune.advice.thresholds.MIN_MEMORY_SAMPLES` readings in the span, and for a
+    multi-rank CPU run (run.db's readings, as loaded, mix every rank's RSS).
+    """
+    span, steps = measured_span_ns(run), measured_steps(run)
+    if span is None or not steps:
+        return None
+    series: list[tuple[str, list[tuple[int, float]], int | None]] = []
+    for index in job_gpus(run):
+        points = [(s.t_ns, float(s.mem_used_bytes)) for s in _gpu_samples(run, index) if s.mem_used_bytes]
+        total = next(
+            (s.mem_total_bytes for s in run.samples if s.device_index == index and s.mem_total_bytes), None
+        )
+        series.append((f"GPU {index} memory in use (NVML)", points, total))
+    if not series and int(device(run).get("count") or 1) == 1:
+        host = [s for s in run.samples if s.kind == "host" and span[0] <= s.t_ns <= span[1]]
+        points = [(s.t_ns, float(s.rss_bytes)) for s in host if s.rss_bytes]
+        total = next((s.host_mem_total_bytes for s in run.samples if s.host_mem_total_bytes), None)
+        series.append(("host resident memory (RSS)", points, total))
+    trends = [t for name, pts, cap in series if (t := _trend(name, pts, cap, span, len(steps))) is not None]
+    enough = [t for t in trends if t.samples >= MIN_MEMORY_SAMPLES]
+    return max(enough, key=lambda t: t.growth_pct, default=None)
+
+
+def _envelope(points: Sequence[tuple[int, float]], span: tuple[int, int]) -> list[tuple[float, float]]:
+    """The peak of each of :data:`ENVELOPE_BINS` (at most) equal time slices of ``span``, in seconds.
+
+    Memory swings inside every step (a gradient allocated in the backward and freed at zero_grad),
+    and readings fall anywhere in that swing; the peaks of the slices follow what the step keeps.
+    """
+    bins = max(1, min(ENVELOPE_BINS, len(points) // 2))
+    width = (span[1] - span[0]) / bins
+    peaks: dict[int, tuple[float, float]] = {}
+    for t, v in points:
+        b = min(bins - 1, int((t - span[0]) / width))
+        if b not in peaks or v > peaks[b][1]:
+            peaks[b] = ((span[0] + (b + 0.5) * width - span[0]) / 1e9, v)
+    return [peaks[b] for b in sorted(peaks)]
+
+
+def _trend(
+    source: str, points: Sequence[tuple[int, float]], capacity: int | None, span: tuple[int, int], steps: int
+) -> MemoryTrend | None:
+    if len(points) < 2 or span[1] <= span[0]:
+        return None
+    peaks = _envelope(points, span)
+    if len(peaks) < 2:
+        return None
+    slope, intercept = _fit([x for x, _ in peaks], [v for _, v in peaks])
+    seconds = (span[1] - span[0]) / 1e9
+    half = [(x, v) for x, v in peaks if x >= seconds / 2]
+    ratio = None
+    if len(half) >= 2 and slope > 0:
+        ratio = _fit([x for x, _ in half], [v for _, v in half])[0] / slope
+    start = intercept if intercept > 0 else peaks[0][1]
+    growth = slope * seconds
+    return MemoryTrend(
+        source, len(points), steps, start, growth / steps, growth, 100 * growth / start, ratio, capacity
+    )
+
+
+def _fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
+    """Least-squares slope and intercept of ys on xs (slope 0 when xs do not vary)."""
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx if sxx > 0 else 0.0
+    return slope, my - slope * mx
+
+
+def throttling(run: RunData) -> tuple[Throttling, ...]:
+    """Power/thermal clocks-event reasons per job GPU over the measured steps (GPUs with readings)."""
+    bits = {name: bit for bit, name in THROTTLE_REASONS.items() if name in POWER_THERMAL_REASONS}
+    max_clock = {d.get("index"): d.get("max_sm_clock_mhz") for d in run.devices if d.get("kind") == "gpu"}
+    out = []
+    for index in job_gpus(run):
+        rows = [s for s in _gpu_samples(run, index) if s.throttle_reasons is not None]
+        if not rows:
+            continue
+        reasons = {
+            n: sum(1 for s in rows if (s.throttle_reasons or 0) & b) / len(rows) for n, b in bits.items()
+        }
+        mask = sum(bits.values())
+        share = sum(1 for s in rows if (s.throttle_reasons or 0) & mask) / len(rows)
+        clocks = [float(s.sm_clock_mhz) for s in rows if s.sm_clock_mhz is not None]
+        out.append(
+            Throttling(
+                index,
+                _gpu_name(run, index),
+                len(rows),
+                share,
+                {n: v for n, v in reasons.items() if v > 0},
+                statistics.fmean(clocks) if clocks else None,
+                max_clock.get(index),
+            )
+        )
+    return tuple(out)
+
+
+def window(run: RunData) -> Window | None:
+    """summary.json's ``profile_window`` as per-step figures and shares; None without one."""
+    w = entry(run, "profile_window")
+    if not w.get("wall_us") or not w.get("steps"):
+        return None
+    wall, steps = float(w["wall_us"]), int(w["steps"])
+
+    def share(key: str) -> float | None:
+        value = w.get(key)
+        return None if value is None else float(value) / wall
+
+    kernels = w.get("kernels")
+    exposed = share("collective_exposed_us")
+    return Window(
+        steps,
+        wall / steps,
+        share("cpu_op_self_us") or 0.0,
+        None if kernels is None else kernels / steps,
+        w.get("kernel_median_us"),
+        w.get("kernel_mean_us"),
+        share("kernel_busy_us"),
+        w.get("tensor_core_fraction"),
+        share("collective_time_us") or 0.0,
+        exposed,
+        w.get("collective_source"),
+        w.get("dataloader_iter"),
+    )
+
+
+def rank_times(run: RunData) -> tuple[RankTime, ...]:
+    """Each rank's median step and phases, with its wait for the others taken out.
+
+    Under DDP a rank that is ahead waits for the others inside its backward pass (the gradient
+    all-reduce), so every rank's step takes as long as the slowest one's. A rank's backward
+    median above the fastest rank's is counted as that wait; what is left is its own work. (A rank
+    slow *inside* its backward is hidden this way: every rank's backward then waits as long.)
+    """
+    by_rank: dict[int, list[StepRecord]] = {}
+    for s in run.steps:
+        by_rank.setdefault(s.rank, []).append(s)
+    medians = {}
+    for rank, rows in sorted(by_rank.items()):
+        steps = select_measured(rows)
+        if steps:
+            phases = {p: statistics.median(s.phase_ns()[p] for s in steps) / 1e9 for p in PHASES}
+            medians[rank] = (len(steps), statistics.median(s.duration_ns for s in steps) / 1e9, phases)
+    if not medians:
+        return ()
+    fastest_backward = min(m[2]["backward"] for m in medians.values())
+    out = []
+    for rank, (n, step, phases) in medians.items():
+        wait = max(0.0, phases["backward"] - fastest_backward)
+        out.append(RankTime(rank, n, step, phases, wait, max(step - wait, 1e-12)))
+    return tuple(out)

@@ -1,0 +1,44 @@
+"""Typed records of the advice: a rule's threshold and a recommendation with its evidence."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+#: Severity order, most urgent first.
+SEVERITIES: tuple[str, ...] = ("high", "medium", "low")
+
+
+@dataclass(frozen=True, slots=True)
+class Threshold:
+    """One row of the rules table: when a rule fires, and where the figure comes from."""
+
+    rule: str  # rule id, e.g. "input_bound"
+    title: str  # what the rule detects, e.g. "Input-bound"
+    metric: str  # the measured quantity, e.g. "data-wait share of the step time"
+    comparison: str  # ">" or "<"
+    value: float  # the threshold, in ``unit``
+    unit: str  # "%", "x", "µs", "σ"…
+    source: str  # where the threshold comes from (a public rule set), or "this project"
+
+
+@dataclass(frozen=True, slots=True)
+class Recommendation:
+    """What one rule found in one run: the evidence, the action and what it is expected to gain.
+
+    ``evidence`` holds figures from this run (each a short sentence with its number and unit);
+    ``actions`` what to change, most effective first. ``speedup_estimate`` is the expected
+    throughput factor (1.3 = 30% more samples/s) where it can be estimated, an upper bound unless
+    ``measured`` is true (a tuning trial ran the recommended configuration). The cost fields are
+    filled from the cost model when a price per GPU-hour is known.
+    """
+
+    rule: str
+    severity: str  # one of SEVERITIES
+    title: str  # one line, with the key figure: "Input-bound: 23% of each step waits for data"
+    evidence: tuple[str, ...]
+    actions: tuple[str, ...]
+    speedup_estimate: float | None = None
+    measured: bool = False
+    saving_pct: float | None = None  # 1 - new cost / old cost, in % (0-100)
+    saving_usd_per_month: float | None = None  # at the report's duty cycle and price
+    params: dict[str, object] = field(default_factory=dict)  # a tuned configuration to apply, if any

@@ -1,0 +1,426 @@
+"""The profile rules: one function per rule, ``(run) -> Recommendation | None``.
+
+A rule fires when this run's figures (:mod:`autotune.advice.facts`) cross its thresholds
+(:mod:`autotune.advice.thresholds`) and says why with this run's numbers. It returns None when it
+does not fire and when the run lacks its data (:data:`autotune.advice.advise.RULES` pairs each
+rule with the function that tells the two apart). Every ``speedup_estimate`` here is an upper
+bound: the gain if the cause disappeared entirely.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from autotune.advice import facts
+from autotune.advice.records import Recommendation
+from autotune.advice.thresholds import MIN_GPU_SAMPLES, MIN_STEPS, limit, severity_for
+from autotune.report.rundata import RunData
+from profilers.flops import match_device
+
+#: summary.json's ``profile_window.collective_source`` in words.
+COLLECTIVE_SOURCES = {
+    "device_kernels": "NCCL kernels",
+    "backend_ranges": "the backend's collective ranges",
+    "frontend_ops": "c10d ops",
+}
+_BATCH = "a larger micro-batch (autotune tune searches micro_batch)"
+
+
+def pct(fraction: float) -> str:
+    """0.234 -> "23.4%"."""
+    return f"{100 * fraction:.1f}%"
+
+
+def ms(seconds: float) -> str:
+    """Seconds as milliseconds (µs below 1 ms)."""
+    return f"{seconds * 1e6:.0f} µs" if abs(seconds) < 1e-3 else f"{seconds * 1e3:.1f} ms"
+
+
+def gib(n_bytes: float | None) -> str:
+    """Bytes as GiB (MiB below 1 GiB); "?" when unknown."""
+    if n_bytes is None:
+        return "?"
+    return f"{n_bytes / 2**30:.1f} GiB" if abs(n_bytes) >= 2**30 else f"{n_bytes / 2**20:.1f} MiB"
+
+
+def at_most(bound: float, if_: str) -> str:
+    """The evidence line of an upper-bound estimate."""
+    return f"at most {bound:.2f}x the throughput ({100 * (bound - 1):.0f}% more samples/s) {if_}"
+
+
+def _gpu(run: RunData) -> bool:
+    return facts.device(run).get("kind") == "cuda"
+
+
+def input_bound(run: RunData) -> Recommendation | None:
+    """The steps wait for data longer than a loader hand-over takes, and for over 5% of the step."""
+    d = facts.data_wait(run)
+    if d is None or d.data_share * 100 <= limit("input_bound.data_share"):
+        return None
+    if d.data_median_s * 1e3 <= limit("input_bound.data_wait"):
+        return None
+    bound = 1 / (1 - d.data_share) if d.data_share < 1 else None
+    evidence = [
+        f"data wait is {pct(d.data_share)} of the measured step time: {ms(d.data_median_s)} of the "
+        f"{ms(d.step_median_s)} median step (rank 0, {d.measured_steps} measured steps)"
+    ]
+    if d.dataloader_iter == "_SingleProcessDataLoaderIter":
+        evidence.append("the DataLoader loads in the training process (num_workers=0)")
+        actions = [
+            "DataLoader(..., num_workers=N, pin_memory=True, persistent_workers=True, prefetch_factor=4), "
+            "N up to the CPU cores per GPU minus one"
+        ]
+    elif d.dataloader_iter is not None:
+        evidence.append("the DataLoader already loads in worker processes and still cannot keep up")
+        actions = [
+            "raise num_workers and prefetch_factor, keep the workers (persistent_workers=True)",
+            "make __getitem__ cheaper: pre-process the dataset once, decode and augment on the GPU",
+        ]
+    else:
+        evidence.append("no DataLoader ran in the profiled window: the batch is built on the training thread")
+        actions = [
+            "build batches in a Dataset read by DataLoader(..., num_workers=N, pin_memory=True, "
+            "persistent_workers=True)"
+        ]
+    if _gpu(run):
+        actions.append("copy batches with .to(device, non_blocking=True) from pinned memory")
+    if bound is not None:
+        evidence.append(at_most(bound, "if the wait disappeared"))
+    title = f"Input-bound: {pct(d.data_share)} of each step waits for data"
+    return Recommendation("input_bound", severity_for(bound), title, tuple(evidence), tuple(actions), bound)
+
+
+def _util(run: RunData) -> list[facts.GpuUtil]:
+    return [u for u in facts.gpu_utilization(run) if u.samples >= MIN_GPU_SAMPLES]
+
+
+def _util_line(u: facts.GpuUtil) -> str:
+    return (
+        f"GPU {u.index} ({u.name or 'GPU'}): utilization p5 {u.p5_pct:.0f}%, median {u.p50_pct:.0f}%, "
+        f"p95 {u.p95_pct:.0f}% over {u.samples} NVML readings during the measured steps"
+    )
+
+
+def low_gpu_util(run: RunData) -> Recommendation | None:
+    """NVML utilization stays low: its 95th percentile is under 70%."""
+    low = [u for u in _util(run) if u.p95_pct < limit("low_gpu_util.p95")]
+    if not low:
+        return None
+    actions = (
+        "find what the GPU waits for: data (input-bound), the host (host-bound), other ranks (communication)",
+        f"more work per kernel: {_BATCH}",
+        "fewer launches: torch.compile(model), CUDA graphs (torch.compile(mode='reduce-overhead'))",
+    )
+    title = f"Low GPU utilization: p95 {min(u.p95_pct for u in low):.0f}%"
+    return Recommendation("low_gpu_util", "medium", title, tuple(_util_line(u) for u in low), actions)
+
+
+def gpu_util_swings(run: RunData) -> Recommendation | None:
+    """Utilization swings between busy and idle: p95 at least 70% but p5 under 10%."""
+    high, low = limit("low_gpu_util.p95"), limit("gpu_util_swings.p5")
+    swings = [u for u in _util(run) if u.p95_pct >= high and u.p5_pct < low]
+    if not swings:
+        return None
+    evidence = (*(_util_line(u) for u in swings), "the GPU is busy in bursts and idle between them")
+    actions = (
+        "find the stalls in the step timeline: evaluation, checkpoint saves, logging that syncs (.item())",
+        "prefetch the next batch: DataLoader prefetch_factor, pin_memory=True and non_blocking copies",
+    )
+    title = f"GPU utilization swings: p5 {min(u.p5_pct for u in swings):.0f}%"
+    return Recommendation("gpu_util_swings", "low", title, evidence, actions)
+
+
+def host_bound(run: RunData) -> Recommendation | None:
+    """The GPU is busy under half the time, between many short kernels or while the host issues ops."""
+    w = facts.window(run)
+    if w is None or w.gpu_busy_share is None or w.kernels_per_step is None:
+        return None
+    if w.gpu_busy_share * 100 >= limit("host_bound.gpu_busy"):
+        return None
+    short = w.kernel_median_us is not None and w.kernel_median_us < limit("host_bound.kernel_median")
+    if not short and w.cpu_op_share * 100 <= limit("host_bound.cpu_ops"):
+        return None
+    bound = 1 / w.gpu_busy_share if w.gpu_busy_share > 0 else None
+    evidence = [
+        f"the GPU ran kernels {pct(w.gpu_busy_share)} of the profiled window ({w.steps} steps of "
+        f"{ms(w.step_us / 1e6)}): {w.kernels_per_step:,.0f} kernels per step, median "
+        f"{w.kernel_median_us or 0:.1f} µs, mean {w.kernel_mean_us or 0:.1f} µs",
+        f"CPU ops took {pct(w.cpu_op_share)} of the window (self time, all threads)",
+    ]
+    if bound is not None:
+        evidence.append(at_most(bound, "if the GPU never waited for the host"))
+    actions = (
+        "fuse the small kernels: torch.compile(model) (autotune.prepare(..., compile=True))",
+        "replay each step as one launch: CUDA graphs (torch.compile(mode='reduce-overhead'))",
+        f"more work per kernel: {_BATCH}",
+        "drop host syncs from the loop (.item(), .cpu()); fused optimizers (AdamW(..., fused=True))",
+    )
+    title = f"Host-bound: the GPU is busy {pct(w.gpu_busy_share)} of the step"
+    return Recommendation("host_bound", severity_for(bound), title, tuple(evidence), actions, bound)
+
+
+def precision_fp32(run: RunData) -> Recommendation | None:
+    """fp32 compute on a GPU whose tensor cores are many times faster in a reduced precision."""
+    if not _gpu(run) or run.summary.get("precision") != "fp32":
+        return None
+    name = str(facts.device(run).get("name") or "")
+    peak = match_device(name)
+    fast = "bf16" if peak is not None and peak.bf16_tflops else "fp16"
+    fast_tflops = None if peak is None else peak.bf16_tflops or peak.fp16_tflops
+    if peak is None or not peak.fp32_tflops or not fast_tflops:
+        return None
+    ratio = fast_tflops / peak.fp32_tflops
+    if ratio <= limit("precision_fp32.peak_ratio"):
+        return None
+    evidence = [
+        f"the run computes in fp32 (no autocast, TF32 off) on {name}, whose tensor cores peak at "
+        f"{fast_tflops:g} TFLOP/s in {fast} against {peak.fp32_tflops:g} in fp32 ({ratio:.1f}x; "
+        f"{peak.source})"
+    ]
+    mfu = run.summary.get("mfu")
+    if isinstance(mfu, int | float):
+        evidence.append(f"MFU is {pct(mfu)} of the fp32 peak")
+    w = facts.window(run)
+    if w is not None and w.tensor_core_share is not None:
+        evidence.append(f"{pct(w.tensor_core_share)} of GPU kernel time ran in tensor-core kernels")
+    scaler = "bf16 autocast, no loss scaling" if fast == "bf16" else "fp16 autocast with a GradScaler"
+    actions = [f"autotune.prepare(model, optimizer, precision='{fast}') ({scaler})"]
+    if peak.tf32_tflops:
+        actions.append("at least TF32 matmuls: autotune.prepare(..., precision='tf32')")
+    actions.append("let autotune tune check the loss against fp32 (a drifting trial is marked diverged)")
+    title = f"fp32 on {peak.name}: its tensor cores peak {ratio:.0f}x higher in {fast}"
+    return Recommendation("precision_fp32", "high", title, tuple(evidence), tuple(actions))
+
+
+def precision_no_tensor_cores(run: RunData) -> Recommendation | None:
+    """bf16/fp16 compute whose GPU kernels do not run on tensor cores."""
+    precision, w = run.summary.get("precision"), facts.window(run)
+    if not _gpu(run) or precision not in ("bf16", "fp16") or w is None or w.tensor_core_share is None:
+        return None
+    if w.tensor_core_share * 100 >= limit("precision_no_tensor_cores.share"):
+        return None
+    evidence = (
+        f"the run computes in {precision}, yet tensor-core kernels ran {pct(w.tensor_core_share)} of GPU "
+        f"kernel time ({w.kernels_per_step or 0:,.0f} kernels per step; kernel names as profilers/deep.py "
+        "matches them)",
+    )
+    actions = (
+        "matmul and convolution sizes in multiples of 8 (pad hidden, vocabulary, channel sizes)",
+        "autocast around the forward and the loss (with prep.autocast(): ...)",
+        "if elementwise and normalization ops dominate, fuse them: torch.compile(model)",
+    )
+    title = f"{precision} without tensor cores: {pct(w.tensor_core_share)} of kernel time"
+    return Recommendation("precision_no_tensor_cores", "medium", title, evidence, actions)
+
+
+def memory_high(run: RunData) -> Recommendation | None:
+    """Peak memory in use passes 90% of a GPU's memory."""
+    high = [
+        m for m in facts.device_memory(run) if 100 * m.high_bytes / m.total_bytes > limit("memory_high.peak")
+    ]
+    if not high:
+        return None
+    evidence = tuple(
+        f"GPU {m.index} ({m.name or 'GPU'}) held {gib(m.high_bytes)} of {gib(m.total_bytes)} at its peak "
+        f"({pct(m.high_bytes / m.total_bytes)}): NVML in use {gib(m.used_max_bytes)}, torch reserved "
+        f"{gib(m.peak_reserved_bytes)}, allocated {gib(m.peak_allocated_bytes)}"
+        for m in high
+    )
+    actions = (
+        "activation checkpointing: autotune.prepare(..., activation_checkpointing=True)",
+        "shard parameters, gradients and optimizer state: autotune.prepare(..., layout='fsdp')",
+        "a smaller micro-batch with gradient accumulation, same global batch (autotune.batch_plan)",
+        "bf16 autocast; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True when reserved ≫ allocated",
+    )
+    title = f"Memory nearly full: {pct(max(m.high_bytes / m.total_bytes for m in high))} of the GPU"
+    return Recommendation("memory_high", "medium", title, evidence, actions)
+
+
+def memory_low(run: RunData) -> Recommendation | None:
+    """Peak allocated memory stays under half of every GPU's memory."""
+    mems = [(m, (m.peak_allocated_bytes or 0) / m.total_bytes) for m in facts.device_memory(run)]
+    mems = [(m, share) for m, share in mems if share > 0]
+    if not mems or max(share for _, share in mems) * 100 >= limit("memory_low.peak"):
+        return None
+    m, top = max(mems, key=lambda item: item[1])
+    evidence = (
+        f"the largest rank allocated at most {gib(m.peak_allocated_bytes)} of GPU {m.index}'s "
+        f"{gib(m.total_bytes)} ({pct(top)}; torch.cuda.max_memory_allocated)",
+    )
+    actions = (
+        f"{_BATCH}; the study also finds where it runs out of memory",
+        "if activation checkpointing is on, it costs speed for memory this run does not need",
+    )
+    return Recommendation(
+        "memory_low", "low", f"Memory mostly unused: {pct(top)} of the GPU", evidence, actions
+    )
+
+
+def _wait_share(run: RunData) -> float:
+    """The share of rank 0's step it waits for slower ranks (inside its collectives)."""
+    rank0 = next((r for r in facts.rank_times(run) if r.rank == 0), None)
+    return rank0.wait_s / rank0.step_median_s if rank0 and rank0.step_median_s > 0 else 0.0
+
+
+def comm_bound(run: RunData) -> Recommendation | None:
+    """Exposed collective time, less any wait for straggling ranks, passes 10% of the step."""
+    w = facts.window(run)
+    if w is None or not w.collective_share:
+        return None
+    exposed = w.collective_exposed_share if w.collective_exposed_share is not None else w.collective_share
+    wait = min(exposed, _wait_share(run))
+    net = exposed - wait
+    if net * 100 <= limit("comm_bound.share"):
+        return None
+    bound = 1 / (1 - net) if net < 1 else None
+    source = COLLECTIVE_SOURCES.get(str(w.collective_source), str(w.collective_source))
+    evidence = [
+        f"collectives ({source}) take {pct(w.collective_share)} of the profiled window on rank 0: "
+        f"{ms(w.collective_share * w.step_us / 1e6)} of each {ms(w.step_us / 1e6)} step",
+        f"{pct(exposed)} of the window is collective time no compute kernel hides"
+        if w.collective_exposed_share is not None
+        else "the CPU window cannot tell overlap with compute: all collective time counts as exposed",
+    ]
+    if wait > 0.01:
+        evidence.append(
+            f"{pct(wait)} of rank 0's step is waiting for slower ranks (see stragglers), left out"
+        )
+    if bound is not None:
+        evidence.append(at_most(bound, "if the exposed communication disappeared"))
+    actions = (
+        "fewer, larger all-reduces: DistributedDataParallel(model, bucket_cap_mb=100, "
+        "gradient_as_bucket_view=True)",
+        "accumulate gradients under model.no_sync(), one all-reduce per optimizer step (grad_accum)",
+        f"more compute per byte sent: {_BATCH}",
+        "on GPUs: NCCL over NVLink/InfiniBand, bf16 gradient compression (ddp_comm_hooks), FSDP",
+    )
+    title = f"Communication-bound: {pct(net)} of the step in collectives"
+    return Recommendation("comm_bound", severity_for(bound), title, tuple(evidence), actions, bound)
+
+
+def straggler(run: RunData) -> Recommendation | None:
+    """One rank's own work per step is well above the fastest rank's: the others wait for it."""
+    ranks = [r for r in facts.rank_times(run) if r.measured_steps >= MIN_STEPS]
+    if len(ranks) < 2:
+        return None
+    slow, fast = max(ranks, key=lambda r: r.own_s), min(ranks, key=lambda r: r.own_s)
+    ratio = slow.own_s / fast.own_s
+    if ratio <= limit("straggler.ratio"):
+        return None
+    median = statistics.median(r.own_s for r in ranks)
+    bound = slow.own_s / median if median > 0 else None
+    others = [r for r in ranks if r.rank != slow.rank]
+    excess = {
+        p: slow.phase_median_s[p] - statistics.median(r.phase_median_s[p] for r in others)
+        for p in slow.phase_median_s
+        if p != "backward"
+    }
+    phase = max(excess, key=lambda p: excess[p])
+    steps = ", ".join(f"rank {r.rank} {ms(r.step_median_s)}" for r in ranks)
+    evidence = [
+        f"rank {slow.rank} works {ms(slow.own_s)} per step, the fastest rank ({fast.rank}) {ms(fast.own_s)} "
+        f"({ratio:.2f}x; median steps: {steps})",
+        f"rank {fast.rank} waits {ms(fast.wait_s)} per step in its backward pass (the all-reduce waits for "
+        "the slowest rank)",
+        f"rank {slow.rank}'s {phase} phase is {ms(excess[phase])} longer than the other ranks' median",
+    ]
+    if bound is not None:
+        evidence.append(at_most(bound, f"if rank {slow.rank} worked as fast as the median rank"))
+    actions = (
+        f"find what rank {slow.rank} does that the others do not, starting with its {phase} phase (a slower "
+        "disk, a larger shard, longer samples)",
+        f"check rank {slow.rank}'s machine: autotune doctor, throttling, other processes on its CPU or GPU",
+        "give every rank the same work per step (micro-batch, sequence lengths: DistributedSampler)",
+    )
+    title = f"Straggler: rank {slow.rank} works {ratio:.1f}x longer than rank {fast.rank}"
+    return Recommendation("straggler", severity_for(bound), title, tuple(evidence), actions, bound)
+
+
+def step_outliers(run: RunData) -> Recommendation | None:
+    """A few measured steps take far longer than the rest, and cost more than 5% of the run."""
+    o = facts.step_outliers(run)
+    if o is None or not o.steps or o.total_s <= o.excess_s:
+        return None
+    share = o.excess_s / o.total_s
+    if share * 100 <= limit("step_outliers.excess"):
+        return None
+    bound = o.total_s / (o.total_s - o.excess_s)
+    shown = ", ".join(f"{s} ({ms(d)})" for s, d in list(zip(o.steps, o.durations_s, strict=True))[:8])
+    evidence = [
+        f"{len(o.steps)} of {o.measured_steps} measured steps took longer than {ms(o.threshold_s)} (median "
+        f"{ms(o.median_s)} + {limit('step_outliers.sigma'):g}σ, σ = 1.4826 × MAD = {ms(o.sigma_s)}): steps "
+        f"{shown}{' …' if len(o.steps) > 8 else ''}",
+        f"they cost {o.excess_s:.3g} s above the median step, {pct(share)} of the measured time",
+    ]
+    gaps = {b - a for a, b in zip(o.steps, o.steps[1:], strict=False)}
+    if len(o.steps) >= 3 and len(gaps) == 1:
+        evidence.append(f"they recur every {gaps.pop()} steps: periodic work")
+    evidence.append(at_most(bound, "if those steps took the median time"))
+    actions = (
+        "see what runs on those steps: checkpoint saves (torch.distributed.checkpoint.async_save), "
+        "evaluation, logging that syncs (.item()), the garbage collector (gc.freeze() after start-up)",
+        "on a shared machine, other processes show the same way: compare with the host timeline",
+    )
+    title = f"Step-time outliers: {len(o.steps)} slow steps cost {pct(share)}"
+    return Recommendation("step_outliers", severity_for(bound), title, tuple(evidence), actions, bound)
+
+
+def memory_growth(run: RunData) -> Recommendation | None:
+    """Memory in use grows steadily over the measured steps: a leak, not a warm-up allocation."""
+    t = facts.memory_trend(run)
+    if t is None or t.growth_pct <= limit("memory_growth.growth"):
+        return None
+    if t.second_half_ratio is None or 100 * t.second_half_ratio <= limit("memory_growth.steady"):
+        return None
+    evidence = [
+        f"{t.source} grows {gib(t.bytes_per_step)} per step over {t.steps} measured steps: "
+        f"{gib(t.growth_bytes)}, +{t.growth_pct:.1f}% of the {gib(t.start_bytes)} at the first "
+        f"(least-squares line through {t.samples} readings)",
+        f"the second half of the steps grows at {100 * t.second_half_ratio:.0f}% of the overall slope: still "
+        "growing, not a warm-up allocation",
+    ]
+    if t.capacity_bytes and t.bytes_per_step > 0:
+        left = max(0.0, (t.capacity_bytes - t.start_bytes - t.growth_bytes) / t.bytes_per_step)
+        evidence.append(f"at this rate the {gib(t.capacity_bytes)} are full in about {left:,.0f} more steps")
+    actions = (
+        "find tensors kept across steps: losses.append(loss) keeps each step's graph; keep loss.item()",
+        "metrics summed as tensors (total += loss), lists or caches that grow each step, retain_graph=True",
+        "torch.cuda.memory._record_memory_history() / _dump_snapshot() show what holds GPU memory"
+        if t.source.startswith("GPU")
+        else "tracemalloc or memray show what holds host memory",
+    )
+    title = f"Memory growth: {gib(t.bytes_per_step)} more every step"
+    return Recommendation("memory_growth", "high", title, tuple(evidence), actions)
+
+
+def throttling(run: RunData) -> Recommendation | None:
+    """Power or thermal limits hold a GPU's clocks down in more than 10% of its readings."""
+    hot = [
+        t
+        for t in facts.throttling(run)
+        if t.samples >= MIN_GPU_SAMPLES and t.share * 100 > limit("throttling.share")
+    ]
+    if not hot:
+        return None
+    evidence, bounds = [], []
+    for t in hot:
+        reasons = ", ".join(f"{name} {pct(share)}" for name, share in sorted(t.reasons.items()))
+        line = f"GPU {t.index} ({t.name or 'GPU'}): {pct(t.share)} of {t.samples} readings report {reasons}"
+        if t.sm_clock_mean_mhz and t.sm_clock_max_mhz:
+            line += f"; SM clock {t.sm_clock_mean_mhz:.0f} MHz on average, {t.sm_clock_max_mhz} MHz at most"
+            bounds.append(t.sm_clock_max_mhz / t.sm_clock_mean_mhz)
+        evidence.append(line)
+    bound = max(bounds) if bounds else None
+    if bound is not None:
+        evidence.append(at_most(bound, "at full clocks"))
+    names = sorted({n for t in hot for n in t.reasons})
+    hardware = any("thermal" in n or n in ("hw_slowdown", "hw_power_brake") for n in names)
+    actions = (
+        "thermal reasons: check airflow, fans, GPU temperatures (nvidia-smi -q -d TEMPERATURE,PERFORMANCE)",
+        "sw_power_cap: compare the enforced and default power limits (nvidia-smi -q -d POWER)",
+        "hw_slowdown, hw_power_brake: a hardware signal (power supply, external brake); ask the operator",
+    )
+    title = f"Throttling: {', '.join(names)} on {len(hot)} GPU(s)"
+    return Recommendation(
+        "throttling", "high" if hardware else "medium", title, tuple(evidence), actions, bound
+    )

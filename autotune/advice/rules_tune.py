@@ -1,0 +1,218 @@
+"""The study rules: what a tuning study measured, as recommendations (``kind == "tune"`` runs).
+
+They read the tuning summary.json's trial entries (``run.trials``, ``run.summary["best"]`` and
+``["baseline"]``). ``apply_tuned`` reports a *measured* speedup (``measured=True``): the trial ran
+the configuration it recommends. A profile run gets None from every one of them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from autotune.advice.records import Recommendation
+from autotune.advice.rules import gib
+from autotune.advice.thresholds import limit, severity_for
+from autotune.report.rundata import RunData, study_batch_param
+
+REDUCED = ("bf16", "fp16")
+FULL = ("fp32", "tf32")
+
+
+def _precision(trial: Mapping[str, Any]) -> str | None:
+    """The precision a trial trained in: its tuned parameter, else what its script read."""
+    value = (trial.get("params") or {}).get("precision") or (trial.get("params_used") or {}).get("precision")
+    return value if isinstance(value, str) else None
+
+
+def _label(params: Mapping[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in params.items()) or "the script's own defaults"
+
+
+def _how_to_apply(name: str, value: Any, space: Mapping[str, Any]) -> str:
+    """How a parameter reaches the script: its ``arg`` or ``env`` template, else the knob in code."""
+    table = space.get(name) or {}
+    if table.get("arg"):
+        return str(table["arg"]).replace("{value}", str(value))
+    if table.get("env"):
+        return f"{table['env']}={value}"
+    if name in ("precision", "layout", "activation_checkpointing", "compile", "reshard_after_forward"):
+        return f"autotune.prepare(..., {name}={value!r})"
+    if name in ("micro_batch", "grad_accum", "global_batch"):
+        return f"autotune.batch_plan(..., {name}={value!r})"
+    return f"autotune.param({name!r}, {value!r}) (or AUTOTUNE_PARAM_{name.upper()}={json.dumps(value)})"
+
+
+def apply_tuned(run: RunData) -> Recommendation | None:
+    """The best trial beat the baseline by more than the measurement noise: apply its parameters."""
+    if run.kind != "tune":
+        return None
+    best, base = run.summary.get("best"), run.summary.get("baseline")
+    if not isinstance(best, dict) or not isinstance(base, dict) or best.get("id") == base.get("id"):
+        return None
+    speedup = best.get("speedup_vs_baseline")
+    if not isinstance(speedup, int | float) or speedup <= limit("apply_tuned.speedup"):
+        return None
+    params = dict(best.get("params") or {})
+    evidence = [
+        f"trial {best.get('id')} ({_label(params)}) measured {best.get('throughput') or 0:,.1f} samples/s "
+        "against "
+        f"the baseline's {base.get('throughput') or 0:,.1f} ({speedup:.2f}x)",
+        f"peak memory {gib(best.get('peak_memory_bytes'))} against the baseline's "
+        f"{gib(base.get('peak_memory_bytes'))}",
+    ]
+    saving = best.get("cost_saving_vs_baseline")
+    if isinstance(saving, int | float):
+        evidence.append(f"{100 * saving:.1f}% cheaper per sample at the study's price")
+    counts = run.summary.get("status_counts") or {}
+    evidence.append(
+        f"{run.summary.get('trials_run', len(run.trials))} trials ran ("
+        + ", ".join(f"{n} {s}" for s, n in counts.items())
+        + f"); objective {run.summary.get('metric')}"
+    )
+    space = run.summary.get("space") or {}
+    actions = [f"run with {', '.join(_how_to_apply(k, v, space) for k, v in params.items())}"]
+    if any(_precision(best) == p for p in REDUCED):
+        actions.append(
+            "the study checked the loss of this precision against the fp32 baseline (see precision)"
+        )
+    return Recommendation(
+        "apply_tuned",
+        severity_for(speedup),
+        f"Apply the tuned configuration: {speedup:.2f}x the baseline's throughput",
+        tuple(evidence),
+        tuple(actions),
+        float(speedup),
+        measured=True,
+        params=params,
+    )
+
+
+def _settings(trial: Mapping[str, Any], names: list[str]) -> dict[str, Any]:
+    """What ``trial`` ran for each tuned parameter but precision: its value, else what its script read."""
+    params, used = trial.get("params") or {}, trial.get("params_used") or {}
+    return {n: params[n] if n in params else used.get(n) for n in names if n != "precision"}
+
+
+def _twin(trial: Mapping[str, Any], run: RunData) -> dict[str, Any] | None:
+    """The ok fp32/tf32 trial that ran the same settings as ``trial`` but its precision, if any."""
+    names = sorted({*(run.summary.get("space") or {}), *(trial.get("params") or {})})
+    mine = _settings(trial, names)
+    for other in run.trials:
+        if (
+            other.get("status") == "ok"
+            and (_precision(other) or "fp32") in FULL
+            and _settings(other, names) == mine
+        ):
+            return other
+    return None
+
+
+def precision_study(run: RunData) -> Recommendation | None:
+    """What the study's bf16/fp16 trials say: diverged ones against, ok ones (loss checked) for.
+
+    An ok trial passed the tuner's loss check when the baseline ran in fp32/tf32 (the check
+    compares each reduced-precision trial's loss path with the baseline's). Its speed is compared
+    with the fp32/tf32 trial of the same other parameters, when the study ran one.
+    """
+    if run.kind != "tune":
+        return None
+    trials = [t for t in run.trials if _precision(t) in REDUCED and t.get("status") in ("ok", "diverged")]
+    if not trials:
+        return None
+    base = run.summary.get("baseline") or {}
+    stored = run.summary.get("loss_tolerance")  # the study's --loss-tolerance (a fraction)
+    tolerance_pct = stored * 100 if isinstance(stored, int | float) else limit("precision_study.tolerance")
+    if tolerance_pct == 0:
+        check = "ran ok (the study's loss check was off: --loss-tolerance 0)"
+    elif _precision(base) in FULL:
+        check = f"kept its loss within {tolerance_pct:g}% of the {_precision(base)} baseline's"
+    else:
+        check = "ran ok (no loss check: the baseline is not fp32/tf32)"
+    evidence, faster, slower = [], 0, 0
+    for t in trials:
+        what = f"trial {t.get('id')} ({_label(t.get('params') or {})}, {_precision(t)})"
+        if t.get("status") == "diverged":
+            evidence.append(f"{what} diverged: {t.get('error')}")
+            continue
+        twin, rate = _twin(t, run), t.get("throughput") or 0.0
+        line = f"{what} {check}: {rate:,.1f} samples/s"
+        if twin is not None and twin.get("throughput"):
+            ratio = rate / twin["throughput"]
+            faster, slower = faster + (ratio > 1), slower + (ratio <= 1)
+            line += f", {ratio:.2f}x trial {twin.get('id')} in {_precision(twin) or 'fp32'}"
+        evidence.append(line)
+    diverged = sum(t.get("status") == "diverged" for t in trials)
+    ok = len(trials) - diverged
+    prec = next((_precision(t) for t in trials if t.get("status") == "ok"), "bf16")
+    if diverged:
+        title = f"Reduced precision diverged in {diverged} of {len(trials)} trial(s)"
+        actions: tuple[str, ...] = (
+            "keep fp32/tf32 for this model, or stabilise reduced precision: bf16 rather than fp16, a "
+            "GradScaler with fp16 (autotune.prepare adds it), the loss in fp32, a lower learning rate",
+        )
+    elif slower and not faster:
+        title = f"{prec} trains like fp32 here but runs slower"
+        actions = (f"keep fp32/tf32 on this device: its {prec} kernels are slower than its fp32 ones",)
+    elif faster:
+        title = f"Reduced precision trained like fp32 in {ok} trial(s), and faster"
+        actions = (f"train in {prec}: autotune.prepare(model, optimizer, precision='{prec}')",)
+    else:
+        title = f"Reduced precision trained like fp32 in {ok} trial(s)"
+        actions = (
+            f"{prec} is safe for this model's loss; no trial ran the same settings in fp32, so compare the "
+            "study's best trial, or tune precision alone at the best settings",
+        )
+    return Recommendation("precision_study", "medium" if diverged else "low", title, tuple(evidence), actions)
+
+
+def oom_boundary(run: RunData) -> Recommendation | None:
+    """Trials that ran out of memory: the largest batch that fit next to the smallest that did not."""
+    if run.kind != "tune":
+        return None
+    ooms = [t for t in run.trials if t.get("status") == "oom"]
+    if len(ooms) <= limit("oom_boundary.trials"):
+        return None
+    batch = study_batch_param(run.summary)
+    evidence = []
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for t in run.trials:
+        params = dict(t.get("params") or {})
+        if batch is None or batch not in params:
+            continue
+        key = _label({k: v for k, v in params.items() if k != batch})
+        groups.setdefault(key, []).append(t)
+    fits = []
+    for key, rows in groups.items():
+        bad = [t["params"][batch] for t in rows if t.get("status") == "oom"]
+        if not bad:
+            continue
+        good = [t for t in rows if t.get("status") == "ok" and t["params"][batch] < min(bad)]
+        largest = max(good, key=lambda t: t["params"][batch], default=None)
+        where = "" if key == "the script's own defaults" else f" with {key}"
+        if largest is None:
+            evidence.append(f"{batch} {min(bad)} ran out of memory{where}; no smaller one ran ok")
+        else:
+            fits.append(f"{batch} ≤ {largest['params'][batch]}{where}")
+            evidence.append(
+                f"{batch} {largest['params'][batch]} fit{where} (peak "
+                f"{gib(largest.get('peak_memory_bytes'))}); {min(bad)} ran out of memory"
+            )
+    for t in ooms:
+        if batch is None or batch not in (t.get("params") or {}):
+            evidence.append(
+                f"trial {t.get('id')} ({_label(t.get('params') or {})}) ran out of memory: {t.get('error')}"
+            )
+    budget = run.summary.get("memory_budget_bytes")
+    if budget:
+        evidence.append(
+            f"the study's memory budget: {gib(budget)} (a trial above it counts as out of memory)"
+        )
+    actions = [f"keep {', '.join(fits)}"] if fits else []
+    actions.append(
+        "for a larger batch: activation checkpointing, FSDP, bf16 (autotune.prepare), gradient accumulation"
+    )
+    return Recommendation(
+        "oom_boundary", "low", f"Out of memory in {len(ooms)} trial(s)", tuple(evidence), tuple(actions)
+    )

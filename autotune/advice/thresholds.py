@@ -1,0 +1,273 @@
+"""Every threshold the advice rules use, in one table, each with where its figure comes from.
+
+Public rule sets the figures are taken from (checked against their source text):
+
+- torch-tb-profiler, ``pytorch/kineto`` ``tb_plugin/torch_tb_profiler/profiler/data.py``
+  (``RunProfileData.analyze``): DataLoader share > 5% ("set num_workers"), communication share >
+  10%, GPU utilization (kernel-busy time over the step) < 50% ("increase batch size"), peak memory >
+  90% of device memory, tensor-core-eligible work with no tensor-core kernel on compute
+  capability ≥ 7.0 ("enable Automatic Mixed Precision").
+- Amazon SageMaker Debugger profiler rules, ``awslabs/sagemaker-debugger-rulesconfig``
+  ``smdebug_rulesconfig/profiler_rules/rules.py``: LowGPUUtilization (``threshold_p95=70``,
+  ``threshold_p5=10``), StepOutlier (``stddev=3``), GPUMemoryIncrease (``increase=5`` %),
+  BatchSize (``gpu_memory_threshold_p95=70``), LoadBalancing (``threshold=0.5``).
+- Holistic Trace Analysis (HTA), ``facebookresearch/HolisticTraceAnalysis``
+  ``docs/source/features/cuda_kernel_launch_stats.rst``: "the launch time on the CPU side is
+  between 5-20 microseconds"; a kernel shorter than its launch is a short kernel.
+
+Where a figure is this project's own choice, the source says "this project" and why. Besides the
+firing thresholds, the ``MIN_*`` constants say how much data a rule needs before it is evaluated
+at all (a rule without them lands in the report's "not checked" list).
+"""
+
+from __future__ import annotations
+
+from autotune.advice.records import Threshold
+
+_TB = (
+    "torch-tb-profiler (pytorch/kineto tb_plugin/torch_tb_profiler/profiler/data.py, RunProfileData.analyze)"
+)
+_SM = (
+    "Amazon SageMaker Debugger "
+    "(awslabs/sagemaker-debugger-rulesconfig smdebug_rulesconfig/profiler_rules/rules.py)"
+)
+_HTA = (
+    "Holistic Trace Analysis (facebookresearch/HolisticTraceAnalysis "
+    "docs/source/features/cuda_kernel_launch_stats.rst)"
+)
+
+#: Threshold key ("rule.condition") -> threshold. Keys are what the rules look figures up by.
+BY_KEY: dict[str, Threshold] = {
+    "input_bound.data_share": Threshold(
+        "input_bound",
+        "Input-bound",
+        "data-wait share of the measured step time",
+        ">",
+        5.0,
+        "%",
+        f"{_TB}: dataloader_ratio > 0.05 recommends DataLoader num_workers",
+    ),
+    "input_bound.data_wait": Threshold(
+        "input_bound",
+        "Input-bound",
+        "median data wait per step",
+        ">",
+        0.2,
+        "ms",
+        "this project: a DataLoader hands a ready batch over in about 0.1 ms (measured on this project's "
+        "2-core CI machine: 0.1 ms single-process, 0.9 ms from 2 worker processes, a batch of 8×64 floats), "
+        "so a shorter wait is not one that loader settings can remove",
+    ),
+    "low_gpu_util.p95": Threshold(
+        "low_gpu_util",
+        "Low GPU utilization",
+        "95th percentile of NVML GPU utilization",
+        "<",
+        70.0,
+        "%",
+        f"{_SM}: LowGPUUtilization threshold_p95=70",
+    ),
+    "gpu_util_swings.p5": Threshold(
+        "gpu_util_swings",
+        "GPU utilization swings",
+        "5th percentile of NVML GPU utilization (p95 ≥ 70%)",
+        "<",
+        10.0,
+        "%",
+        f"{_SM}: LowGPUUtilization threshold_p5=10 (fluctuation when p95 is above threshold_p95)",
+    ),
+    "host_bound.kernel_median": Threshold(
+        "host_bound",
+        "Host-bound (launch overhead)",
+        "median GPU kernel duration",
+        "<",
+        10.0,
+        "µs",
+        f"{_HTA}: CPU-side launches take 5-20 µs, so kernels shorter than ~10 µs finish before the next "
+        "launch is issued",
+    ),
+    "host_bound.gpu_busy": Threshold(
+        "host_bound",
+        "Host-bound (launch overhead)",
+        "GPU kernel-busy share of the profiled window",
+        "<",
+        50.0,
+        "%",
+        f"{_TB}: gpu_utilization < 0.5 (kernel-busy time over step time) recommends a larger batch",
+    ),
+    "host_bound.cpu_ops": Threshold(
+        "host_bound",
+        "Host-bound (launch overhead)",
+        "self CPU time of ops over the profiled window (GPU busy < 50%)",
+        ">",
+        90.0,
+        "%",
+        "this project: the host thread is busy issuing ops nearly all the time while the GPU waits",
+    ),
+    "precision_fp32.peak_ratio": Threshold(
+        "precision_fp32",
+        "fp32 on tensor-core GPU",
+        "the GPU's reduced-precision peak over its fp32 peak",
+        ">",
+        1.0,
+        "x",
+        f"{_TB}: AMP recommendation on compute capability ≥ 7.0 (Volta and newer: tensor cores); peaks from "
+        "profilers/flops.py (NVIDIA datasheets)",
+    ),
+    "precision_no_tensor_cores.share": Threshold(
+        "precision_no_tensor_cores",
+        "Reduced precision without tensor cores",
+        "tensor-core kernels' share of GPU kernel time in bf16/fp16",
+        "<",
+        1.0,
+        "%",
+        f"{_TB}: tc_used_ratio == 0 (no tensor-core kernel); this project allows 1% so one stray kernel "
+        "does not hide it",
+    ),
+    "memory_high.peak": Threshold(
+        "memory_high",
+        "Memory nearly full",
+        "peak device memory in use over device memory",
+        ">",
+        90.0,
+        "%",
+        f"{_TB}: peak_mem > total_mem * 0.9",
+    ),
+    "memory_low.peak": Threshold(
+        "memory_low",
+        "Memory mostly unused",
+        "peak allocated device memory over device memory",
+        "<",
+        50.0,
+        "%",
+        f"this project: half the device is left for a larger micro-batch; {_SM} BatchSize flags "
+        "gpu_memory_threshold_p95=70 together with low utilization",
+    ),
+    "comm_bound.share": Threshold(
+        "comm_bound",
+        "Communication-bound",
+        "collective time over the profiled window",
+        ">",
+        10.0,
+        "%",
+        f"{_TB}: communication_ratio > 0.1",
+    ),
+    "straggler.ratio": Threshold(
+        "straggler",
+        "Straggling rank",
+        "slowest rank's own step time over the fastest rank's",
+        ">",
+        1.2,
+        "x",
+        f"this project: the public rule sets compare ranks differently ({_SM} LoadBalancing: utilization "
+        "histograms at distance 0.5); 1.2x keeps a busy CPU machine's jitter out",
+    ),
+    "step_outliers.sigma": Threshold(
+        "step_outliers",
+        "Step-time outliers",
+        "measured step time above the median, in robust σ",
+        ">",
+        3.0,
+        "σ",
+        f"{_SM}: StepOutlier stddev=3 (σ here is 1.4826 × the median absolute deviation)",
+    ),
+    "step_outliers.excess": Threshold(
+        "step_outliers",
+        "Step-time outliers",
+        "outlier steps' time above the median, over measured time",
+        ">",
+        5.0,
+        "%",
+        f"this project: {_SM} StepOutlier fires past n_outliers=10 on hundreds of steps; a profile has tens, "
+        "so the rule asks instead that the outliers cost more than 5% of the run",
+    ),
+    "memory_growth.growth": Threshold(
+        "memory_growth",
+        "Memory growth (leak)",
+        "growth over the measured steps of the memory at the first (line through the peaks of 8 slices)",
+        ">",
+        5.0,
+        "%",
+        f"{_SM}: GPUMemoryIncrease increase=5 (%; there of device memory between moving averages)",
+    ),
+    "memory_growth.steady": Threshold(
+        "memory_growth",
+        "Memory growth (leak)",
+        "slope over the second half of the steps over the whole slope",
+        ">",
+        50.0,
+        "%",
+        "this project: a leak keeps growing; a warm-up allocation grows once and then stays flat",
+    ),
+    "throttling.share": Threshold(
+        "throttling",
+        "Power or thermal throttling",
+        "GPU samples with a power or thermal clocks-event reason",
+        ">",
+        10.0,
+        "%",
+        "this project: NVML reports the reasons per reading; rarer than 1 in 10 is a transient",
+    ),
+    "apply_tuned.speedup": Threshold(
+        "apply_tuned",
+        "Apply the tuned configuration",
+        "best trial's throughput over the baseline's",
+        ">",
+        1.05,
+        "x",
+        "this project: trials are measured to ±5% (autotune tune --stable-within 0.05)",
+    ),
+    "precision_study.tolerance": Threshold(
+        "precision_study",
+        "Precision evidence from the study",
+        "loss drift of a bf16/fp16 trial from the fp32 baseline",
+        ">",
+        10.0,
+        "%",
+        "this project: autotune tune --loss-tolerance 0.1 marks such a trial diverged",
+    ),
+    "oom_boundary.trials": Threshold(
+        "oom_boundary",
+        "Out-of-memory boundary",
+        "trials that ran out of memory",
+        ">",
+        0.0,
+        "trials",
+        "this project: any out-of-memory trial bounds the batch",
+    ),
+}
+
+#: The rules table, in report order.
+THRESHOLDS: tuple[Threshold, ...] = tuple(BY_KEY.values())
+
+#: Measured steps a step-time rule needs (outliers, stragglers per rank).
+MIN_STEPS = 8
+#: Memory readings during the measured steps the memory-growth rule needs.
+MIN_MEMORY_SAMPLES = 6
+#: GPU readings during the measured steps the utilization and throttling rules need.
+MIN_GPU_SAMPLES = 5
+
+
+def thresholds_for(rule: str) -> tuple[Threshold, ...]:
+    """The thresholds of one rule id, in table order (empty for an unknown id)."""
+    return tuple(t for t in THRESHOLDS if t.rule == rule)
+
+
+def limit(key: str) -> float:
+    """The value of the threshold ``key`` ("rule.condition"); KeyError for an unknown key."""
+    return BY_KEY[key].value
+
+
+#: Expected speedup (an upper bound, or measured) from which a recommendation is "high" or
+#: "medium" severity; below both it is "low". This project: 30% more throughput is worth acting on
+#: first, 10% is worth a look, less is within what other changes move.
+SEVERITY_SPEEDUP: dict[str, float] = {"high": 1.3, "medium": 1.1}
+
+
+def severity_for(speedup: float | None) -> str:
+    """Severity of a recommendation that expects ``speedup`` (None: no estimate, "low")."""
+    if speedup is not None and speedup >= SEVERITY_SPEEDUP["high"]:
+        return "high"
+    if speedup is not None and speedup >= SEVERITY_SPEEDUP["medium"]:
+        return "medium"
+    return "low"

@@ -1,0 +1,1 @@
+"""Cost: prices per GPU-hour and what a run's throughput costs."""

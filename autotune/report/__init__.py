@@ -1,0 +1,1 @@
+"""Reports of a run directory: typed section data first, then HTML, Markdown and JSON."""

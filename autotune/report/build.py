@@ -1,0 +1,448 @@
+"""Build a :class:`Report`'s sections from a loaded run (data first; renderers draw them)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from autotune.advice.facts import step_outliers
+from autotune.report.rundata import RunData, study_batch_param
+from autotune.report.sections import (
+    AdviceSection,
+    ConvergenceSection,
+    CostSection,
+    EnvironmentSection,
+    GpuTimeline,
+    HostTimeline,
+    Overview,
+    ParetoPoint,
+    ParetoSection,
+    Report,
+    StepSection,
+    SweepPoint,
+    SweepSection,
+    SweepSeries,
+    TimelineSection,
+    TrialRow,
+    TrialSection,
+)
+from profilers.records import PHASES, DeviceSample, StepRecord
+
+#: Most points a series keeps for drawing (a 100k-step run is drawn from this many).
+MAX_POINTS = 2000
+
+
+def build_report(
+    run: RunData,
+    advice: AdviceSection,
+    cost: CostSection | None = None,
+    cost_missing: str | None = None,
+    now: dt.datetime | None = None,
+) -> Report:
+    """Every section of ``run``'s report; sections that do not apply are explained in ``missing``."""
+    missing: dict[str, str] = {}
+    profile = run.profile if run.kind == "tune" else run
+    notes = list(run.notes)
+    if run.kind == "tune" and profile is not None:
+        chosen = run.summary.get("best") or run.summary.get("baseline") or {}
+        which = "the best" if run.summary.get("best") else "the baseline"
+        notes.append(f"step time and timelines are those of trial {chosen.get('id')} ({which})")
+    if cost is None:
+        missing["cost"] = cost_missing or "no price per GPU-hour is known for this device"
+    steps = timelines = host = None
+    if profile is None:
+        why = "the study has no readable trial run to show" if run.kind == "tune" else "no run data"
+        missing.update(steps=why, timelines=why, host=why)
+    else:
+        steps = step_section(profile)
+        if steps is None:
+            missing["steps"] = "the run recorded no steps"
+        timelines = timeline_section(profile.samples)
+        if timelines is None:
+            missing["timelines"] = _no_gpu_reason(profile)
+        host = host_timeline(profile.samples, profile.devices)
+        if host is None:
+            missing["host"] = "no host samples were recorded (sampling was off)"
+    sweep = convergence = pareto = trials = None
+    if run.kind == "tune":
+        sweep = sweep_section(run)
+        if sweep is None:
+            missing["sweep"] = "the study did not vary a batch parameter over finished trials"
+        convergence = convergence_section(run)
+        price = cost.price_per_gpu_hour if cost is not None else run.summary.get("price_per_gpu_hour")
+        pareto = pareto_section(run, price)
+        if pareto is None:
+            missing["pareto"] = (
+                "no price per GPU-hour is known, so trials have no cost"
+                if not price
+                else "fewer than two trials finished ok"
+            )
+        trials = trial_section(run)
+    else:
+        reason = "this is a profile run, not a tuning study (run `autotune tune` for these)"
+        missing.update(sweep=reason, convergence=reason, pareto=reason, trials=reason)
+    overview = overview_section(run, tuple(notes))
+    when = (now or dt.datetime.now(dt.UTC)).replace(microsecond=0)
+    return Report(
+        title=f"gpu-autotune report: {run.name}",
+        generated_at=when.isoformat(),
+        overview=overview,
+        advice=advice,
+        environment=environment_section(run),
+        cost=cost,
+        steps=steps,
+        timelines=timelines,
+        host=host,
+        sweep=sweep,
+        convergence=convergence,
+        pareto=pareto,
+        trials=trials,
+        missing=missing,
+    )
+
+
+def downsample(n: int, max_points: int = MAX_POINTS) -> list[int]:
+    """Evenly spaced indices into ``n`` items, at most ``max_points``, first and last kept."""
+    if n <= max_points:
+        return list(range(n))
+    stride = (n - 1) / (max_points - 1)
+    return sorted({round(i * stride) for i in range(max_points)})
+
+
+def _device_label(summary: dict[str, Any]) -> str | None:
+    device = summary.get("device")
+    if not isinstance(device, dict):
+        return None
+    name = device.get("name") or device.get("kind")
+    count = device.get("count") or 1
+    kind = device.get("kind")
+    label = f"{kind} ({name})" if kind == "cpu" and name != kind else str(name)
+    return f"{label} × {count}" if count and count > 1 else label
+
+
+def _get(mapping: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(mapping, dict):
+            return None
+        mapping = mapping.get(key)
+    return mapping
+
+
+def overview_section(run: RunData, notes: tuple[str, ...]) -> Overview:
+    """The headline figures: the run's own, or a study's best trial against its baseline."""
+    s = run.summary
+    if run.kind == "tune":
+        best = s.get("best") or {}
+        profile_summary = run.profile.summary if run.profile else {}
+        return Overview(
+            name=run.name,
+            kind="tune",
+            run_dir=str(run.run_dir),
+            finished=run.finished,
+            step_time_median_s=best.get("step_time_s"),
+            samples_per_s=best.get("throughput"),
+            tokens_per_s=best.get("tokens_per_s"),
+            peak_memory_bytes=best.get("peak_memory_bytes"),
+            precision=profile_summary.get("precision"),
+            device=_device_label(profile_summary),
+            world_size=int(best.get("world_size") or 1),
+            mfu=profile_summary.get("mfu"),
+            best_params=dict(best.get("params") or {}) if best else None,
+            speedup_vs_baseline=best.get("speedup_vs_baseline"),
+            notes=notes,
+        )
+    ranks = s.get("ranks") or []
+    return Overview(
+        name=run.name,
+        kind="profile",
+        run_dir=str(run.run_dir),
+        finished=run.finished,
+        step_time_median_s=_get(s, "step_time_s", "median"),
+        samples_per_s=_get(s, "throughput", "samples_per_s"),
+        tokens_per_s=_get(s, "throughput", "tokens_per_s"),
+        peak_memory_bytes=s.get("peak_memory_bytes"),
+        precision=s.get("precision"),
+        device=_device_label(s),
+        world_size=max(len(ranks), int(_get(s, "device", "count") or 1)),
+        mfu=s.get("mfu"),
+        notes=notes,
+    )
+
+
+def _measured(steps: Sequence[StepRecord]) -> list[StepRecord]:
+    chosen = [st for st in steps if st.kind == "measured"]
+    return chosen or [st for st in steps if st.kind != "warmup"] or list(steps)
+
+
+def step_section(run: RunData) -> StepSection | None:
+    """Phase shares and medians, and rank 0's step time over the run."""
+    if not run.steps:
+        return None
+    rank0 = [st for st in run.steps if st.rank == 0] or list(run.steps)
+    chosen = _measured(rank0)
+    durations = sorted(st.duration_ns / 1e9 for st in chosen)
+    total_ns = sum(st.duration_ns for st in chosen)
+    fractions: dict[str, float] = {}
+    medians: dict[str, float] = {}
+    for phase in PHASES:
+        values = sorted(st.phase_ns()[phase] / 1e9 for st in chosen)
+        medians[phase] = statistics.median(values)
+        fractions[phase] = sum(st.phase_ns()[phase] for st in chosen) / total_ns if total_ns else 0.0
+    keep = downsample(len(rank0))
+    outliers = step_outliers(run)  # the same steps the step_outliers rule judges
+    per_rank: dict[int, float] = {}
+    for rank in sorted({st.rank for st in run.steps}):
+        mine = _measured([st for st in run.steps if st.rank == rank])
+        per_rank[rank] = statistics.median(st.duration_ns / 1e9 for st in mine)
+    return StepSection(
+        phase_fractions=fractions,
+        phase_median_s=medians,
+        median_s=statistics.median(durations),
+        p10_s=_quantile(durations, 0.1),
+        p90_s=_quantile(durations, 0.9),
+        series_step=tuple(rank0[i].step for i in keep),
+        series_duration_s=tuple(rank0[i].duration_ns / 1e9 for i in keep),
+        series_kind=tuple(rank0[i].kind for i in keep),
+        outlier_steps=outliers.steps if outliers is not None else (),
+        per_rank_median_s=per_rank if len(per_rank) > 1 else {},
+    )
+
+
+def _quantile(sorted_values: Sequence[float], q: float) -> float:
+    pos = (len(sorted_values) - 1) * q
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def timeline_section(samples: Sequence[DeviceSample]) -> TimelineSection | None:
+    """Each GPU's samples, seconds from the first sample of the run, downsampled."""
+    gpu = [s for s in samples if s.kind == "gpu"]
+    if not gpu:
+        return None
+    t0 = min(s.t_ns for s in samples)
+    out = []
+    for index in sorted({s.device_index for s in gpu}):
+        rows = sorted((s for s in gpu if s.device_index == index), key=lambda s: s.t_ns)
+        rows = [rows[i] for i in downsample(len(rows))]
+        out.append(
+            GpuTimeline(
+                index=index,
+                name=None,
+                t_s=tuple((s.t_ns - t0) / 1e9 for s in rows),
+                util_pct=tuple(s.gpu_util_pct for s in rows),
+                mem_used_bytes=tuple(
+                    None if s.mem_used_bytes is None else float(s.mem_used_bytes) for s in rows
+                ),
+                mem_total_bytes=next((s.mem_total_bytes for s in rows if s.mem_total_bytes), None),
+                power_w=tuple(None if s.power_mw is None else s.power_mw / 1000 for s in rows),
+                sm_clock_mhz=tuple(None if s.sm_clock_mhz is None else float(s.sm_clock_mhz) for s in rows),
+            )
+        )
+    return TimelineSection(gpus=tuple(out))
+
+
+def host_timeline(samples: Sequence[DeviceSample], devices: Sequence[dict[str, Any]]) -> HostTimeline | None:
+    """The host's CPU utilisation and rank 0's resident memory over the run."""
+    rows = sorted((s for s in samples if s.kind == "host"), key=lambda s: s.t_ns)
+    if not rows:
+        return None
+    t0 = min(s.t_ns for s in samples)
+    rows = [rows[i] for i in downsample(len(rows))]
+    total = next((s.host_mem_total_bytes for s in rows if s.host_mem_total_bytes), None)
+    if total is None:
+        total = next((d.get("mem_total_bytes") for d in devices if d.get("kind") == "host"), None)
+    return HostTimeline(
+        t_s=tuple((s.t_ns - t0) / 1e9 for s in rows),
+        cpu_util_pct=tuple(s.cpu_util_pct for s in rows),
+        rss_bytes=tuple(None if s.rss_bytes is None else float(s.rss_bytes) for s in rows),
+        mem_total_bytes=total,
+    )
+
+
+def _no_gpu_reason(run: RunData) -> str:
+    kind = _get(run.summary, "device", "kind")
+    if kind == "cpu":
+        return "this run trained on the CPU, so there are no GPU samples (the host timeline is below)"
+    return "no GPU samples were recorded (NVML was not available, or sampling was off)"
+
+
+def trial_params(trial: dict[str, Any]) -> dict[str, Any]:
+    """A trial's effective parameters: what it was given, else what its script reported reading."""
+    used = trial.get("params_used") or {}
+    return {**used, **(trial.get("params") or {})}
+
+
+def _label(params: dict[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in params.items()) or "the script's defaults"
+
+
+def sweep_section(run: RunData) -> SweepSection | None:
+    """Throughput and peak memory against the batch parameter, one series per other setting."""
+    name = study_batch_param(run.summary)
+    if name is None:
+        return None
+    space = run.summary.get("space") or {}
+    others = [k for k in space if k != name]
+    groups: dict[str, list[SweepPoint]] = {}
+    for trial in run.trials:
+        params = trial_params(trial)
+        batch = params.get(name)
+        if trial.get("status") == "skipped" or not isinstance(batch, int | float):
+            continue
+        label = " · ".join(str(params.get(k, "?")) for k in others) or "all"
+        groups.setdefault(label, []).append(
+            SweepPoint(
+                trial_id=int(trial["id"]),
+                batch=float(batch),
+                samples_per_s=trial.get("throughput"),
+                peak_memory_bytes=trial.get("peak_memory_bytes"),
+                status=str(trial.get("status")),
+            )
+        )
+    if not any(p.status == "ok" for points in groups.values() for p in points):
+        return None
+    series = tuple(
+        SweepSeries(label=label, points=tuple(sorted(points, key=lambda p: (p.batch, p.trial_id))))
+        for label, points in sorted(groups.items())
+    )
+    return SweepSection(
+        batch_param=name, series=series, memory_budget_bytes=run.summary.get("memory_budget_bytes")
+    )
+
+
+def convergence_section(run: RunData) -> ConvergenceSection:
+    """Each run trial's objective in id order, and the best so far."""
+    maximize = run.summary.get("direction", "maximize") == "maximize"
+    ids: list[int] = []
+    values: list[float | None] = []
+    best: list[float | None] = []
+    statuses: list[str] = []
+    current: float | None = None
+    for trial in sorted(run.trials, key=lambda t: int(t["id"])):
+        if trial.get("status") == "skipped":
+            continue
+        value = trial.get("objective") if trial.get("status") == "ok" else None
+        if not isinstance(value, int | float) or not math.isfinite(value):
+            value = None
+        if value is not None and (current is None or (value > current if maximize else value < current)):
+            current = float(value)
+        ids.append(int(trial["id"]))
+        values.append(None if value is None else float(value))
+        best.append(current)
+        statuses.append(str(trial.get("status")))
+    return ConvergenceSection(
+        metric=str(run.summary.get("metric", "samples_per_s")),
+        direction="maximize" if maximize else "minimize",
+        trial_ids=tuple(ids),
+        values=tuple(values),
+        best_so_far=tuple(best),
+        statuses=tuple(statuses),
+    )
+
+
+def pareto_section(run: RunData, price_per_gpu_hour: float | None) -> ParetoSection | None:
+    """Ok trials on throughput (more is better) against $ per million samples (less is better)."""
+    if not price_per_gpu_hour:
+        return None
+    points: list[tuple[dict[str, Any], float, float]] = []
+    for trial in run.trials:
+        rate = trial.get("throughput")
+        if trial.get("status") != "ok" or not rate:
+            continue
+        devices = int(trial.get("world_size") or 1)
+        usd = trial.get("usd_per_million_samples")
+        if usd is None:
+            usd = price_per_gpu_hour * devices / 3600 / rate * 1e6
+        points.append((trial, float(rate), float(usd)))
+    if len(points) < 2:
+        return None
+    out = []
+    for trial, rate, usd in points:
+        dominated = any(
+            r >= rate and u <= usd and (r > rate or u < usd) for other, r, u in points if other is not trial
+        )
+        out.append(
+            ParetoPoint(
+                trial_id=int(trial["id"]),
+                samples_per_s=rate,
+                usd_per_million_samples=usd,
+                on_front=not dominated,
+                label=_label(trial.get("params") or {}),
+            )
+        )
+    return ParetoSection(points=tuple(out), price_per_gpu_hour=float(price_per_gpu_hour))
+
+
+def trial_section(run: RunData) -> TrialSection:
+    """The trial table, in id order."""
+    best_id = _get(run.summary, "best", "id")
+    rows = tuple(
+        TrialRow(
+            trial_id=int(t["id"]),
+            baseline=bool(t.get("baseline")),
+            best=t.get("id") == best_id,
+            params=dict(t.get("params") or {}),
+            status=str(t.get("status")),
+            objective=t.get("objective"),
+            samples_per_s=t.get("throughput"),
+            peak_memory_bytes=t.get("peak_memory_bytes"),
+            step_time_s=t.get("step_time_s"),
+            world_size=t.get("world_size"),
+            duration_s=t.get("duration_s"),
+            stop_reason=t.get("stop_reason"),
+            error=t.get("error"),
+        )
+        for t in sorted(run.trials, key=lambda t: int(t["id"]))
+    )
+    return TrialSection(metric=str(run.summary.get("metric", "samples_per_s")), rows=rows)
+
+
+def environment_section(run: RunData) -> EnvironmentSection:
+    """Where and how the run was made."""
+    items: list[tuple[str, str]] = [("run directory", str(run.run_dir))]
+    s = run.summary
+    if run.kind == "tune":
+        items += [
+            ("command", " ".join(str(c) for c in s.get("command") or [])),
+            ("objective", f"{s.get('objective')} ({s.get('metric')}, {s.get('direction')})"),
+            ("searcher", f"{s.get('searcher')} (seed {s.get('seed')})"),
+            ("trials", f"{s.get('trials_run')} run of {s.get('n_trials')}"),
+        ]
+        if s.get("stopped"):
+            items.append(("stopped", str(s["stopped"])))
+    profile = run.profile if run.kind == "tune" else run
+    if profile is not None:
+        meta, ps = profile.meta, profile.summary
+        command = meta.get("command")
+        if run.kind != "tune" and command:
+            items.append(
+                ("command", " ".join(str(c) for c in command) if isinstance(command, list) else str(command))
+            )
+        started = meta.get("started_ns")
+        if isinstance(started, int):
+            when = dt.datetime.fromtimestamp(started / 1e9, dt.UTC).replace(microsecond=0)
+            items.append(("started", when.isoformat()))
+        for label, value in (
+            ("host", meta.get("host")),
+            ("python", meta.get("python")),
+            ("device", _device_label(ps)),
+            ("precision", ps.get("precision")),
+            ("ranks", meta.get("world_size")),
+            ("sampling backends", ", ".join(meta.get("backends") or []) or None),
+            ("step detection", ps.get("step_mode")),
+            ("stop reason", ps.get("stop_reason")),
+        ):
+            if value is not None:
+                items.append((label, str(value)))
+        for gpu in ps.get("gpu") or []:
+            total = gpu.get("mem_total_bytes")
+            memory = f", {total / 2**30:.0f} GiB" if total else ""
+            items.append((f"GPU {gpu.get('index')}", f"{gpu.get('name')}{memory}"))
+        for trace in ps.get("trace_files") or []:
+            items.append(("trace", str(Path(profile.run_dir) / str(trace))))
+    return EnvironmentSection(items=tuple(items))

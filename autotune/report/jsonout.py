@@ -1,0 +1,41 @@
+"""The JSON report: the same sections as the HTML and Markdown ones, for a CI pipeline."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from typing import Any
+
+from autotune.report.sections import SECTION_TITLES, Report
+
+#: Version of the JSON report's layout. Later versions add keys, never rename them.
+REPORT_SCHEMA = 1
+
+
+def _clean(value: Any) -> Any:
+    """JSON has no NaN or infinity: they become null; tuples become lists; keys become strings."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return value
+
+
+def report_dict(report: Report) -> dict[str, Any]:
+    """The report as plain JSON-ready data: ``schema``, ``title``, then every section (or null)."""
+    out: dict[str, Any] = {"schema": REPORT_SCHEMA, "kind": "report", "title": report.title}
+    out["generated_at"] = report.generated_at
+    for key in SECTION_TITLES:
+        section = getattr(report, key)
+        out[key] = None if section is None else dataclasses.asdict(section)
+    out["missing"] = dict(report.missing)
+    cleaned: dict[str, Any] = _clean(out)
+    return cleaned
+
+
+def render_json(report: Report) -> str:
+    """The report as a JSON document (strict: no NaN)."""
+    return json.dumps(report_dict(report), indent=2, allow_nan=False) + "\n"

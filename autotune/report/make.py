@@ -1,0 +1,118 @@
+"""From a run directory to a report: load, advise, price, build, render.
+
+The one place that ties the advice, the cost model and the section builders together; the CLI,
+the demo and the dashboard call :func:`make_report`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from autotune.report.rundata import RunData, load_run
+from autotune.report.sections import AdviceSection, CostSection, Report
+
+#: Report file names, next to the run's summary.json.
+REPORT_FILES: dict[str, str] = {"html": "report.html", "md": "report.md", "json": "report.json"}
+
+
+@dataclass(frozen=True)
+class CostOptions:
+    """How to price a run: an explicit price wins over the built-in table (or the user's TOML)."""
+
+    price_per_gpu_hour: float | None = None
+    provider: str | None = None
+    prices_file: Path | None = None
+    duty_cycle: float = 1.0
+    dataset_samples: int | None = None
+
+
+def make_report(run_dir: str | Path, cost: CostOptions | None = None) -> Report:
+    """Load ``run_dir`` and build its report (raises RunDirError, PriceTableError on bad input)."""
+    run = load_run(run_dir)
+    return report_of(run, cost or CostOptions())
+
+
+def report_of(run: RunData, options: CostOptions) -> Report:
+    """The report of a loaded run."""
+    from autotune.advice.advise import advise
+    from autotune.report.build import build_report
+
+    advice = advise(run)
+    section, why = price_run(run, options)
+    if section is not None:
+        advice = with_savings(advice, section)
+    return build_report(run, advice, cost=section, cost_missing=why)
+
+
+def _device_name(run: RunData) -> tuple[str | None, str | None]:
+    profile = run.profile if run.kind == "tune" else run
+    device = (profile.summary.get("device") if profile is not None else None) or {}
+    return device.get("kind"), device.get("name")
+
+
+def price_run(run: RunData, options: CostOptions) -> tuple[CostSection | None, str | None]:
+    """The cost section, or None with the sentence that says why there is none."""
+    from autotune.cost.model import cost_section, study_cost_section
+    from autotune.cost.prices import load_prices, resolve_price, unavailable_reason
+
+    kind, name = _device_name(run)
+    explicit = options.price_per_gpu_hour
+    if explicit is None and run.kind == "tune":
+        explicit = run.summary.get("price_per_gpu_hour")
+    table = load_prices(options.prices_file)
+    gpu_name = name if kind == "cuda" else None
+    quote = resolve_price(gpu_name, provider=options.provider, explicit=explicit, table=table)
+    if quote is None:
+        return None, unavailable_reason(gpu_name, options.provider, table)
+    if run.kind == "tune":
+        section = study_cost_section(run.summary, quote, options.duty_cycle, options.dataset_samples)
+        if section is None:
+            return None, "no trial of the study finished ok, so there is no throughput to price"
+    else:
+        section = cost_section(run.summary, quote, options.duty_cycle, options.dataset_samples)
+    if section.usd_per_million_samples is None and section.usd_per_million_tokens is None:
+        return None, "the run has no measured throughput to price"
+    return section, None
+
+
+def with_savings(advice: AdviceSection, cost: CostSection) -> AdviceSection:
+    """Each recommendation with an expected speedup gains its saving in % and $ a month."""
+    from autotune.cost.model import saving_from_speedup
+
+    recs = []
+    for rec in advice.recommendations:
+        if rec.speedup_estimate is not None and rec.speedup_estimate > 1 and rec.saving_pct is None:
+            pct, usd = saving_from_speedup(rec.speedup_estimate, cost.usd_per_month)
+            rec = dataclasses.replace(rec, saving_pct=pct, saving_usd_per_month=usd)
+        recs.append(rec)
+    return dataclasses.replace(advice, recommendations=tuple(recs))
+
+
+def render(report: Report, fmt: str) -> str:
+    """The report in ``fmt``: ``html``, ``md`` or ``json``."""
+    if fmt == "html":
+        from autotune.report.html import render_html
+
+        return render_html(report)
+    if fmt == "md":
+        from autotune.report.markdown import render_markdown
+
+        return render_markdown(report)
+    if fmt == "json":
+        from autotune.report.jsonout import render_json
+
+        return render_json(report)
+    raise ValueError(f"unknown report format {fmt!r}")
+
+
+def write_report(report: Report, fmt: str, path: Path) -> Path:
+    """Write the report atomically (a reader never sees half a file); returns the path."""
+    text = render(report, fmt)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,238 @@
+"""The report's data: one typed record per section, computed from a run, drawn afterwards.
+
+Every renderer (HTML, Markdown, JSON, the dashboard) draws these records and nothing else. A
+section that does not apply to the run (no GPU, no tuning study) is None in :class:`Report`, with
+the sentence that says why in ``Report.missing`` under the section's key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from autotune.advice.records import Recommendation, Threshold
+
+#: Section keys in report order, with their headings.
+SECTION_TITLES: dict[str, str] = {
+    "overview": "Overview",
+    "advice": "Recommendations",
+    "cost": "Cost",
+    "steps": "Step time",
+    "timelines": "GPU timelines",
+    "host": "Host timeline",
+    "sweep": "Throughput and memory against micro-batch",
+    "convergence": "Tuning convergence",
+    "pareto": "Throughput against cost",
+    "trials": "Trials",
+    "environment": "Environment",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Overview:
+    """The headline figures of the run (for a study: of its best trial against the baseline)."""
+
+    name: str
+    kind: str  # "profile" or "tune"
+    run_dir: str
+    finished: bool
+    step_time_median_s: float | None
+    samples_per_s: float | None
+    tokens_per_s: float | None
+    peak_memory_bytes: int | None
+    precision: str | None
+    device: str | None  # "NVIDIA H200 × 8", "cpu (AMD EPYC) × 2"
+    world_size: int
+    mfu: float | None  # 0-1
+    best_params: dict[str, object] | None = None  # study: the best configuration
+    speedup_vs_baseline: float | None = None  # study: best throughput / baseline throughput
+    notes: tuple[str, ...] = ()  # what was missing or rebuilt
+
+
+@dataclass(frozen=True, slots=True)
+class AdviceSection:
+    """The recommendations, most urgent first, and the thresholds of the rules that were checked."""
+
+    recommendations: tuple[Recommendation, ...]
+    rules_checked: tuple[Threshold, ...]
+    not_checked: tuple[str, ...] = ()  # rules that had no data here, each with why
+
+
+@dataclass(frozen=True, slots=True)
+class CostSection:
+    """What the run's throughput costs at a price per device-hour."""
+
+    price_per_gpu_hour: float  # USD per device-hour
+    price_source: str  # "--price-per-gpu-hour", or the table entry's provider, date and URL
+    devices: int  # devices billed (ranks)
+    usd_per_million_samples: float | None
+    usd_per_million_tokens: float | None
+    usd_per_epoch: float | None  # with a dataset size
+    dataset_samples: int | None
+    usd_per_month: float  # devices × price × hours in a month × duty cycle
+    duty_cycle: float  # 0-1
+    joules_per_sample: float | None  # from NVML's energy counter
+    # A study: the best configuration against the baseline.
+    baseline_usd_per_million_samples: float | None = None
+    saving_usd_per_million_samples: float | None = None
+    saving_pct: float | None = None  # 0-100
+    saving_usd_per_month: float | None = None  # same work at the same duty cycle
+
+
+@dataclass(frozen=True, slots=True)
+class StepSection:
+    """Where a step's time goes, and the step time over the run."""
+
+    phase_fractions: dict[str, float]  # phase -> share of the step time (0-1), PHASES order
+    phase_median_s: dict[str, float]  # phase -> median seconds per step
+    median_s: float
+    p10_s: float
+    p90_s: float
+    series_step: tuple[int, ...]  # rank 0's steps, downsampled for drawing
+    series_duration_s: tuple[float, ...]
+    series_kind: tuple[str, ...]  # "warmup", "measured"…
+    outlier_steps: tuple[int, ...] = ()  # steps beyond the outlier threshold
+    per_rank_median_s: dict[int, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuTimeline:
+    """One GPU's NVML samples over the run (seconds from the run's first sample)."""
+
+    index: int
+    name: str | None
+    t_s: tuple[float, ...]
+    util_pct: tuple[float | None, ...]
+    mem_used_bytes: tuple[float | None, ...]
+    mem_total_bytes: int | None
+    power_w: tuple[float | None, ...]
+    sm_clock_mhz: tuple[float | None, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineSection:
+    """Every sampled GPU's timeline."""
+
+    gpus: tuple[GpuTimeline, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class HostTimeline:
+    """The host's CPU utilisation and the process's resident memory over the run."""
+
+    t_s: tuple[float, ...]
+    cpu_util_pct: tuple[float | None, ...]
+    rss_bytes: tuple[float | None, ...]
+    mem_total_bytes: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class SweepPoint:
+    """One finished trial placed on the micro-batch axis."""
+
+    trial_id: int
+    batch: float  # the micro-batch (or the first batch-like parameter)
+    samples_per_s: float | None
+    peak_memory_bytes: int | None
+    status: str
+
+
+@dataclass(frozen=True, slots=True)
+class SweepSeries:
+    """The trials of one precision × layout (or one value of the other parameters)."""
+
+    label: str  # "bf16 · ddp"
+    points: tuple[SweepPoint, ...]  # sorted by batch
+
+
+@dataclass(frozen=True, slots=True)
+class SweepSection:
+    """Throughput and peak memory against the batch parameter, per series."""
+
+    batch_param: str
+    series: tuple[SweepSeries, ...]
+    memory_budget_bytes: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ConvergenceSection:
+    """The objective of each trial in order, and the best so far."""
+
+    metric: str  # "samples_per_s", "usd_per_million_samples"…
+    direction: str  # "maximize" or "minimize"
+    trial_ids: tuple[int, ...]
+    values: tuple[float | None, ...]  # None for a trial that did not finish ok
+    best_so_far: tuple[float | None, ...]
+    statuses: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ParetoPoint:
+    """One ok trial on the throughput × cost plane."""
+
+    trial_id: int
+    samples_per_s: float
+    usd_per_million_samples: float
+    on_front: bool
+    label: str  # its parameters, "micro_batch=8 precision=bf16"
+
+
+@dataclass(frozen=True, slots=True)
+class ParetoSection:
+    """Throughput against cost; the front holds the trials no other beats on both."""
+
+    points: tuple[ParetoPoint, ...]
+    price_per_gpu_hour: float
+
+
+@dataclass(frozen=True, slots=True)
+class TrialRow:
+    """One row of the trial table."""
+
+    trial_id: int
+    baseline: bool
+    best: bool
+    params: dict[str, object]
+    status: str
+    objective: float | None
+    samples_per_s: float | None
+    peak_memory_bytes: int | None
+    step_time_s: float | None
+    world_size: int | None
+    duration_s: float | None
+    stop_reason: str | None
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class TrialSection:
+    """Every trial of the study."""
+
+    metric: str
+    rows: tuple[TrialRow, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class EnvironmentSection:
+    """Where and how the run was made: label -> value, in display order."""
+
+    items: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class Report:
+    """Every section of one run's report; a None section is explained in ``missing``."""
+
+    title: str
+    generated_at: str  # ISO 8601, UTC
+    overview: Overview
+    advice: AdviceSection
+    environment: EnvironmentSection
+    cost: CostSection | None = None
+    steps: StepSection | None = None
+    timelines: TimelineSection | None = None
+    host: HostTimeline | None = None
+    sweep: SweepSection | None = None
+    convergence: ConvergenceSection | None = None
+    pareto: ParetoSection | None = None
+    trials: TrialSection | None = None
+    missing: dict[str, str] = field(default_factory=dict)  # section key -> why it is left out

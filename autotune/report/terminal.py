@@ -1,0 +1,77 @@
+"""The advice in the terminal, at the end of ``autotune profile``, ``tune``, ``demo`` and ``report``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+
+from autotune.advice.records import Recommendation
+from autotune.fmt import format_usd
+from autotune.report.sections import AdviceSection
+
+_COLOURS = {"high": "red", "medium": "yellow", "low": "cyan"}
+#: Evidence lines shown per recommendation in the terminal (the report has them all).
+EVIDENCE_LINES = 2
+
+
+def gain_text(rec: Recommendation) -> str:
+    """The expected gain in words: "up to 1.30× throughput · 23% cheaper · $1,234 a month"."""
+    parts = []
+    if rec.speedup_estimate is not None:
+        parts.append(f"{'measured' if rec.measured else 'up to'} {rec.speedup_estimate:.2f}× throughput")
+    if rec.saving_pct is not None:
+        parts.append(f"{rec.saving_pct:.0f}% cheaper")
+    if rec.saving_usd_per_month is not None:
+        parts.append(f"{format_usd(rec.saving_usd_per_month)} a month")
+    return " · ".join(parts)
+
+
+def print_advice(advice: AdviceSection, console: Console, report_path: Path | None = None) -> None:
+    """The recommendations, most urgent first: title, key evidence, first action, expected gain."""
+    if not advice.recommendations:
+        console.print(
+            f"Advice: no rule found anything to change ({len(advice.rules_checked)} rules checked)."
+        )
+    else:
+        console.print(f"[bold]Advice[/bold] ({len(advice.recommendations)} recommendations):")
+    for rec in advice.recommendations:
+        colour = _COLOURS.get(rec.severity, "white")
+        console.print(f"  [{colour}]{escape(rec.severity.upper())}[/{colour}] {escape(rec.title)}")
+        for line in rec.evidence[:EVIDENCE_LINES]:
+            console.print(f"      {escape(line)}")
+        if rec.actions:
+            console.print(f"      → {escape(rec.actions[0])}")
+        gain = gain_text(rec)
+        if gain:
+            console.print(f"      expected: {escape(gain)}")
+    if report_path is not None:
+        console.print(f"Report: {escape(str(report_path))}")
+
+
+def advise_at_end(
+    run_dir: Path | None, console: Console, write: tuple[str, ...] = (), cost: object = None
+) -> Path | None:
+    """After a profile, study or demo: print the advice and write the asked report formats.
+
+    Returns the path of the first report written. A fault here is reported in one line and never
+    changes the command's outcome (the run itself is already saved).
+    """
+    if run_dir is None:
+        return None
+    from autotune.report.make import REPORT_FILES, CostOptions, report_of, write_report
+    from autotune.report.rundata import load_run
+
+    try:
+        report = report_of(load_run(run_dir), cost if isinstance(cost, CostOptions) else CostOptions())
+        written = [write_report(report, fmt, Path(run_dir) / REPORT_FILES[fmt]) for fmt in write]
+    except Exception as exc:  # the advice must never fail the user's command
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        console.print(f"autotune: no advice for this run ({escape(first)})")
+        return None
+    path = written[0] if written else None
+    print_advice(report.advice, console, path)
+    if path is None:
+        console.print(f"Report: autotune report {escape(str(run_dir))}")
+    return path

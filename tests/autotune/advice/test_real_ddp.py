@@ -1,0 +1,92 @@
+"""Communication-bound and straggler rules on real 2-rank gloo DDP runs under torchrun (CPU).
+
+tests/scripts/advice_ddp.py: a 2048-wide MLP trained on 2 samples per rank is all gradient
+all-reduce (communication-bound); a 256-wide one where rank 1 sleeps 20 ms before each forward makes
+rank 1 a straggler that rank 0 waits for inside its backward pass.
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autotune.advice import facts, rules
+from autotune.advice.advise import advise
+from autotune.report.rundata import RunData, load_run
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "advice_ddp.py"
+SLEEP_MS = 20.0
+
+
+def torchrun(tmp: Path, *args: str) -> RunData:
+    run_dir = tmp / "run"
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        "2",
+        "--standalone",
+        "-m",
+        "autotune",
+        "profile",
+        "--quiet",
+        "--run-dir",
+        str(run_dir),
+        str(SCRIPT),
+        "--steps",
+        "24",
+        *args,
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp, timeout=240, check=False)
+    assert out.returncode == 0, out.stderr[-4000:]
+    return load_run(run_dir)
+
+
+@pytest.fixture(scope="module")
+def comm_run(tmp_path_factory: pytest.TempPathFactory) -> RunData:
+    return torchrun(tmp_path_factory.mktemp("comm"), "--hidden", "2048", "--batch-size", "2")
+
+
+@pytest.fixture(scope="module")
+def straggler_run(tmp_path_factory: pytest.TempPathFactory) -> RunData:
+    args = ["--hidden", "256", "--batch-size", "64", "--sleep-rank", "1", "--sleep-ms", str(SLEEP_MS)]
+    return torchrun(tmp_path_factory.mktemp("straggler"), *args)
+
+
+def test_a_wide_model_on_a_tiny_batch_is_communication_bound(comm_run):
+    window = comm_run.summary["profile_window"]
+    assert window["collective_source"] == "backend_ranges"  # gloo:all_reduce on gloo's worker thread
+    assert window["collective_calls"] >= window["steps"]  # at least one gradient all-reduce per step
+    rec = rules.comm_bound(comm_run)
+    assert rec is not None
+    share = window["collective_time_us"] / window["wall_us"]
+    assert f"take {100 * share:.1f}% of the profiled window" in rec.evidence[0]
+    assert share > 0.2
+    # the 2048-wide MLP's 17.4 MB of gradients cross between the processes in every step: its
+    # backward (where DDP waits for the all-reduce) is most of the step on both ranks
+    for r in facts.rank_times(comm_run):
+        assert r.phase_median_s["backward"] > 0.5 * r.step_median_s
+    assert rules.straggler(comm_run) is None  # both ranks do the same work
+
+
+def test_a_sleeping_rank_is_named_as_the_straggler(straggler_run):
+    rec = rules.straggler(straggler_run)
+    assert rec is not None and rec.title.startswith("Straggler: rank 1 ")
+    times = {r.rank: r for r in facts.rank_times(straggler_run)}
+    # rank 1's own work exceeds rank 0's by about the injected sleep; rank 0 waits that long
+    assert SLEEP_MS * 0.8 < 1e3 * (times[1].own_s - times[0].own_s) < SLEEP_MS * 1.8
+    assert SLEEP_MS * 0.7 < 1e3 * times[0].wait_s < SLEEP_MS * 1.8
+    assert "rank 1's data phase is " in rec.evidence[2]
+    excess_ms = float(rec.evidence[2].split(" phase is ")[1].split(" ms")[0])
+    assert SLEEP_MS <= excess_ms < SLEEP_MS * 1.5
+    advice = advise(straggler_run)
+    assert "straggler" in {r.rule for r in advice.recommendations}
+    comm = next((r for r in advice.recommendations if r.rule == "comm_bound"), None)
+    if comm is not None:  # what is left after the wait for rank 1 is taken out
+        assert any("waiting for slower ranks" in e for e in comm.evidence)

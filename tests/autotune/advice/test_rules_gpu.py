@@ -1,0 +1,227 @@
+"""Every profile rule on constructed H200 runs: one change that fires it, the healthy run that must not.
+
+The healthy run (``h200_run()``) fires nothing; each test changes the figure its rule reads to a
+realistic bad value and checks the evidence carries this run's numbers.
+"""
+
+import dataclasses
+import math
+import re
+
+import pytest
+
+from autotune.advice import rules
+from autotune.advice.advise import PROFILE_RULES
+from tests.autotune.advice.gpu_runs import GIB, GPU_IDLE, HW_THERMAL, SW_POWER_CAP, h200_run, healthy_window
+
+HEALTHY = h200_run()
+
+
+@pytest.mark.parametrize("rule", PROFILE_RULES, ids=lambda r: r.id)
+def test_the_healthy_h200_run_fires_nothing(rule):
+    assert rule.check(HEALTHY) is None
+
+
+def test_input_bound_fires_with_the_data_share_and_its_bound():
+    rec = rules.input_bound(h200_run(data_ms=lambda rank, step: 30.0))
+    measured = 32 * 120.0  # the ±1.5% wobble averages out
+    share = 32 * 30.0 / measured
+    assert rec.rule == "input_bound" and rec.severity == "high"
+    assert "25.0% of the measured step time: 30.0 ms of the 12" in rec.evidence[0]
+    assert rec.speedup_estimate == pytest.approx(1 / (1 - share), rel=0.01)
+    assert "worker processes" in rec.evidence[1]  # the window saw _MultiProcessingDataLoaderIter
+    assert any("non_blocking" in a for a in rec.actions)
+
+
+def test_input_bound_ignores_waits_no_loader_setting_removes():
+    # 15% of a 1 ms step, but only 0.15 ms: under the 0.2 ms hand-over floor
+    run = h200_run(step_ms=lambda rank, step: 1.0, data_ms=lambda rank, step: 0.15)
+    assert rules.input_bound(run) is None
+
+
+def test_low_gpu_util_fires_below_p95_70():
+    rec = rules.low_gpu_util(h200_run(util_pct=lambda t: 45 + 5 * math.sin(3 * t)))
+    assert rec.rule == "low_gpu_util"
+    assert "GPU 0 (NVIDIA H200): utilization p5 4" in rec.evidence[0]
+    assert "p95 50%" in rec.evidence[0] and "NVML readings during the measured steps" in rec.evidence[0]
+
+
+def test_gpu_util_swings_fire_when_p5_is_near_zero_and_p95_high():
+    run = h200_run(util_pct=lambda t: 2.0 if int(t * 10) % 3 == 0 else 99.0)
+    rec = rules.gpu_util_swings(run)
+    assert rec.rule == "gpu_util_swings" and "p5 2%" in rec.evidence[0] and "p95 99%" in rec.evidence[0]
+    assert rules.low_gpu_util(run) is None
+
+
+def test_host_bound_fires_on_many_short_kernels_while_the_gpu_idles():
+    window = healthy_window(kernel_median_us=6.2, kernel_mean_us=9.1, kernel_busy_us=3 * 37_500.0)
+    rec = rules.host_bound(h200_run(window=window))
+    busy = 37_500 / 121_000
+    assert rec.rule == "host_bound"
+    assert f"{100 * busy:.1f}% of the profiled window" in rec.evidence[0]
+    assert "1,400 kernels per step, median 6.2 µs" in rec.evidence[0]
+    assert rec.speedup_estimate == pytest.approx(1 / busy)
+
+
+def test_host_bound_fires_when_the_host_is_busy_all_the_time():
+    window = healthy_window(kernel_busy_us=3 * 50_000.0, cpu_op_self_us=3 * 118_000.0)
+    assert rules.host_bound(h200_run(window=window)) is not None
+
+
+def test_host_bound_needs_short_kernels_or_a_busy_host():
+    # the GPU idles 60%, but its kernels are long and the host is mostly idle too (waiting on data)
+    window = healthy_window(kernel_busy_us=3 * 48_000.0, cpu_op_self_us=3 * 40_000.0)
+    assert rules.host_bound(h200_run(window=window)) is None
+
+
+def test_fp32_on_an_h200_fires_with_the_datasheet_peaks():
+    rec = rules.precision_fp32(h200_run(precision="fp32", window=healthy_window(tensor_core_fraction=0.0)))
+    assert rec.rule == "precision_fp32" and rec.severity == "high"
+    assert "989.5 TFLOP/s in bf16 against 67 in fp32 (14.8x" in rec.evidence[0]
+    assert "0.0% of GPU kernel time ran in tensor-core kernels" in rec.evidence[-1]
+    assert any("precision='bf16'" in a for a in rec.actions)
+
+
+def test_fp32_rule_does_not_fire_in_bf16_or_on_an_unknown_gpu():
+    assert rules.precision_fp32(h200_run(precision="bf16")) is None
+    assert rules.precision_fp32(h200_run(precision="fp32", device_name="NVIDIA Future X1")) is None
+
+
+def test_reduced_precision_without_tensor_core_kernels_fires():
+    rec = rules.precision_no_tensor_cores(h200_run(window=healthy_window(tensor_core_fraction=0.002)))
+    assert rec.rule == "precision_no_tensor_cores" and "0.2% of GPU kernel time" in rec.evidence[0]
+    assert (
+        rules.precision_no_tensor_cores(
+            h200_run(precision="fp32", window=healthy_window(tensor_core_fraction=0.0))
+        )
+        is None
+    )
+
+
+def test_memory_high_fires_above_90_percent():
+    rec = rules.memory_high(h200_run(mem_used_bytes=lambda t: 137 * GIB))
+    assert rec.rule == "memory_high"
+    assert "held 137.0 GiB of 140.4 GiB at its peak (97.6%)" in rec.evidence[0]
+
+
+def test_memory_low_fires_below_half_allocated():
+    rec = rules.memory_low(h200_run(peak_allocated_bytes=21 * GIB))
+    assert rec.rule == "memory_low" and "21.0 GiB of GPU 0's 140.4 GiB (15.0%" in rec.evidence[0]
+    assert rules.memory_low(h200_run(peak_allocated_bytes=None)) is None  # unknown, not low
+
+
+def test_comm_bound_counts_exposed_collective_time_on_gpus():
+    window = healthy_window(
+        collective_calls=3 * 24,
+        collective_time_us=3 * 36_300.0,
+        collective_exposed_us=3 * 21_780.0,
+        collective_source="device_kernels",
+    )
+    rec = rules.comm_bound(h200_run(world=8, window=window))
+    assert rec.rule == "comm_bound"
+    assert "collectives (NCCL kernels) take 30.0% of the profiled window" in rec.evidence[0]
+    assert "18.0% of the window is collective time no compute kernel hides" in rec.evidence[1]
+    assert rec.speedup_estimate == pytest.approx(1 / (1 - 0.18))
+
+
+def test_well_overlapped_collectives_are_not_comm_bound():
+    window = healthy_window(
+        collective_calls=72,
+        collective_time_us=3 * 36_300.0,
+        collective_exposed_us=3 * 4_000.0,
+        collective_source="device_kernels",
+    )
+    assert rules.comm_bound(h200_run(world=8, window=window)) is None
+
+
+def _straggling(extra_ms: float):
+    # every rank's step takes 120 + extra ms (DDP couples them); rank 2 loads its data extra_ms longer,
+    # the others wait as long inside their backward pass
+    return h200_run(
+        world=4,
+        step_ms=lambda rank, step: 120.0 + extra_ms,
+        data_ms=lambda rank, step: 1.5 + (extra_ms if rank == 2 else 0.0),
+        backward_ms=lambda rank, step: 70.0 + (0.0 if rank == 2 else extra_ms),
+    )
+
+
+def test_straggler_names_the_slow_rank_and_its_phase():
+    rec = rules.straggler(_straggling(40.0))
+    assert rec.rule == "straggler"
+    assert rec.title == "Straggler: rank 2 works 1.3x longer than rank 0"
+    assert "rank 2 works 160.0 ms per step, the fastest rank (0) 120.0 ms (1.33x" in rec.evidence[0]
+    assert "rank 0 waits 40.0 ms per step in its backward pass" in rec.evidence[1]
+    assert "rank 2's data phase is 40.0 ms longer" in rec.evidence[2]
+    assert rec.speedup_estimate == pytest.approx(160 / 120)
+
+
+def test_small_rank_skew_is_not_a_straggler():
+    assert rules.straggler(_straggling(10.0)) is None  # 1.08x
+    assert rules.straggler(h200_run(world=4)) is None
+
+
+def test_comm_bound_leaves_out_the_wait_for_a_straggler():
+    window = healthy_window(
+        wall_us=3 * 160_000.0,
+        collective_calls=72,
+        collective_time_us=3 * 48_000.0,
+        collective_source="backend_ranges",
+    )
+    run = _straggling(40.0)
+    run = dataclasses.replace(run, summary={**run.summary, "profile_window": window})
+    assert rules.comm_bound(run) is None  # 40 ms of the 48 ms collective time is waiting for rank 2
+    alone = dataclasses.replace(h200_run(world=4), summary={**run.summary, "profile_window": window})
+    assert rules.comm_bound(alone) is not None  # the same 30% with no straggler
+
+
+def test_step_outliers_fire_with_the_slow_steps_and_their_cost():
+    slow = {15, 25, 35}
+    rec = rules.step_outliers(h200_run(step_ms=lambda rank, step: 1200.0 if step in slow else 120.0))
+    assert rec.rule == "step_outliers"
+    assert (
+        "3 of 32 measured steps" in rec.evidence[0]
+        and "15 (1200.0 ms), 25 (1200.0 ms), 35" in rec.evidence[0]
+    )
+    excess, total = 3 * 1.08, 29 * 0.12 + 3 * 1.2
+    assert f"{100 * excess / total:.1f}% of the measured time" in rec.evidence[1]
+    assert "they recur every 10 steps" in rec.evidence[2]
+    assert rec.speedup_estimate == pytest.approx(total / (total - excess))
+
+
+def test_a_cheap_outlier_is_not_worth_a_recommendation():
+    # one step twice as long costs 3% of the measured time
+    assert rules.step_outliers(h200_run(step_ms=lambda rank, step: 240.0 if step == 20 else 120.0)) is None
+
+
+def test_memory_growth_fires_on_a_steady_leak():
+    rec = rules.memory_growth(h200_run(mem_used_bytes=lambda t: 60 * GIB + t * 2 * GIB))
+    assert rec.rule == "memory_growth" and rec.severity == "high"
+    grows = re.match(
+        r"GPU 0 memory in use \(NVML\) grows ([\d.]+) MiB per step over 32 measured", rec.evidence[0]
+    )
+    assert float(grows.group(1)) == pytest.approx(2 * 1024 * 0.120, rel=0.02)  # 2 GiB/s, 120 ms steps
+    assert "more steps" in rec.evidence[2]
+    assert any("loss.item()" in a for a in rec.actions)
+
+
+def test_a_warmup_allocation_is_not_a_leak():
+    assert rules.memory_growth(h200_run(mem_used_bytes=lambda t: 60 * GIB if t < 1.6 else 75 * GIB)) is None
+
+
+def test_thermal_throttling_fires_high_with_the_clock_bound():
+    run = h200_run(
+        throttle_mask=lambda t: HW_THERMAL if int(t * 10) % 5 < 2 else 0,
+        sm_clock_mhz=lambda t: 1_410 if int(t * 10) % 5 < 2 else 1_980,
+    )
+    rec = rules.throttling(run)
+    assert rec.rule == "throttling" and rec.severity == "high"
+    assert "hw_thermal_slowdown 4" in rec.evidence[0] and "1980 MHz at most" in rec.evidence[0]
+    assert rec.speedup_estimate == pytest.approx(1980 / (0.6 * 1980 + 0.4 * 1410), rel=0.03)
+
+
+def test_idle_reasons_and_rare_power_caps_are_not_throttling():
+    assert rules.throttling(h200_run(throttle_mask=lambda t: GPU_IDLE)) is None
+    assert (
+        rules.throttling(h200_run(throttle_mask=lambda t: SW_POWER_CAP if int(t * 10) % 20 == 0 else 0))
+        is None
+    )

@@ -1,0 +1,244 @@
+"""The study rules on constructed tuning summaries (a 12-trial H200 study), and on a real small study."""
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autotune.advice import rules_tune
+from autotune.advice.advise import advise
+from autotune.report.rundata import load_run
+from tests.autotune.advice.gpu_runs import GIB, h200_run, study
+
+SPACE = {
+    "micro_batch": {"type": "int", "low": 8, "high": 128, "log": False, "power_of_two": True},
+    "precision": {"type": "choice", "choices": ["fp32", "bf16", "fp16"]},
+}
+FP32 = {"precision": "fp32", "global_batch": 256}
+
+
+def _trials():
+    return [
+        {
+            "id": 0,
+            "params": {},
+            "status": "ok",
+            "throughput": 610.0,
+            "peak_memory_bytes": 38 * GIB,
+            "params_used": {**FP32, "micro_batch": 16},
+        },
+        {
+            "id": 1,
+            "params": {"micro_batch": 32, "precision": "bf16"},
+            "status": "ok",
+            "throughput": 1480.0,
+            "peak_memory_bytes": 41 * GIB,
+        },
+        {
+            "id": 2,
+            "params": {"micro_batch": 32, "precision": "fp32"},
+            "status": "ok",
+            "throughput": 700.0,
+            "peak_memory_bytes": 70 * GIB,
+        },
+        {
+            "id": 3,
+            "params": {"micro_batch": 64, "precision": "fp32"},
+            "status": "oom",
+            "throughput": None,
+            "error": "CUDA out of memory. Tried to allocate 12.00 GiB",
+        },
+        {
+            "id": 4,
+            "params": {"micro_batch": 64, "precision": "fp16"},
+            "status": "diverged",
+            "throughput": None,
+            "error": "the loss is NaN or infinite from step 7",
+        },
+        {
+            "id": 5,
+            "params": {"micro_batch": 128, "precision": "bf16"},
+            "status": "oom",
+            "throughput": None,
+            "error": "CUDA out of memory",
+        },
+        {
+            "id": 6,
+            "params": {"micro_batch": 64, "precision": "bf16"},
+            "status": "ok",
+            "throughput": 1720.0,
+            "peak_memory_bytes": 77 * GIB,
+        },
+    ]
+
+
+STUDY = study(_trials(), best_id=6, space=SPACE)
+
+
+def test_apply_tuned_reports_the_measured_speedup_and_the_parameters():
+    rec = rules_tune.apply_tuned(STUDY)
+    assert rec.measured and rec.params == {"micro_batch": 64, "precision": "bf16"}
+    assert rec.speedup_estimate == pytest.approx(1720 / 610)
+    assert (
+        "trial 6 (micro_batch=64 precision=bf16) measured 1,720.0 samples/s against the baseline's 610.0"
+        in (rec.evidence[0])
+    )
+    assert "peak memory 77.0 GiB against the baseline's 38.0 GiB" in rec.evidence[1]
+    assert (
+        rec.actions[0]
+        == "run with autotune.batch_plan(..., micro_batch=64), autotune.prepare(..., precision='bf16')"
+    )
+
+
+def test_apply_tuned_delivers_parameters_the_way_the_space_does():
+    space = {"batch_size": {"type": "int", "low": 8, "high": 512, "arg": "--batch-size={value}"}}
+    trials = [
+        {"id": 0, "params": {}, "status": "ok", "throughput": 4806.0},
+        {"id": 1, "params": {"batch_size": 512}, "status": "ok", "throughput": 87749.0},
+    ]
+    rec = rules_tune.apply_tuned(study(trials, best_id=1, space=space))
+    assert rec.actions[0] == "run with --batch-size=512"
+
+
+def test_apply_tuned_stays_quiet_when_the_baseline_is_best_or_the_gain_is_noise():
+    assert rules_tune.apply_tuned(study(_trials(), best_id=0, space=SPACE)) is None
+    close = _trials()
+    close[6]["throughput"] = 630.0  # 1.03x
+    assert rules_tune.apply_tuned(study(close, best_id=6, space=SPACE)) is None
+    assert rules_tune.apply_tuned(h200_run()) is None
+
+
+def test_precision_evidence_for_and_against():
+    rec = rules_tune.precision_study(STUDY)
+    assert rec.title == "Reduced precision diverged in 1 of 3 trial(s)" and rec.severity == "medium"
+    lines = "\n".join(rec.evidence)
+    assert (
+        "trial 1 (micro_batch=32 precision=bf16, bf16) kept its loss within 10% of the fp32 baseline's"
+        in lines
+    )
+    assert "1,480.0 samples/s, 2.11x trial 2 in fp32" in lines
+    assert "trial 4 (micro_batch=64 precision=fp16, fp16) diverged: the loss is NaN" in lines
+
+
+def test_precision_evidence_for_only():
+    trials = [t for t in _trials() if t["id"] != 4]
+    rec = rules_tune.precision_study(study(trials, best_id=6, space=SPACE))
+    assert (
+        rec.title == "Reduced precision trained like fp32 in 2 trial(s), and faster" and rec.severity == "low"
+    )
+    assert rec.actions == ("train in bf16: autotune.prepare(model, optimizer, precision='bf16')",)
+
+
+def test_slower_reduced_precision_says_keep_fp32_and_the_baseline_counts_as_its_twin():
+    # a CPU study: bf16 at the baseline's own micro-batch (read by the script) runs at a third of its speed
+    trials = [
+        {
+            "id": 0,
+            "params": {},
+            "status": "ok",
+            "throughput": 292.0,
+            "params_used": {**FP32, "micro_batch": 2},
+        },
+        {"id": 1, "params": {"micro_batch": 2, "precision": "bf16"}, "status": "ok", "throughput": 97.0},
+        {"id": 2, "params": {"micro_batch": 8, "precision": "bf16"}, "status": "ok", "throughput": 140.0},
+    ]
+    rec = rules_tune.precision_study(study(trials, best_id=0, space=SPACE))
+    assert rec.title == "bf16 trains like fp32 here but runs slower"
+    assert "97.0 samples/s, 0.33x trial 0 in fp32" in rec.evidence[0]
+    assert rec.evidence[1].endswith("140.0 samples/s")  # no fp32 trial at micro_batch 8
+    assert rec.actions[0].startswith("keep fp32/tf32 on this device")
+
+
+def test_no_reduced_precision_trial_no_precision_evidence():
+    trials = [t for t in _trials() if (t["params"].get("precision") or "fp32") == "fp32"]
+    assert rules_tune.precision_study(study(trials, best_id=2, space=SPACE)) is None
+
+
+def test_oom_boundary_gives_the_largest_batch_that_fit():
+    rec = rules_tune.oom_boundary(STUDY)
+    lines = "\n".join(rec.evidence)
+    assert "micro_batch 32 fit with precision=fp32 (peak 70.0 GiB); 64 ran out of memory" in lines
+    assert "micro_batch 64 fit with precision=bf16 (peak 77.0 GiB); 128 ran out of memory" in lines
+    assert rec.actions[0] == "keep micro_batch ≤ 64 with precision=bf16, micro_batch ≤ 32 with precision=fp32"
+    no_oom = [t for t in _trials() if t["status"] != "oom"]
+    assert rules_tune.oom_boundary(study(no_oom, best_id=6, space=SPACE)) is None
+
+
+def test_a_study_runs_the_profile_rules_on_its_best_trial():
+    best_run = h200_run(data_ms=lambda rank, step: 30.0, run_dir="/runs/study/trials/trial-0006")
+    run = study(_trials(), best_id=6, space=SPACE)
+    run = dataclasses.replace(run, profile=best_run)
+    advice = advise(run)
+    ids = [r.rule for r in advice.recommendations]
+    assert {"apply_tuned", "precision_study", "oom_boundary", "input_bound"} <= set(ids)
+    assert ids[0] == "apply_tuned"  # high, 2.8x measured, before input-bound's 1.33x bound
+    rec = next(r for r in advice.recommendations if r.rule == "input_bound")
+    assert rec.evidence[0] == "measured in the best trial's run (trial 6: /runs/study/trials/trial-0006)"
+    assert {"apply_tuned", "input_bound", "memory_high"} <= {t.rule for t in advice.rules_checked}
+
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+BATCH_SPACE = """
+[space.batch_size]
+type = "int"
+low = 8
+high = 128
+power_of_two = true
+arg = "--batch-size={value}"
+"""
+
+
+@pytest.mark.slow
+def test_a_real_study_recommends_its_measured_best(tmp_path):
+    space = tmp_path / "space.toml"
+    space.write_text(BATCH_SPACE)
+    run_dir = tmp_path / "study"
+    fast = [
+        "--trial-steps",
+        "14",
+        "--warmup-steps",
+        "2",
+        "--min-measured-steps",
+        "5",
+        "--trial-timeout",
+        "120",
+    ]
+    cmd = [
+        sys.executable,
+        "-m",
+        "autotune",
+        "tune",
+        "--space",
+        str(space),
+        "--trials",
+        "3",
+        "--searcher",
+        "grid",
+        "--run-dir",
+        str(run_dir),
+        "--quiet",
+        *fast,
+        str(SCRIPTS / "train_unmodified.py"),
+    ]
+    out = subprocess.run(
+        cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    best = summary["best"]
+    advice = advise(load_run(run_dir))
+    rec = next(r for r in advice.recommendations if r.rule == "apply_tuned")
+    assert rec.measured and rec.params == best["params"]
+    assert rec.speedup_estimate == pytest.approx(best["speedup_vs_baseline"])
+    assert rec.actions[0] == f"run with --batch-size={best['params']['batch_size']}"
+    assert f"{best['throughput']:,.1f} samples/s" in rec.evidence[0]
+    # the profile rules ran on the best trial's own run (trials run without the deep-profile window)
+    assert {"input_bound", "step_outliers"} <= {t.rule for t in advice.rules_checked}
+    label = f"(trial {best['id']}'s run)"
+    assert f"communication: no deep-profile window statistics (profile_window) in summary.json {label}" in (
+        advice.not_checked
+    )

@@ -1,0 +1,72 @@
+"""Real runs the report tests read: one profile run and one small tuning study, made once per session."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+UNMODIFIED = str(SCRIPTS / "train_unmodified.py")
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+BATCH_SPACE = """
+[space.batch_size]
+type = "int"
+low = 8
+high = 128
+power_of_two = true
+arg = "--batch-size={value}"
+"""
+#: The study's price per GPU-hour (its objective is cost).
+STUDY_PRICE = 2.5
+
+
+def autotune(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """Run the real ``autotune`` command line."""
+    return subprocess.run(
+        [sys.executable, "-m", "autotune", *args], capture_output=True, text=True, env=ENV, timeout=timeout
+    )
+
+
+@pytest.fixture(scope="session")
+def profile_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished CPU profile of an unmodified script (400 steps)."""
+    run_dir = tmp_path_factory.mktemp("report") / "profile"
+    out = autotune("profile", "--run-dir", str(run_dir), "--quiet", UNMODIFIED, "--steps", "400")
+    assert out.returncode == 0, out.stderr
+    return run_dir
+
+
+@pytest.fixture(scope="session")
+def study_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished 4-trial grid study of the script's --batch-size with the cost objective."""
+    root = tmp_path_factory.mktemp("report")
+    space = root / "space.toml"
+    space.write_text(BATCH_SPACE)
+    run_dir = root / "study"
+    out = autotune(
+        "tune",
+        "--space",
+        str(space),
+        "--trials",
+        "4",
+        "--searcher",
+        "grid",
+        "--run-dir",
+        str(run_dir),
+        "--objective",
+        "cost",
+        "--price-per-gpu-hour",
+        str(STUDY_PRICE),
+        "--quiet",
+        "--trial-steps",
+        "12",
+        "--warmup-steps",
+        "2",
+        "--min-measured-steps",
+        "5",
+        UNMODIFIED,
+    )
+    assert out.returncode == 0, out.stderr
+    return run_dir

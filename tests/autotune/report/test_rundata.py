@@ -1,0 +1,101 @@
+"""Loading run directories: real runs, killed runs, and every kind of broken directory."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from autotune.report.rundata import RunDirError, load_run
+from profilers.summary import step_statistics
+
+
+def test_a_finished_profile_run_loads_with_its_store(profile_run):
+    run = load_run(profile_run)
+    summary = json.loads((profile_run / "summary.json").read_text())
+    assert run.kind == "profile" and run.finished and run.notes == ()
+    assert len(run.steps) == summary["steps"] == 400
+    assert len(run.samples) == summary["host"]["samples"]
+    assert [op.name for _, op in run.ops] == [op["name"] for op in summary["top_ops"]]
+    assert run.devices[0]["kind"] == "host"
+    assert run.name == "train_unmodified"
+
+
+def test_a_killed_run_is_rebuilt_from_its_store_without_losing_steps(profile_run, tmp_path):
+    killed = tmp_path / "killed"
+    shutil.copytree(profile_run, killed)
+    (killed / "summary.json").unlink()
+    run = load_run(killed)
+    original = json.loads((profile_run / "summary.json").read_text())
+    assert not run.finished
+    assert "did not finish" in run.notes[0] and "400 steps" in run.notes[0]
+    assert run.summary["steps"] == 400
+    assert run.summary["stop_reason"] == "killed"
+    # The same measured steps give the same statistics as the run's own summary.
+    assert run.summary["step_time_s"] == step_statistics(run.steps)["step_time_s"]
+    assert run.summary["step_time_s"]["median"] == pytest.approx(original["step_time_s"]["median"], rel=1e-12)
+    assert run.summary["host"]["samples"] == original["host"]["samples"]
+
+
+def test_a_study_loads_its_best_trials_profile(study_run):
+    run = load_run(study_run)
+    summary = json.loads((study_run / "summary.json").read_text())
+    assert run.kind == "tune" and run.finished
+    assert len(run.trials) == len(summary["trials"])
+    assert run.profile is not None
+    assert run.profile.run_dir == Path(summary["best"]["run_dir"])
+    assert run.profile.steps, "the best trial's steps are loaded"
+    assert run.name == "tune train_unmodified.py"
+
+
+def test_a_study_whose_trial_runs_are_gone_still_loads(study_run, tmp_path):
+    copy = tmp_path / "study"
+    shutil.copytree(study_run, copy, ignore=shutil.ignore_patterns("trials"))
+    summary = json.loads((copy / "summary.json").read_text())
+    summary["best"]["run_dir"] = str(copy / "trials" / "trial-0001")
+    (copy / "summary.json").write_text(json.dumps(summary))
+    run = load_run(copy)
+    assert run.profile is None
+    assert "cannot be read" in run.notes[0] and "no such directory" in run.notes[0]
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (lambda d: d / "absent", "no such directory"),
+        (lambda d: (d / "file.txt").write_text("x") and d / "file.txt", "not a directory"),
+        (lambda d: d, "not a run directory"),
+        (lambda d: (d / "summary.json").write_text('{"schema": 1, "name": "x", "ste') and d, "half-written"),
+        (lambda d: (d / "summary.json").write_text("[1, 2]") and d, "not a summary"),
+        (lambda d: (d / "summary.json").write_text('{"name": "x"}') and d, "no schema version"),
+        (
+            lambda d: (d / "summary.json").write_text('{"schema": 99, "name": "x"}') and d,
+            "newer gpu-autotune",
+        ),
+        (lambda d: (d / "summary.json").write_bytes(b"\xff\xfe\x00garbage") and d, "half-written"),
+        (lambda d: (d / "run.db").write_bytes(b"not a database" * 100) and d, "corrupt run store"),
+        (
+            lambda d: (d / "summary.json").write_text('{"schema": 1, "kind": "tune", "trials": 3}') and d,
+            "without its list of trials",
+        ),
+        (
+            lambda d: (d / "summary.json").write_text('{"schema": 7, "kind": "tune", "trials": []}') and d,
+            "newer gpu-autotune",
+        ),
+    ],
+)
+def test_a_broken_directory_is_one_clear_error(tmp_path, make, expected):
+    target = make(tmp_path)
+    with pytest.raises(RunDirError) as info:
+        load_run(target)
+    message = str(info.value)
+    assert expected in message
+    assert "\n" not in message
+
+
+def test_an_empty_store_of_a_run_that_never_stepped_is_an_error(tmp_path):
+    from profilers.store import RunStore
+
+    RunStore(tmp_path / "run.db").close()
+    with pytest.raises(RunDirError, match="recorded no steps yet"):
+        load_run(tmp_path)
