@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -132,14 +133,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_profile_options(p)
     p.add_argument("-m", dest="module", action="store_true", help="SCRIPT is a module name, as in python -m")
+    add_dashboard_option(p)
     p.add_argument("script", metavar="SCRIPT", help="the training script (or module with -m)")
     p.add_argument("script_args", metavar="ARGS", nargs=argparse.REMAINDER, help="arguments for the script")
     from autotune.tune_cli import add_tune_parser
 
     add_tune_parser(sub, _number)
+    add_dashboard_option(sub.choices["tune"])
     from autotune.report_cli import add_report_parser
 
     add_report_parser(sub, _number)
+    sub.add_parser("dashboard", help="follow a run or a study in a terminal dashboard (see --help)")
     sub.add_parser("demo", help="profile the built-in models on synthetic data (autotune demo --help)")
     sub.add_parser("doctor", help="say what this machine can measure")
     return parser
@@ -269,6 +273,63 @@ def _check_backend(spec: str) -> None:
         raise UsageError(f"--backend {spec}: {exc}") from None
 
 
+def add_dashboard_option(p: argparse.ArgumentParser) -> None:
+    """``--dashboard``: open the terminal dashboard on the run while the command works."""
+    p.add_argument(
+        "--dashboard",
+        action="store_true",
+        help="follow the run in the terminal dashboard while it works (its output goes to RUN_DIR.log)",
+    )
+
+
+#: Set in the command the dashboard runs alongside, so that it does not open a second one.
+NO_DASHBOARD_ENV = "AUTOTUNE_NO_DASHBOARD"
+
+
+def run_tui(args: list[str]) -> int:
+    """``python -m tui ARGS``: the dashboard runs in its own process (autotune never imports tui)."""
+    import subprocess
+
+    env = {**os.environ, "AUTOTUNE_DASHBOARD_PROG": "autotune dashboard", NO_DASHBOARD_ENV: "1"}
+    try:
+        return subprocess.call([sys.executable, "-m", "tui", *args], env=env)
+    except KeyboardInterrupt:
+        return 130
+
+
+def wants_dashboard(requested: bool) -> bool:
+    """``--dashboard`` was given, this is not the command the dashboard runs, and there is a terminal."""
+    if not requested or os.environ.get(NO_DASHBOARD_ENV) == "1":
+        return False
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        print("autotune: --dashboard needs a terminal; running without it", file=sys.stderr)
+        return False
+    return True
+
+
+def dashboard_alongside(run_dir: Path | None, runs_root: Path, argv: list[str]) -> int:
+    """Run ``autotune ARGV`` while the dashboard follows ``run_dir`` (the run list when None)."""
+    where = [] if run_dir is None else [str(run_dir)]
+    command = [sys.executable, "-m", "autotune", *argv]
+    return run_tui(["--runs-root", str(runs_root), *where, "--", *command])
+
+
+def _with_run_dir(args: argparse.Namespace, argv: list[str]) -> tuple[Path, list[str]]:
+    """The run directory the command will write, and its arguments naming it explicitly."""
+    if args.run_dir is not None:
+        return args.run_dir, argv
+    from profilers.rundir import slug
+
+    if args.command == "tune":
+        from autotune.tune_cli import default_run_dir, study_name
+
+        run_dir = default_run_dir(args.runs_root, study_name(args))
+    else:
+        name = args.name or (args.script.rsplit(".", 1)[-1] if args.module else Path(args.script).stem)
+        run_dir = args.runs_root / f"{time.strftime('%Y%m%d-%H%M%S')}-{slug(name)}"
+    return run_dir, [argv[0], "--run-dir", str(run_dir), *argv[1:]]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``autotune`` command."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -276,8 +337,13 @@ def main(argv: list[str] | None = None) -> int:
         from autotune.demo.run import main as demo_main
 
         return demo_main(argv[1:])
+    if argv and argv[0] == "dashboard":  # the dashboard parses its own options (tui/app.py)
+        return run_tui(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command in ("profile", "tune") and wants_dashboard(args.dashboard):
+        run_dir, argv = _with_run_dir(args, argv)
+        return dashboard_alongside(run_dir, args.runs_root, argv)
     try:
         if args.command == "profile":
             return cmd_profile(args)

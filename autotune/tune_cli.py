@@ -170,7 +170,7 @@ def cmd_tune(args: argparse.Namespace, usage_error: type[Exception]) -> int:
         loss_tolerance=args.loss_tolerance if stored is None else float(info.get("loss_tolerance", 0.1)),
         layouts=args.nproc_per_node is not None and args.nproc_per_node > 1,
     )
-    run_dir = args.run_dir or _default_run_dir(args.runs_root, args.name or _name(settings))
+    run_dir = args.run_dir or default_run_dir(args.runs_root, args.name or _name(settings))
     progress = Progress(quiet=args.quiet)
     progress.header(config, run_dir, resumed=stored is not None)
     tuner = Tuner(config, run_dir, resume=args.resume, on_start=progress.started, on_trial=progress.finished)
@@ -211,7 +211,16 @@ def _name(settings: Any) -> str:
     return str(settings.script).rsplit(".", 1)[-1] if settings.module else Path(settings.script).stem
 
 
-def _default_run_dir(runs_root: Path, name: str) -> Path:
+def study_name(args: argparse.Namespace) -> str:
+    """The study's name: ``--name``, else the script's (or module's) name."""
+    if args.name:
+        return str(args.name)
+    script = str(args.script or "study")
+    return script.rsplit(".", 1)[-1] if args.module else Path(script).stem
+
+
+def default_run_dir(runs_root: Path, name: str) -> Path:
+    """``runs/<timestamp>-tune-<name>``, the study directory when ``--run-dir`` is not given."""
     from profilers.rundir import slug
 
     return runs_root / f"{time.strftime('%Y%m%d-%H%M%S')}-tune-{slug(name)}"

@@ -72,7 +72,9 @@ def apply_tuned(run: RunData) -> Recommendation | None:
         + f"); objective {run.summary.get('metric')}"
     )
     space = run.summary.get("space") or {}
-    actions = [f"run with {', '.join(_how_to_apply(k, v, space) for k, v in params.items())}"]
+    ran = {**(base.get("params_used") or {}), **(base.get("params") or {})}  # what the baseline ran
+    changed = {k: v for k, v in params.items() if k not in ran or ran[k] != v} or params
+    actions = [f"run with {', '.join(_how_to_apply(k, v, space) for k, v in changed.items())}"]
     if any(_precision(best) == p for p in REDUCED):
         actions.append(
             "the study checked the loss of this precision against the fp32 baseline (see precision)"

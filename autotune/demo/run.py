@@ -54,12 +54,24 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_TRIALS,
         help=f"trials of the tuning phase (gpt), baseline included; 0 = none (default {DEFAULT_TRIALS})",
     )
+    parser.add_argument(
+        "--dashboard",
+        action="store_true",
+        help="follow the demo's runs in the terminal dashboard (its output goes to runs/dashboard.log)",
+    )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``autotune demo``; returns the process exit status."""
+    import sys
+
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
+    from autotune.cli import dashboard_alongside, wants_dashboard
+
+    if wants_dashboard(args.dashboard):
+        return dashboard_alongside(None, args.run_root or Path("runs"), ["demo", *argv])
     console = Console()
     if args.steps < 1:
         console.print("[red]error:[/red] --steps must be at least 1")

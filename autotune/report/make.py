@@ -79,12 +79,22 @@ def price_run(run: RunData, options: CostOptions) -> tuple[CostSection | None, s
 
 
 def with_savings(advice: AdviceSection, cost: CostSection) -> AdviceSection:
-    """Each recommendation with an expected speedup gains its saving in % and $ a month."""
+    """Each recommendation with an expected speedup gains its saving in % and $ a month.
+
+    Applying a study's best configuration saves what the study measured against its baseline
+    (which counts each configuration's devices); any other speedup on the same devices saves
+    ``1 - 1/speedup`` of the monthly cost.
+    """
     from autotune.cost.model import saving_from_speedup
 
     recs = []
     for rec in advice.recommendations:
-        if rec.speedup_estimate is not None and rec.speedup_estimate > 1 and rec.saving_pct is None:
+        if rec.measured and rec.params and cost.saving_pct is not None:
+            # The study's own figure: it counts each configuration's devices, a speedup does not.
+            rec = dataclasses.replace(
+                rec, saving_pct=cost.saving_pct, saving_usd_per_month=cost.saving_usd_per_month
+            )
+        elif rec.speedup_estimate is not None and rec.speedup_estimate > 1 and rec.saving_pct is None:
             pct, usd = saving_from_speedup(rec.speedup_estimate, cost.usd_per_month)
             rec = dataclasses.replace(rec, saving_pct=pct, saving_usd_per_month=usd)
         recs.append(rec)

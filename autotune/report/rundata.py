@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from profilers.records import SAMPLE_FIELDS, SCHEMA_VERSION, DeviceSample, OpRecord, StepRecord
+from profilers.records import SCHEMA_VERSION, DeviceSample, OpRecord, StepRecord
 
 SUMMARY_NAME = "summary.json"
 STORE_NAME = "run.db"  # the profiler's run store and the tuner's study store share the name
@@ -43,6 +43,7 @@ class RunData:
     meta: dict[str, Any] = field(default_factory=dict)
     steps: tuple[StepRecord, ...] = ()
     samples: tuple[DeviceSample, ...] = ()
+    sample_ranks: tuple[int, ...] = ()  # the rank that wrote each sample (same order), when known
     ops: tuple[tuple[int, OpRecord], ...] = ()  # (rank, op)
     devices: tuple[dict[str, Any], ...] = ()
     trials: tuple[dict[str, Any], ...] = ()
@@ -102,11 +103,12 @@ def _load_profile(path: Path, summary: dict[str, Any] | None, with_store: bool) 
     meta: dict[str, Any] = {}
     steps: list[StepRecord] = []
     samples: list[DeviceSample] = []
+    sample_ranks: list[int] = []
     ops: list[tuple[int, OpRecord]] = []
     devices: list[dict[str, Any]] = []
     if store.exists() and (with_store or summary is None):
         try:
-            meta, steps, samples, ops, devices = _read_store(store)
+            meta, steps, samples, sample_ranks, ops, devices = _read_store(store)
         except (sqlite3.Error, ValueError, TypeError, KeyError) as exc:
             if summary is None:
                 raise RunDirError(f"{store}: corrupt run store ({_short(exc)})") from None
@@ -131,6 +133,7 @@ def _load_profile(path: Path, summary: dict[str, Any] | None, with_store: bool) 
         meta=meta,
         steps=tuple(steps),
         samples=tuple(samples),
+        sample_ranks=tuple(sample_ranks),
         ops=tuple(ops),
         devices=tuple(devices),
         notes=tuple(notes),
@@ -140,9 +143,14 @@ def _load_profile(path: Path, summary: dict[str, Any] | None, with_store: bool) 
 def _read_store(
     store: Path,
 ) -> tuple[
-    dict[str, Any], list[StepRecord], list[DeviceSample], list[tuple[int, OpRecord]], list[dict[str, Any]]
+    dict[str, Any],
+    list[StepRecord],
+    list[DeviceSample],
+    list[int],
+    list[tuple[int, OpRecord]],
+    list[dict[str, Any]],
 ]:
-    from profilers.store import read_devices, read_meta, read_ops, read_samples, read_steps
+    from profilers.store import read_devices, read_meta, read_ops, read_sample_records, read_steps
 
     meta = read_meta(store)
     schema = meta.get("schema")
@@ -151,8 +159,8 @@ def _read_store(
             f"{store}: written by a newer gpu-autotune (schema {schema}; this version reads up to "
             f"{SCHEMA_VERSION}); upgrade to report on it"
         )
-    samples = [DeviceSample(**{k: row[k] for k in SAMPLE_FIELDS}) for row in read_samples(store)]
-    return meta, read_steps(store), samples, read_ops(store), read_devices(store)
+    ranks, samples = read_sample_records(store)
+    return meta, read_steps(store), samples, ranks, read_ops(store), read_devices(store)
 
 
 def _rebuild_summary(

@@ -105,3 +105,20 @@ def test_bad_input_is_one_line_and_exit_2(profile_run, tmp_path, args, expected)
     out = autotune("report", *(a.format(**values) for a in args))
     assert expected in one_line_error(out)
     assert sorted(p.name for p in Path(profile_run).iterdir()) == before, "nothing written"
+
+
+def test_the_tuned_configurations_saving_is_the_studys_own(study_run):
+    out = autotune("report", str(study_run), "--format", "json", "-o", "-", "--duty-cycle", "0.25")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    cost = data["cost"]
+    summary = json.loads((study_run / "summary.json").read_text())
+    best, base = summary["best"], summary["baseline"]
+    # one device each, at the study's $2.50: the saving is 1 - the best's $/sample over the baseline's
+    expected_pct = 100 * (1 - base["throughput"] / best["throughput"])
+    assert cost["saving_pct"] == pytest.approx(expected_pct, rel=1e-6)
+    assert cost["saving_usd_per_month"] == pytest.approx(2.5 * 730 * 0.25 * expected_pct / 100, rel=1e-6)
+    applied = [r for r in data["advice"]["recommendations"] if r["rule"] == "apply_tuned"]
+    assert applied and applied[0]["params"] == best["params"]
+    assert applied[0]["saving_pct"] == cost["saving_pct"]
+    assert applied[0]["saving_usd_per_month"] == cost["saving_usd_per_month"]

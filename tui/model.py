@@ -1,0 +1,343 @@
+"""The dashboard's data, first: immutable records the panes draw, built from what the readers hold.
+
+Data first, drawing after (as Optuna's plots): :func:`live_info` and :func:`trials_info` return
+plain records that tests check directly; the widgets only draw them.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from tui.store import GPU_FIELDS, HOST_FIELDS, StoreReader
+
+PHASES = ("data", "forward", "backward", "optimizer", "other")
+#: Trial statuses in display order.
+STATUSES = ("ok", "infeasible", "oom", "timeout", "diverged", "crashed", "skipped")
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceView:
+    """One device's panel: series per field (bucket means, display units) and its latest reading."""
+
+    label: str  # "GPU 0 · NVIDIA H200", "host · rank 0"
+    kind: str  # "gpu" or "host"
+    series: dict[str, tuple[float, ...]]  # field -> values (power in W, memory in bytes, clock MHz, %)
+    latest: dict[str, float | None]
+    mem_total_bytes: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class LiveInfo:
+    """What the Live screen shows of the followed run."""
+
+    name: str
+    state: str  # "running", "finished", "stopped", "unfinished", "waiting"
+    following: str | None  # for a study: which trial
+    step: int | None
+    max_steps: int | None
+    steps_per_s: float | None  # over the recent steps
+    elapsed_s: float | None
+    last_step_s: float | None
+    samples_per_s: float | None  # over the recent steps
+    step_time_s: tuple[float, ...]  # per bucket of steps, over the whole run
+    samples_per_s_series: tuple[float, ...]
+    phases_s: tuple[tuple[str, float], ...]  # mean seconds of each phase over the recent steps
+    recent_steps: int
+    devices: tuple[DeviceView, ...]
+    warnings: tuple[str, ...] = ()
+    message: str | None = None  # why there is nothing to show yet
+    summary: dict[str, Any] | None = None  # the run's summary.json once it has finished
+
+
+@dataclass(frozen=True, slots=True)
+class TrialView:
+    """One trial of a study (a summary.json trial entry)."""
+
+    id: int
+    baseline: bool
+    best: bool
+    params: dict[str, Any]
+    status: str
+    objective: float | None
+    samples_per_s: float | None
+    peak_memory_bytes: float | None
+    step_time_s: float | None
+    duration_s: float | None
+    stop_reason: str | None
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ParamEffect:
+    """The trials that ran one value of one parameter."""
+
+    param: str
+    value: str
+    trials: int
+    ok: int
+    best: float | None
+    median: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class TrialsInfo:
+    """What the Trials screen shows of a study."""
+
+    metric: str
+    direction: str  # "maximize" or "minimize"
+    rows: tuple[TrialView, ...]  # in id order
+    param_names: tuple[str, ...]
+    best_id: int | None
+    running_id: int | None  # a trial directory without a finished entry yet
+    n_trials: int | None
+    stopped: str | None
+    values: tuple[float | None, ...]  # objective per trial, id order (None: not ok)
+    best_so_far: tuple[float | None, ...]
+    effects: tuple[ParamEffect, ...]
+    speedup: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunFacts:
+    """What the Run screen shows besides the environment: the raw facts of the run directory."""
+
+    run_dir: str
+    kind: str
+    name: str
+    state: str
+    meta: dict[str, Any]
+    summary: dict[str, Any] | None
+    devices: tuple[dict[str, Any], ...]
+    ranks: tuple[tuple[int, dict[str, Any]], ...]
+    warnings: tuple[str, ...]
+    trial_dir: str | None = None  # for a study: the followed trial's directory
+    trial_meta: dict[str, Any] | None = None
+    trial_summary: dict[str, Any] | None = None
+
+
+def _alive(reader: StoreReader) -> bool | None:
+    """Whether a rank process still runs (None when that cannot be told from here)."""
+    here = socket.gethostname()
+    verdicts = []
+    for rank in reader.ranks.values():
+        if rank["finished_ns"] is not None:
+            continue
+        if rank["host"] != here or not rank["pid"]:
+            return None
+        try:
+            os.kill(int(rank["pid"]), 0)
+            verdicts.append(True)
+        except PermissionError:
+            verdicts.append(True)
+        except (ProcessLookupError, OSError, ValueError):
+            verdicts.append(False)
+    return any(verdicts) if verdicts else None
+
+
+def run_state(reader: StoreReader, summary: dict[str, Any] | None, now_ns: int) -> str:
+    """``finished``, ``running``, ``stopped`` (process gone, no summary), ``unfinished`` or ``waiting``."""
+    if summary or reader.finished_ns() is not None:
+        return "finished"
+    if not reader.has_data:
+        return "waiting"
+    alive = _alive(reader)
+    if alive is None:  # another host: judge by the newest sample
+        last = reader.last_sample_ns
+        return "running" if last is not None and now_ns - last < 30e9 else "unfinished"
+    return "running" if alive else "stopped"
+
+
+def _device_label(reader: StoreReader, rank: int, kind: str, index: int) -> str:
+    names = {(d.get("rank"), d.get("kind"), d.get("index")): d.get("name") for d in reader.devices}
+    name = names.get((rank, kind, index))
+    ranks = {r for (r, _k, _i) in reader.tracks}
+    if kind == "host":
+        return (
+            f"host · {name}" + (f" · rank {rank}" if len(ranks) > 1 else "")
+            if name
+            else f"host · rank {rank}"
+        )
+    label = f"GPU {index}" + (f" · rank {rank}" if len(ranks) > 1 else "")
+    return f"{label} · {name}" if name else label
+
+
+def device_views(reader: StoreReader, limit: int = 8) -> tuple[DeviceView, ...]:
+    """The sampled devices: GPUs when there are any (CPU-only run: the hosts), at most ``limit``."""
+    keys = sorted(reader.tracks)
+    gpus = [k for k in keys if k[1] == "gpu"]
+    chosen = (gpus or [k for k in keys if k[1] == "host"])[:limit]
+    out = []
+    for key in chosen:
+        track = reader.tracks[key]
+        fields = GPU_FIELDS if track.kind == "gpu" else HOST_FIELDS
+        series = {}
+        for f in fields:
+            values = track.buckets.means(f)
+            series[f] = tuple(v / 1000 for v in values) if f == "power_mw" else tuple(values)
+        latest = {f: track.latest.get(f) for f in fields}
+        if latest.get("power_mw") is not None:
+            latest["power_mw"] = float(latest["power_mw"] or 0) / 1000
+        out.append(DeviceView(_device_label(reader, *key), track.kind, series, latest, track.mem_total_bytes))
+    return tuple(out)
+
+
+def live_info(
+    reader: StoreReader,
+    summary: dict[str, Any] | None,
+    name: str,
+    now_ns: int,
+    following: str | None = None,
+    message: str | None = None,
+) -> LiveInfo:
+    """The Live screen's record for the run ``reader`` follows."""
+    state = run_state(reader, summary, now_ns)
+    recent = list(reader.recent)
+    steps_per_s = samples_per_s = None
+    if len(recent) >= 2:
+        span_ns = recent[-1].start_ns + recent[-1].duration_ns - recent[0].start_ns
+        steps_per_s = len(recent) / (span_ns / 1e9) if span_ns > 0 else None
+    with_samples = [s for s in recent if s.samples is not None]
+    busy_ns = sum(s.duration_ns for s in with_samples)
+    if busy_ns > 0:
+        samples_per_s = sum(s.samples or 0 for s in with_samples) / (busy_ns / 1e9)
+    phases: tuple[tuple[str, float], ...] = ()
+    if recent:
+        phases = tuple(
+            (p, sum(s.phases_ns[i] for s in recent) / len(recent) / 1e9) for i, p in enumerate(PHASES)
+        )
+    started = reader.meta.get("started_ns") or reader.first_step_start_ns
+    elapsed = None
+    if isinstance(started, int | float):
+        end: float | None = reader.finished_ns()
+        if end is None and state == "running":
+            end = now_ns
+        if end is None:
+            ends = [reader.last_sample_ns or 0] + [s.start_ns + s.duration_ns for s in recent[-1:]]
+            end = max(ends) or None
+        elapsed = max(0.0, (end - started) / 1e9) if end else None
+    options = reader.meta.get("options") if isinstance(reader.meta.get("options"), dict) else {}
+    max_steps = options.get("max_steps") if isinstance(options, dict) else None
+    buckets = reader.steps
+    if message is None and not reader.has_data:
+        message = "waiting for the run to record its first step…"
+    return LiveInfo(
+        name=name,
+        state=state,
+        following=following,
+        step=reader.last_step or None,
+        max_steps=max_steps if isinstance(max_steps, int) else None,
+        steps_per_s=steps_per_s,
+        elapsed_s=elapsed,
+        last_step_s=recent[-1].duration_ns / 1e9 if recent else None,
+        samples_per_s=samples_per_s,
+        step_time_s=tuple(v / 1e9 for v in buckets.means("duration_ns")) if buckets else (),
+        samples_per_s_series=tuple(buckets.ratio("samples", "seen_ns", 1e9)) if buckets else (),
+        phases_s=phases,
+        recent_steps=len(recent),
+        devices=device_views(reader),
+        warnings=tuple(f"rank {r} {part}: {msg}" for r, part, msg in reader.warnings[-5:]),
+        message=message,
+        summary=summary,
+    )
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _better(a: float, b: float, direction: str) -> bool:
+    return a < b if direction == "minimize" else a > b
+
+
+def trials_info(summary: dict[str, Any], entries: list[dict[str, Any]], running_id: int | None) -> TrialsInfo:
+    """The Trials screen's record: the table, the convergence and the effect of each parameter."""
+    direction = str(summary.get("direction") or "maximize")
+    best = summary.get("best") if isinstance(summary.get("best"), dict) else None
+    entries = sorted(entries, key=lambda t: int(t["id"]))
+    best_id = best.get("id") if best else _best_so_far_id(entries, direction)
+    rows = [
+        TrialView(
+            id=int(t["id"]),
+            baseline=bool(t.get("baseline")),
+            best=t.get("id") == best_id,
+            params=dict(t.get("params") or {}),
+            status=str(t.get("status")),
+            objective=_number(t.get("objective")),
+            samples_per_s=_number(t.get("throughput")),
+            peak_memory_bytes=_number(t.get("peak_memory_bytes")),
+            step_time_s=_number(t.get("step_time_s")),
+            duration_s=_number(t.get("duration_s")),
+            stop_reason=t.get("stop_reason"),
+            error=t.get("error"),
+        )
+        for t in entries
+    ]
+    values = tuple(r.objective if r.status == "ok" else None for r in rows)
+    best_so_far: list[float | None] = []
+    for v in values:
+        prev = best_so_far[-1] if best_so_far else None
+        best_so_far.append(v if prev is None or (v is not None and _better(v, prev, direction)) else prev)
+    names: list[str] = []
+    for r in rows:
+        names += [k for k in r.params if k not in names]
+    finished = {r.id for r in rows}
+    n_trials = summary.get("n_trials")
+    return TrialsInfo(
+        metric=str(summary.get("metric") or "samples_per_s"),
+        direction=direction,
+        rows=tuple(rows),
+        param_names=tuple(names),
+        best_id=best_id,
+        running_id=running_id if running_id is not None and running_id not in finished else None,
+        n_trials=n_trials if isinstance(n_trials, int) else None,
+        stopped=summary.get("stopped"),
+        values=values,
+        best_so_far=tuple(best_so_far),
+        effects=param_effects(rows, names, direction),
+        speedup=_number(best.get("speedup_vs_baseline")) if best else None,
+    )
+
+
+def _best_so_far_id(entries: list[dict[str, Any]], direction: str) -> int | None:
+    """The best ok trial's id when the summary does not say (a study before its first summary)."""
+    best: tuple[float, int] | None = None
+    for t in entries:
+        value = _number(t.get("objective"))
+        if (
+            t.get("status") == "ok"
+            and value is not None
+            and (best is None or _better(value, best[0], direction))
+        ):
+            best = (value, int(t["id"]))
+    return None if best is None else best[1]
+
+
+def param_effects(rows: list[TrialView], names: list[str], direction: str) -> tuple[ParamEffect, ...]:
+    """Per parameter and value: trials run, how many were ok, the best and median objective."""
+    out = []
+    for name in names:
+        groups: dict[str, list[TrialView]] = {}
+        for r in rows:
+            if name in r.params and r.status != "skipped":
+                groups.setdefault(str(r.params[name]), []).append(r)
+        for value in sorted(groups, key=_natural):
+            group = groups[value]
+            ok = sorted(r.objective for r in group if r.status == "ok" and r.objective is not None)
+            top = (min(ok) if direction == "minimize" else max(ok)) if ok else None
+            median = statistics.median(ok) if ok else None
+            out.append(ParamEffect(name, value, len(group), len(ok), top, median))
+    return tuple(out)
+
+
+def _natural(text: str) -> tuple[int, float, str]:
+    try:
+        return (0, float(text), text)
+    except ValueError:
+        return (1, 0.0, text)

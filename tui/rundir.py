@@ -1,0 +1,213 @@
+"""What a directory holds (a profile run, a tuning study, or neither), its JSON files, the run list.
+
+A profile run holds ``run.db`` (the profiler's store) and, once finished, ``summary.json``. A
+tuning study holds ``summary.json`` with ``"kind": "tune"`` (rewritten atomically after every
+trial), its own ``run.db`` (tables ``study`` and ``trials``) and ``trials/trial-NNNN/``, each a
+profile run. Everything here only reads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tui.store import READS_SCHEMA, STORE_NAME, ro_connect
+
+SUMMARY_NAME = "summary.json"
+TRIALS_DIR = "trials"
+#: Newest tuning summary schema this dashboard reads.
+READS_TUNE_SCHEMA = 1
+#: A run whose files changed this recently (seconds) and has no summary yet is shown as running.
+RUNNING_WITHIN_S = 120.0
+
+
+class JsonFile:
+    """A JSON object file re-read only when its size or modification time changes."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._stamp: tuple[int, int] | None = None
+        self.data: dict[str, Any] | None = None
+        self.problem: str | None = None
+
+    def read(self) -> dict[str, Any] | None:
+        """The file's object (the last good one while it is unreadable), None while it is absent."""
+        try:
+            st = self.path.stat()
+        except OSError:
+            self._stamp, self.data, self.problem = None, None, None
+            return None
+        stamp = (st.st_mtime_ns, st.st_size)
+        if stamp == self._stamp:
+            return self.data
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            self.problem = f"{self.path}: unreadable or half-written ({str(exc).splitlines()[0][:120]})"
+            return self.data
+        self._stamp = stamp
+        if not isinstance(data, dict):
+            self.problem = f"{self.path}: not a gpu-autotune summary (a JSON object was expected)"
+            return self.data
+        self.data, self.problem = data, None
+        return data
+
+
+def schema_problem(summary: dict[str, Any], path: Path) -> str | None:
+    """Why ``summary`` cannot be shown (a newer or missing schema), or None."""
+    schema = summary.get("schema")
+    newest = READS_TUNE_SCHEMA if summary.get("kind") == "tune" else READS_SCHEMA
+    if not isinstance(schema, int):
+        return f"{path}: not a gpu-autotune summary (no schema version)"
+    if schema > newest:
+        return (
+            f"{path}: written by a newer gpu-autotune (schema {schema}; this dashboard reads up to "
+            f"{newest}); upgrade to view it"
+        )
+    return None
+
+
+def store_tables(path: Path) -> set[str]:
+    """The table names of an SQLite file (empty when it is absent or not a database)."""
+    if not path.exists():
+        return set()
+    try:
+        conn = ro_connect(path, immutable=not path.with_name(path.name + "-wal").exists())
+        try:
+            return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return set()
+
+
+def detect_kind(path: Path) -> str | None:
+    """``"study"``, ``"profile"``, or None when ``path`` holds neither (yet)."""
+    if (path / TRIALS_DIR).is_dir():
+        return "study"
+    summary = path / SUMMARY_NAME
+    if summary.exists():
+        try:
+            data = json.loads(summary.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError):
+            data = None
+        if isinstance(data, dict) and data.get("kind") == "tune":
+            return "study"
+        if isinstance(data, dict):
+            return "profile"
+    store = path / STORE_NAME
+    if store.exists():
+        tables = store_tables(store)
+        return "study" if "trials" in tables and "steps" not in tables else "profile"
+    return "profile" if summary.exists() else None
+
+
+def trial_dirs(study: Path) -> list[tuple[int, Path]]:
+    """``(id, path)`` of the study's ``trials/trial-NNNN`` directories, in id order."""
+    out: list[tuple[int, Path]] = []
+    try:
+        entries = list(os.scandir(study / TRIALS_DIR))
+    except OSError:
+        return out
+    for entry in entries:
+        name = entry.name
+        if name.startswith("trial-") and name[6:].isdigit() and entry.is_dir():
+            out.append((int(name[6:]), Path(entry.path)))
+    return sorted(out)
+
+
+def stored_trials(path: Path) -> list[dict[str, Any]]:
+    """The trials of a study's ``run.db`` as summary trial entries (before summary.json exists)."""
+    tables = store_tables(path)
+    if "trials" not in tables:
+        return []
+    conn = ro_connect(path, immutable=not path.with_name(path.name + "-wal").exists())
+    try:
+        rows = conn.execute("SELECT record FROM trials ORDER BY id").fetchall()
+    finally:
+        conn.close()
+    out = []
+    for (text,) in rows:
+        record = json.loads(text)
+        metrics = record.get("metrics") or {}
+        attrs = record.get("attrs") or {}
+        out.append(
+            {
+                "id": record["id"],
+                "baseline": not record.get("params"),
+                "params": record.get("params") or {},
+                "status": record.get("status"),
+                "objective": record.get("value"),
+                "throughput": metrics.get("samples_per_s"),
+                "peak_memory_bytes": metrics.get("peak_memory_bytes"),
+                "step_time_s": metrics.get("step_time_s"),
+                "world_size": attrs.get("world_size"),
+                "duration_s": record.get("duration_s"),
+                "stop_reason": attrs.get("stop_reason"),
+                "run_dir": attrs.get("run_dir"),
+                "error": record.get("error"),
+            }
+        )
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class RunEntry:
+    """One directory of the run list."""
+
+    path: Path
+    name: str
+    kind: str  # "profile" or "study"
+    state: str  # "finished", "running", "unfinished", "stopped"
+    size: str  # "1,234 steps", "12 trials"
+    modified: float  # seconds since the epoch
+
+
+def _newest_mtime(path: Path) -> float:
+    times = [path.stat().st_mtime]
+    for name in (SUMMARY_NAME, STORE_NAME, STORE_NAME + "-wal"):
+        with contextlib.suppress(OSError):
+            times.append((path / name).stat().st_mtime)
+    return max(times)
+
+
+def run_entry(path: Path, now: float | None = None) -> RunEntry | None:
+    """The run list's entry for ``path``, or None when it is not a run."""
+    kind = detect_kind(path)
+    if kind is None:
+        return None
+    modified = _newest_mtime(path)
+    recent = (now if now is not None else time.time()) - modified < RUNNING_WITHIN_S
+    summary = JsonFile(path / SUMMARY_NAME).read() or {}
+    if kind == "study":
+        trials = summary.get("trials")
+        count = len(trials) if isinstance(trials, list) else len(trial_dirs(path))
+        total = summary.get("n_trials")
+        size = f"{count} trials" + (f" of {total}" if isinstance(total, int) else "")
+        done = bool(summary) and (summary.get("stopped") or (summary.get("trials_run") or 0) >= (total or 0))
+        state = (
+            "stopped"
+            if summary.get("stopped")
+            else ("finished" if done else ("running" if recent else "unfinished"))
+        )
+    else:
+        steps = summary.get("steps")
+        size = f"{steps:,} steps" if isinstance(steps, int) else ""
+        state = "finished" if summary else ("running" if recent else "unfinished")
+    return RunEntry(path, path.name, kind, state, size, modified)
+
+
+def list_runs(root: Path, now: float | None = None) -> list[RunEntry]:
+    """The runs directly under ``root``, newest first."""
+    try:
+        dirs = [Path(e.path) for e in os.scandir(root) if e.is_dir()]
+    except OSError:
+        return []
+    entries = [e for d in dirs if (e := run_entry(d, now)) is not None]
+    return sorted(entries, key=lambda e: (-e.modified, e.name))

@@ -1,0 +1,187 @@
+"""One run directory, followed: each :meth:`RunSource.poll` reads what changed and returns a snapshot.
+
+A profile run is followed through its ``run.db``; a study through its ``summary.json`` (the trial
+table) and its newest ``trials/trial-NNNN/run.db`` (the Live screen). Nothing here raises on a bad
+directory: the snapshot's ``problem`` holds the one line the dashboard shows instead.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tui.model import LiveInfo, RunFacts, TrialsInfo, live_info, trials_info
+from tui.rundir import SUMMARY_NAME, JsonFile, detect_kind, schema_problem, stored_trials, trial_dirs
+from tui.store import STORE_NAME, StoreProblem, StoreReader
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything the dashboard shows of a run at one refresh."""
+
+    run_dir: Path
+    kind: str | None  # "profile", "study", or None (not a run, yet)
+    name: str
+    problem: str | None = None  # one line for the user: why (part of) the run cannot be shown
+    live: LiveInfo | None = None
+    trials: TrialsInfo | None = None
+    facts: RunFacts | None = None
+
+
+class _Followed:
+    """A profile run directory: its store and its summary.json."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.reader = StoreReader(path / STORE_NAME)
+        self.summary = JsonFile(path / SUMMARY_NAME)
+        self.problem: str | None = None
+
+    def poll(self) -> dict[str, Any] | None:
+        summary = self.summary.read()
+        self.problem = self.summary.problem
+        if summary is not None and (why := schema_problem(summary, self.summary.path)):
+            self.problem = why
+            return None
+        try:
+            self.reader.poll()
+        except StoreProblem as exc:
+            self.problem = str(exc)
+        return summary
+
+
+class RunSource:
+    """Follows ``run_dir``; not thread-safe (one poll at a time)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.kind: str | None = None
+        self._profile: _Followed | None = None
+        self._study_summary = JsonFile(run_dir / SUMMARY_NAME)
+        self._trial: tuple[int, _Followed] | None = None
+
+    def poll(self, now_ns: int | None = None) -> Snapshot:
+        """Read what is new and describe the run as it stands."""
+        now_ns = time.time_ns() if now_ns is None else now_ns
+        path = self.run_dir
+        if not path.exists():
+            return Snapshot(
+                path, None, path.name, problem=f"{path}: no such directory (yet): waiting for it to appear"
+            )
+        if not path.is_dir():
+            return Snapshot(
+                path, None, path.name, problem=f"{path}: not a directory (give the run directory)"
+            )
+        if self.kind is None:
+            self.kind = detect_kind(path)
+        if self.kind is None:
+            return Snapshot(
+                path,
+                None,
+                path.name,
+                problem=f"{path}: not a run directory (no {SUMMARY_NAME}, {STORE_NAME} or trials/); "
+                "waiting for a run to appear",
+            )
+        if self.kind == "study":
+            return self._poll_study(now_ns)
+        return self._poll_profile(now_ns)
+
+    def _poll_profile(self, now_ns: int) -> Snapshot:
+        if self._profile is None:
+            self._profile = _Followed(self.run_dir)
+        followed = self._profile
+        summary = followed.poll()
+        reader = followed.reader
+        name = str((summary or {}).get("name") or reader.meta.get("name") or self.run_dir.name)
+        if summary is not None and summary.get("kind") == "tune":  # it became a study after all
+            self.kind = None
+            return Snapshot(self.run_dir, None, name)
+        live: LiveInfo | None = live_info(reader, summary, name, now_ns, message=_waiting(followed))
+        state = live.state if live is not None else "waiting"
+        if followed.problem is not None and not reader.has_data:  # nothing to draw: say why only
+            live, state = None, "unreadable"
+        facts = RunFacts(
+            run_dir=str(self.run_dir),
+            kind="profile",
+            name=name,
+            state=state,
+            meta=dict(reader.meta),
+            summary=summary,
+            devices=tuple(reader.devices),
+            ranks=tuple(sorted(reader.ranks.items())),
+            warnings=tuple(f"rank {r} {p}: {m}" for r, p, m in reader.warnings),
+        )
+        return Snapshot(self.run_dir, "profile", name, followed.problem, live=live, facts=facts)
+
+    def _poll_study(self, now_ns: int) -> Snapshot:
+        summary = self._study_summary.read()
+        problem = self._study_summary.problem
+        if summary is not None and (why := schema_problem(summary, self._study_summary.path)):
+            return Snapshot(self.run_dir, "study", self.run_dir.name, problem=why)
+        summary = summary or {}
+        entries = summary.get("trials")
+        if not isinstance(entries, list) or not all(isinstance(t, dict) and "id" in t for t in entries):
+            try:
+                entries = stored_trials(self.run_dir / STORE_NAME)
+            except (sqlite3.Error, ValueError, KeyError, TypeError, OSError) as exc:
+                problem, entries = f"{self.run_dir / STORE_NAME}: unreadable trials ({exc})", []
+        dirs = trial_dirs(self.run_dir)
+        if dirs and (self._trial is None or self._trial[0] != dirs[-1][0]):
+            self._trial = (dirs[-1][0], _Followed(dirs[-1][1]))
+        command = summary.get("command") or []
+        name = f"tune {Path(str(command[0])).name}" if command else self.run_dir.name
+        trials = trials_info(summary, entries, dirs[-1][0] if dirs else None)
+        live: LiveInfo | None = None
+        trial_facts: dict[str, Any] = {}
+        if self._trial is not None:
+            trial_id, followed = self._trial
+            trial_summary = followed.poll()
+            problem = problem or followed.problem
+            entry = next((r for r in trials.rows if r.id == trial_id), None)
+            total = f" of {trials.n_trials}" if trials.n_trials else ""
+            outcome = f" · {entry.status}" if entry is not None else ""
+            params = " ".join(f"{k}={v}" for k, v in (entry.params if entry else {}).items())
+            following = f"trial {trial_id}{total}{outcome}" + (f" · {params}" if params else "")
+            live = live_info(followed.reader, trial_summary, name, now_ns, following, _waiting(followed))
+            if followed.problem is not None and not followed.reader.has_data:
+                live = None
+            trial_facts = {
+                "trial_dir": str(followed.path),
+                "trial_meta": dict(followed.reader.meta),
+                "trial_summary": trial_summary,
+            }
+        state = _study_state(summary, live, trials)
+        facts = RunFacts(
+            run_dir=str(self.run_dir),
+            kind="study",
+            name=name,
+            state=state,
+            meta={},
+            summary=summary or None,
+            devices=tuple(self._trial[1].reader.devices) if self._trial else (),
+            ranks=tuple(sorted(self._trial[1].reader.ranks.items())) if self._trial else (),
+            warnings=(),
+            **trial_facts,
+        )
+        return Snapshot(self.run_dir, "study", name, problem, live=live, trials=trials, facts=facts)
+
+
+def _waiting(followed: _Followed) -> str | None:
+    if followed.reader.has_data:
+        return None
+    if not followed.reader.path.exists():
+        return f"waiting for {followed.reader.path} to appear…"
+    return None
+
+
+def _study_state(summary: dict[str, Any], live: LiveInfo | None, trials: TrialsInfo) -> str:
+    if summary.get("stopped"):
+        return "stopped"
+    if trials.n_trials is not None and summary.get("trials_run", 0) >= trials.n_trials:
+        return "finished"
+    if live is not None and live.state == "running":
+        return "running"
+    return "unfinished"
