@@ -92,7 +92,7 @@ class AdvicePane(VerticalScroll):
             rules.append("Rules checked: ", style="bold dim")
             rules.append(
                 "; ".join(
-                    f"{t.title} ({t.metric} {t.comparison} {t.value:g}{t.unit})" for t in advice.rules_checked
+                    f"{t.title} ({t.metric} {t.limit_text()})" for t in advice.rules_checked
                 ),
                 style="dim",
             )

@@ -178,22 +178,13 @@ def key_value_table(items: Sequence[tuple[str, str]]) -> Table:
 
 def recommendation_text(rec: Any) -> RenderableType:
     """One recommendation: its severity and title, what it gains, its evidence and its actions."""
-    from autotune.fmt import format_pct, format_usd
-
     title = Text()
     title.append(f" {rec.severity.upper()} ", style=SEVERITY_STYLES.get(rec.severity, "reverse"))
     title.append(f" {rec.title}", style="bold")
     body = Table.grid(padding=(0, 1))
     body.add_column(no_wrap=True)
     body.add_column()
-    gains = []
-    if rec.speedup_estimate is not None:
-        how = " (measured)" if rec.measured else " (up to)"
-        gains.append(f"{rec.speedup_estimate:.2f}× throughput{how}")
-    if rec.saving_pct is not None:
-        gains.append(f"saves {format_pct(rec.saving_pct / 100, 0)}")
-    if rec.saving_usd_per_month is not None:
-        gains.append(f"{format_usd(rec.saving_usd_per_month)}/month")
+    gains = rec.gain_parts()
     if gains:
         body.add_row(Text("gain", style="green"), Text(" · ".join(gains), style="green"))
     for line in rec.evidence:

@@ -256,6 +256,15 @@ def _better(a: float, b: float, direction: str) -> bool:
     return a < b if direction == "minimize" else a > b
 
 
+def _ran_with(trial: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
+    """A trial's parameters; for the baseline (given none), the values its script reported reading."""
+    params = dict(trial.get("params") or {})
+    used = trial.get("params_used") or {}
+    if params or not trial.get("baseline") or not isinstance(used, dict):
+        return params
+    return {name: used[name] for name in summary.get("space") or {} if name in used}
+
+
 def trials_info(summary: dict[str, Any], entries: list[dict[str, Any]], running_id: int | None) -> TrialsInfo:
     """The Trials screen's record: the table, the convergence and the effect of each parameter."""
     direction = str(summary.get("direction") or "maximize")
@@ -267,7 +276,7 @@ def trials_info(summary: dict[str, Any], entries: list[dict[str, Any]], running_
             id=int(t["id"]),
             baseline=bool(t.get("baseline")),
             best=t.get("id") == best_id,
-            params=dict(t.get("params") or {}),
+            params=_ran_with(t, summary),
             status=str(t.get("status")),
             objective=_number(t.get("objective")),
             samples_per_s=_number(t.get("throughput")),

@@ -182,8 +182,9 @@ class TrialsPane(Vertical):
         for r in info.rows:
             counts[r.status] = counts.get(r.status, 0) + 1
         text = Text()
+        ran = sum(r.status != "skipped" for r in info.rows)  # skipped trials do not count, as in tune
         planned = f" of {info.n_trials}" if info.n_trials else ""
-        text.append(f"{len(info.rows)}{planned} trials", style="bold")
+        text.append(f"{ran}{planned} trials run", style="bold")
         text.append(" (" + ", ".join(f"{n} {s}" for s, n in counts.items()) + ")" if counts else "")
         if info.running_id is not None:
             text.append(f" · trial {info.running_id} running", style=STATUS_STYLES["running"])

@@ -103,8 +103,12 @@ def _why_not_outliers(run: RunData) -> str | None:
 def _why_not_growth(run: RunData) -> str | None:
     if facts.memory_trend(run) is not None:
         return None
-    if _cpu(run) and int(facts.device(run).get("count") or 1) > 1:
-        return "memory growth: run.db's host readings mix every rank's memory (CPU run under torchrun)"
+    if (
+        _cpu(run)
+        and int(facts.device(run).get("count") or 1) > 1
+        and len(run.sample_ranks) != len(run.samples)
+    ):
+        return "memory growth: the host readings' ranks are not known (CPU run under torchrun)"
     return f"memory growth: fewer than {MIN_MEMORY_SAMPLES} memory readings during the measured steps"
 
 

@@ -309,8 +309,8 @@ def memory_trend(run: RunData) -> MemoryTrend | None:
     allocation stops).
 
     Each job GPU's NVML memory in use, or on a CPU run the host's resident memory. None with fewer than
-    :data:`~autotune.advice.thresholds.MIN_MEMORY_SAMPLES` readings in the span, and for a
-    multi-rank CPU run (run.db's readings, as loaded, mix every rank's RSS).
+    :data:`~autotune.advice.thresholds.MIN_MEMORY_SAMPLES` readings in the span; on a multi-rank CPU
+    run, rank 0's RSS (None when the readings' ranks are not known).
     """
     span, steps = measured_span_ns(run), measured_steps(run)
     if span is None or not steps:
@@ -322,8 +322,15 @@ def memory_trend(run: RunData) -> MemoryTrend | None:
             (s.mem_total_bytes for s in run.samples if s.device_index == index and s.mem_total_bytes), None
         )
         series.append((f"GPU {index} memory in use (NVML)", points, total))
-    if not series and int(device(run).get("count") or 1) == 1:
-        host = [s for s in run.samples if s.kind == "host" and span[0] <= s.t_ns <= span[1]]
+    ranks_known = len(run.sample_ranks) == len(run.samples)
+    if not series and (int(device(run).get("count") or 1) == 1 or ranks_known):
+        # Rank 0's process only: under torchrun every rank samples its own RSS into run.db.
+        mine = (
+            (s for s, r in zip(run.samples, run.sample_ranks, strict=True) if r == 0)
+            if ranks_known
+            else run.samples
+        )
+        host = [s for s in mine if s.kind == "host" and span[0] <= s.t_ns <= span[1]]
         points = [(s.t_ns, float(s.rss_bytes)) for s in host if s.rss_bytes]
         total = next((s.host_mem_total_bytes for s in run.samples if s.host_mem_total_bytes), None)
         series.append(("host resident memory (RSS)", points, total))

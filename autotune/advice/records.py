@@ -20,6 +20,11 @@ class Threshold:
     unit: str  # "%", "x", "µs", "σ"…
     source: str  # where the threshold comes from (a public rule set), or "this project"
 
+    def limit_text(self) -> str:
+        """The condition in words: ``"> 5%"``, ``"> 1.05x"``, ``"> 3 σ"``, ``"> 0 trials"``."""
+        glued = self.unit in ("%", "x", "×")
+        return f"{self.comparison} {self.value:g}{'' if glued else ' '}{self.unit}".rstrip()
+
 
 @dataclass(frozen=True, slots=True)
 class Recommendation:
@@ -42,3 +47,17 @@ class Recommendation:
     saving_pct: float | None = None  # 1 - new cost / old cost, in % (0-100)
     saving_usd_per_month: float | None = None  # at the report's duty cycle and price
     params: dict[str, object] = field(default_factory=dict)  # a tuned configuration to apply, if any
+
+    def gain_parts(self) -> tuple[str, ...]:
+        """The expected gain in words, for every renderer: ``("up to 1.30× throughput", "23% cheaper")``."""
+        from autotune.fmt import format_usd
+
+        parts = []
+        if self.speedup_estimate is not None:
+            how = "measured" if self.measured else "up to"
+            parts.append(f"{how} {self.speedup_estimate:.2f}× throughput")
+        if self.saving_pct is not None:
+            parts.append(f"{self.saving_pct:.0f}% cheaper")
+        if self.saving_usd_per_month is not None:
+            parts.append(f"{format_usd(self.saving_usd_per_month)} a month")
+        return tuple(parts)

@@ -216,19 +216,13 @@ def _overview(o: Overview) -> str:
 
 
 def _gain(r: Recommendation) -> str:
-    parts = []
-    if r.speedup_estimate is not None:
-        pct = (r.speedup_estimate - 1) * 100
-        bound = "measured in a tuning trial" if r.measured else "estimated upper bound"
-        parts.append(f"expected gain <b>{pct:+.0f}% samples/s</b> ({r.speedup_estimate:.2f}×, {bound})")
-    if r.saving_pct is not None:
-        parts.append(f"saves <b>{r.saving_pct:.1f}%</b> of the cost")
-    if r.saving_usd_per_month is not None:
-        parts.append(f"<b>{esc(format_usd(r.saving_usd_per_month))}/month</b>")
+    parts = r.gain_parts()
     if not parts:
         return ""
-    text = " · ".join(parts)
-    return f'<p class="gain">{text[0].upper()}{text[1:]}</p>'
+    bound = ""
+    if r.speedup_estimate is not None:
+        bound = " (measured in a tuning trial)" if r.measured else " (an upper bound)"
+    return f'<p class="gain">Expected: <b>{esc(" · ".join(parts))}</b>{esc(bound)}</p>'
 
 
 def _recommendation(r: Recommendation) -> str:
@@ -253,7 +247,7 @@ def _advice(a: AdviceSection) -> str:
 
 def _rules(a: AdviceSection) -> str:
     rows = [
-        [esc(t.title), esc(t.metric), esc(f"{t.comparison} {t.value:g} {t.unit}"), esc(t.source)]
+        [esc(t.title), esc(t.metric), esc(t.limit_text()), esc(t.source)]
         for t in a.rules_checked
     ]
     out = (

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from autotune.advice.records import Recommendation
 from autotune.fmt import NA, format_bytes, format_pct, format_rate, format_seconds, format_usd
 from autotune.report.sections import SECTION_TITLES, Report
 
@@ -46,18 +45,6 @@ def _params(params: dict[str, object] | None) -> str:
     if not params:
         return "the script's defaults"
     return ", ".join(f"{md_text(k)}={md_text(v)}" for k, v in params.items())
-
-
-def _gain(rec: Recommendation) -> str | None:
-    parts = []
-    if rec.speedup_estimate is not None:
-        kind = "measured" if rec.measured else "up to"
-        parts.append(f"{kind} {rec.speedup_estimate:.2f}× throughput")
-    if rec.saving_pct is not None:
-        parts.append(f"{rec.saving_pct:.0f}% of the cost")
-    if rec.saving_usd_per_month is not None:
-        parts.append(f"{format_usd(rec.saving_usd_per_month)} a month")
-    return " · ".join(parts) or None
 
 
 def render_markdown(report: Report) -> str:
@@ -115,7 +102,7 @@ def _advice(report: Report) -> list[str]:
             out += [f"1. {md_text(line)}" for line in rec.actions]
         if rec.params:
             out += ["", f"Configuration: {_params(rec.params)}"]
-        gain = _gain(rec)
+        gain = " · ".join(rec.gain_parts())
         if gain:
             out += ["", f"Expected gain: {gain}."]
         out.append("")
@@ -126,7 +113,7 @@ def _advice(report: Report) -> list[str]:
             (
                 (
                     md_text(t.title),
-                    md_text(f"{t.metric} {t.comparison} {t.value:g} {t.unit}"),
+                    md_text(f"{t.metric} {t.limit_text()}"),
                     md_text(t.source),
                 )
                 for t in a.rules_checked

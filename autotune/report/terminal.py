@@ -7,25 +7,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from autotune.advice.records import Recommendation
-from autotune.fmt import format_usd
 from autotune.report.sections import AdviceSection
 
 _COLOURS = {"high": "red", "medium": "yellow", "low": "cyan"}
 #: Evidence lines shown per recommendation in the terminal (the report has them all).
 EVIDENCE_LINES = 2
-
-
-def gain_text(rec: Recommendation) -> str:
-    """The expected gain in words: "up to 1.30× throughput · 23% cheaper · $1,234 a month"."""
-    parts = []
-    if rec.speedup_estimate is not None:
-        parts.append(f"{'measured' if rec.measured else 'up to'} {rec.speedup_estimate:.2f}× throughput")
-    if rec.saving_pct is not None:
-        parts.append(f"{rec.saving_pct:.0f}% cheaper")
-    if rec.saving_usd_per_month is not None:
-        parts.append(f"{format_usd(rec.saving_usd_per_month)} a month")
-    return " · ".join(parts)
 
 
 def print_advice(advice: AdviceSection, console: Console, report_path: Path | None = None) -> None:
@@ -43,7 +29,7 @@ def print_advice(advice: AdviceSection, console: Console, report_path: Path | No
             console.print(f"      {escape(line)}")
         if rec.actions:
             console.print(f"      → {escape(rec.actions[0])}")
-        gain = gain_text(rec)
+        gain = " · ".join(rec.gain_parts())
         if gain:
             console.print(f"      expected: {escape(gain)}")
     if report_path is not None:

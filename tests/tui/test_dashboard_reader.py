@@ -253,3 +253,30 @@ def test_host_samples_of_a_cpu_run(tmp_path: Path) -> None:
     track = reader.tracks[(0, "host", 0)]
     assert track.mem_total_bytes == 64 * 2**30
     assert track.buckets.means("cpu_util_pct")[0] == pytest.approx(host_sample(0).cpu_util_pct)
+
+
+def test_the_baselines_row_shows_what_its_script_ran_with() -> None:
+    from tui.model import trials_info
+
+    summary = {"space": {"micro_batch": {"type": "int"}, "precision": {"type": "choice"}}, "n_trials": 2}
+    entries = [
+        {
+            "id": 0,
+            "baseline": True,
+            "params": {},
+            "status": "ok",
+            "objective": 100.0,
+            "params_used": {"micro_batch": 2, "precision": "fp32", "grad_accum": 8},
+        },
+        {
+            "id": 1,
+            "baseline": False,
+            "params": {"micro_batch": 8, "precision": "bf16"},
+            "status": "ok",
+            "objective": 150.0,
+            "params_used": {"micro_batch": 8},
+        },
+    ]
+    info = trials_info(summary, entries, None)
+    assert info.rows[0].params == {"micro_batch": 2, "precision": "fp32"}  # only the searched ones
+    assert info.rows[1].params == {"micro_batch": 8, "precision": "bf16"}

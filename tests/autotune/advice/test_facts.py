@@ -2,6 +2,7 @@
 
 import dataclasses
 import statistics
+from pathlib import Path
 
 import pytest
 
@@ -119,3 +120,40 @@ def test_nothing_raises_on_an_empty_run(tmp_path):
     assert facts.throttling(empty) == ()
     assert facts.window(empty) is None
     assert facts.rank_times(empty) == ()
+
+
+def _two_rank_cpu_run(rss_growth_per_step: dict[int, int]) -> RunData:
+    """A 2-rank CPU run of 40 measured 50 ms steps; each rank's RSS sampled at 10 Hz into run.db."""
+    from profilers.records import DeviceSample, StepRecord
+
+    t0, step_ns = 1_800_000_000 * 10**9, 50_000_000
+    steps = tuple(
+        StepRecord(
+            n, rank, t0 + (n - 1) * step_ns, step_ns, 0, step_ns // 2, step_ns // 2, 0, 0, 8, None, "measured"
+        )
+        for rank in (0, 1)
+        for n in range(1, 41)
+    )
+    samples, ranks = [], []
+    for i in range(20):  # 2 s at 10 Hz
+        t = t0 + i * 100_000_000
+        for rank in (0, 1):
+            rss = 500 * 2**20 + rss_growth_per_step[rank] * (2 * i)  # two steps per reading
+            samples.append(DeviceSample(t, 0, "host", rss_bytes=rss, host_mem_total_bytes=24 * 2**30))
+            ranks.append(rank)
+    summary = {"schema": 1, "device": {"kind": "cpu", "name": "cpu", "count": 2}}
+    return RunData(
+        Path("/nonexistent"),
+        "profile",
+        summary,
+        steps=steps,
+        samples=tuple(samples),
+        sample_ranks=tuple(ranks),
+    )
+
+
+def test_memory_trend_of_a_multi_rank_cpu_run_is_rank_0s():
+    leak_on_1 = facts.memory_trend(_two_rank_cpu_run({0: 0, 1: 4 * 2**20}))
+    assert leak_on_1 is not None and leak_on_1.bytes_per_step == pytest.approx(0, abs=1)
+    leak_on_0 = facts.memory_trend(_two_rank_cpu_run({0: 4 * 2**20, 1: 0}))
+    assert leak_on_0 is not None and leak_on_0.bytes_per_step == pytest.approx(4 * 2**20, rel=0.05)
