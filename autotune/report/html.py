@@ -227,7 +227,10 @@ def _gain(r: Recommendation) -> str:
 
 def _recommendation(r: Recommendation) -> str:
     sev = _SEVERITY_COLOURS.get(r.severity, OTHER_STATUS_COLOUR)
-    tag = '<span class="tag measured">measured</span>' if r.measured else '<span class="tag">estimated</span>'
+    tag = ""
+    if r.speedup_estimate is not None:  # a gain to qualify: measured by a trial, or an upper bound
+        kind = "measured" if r.measured else "estimated"
+        tag = f'<span class="tag {kind}">{kind}</span>'
     evidence = "".join(f"<li>{esc(e)}</li>" for e in r.evidence) or "<li>none recorded</li>"
     actions = "".join(f"<li>{esc(a)}</li>" for a in r.actions) or "<li>none</li>"
     params = f"<p>Apply: {format_params(r.params)}</p>" if r.params else ""
