@@ -85,19 +85,29 @@ def cmd_report(args: argparse.Namespace, usage_error: type[Exception]) -> int:
         raise usage_error("--format all writes report.html, report.md and report.json; leave out -o")
     try:
         report = make_report(args.run_dir, cost_options(args))
+        if args.output == "-":
+            sys.stdout.write(render(report, formats[0]))
+            return 0
+        for fmt in formats:
+            path = Path(args.output) if args.output else args.run_dir / REPORT_FILES[fmt]
+            try:
+                write_report(report, fmt, path)
+            except OSError as exc:
+                raise usage_error(f"cannot write {path}: {exc.strerror or exc}") from None
+            if not args.quiet:
+                print(f"autotune report: wrote {path}", file=sys.stderr)
     except (RunDirError, PriceTableError) as exc:
         raise usage_error(str(exc)) from None
-    if args.output == "-":
-        sys.stdout.write(render(report, formats[0]))
-        return 0
-    for fmt in formats:
-        path = Path(args.output) if args.output else args.run_dir / REPORT_FILES[fmt]
-        try:
-            write_report(report, fmt, path)
-        except OSError as exc:
-            raise usage_error(f"cannot write {path}: {exc.strerror or exc}") from None
-        if not args.quiet:
-            print(f"autotune report: wrote {path}", file=sys.stderr)
+    except usage_error:
+        raise
+    except Exception as exc:  # a fault of ours: one line, never a traceback; the run is untouched
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        print(
+            f"autotune report: internal error ({type(exc).__name__}: {first}); the run directory is "
+            "unchanged; please report this with the run's summary.json",
+            file=sys.stderr,
+        )
+        return 1
     if not args.quiet:
         from rich.console import Console
 

@@ -368,7 +368,11 @@ def step_outliers(run: RunData) -> Recommendation | None:
 def memory_growth(run: RunData) -> Recommendation | None:
     """Memory in use grows steadily over the measured steps: a leak, not a warm-up allocation."""
     t = facts.memory_trend(run)
-    if t is None or t.growth_pct <= limit("memory_growth.growth"):
+    if t is None:
+        return None
+    on_host = t.source.startswith("host")  # a CPU run: RSS, which the allocator grows too
+    bar = limit("memory_growth.host_growth") if on_host else limit("memory_growth.growth")
+    if t.growth_pct <= bar:
         return None
     if t.second_half_ratio is None or 100 * t.second_half_ratio <= limit("memory_growth.steady"):
         return None

@@ -122,3 +122,16 @@ def test_the_tuned_configurations_saving_is_the_studys_own(study_run):
     assert applied and applied[0]["params"] == best["params"]
     assert applied[0]["saving_pct"] == cost["saving_pct"]
     assert applied[0]["saving_usd_per_month"] == cost["saving_usd_per_month"]
+
+
+def test_a_malformed_study_is_one_line_never_a_traceback(tmp_path):
+    run = tmp_path / "study"
+    run.mkdir()
+    summary = {"schema": 1, "kind": "tune", "trials": [{"id": "not-a-number", "status": "ok"}]}
+    (run / "summary.json").write_text(json.dumps(summary))
+    out = autotune("report", str(run), "--format", "md", "-o", "-")
+    assert out.returncode == 1 and out.stdout == ""
+    assert "Traceback" not in out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "internal error" in lines[0] and "unchanged" in lines[0]
+    assert sorted(p.name for p in run.iterdir()) == ["summary.json"]
