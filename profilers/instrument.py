@@ -65,6 +65,10 @@ class StepInstruments:
         self._kinds = {k - dropped: v for k, v in self._kinds.items() if k > dropped}
         if self._flops_step is not None and self._flops_step > dropped:
             self._flops_step -= dropped
+        elif self._flops_step is not None and 0 < self._flops_step <= dropped and self._flop_counter is None:
+            # FLOPs were counted over a step that is now part of step 1: a part of a real step.
+            # Count them again over a whole step.
+            self.flops_per_step, self._flops_step = None, None
 
     def begin(self, step: int, cuda: bool) -> bool:
         """Start what is due for ``step``; True when that was slow (the profiler's start)."""

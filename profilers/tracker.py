@@ -4,7 +4,8 @@ Steps end at ``optimizer.step()`` (several optimizers stepping back to back end 
 ``autotune.step()`` once the user calls it, or, in scripts that never call an optimizer, at the
 start of the next iteration after each backward pass. Until the first optimizer step or
 ``UNKNOWN_MODE_MAX_BACKWARDS`` backward passes the tracker cannot tell the last two apart, so it
-keeps the events and splits them retroactively.
+keeps the events and splits them retroactively; an optimizer step that comes later still (gradient
+accumulation over that many micro-batches) takes the split steps back into one.
 """
 
 from __future__ import annotations
@@ -92,7 +93,9 @@ class StepTracker:
         if self.nvtx is not None:
             self.nvtx.phase_end(code)
         if code == OPT_E:
-            if self.mode in ("unknown", "backward"):
+            if self.mode == "backward":
+                self._merge_into_first_step()  # gradient accumulation over many micro-batches
+            elif self.mode == "unknown":
                 self.mode = "optimizer"
             if self.mode == "optimizer":
                 self._pending = ev
@@ -126,6 +129,24 @@ class StepTracker:
             self._start = earlier[0].start
             self.steps_closed = 0
         self._close(ev, ev)
+
+    def _merge_into_first_step(self) -> None:
+        """An optimizer steps after the tracker took the script for one that updates by hand.
+
+        It was accumulating gradients over ``UNKNOWN_MODE_MAX_BACKWARDS`` or more micro-batches:
+        the steps closed so far (one per backward pass) are taken back and merged, with what is
+        open, into step 1, which this optimizer step ends; optimizer steps end steps from here on.
+        Past ``MAX_MERGED_STEPS`` closed steps history is kept as it is (too late to rewrite).
+        """
+        self.mode = "optimizer"
+        earlier, self._pre_explicit = self._pre_explicit, []
+        if not earlier:
+            return
+        if self.on_retract is not None:
+            self.on_retract(len(earlier))
+        self._events = [e for s in earlier for e in s.events] + self._events
+        self._start = earlier[0].start
+        self.steps_closed = 0
 
     def finish(self) -> None:
         """The profiled region ends: close what is complete, drop a partial step."""

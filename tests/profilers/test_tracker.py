@@ -126,3 +126,23 @@ def test_slow_callback_moves_the_next_start_after_it():
     t.finish()
     assert seen[1].start is not seen[0].end
     assert seen[1].start.t_ns >= seen[0].end.t_ns
+
+
+def test_accumulation_over_more_micro_batches_than_the_manual_threshold_is_still_one_step():
+    out = Collect()
+    retracted = []
+    t = StepTracker(out)
+    t.on_retract = retracted.append
+    micro = UNKNOWN_MODE_MAX_BACKWARDS + 4  # 20 backward passes before each optimizer step
+    for _ in range(3):
+        iteration(t, micro=micro)
+    t.finish()
+    assert t.mode == "optimizer"
+    # the backward-pass steps closed before the first optimizer step were taken back once
+    assert retracted == [micro - 1]
+    final = [s for s in out.steps if s.mode == "optimizer"]
+    assert [s.number for s in final] == [1, 2, 3]
+    for s in final:
+        assert sum(1 for e in s.events if e.code == BWD_E) == micro
+        assert s.end.code == OPT_E
+    assert final[0].start is out.steps[0].start  # step 1 starts where the run's first step did
