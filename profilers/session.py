@@ -294,8 +294,10 @@ class Session:
         return slow
 
     def _retract(self, count: int) -> None:
-        """Steps 1..``count`` were merged into a new step 1 (the first ``autotune.step()``, or an
-        optimizer step after many backward passes)."""
+        """Steps 1..``count`` were merged into a new step 1.
+
+        By the first ``autotune.step()``, or by an optimizer step after many backward passes.
+        """
         self._inline_steps = [s for s in self._inline_steps if s.step > count]
         self._gpu_pending = [c for c in self._gpu_pending if c.number > count]
         self.instruments.renumber(count)
