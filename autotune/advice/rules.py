@@ -14,6 +14,7 @@ import statistics
 from autotune.advice import facts
 from autotune.advice.records import Recommendation
 from autotune.advice.thresholds import MIN_GPU_SAMPLES, MIN_STEPS, limit, severity_for
+from autotune.fmt import format_pct
 from autotune.report.rundata import RunData
 from profilers.flops import match_device
 
@@ -24,11 +25,6 @@ COLLECTIVE_SOURCES = {
     "frontend_ops": "c10d ops",
 }
 _BATCH = "a larger micro-batch (autotune tune searches micro_batch)"
-
-
-def pct(fraction: float) -> str:
-    """0.234 -> "23.4%"."""
-    return f"{100 * fraction:.1f}%"
 
 
 def ms(seconds: float) -> str:
@@ -61,7 +57,7 @@ def input_bound(run: RunData) -> Recommendation | None:
         return None
     bound = 1 / (1 - d.data_share) if d.data_share < 1 else None
     evidence = [
-        f"data wait is {pct(d.data_share)} of the measured step time: {ms(d.data_median_s)} of the "
+        f"data wait is {format_pct(d.data_share)} of the measured step time: {ms(d.data_median_s)} of the "
         f"{ms(d.step_median_s)} median step (rank 0, {d.measured_steps} measured steps)"
     ]
     if d.dataloader_iter == "_SingleProcessDataLoaderIter":
@@ -86,7 +82,7 @@ def input_bound(run: RunData) -> Recommendation | None:
         actions.append("copy batches with .to(device, non_blocking=True) from pinned memory")
     if bound is not None:
         evidence.append(at_most(bound, "if the wait disappeared"))
-    title = f"Input-bound: {pct(d.data_share)} of each step waits for data"
+    title = f"Input-bound: {format_pct(d.data_share)} of each step waits for data"
     return Recommendation("input_bound", severity_for(bound), title, tuple(evidence), tuple(actions), bound)
 
 
@@ -142,10 +138,10 @@ def host_bound(run: RunData) -> Recommendation | None:
         return None
     bound = 1 / w.gpu_busy_share if w.gpu_busy_share > 0 else None
     evidence = [
-        f"the GPU ran kernels {pct(w.gpu_busy_share)} of the profiled window ({w.steps} steps of "
+        f"the GPU ran kernels {format_pct(w.gpu_busy_share)} of the profiled window ({w.steps} steps of "
         f"{ms(w.step_us / 1e6)}): {w.kernels_per_step:,.0f} kernels per step, median "
         f"{w.kernel_median_us or 0:.1f} µs, mean {w.kernel_mean_us or 0:.1f} µs",
-        f"CPU ops took {pct(w.cpu_op_share)} of the window (self time, all threads)",
+        f"CPU ops took {format_pct(w.cpu_op_share)} of the window (self time, all threads)",
     ]
     if bound is not None:
         evidence.append(at_most(bound, "if the GPU never waited for the host"))
@@ -155,7 +151,7 @@ def host_bound(run: RunData) -> Recommendation | None:
         f"more work per kernel: {_BATCH}",
         "drop host syncs from the loop (.item(), .cpu()); fused optimizers (AdamW(..., fused=True))",
     )
-    title = f"Host-bound: the GPU is busy {pct(w.gpu_busy_share)} of the step"
+    title = f"Host-bound: the GPU is busy {format_pct(w.gpu_busy_share)} of the step"
     return Recommendation("host_bound", severity_for(bound), title, tuple(evidence), actions, bound)
 
 
@@ -179,10 +175,10 @@ def precision_fp32(run: RunData) -> Recommendation | None:
     ]
     mfu = run.summary.get("mfu")
     if isinstance(mfu, int | float):
-        evidence.append(f"MFU is {pct(mfu)} of the fp32 peak")
+        evidence.append(f"MFU is {format_pct(mfu)} of the fp32 peak")
     w = facts.window(run)
     if w is not None and w.tensor_core_share is not None:
-        evidence.append(f"{pct(w.tensor_core_share)} of GPU kernel time ran in tensor-core kernels")
+        evidence.append(f"{format_pct(w.tensor_core_share)} of GPU kernel time ran in tensor-core kernels")
     scaler = "bf16 autocast, no loss scaling" if fast == "bf16" else "fp16 autocast with a GradScaler"
     actions = [f"autotune.prepare(model, optimizer, precision='{fast}') ({scaler})"]
     if peak.tf32_tflops:
@@ -200,16 +196,16 @@ def precision_no_tensor_cores(run: RunData) -> Recommendation | None:
     if w.tensor_core_share * 100 >= limit("precision_no_tensor_cores.share"):
         return None
     evidence = (
-        f"the run computes in {precision}, yet tensor-core kernels ran {pct(w.tensor_core_share)} of GPU "
-        f"kernel time ({w.kernels_per_step or 0:,.0f} kernels per step; kernel names as profilers/deep.py "
-        "matches them)",
+        f"the run computes in {precision}, yet tensor-core kernels ran "
+        f"{format_pct(w.tensor_core_share)} of GPU kernel time ({w.kernels_per_step or 0:,.0f} kernels "
+        "per step; kernel names as profilers/deep.py matches them)",
     )
     actions = (
         "matmul and convolution sizes in multiples of 8 (pad hidden, vocabulary, channel sizes)",
         "autocast around the forward and the loss (with prep.autocast(): ...)",
         "if elementwise and normalization ops dominate, fuse them: torch.compile(model)",
     )
-    title = f"{precision} without tensor cores: {pct(w.tensor_core_share)} of kernel time"
+    title = f"{precision} without tensor cores: {format_pct(w.tensor_core_share)} of kernel time"
     return Recommendation("precision_no_tensor_cores", "medium", title, evidence, actions)
 
 
@@ -222,7 +218,7 @@ def memory_high(run: RunData) -> Recommendation | None:
         return None
     evidence = tuple(
         f"GPU {m.index} ({m.name or 'GPU'}) held {gib(m.high_bytes)} of {gib(m.total_bytes)} at its peak "
-        f"({pct(m.high_bytes / m.total_bytes)}): NVML in use {gib(m.used_max_bytes)}, torch reserved "
+        f"({format_pct(m.high_bytes / m.total_bytes)}): NVML in use {gib(m.used_max_bytes)}, torch reserved "
         f"{gib(m.peak_reserved_bytes)}, allocated {gib(m.peak_allocated_bytes)}"
         for m in high
     )
@@ -232,7 +228,7 @@ def memory_high(run: RunData) -> Recommendation | None:
         "a smaller micro-batch with gradient accumulation, same global batch (autotune.batch_plan)",
         "bf16 autocast; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True when reserved ≫ allocated",
     )
-    title = f"Memory nearly full: {pct(max(m.high_bytes / m.total_bytes for m in high))} of the GPU"
+    title = f"Memory nearly full: {format_pct(max(m.high_bytes / m.total_bytes for m in high))} of the GPU"
     return Recommendation("memory_high", "medium", title, evidence, actions)
 
 
@@ -245,14 +241,14 @@ def memory_low(run: RunData) -> Recommendation | None:
     m, top = max(mems, key=lambda item: item[1])
     evidence = (
         f"the largest rank allocated at most {gib(m.peak_allocated_bytes)} of GPU {m.index}'s "
-        f"{gib(m.total_bytes)} ({pct(top)}; torch.cuda.max_memory_allocated)",
+        f"{gib(m.total_bytes)} ({format_pct(top)}; torch.cuda.max_memory_allocated)",
     )
     actions = (
         f"{_BATCH}; the study also finds where it runs out of memory",
         "if activation checkpointing is on, it costs speed for memory this run does not need",
     )
     return Recommendation(
-        "memory_low", "low", f"Memory mostly unused: {pct(top)} of the GPU", evidence, actions
+        "memory_low", "low", f"Memory mostly unused: {format_pct(top)} of the GPU", evidence, actions
     )
 
 
@@ -275,15 +271,15 @@ def comm_bound(run: RunData) -> Recommendation | None:
     bound = 1 / (1 - net) if net < 1 else None
     source = COLLECTIVE_SOURCES.get(str(w.collective_source), str(w.collective_source))
     evidence = [
-        f"collectives ({source}) take {pct(w.collective_share)} of the profiled window on rank 0: "
+        f"collectives ({source}) take {format_pct(w.collective_share)} of the profiled window on rank 0: "
         f"{ms(w.collective_share * w.step_us / 1e6)} of each {ms(w.step_us / 1e6)} step",
-        f"{pct(exposed)} of the window is collective time no compute kernel hides"
+        f"{format_pct(exposed)} of the window is collective time no compute kernel hides"
         if w.collective_exposed_share is not None
         else "the CPU window cannot tell overlap with compute: all collective time counts as exposed",
     ]
     if wait > 0.01:
         evidence.append(
-            f"{pct(wait)} of rank 0's step is waiting for slower ranks (see stragglers), left out"
+            f"{format_pct(wait)} of rank 0's step is waiting for slower ranks (see stragglers), left out"
         )
     if bound is not None:
         evidence.append(at_most(bound, "if the exposed communication disappeared"))
@@ -294,7 +290,7 @@ def comm_bound(run: RunData) -> Recommendation | None:
         f"more compute per byte sent: {_BATCH}",
         "on GPUs: NCCL over NVLink/InfiniBand, bf16 gradient compression (ddp_comm_hooks), FSDP",
     )
-    title = f"Communication-bound: {pct(net)} of the step in collectives"
+    title = f"Communication-bound: {format_pct(net)} of the step in collectives"
     return Recommendation("comm_bound", severity_for(bound), title, tuple(evidence), actions, bound)
 
 
@@ -350,7 +346,7 @@ def step_outliers(run: RunData) -> Recommendation | None:
         f"{len(o.steps)} of {o.measured_steps} measured steps took longer than {ms(o.threshold_s)} (median "
         f"{ms(o.median_s)} + {limit('step_outliers.sigma'):g}σ, σ = 1.4826 × MAD = {ms(o.sigma_s)}): steps "
         f"{shown}{' …' if len(o.steps) > 8 else ''}",
-        f"they cost {o.excess_s:.3g} s above the median step, {pct(share)} of the measured time",
+        f"they cost {o.excess_s:.3g} s above the median step, {format_pct(share)} of the measured time",
     ]
     gaps = {b - a for a, b in zip(o.steps, o.steps[1:], strict=False)}
     if len(o.steps) >= 3 and len(gaps) == 1:
@@ -361,7 +357,7 @@ def step_outliers(run: RunData) -> Recommendation | None:
         "evaluation, logging that syncs (.item()), the garbage collector (gc.freeze() after start-up)",
         "on a shared machine, other processes show the same way: compare with the host timeline",
     )
-    title = f"Step-time outliers: {len(o.steps)} slow steps cost {pct(share)}"
+    title = f"Step-time outliers: {len(o.steps)} slow steps cost {format_pct(share)}"
     return Recommendation("step_outliers", severity_for(bound), title, tuple(evidence), actions, bound)
 
 
@@ -408,8 +404,9 @@ def throttling(run: RunData) -> Recommendation | None:
         return None
     evidence, bounds = [], []
     for t in hot:
-        reasons = ", ".join(f"{name} {pct(share)}" for name, share in sorted(t.reasons.items()))
-        line = f"GPU {t.index} ({t.name or 'GPU'}): {pct(t.share)} of {t.samples} readings report {reasons}"
+        reasons = ", ".join(f"{name} {format_pct(share)}" for name, share in sorted(t.reasons.items()))
+        share = format_pct(t.share)
+        line = f"GPU {t.index} ({t.name or 'GPU'}): {share} of {t.samples} readings report {reasons}"
         if t.sm_clock_mean_mhz and t.sm_clock_max_mhz:
             line += f"; SM clock {t.sm_clock_mean_mhz:.0f} MHz on average, {t.sm_clock_max_mhz} MHz at most"
             bounds.append(t.sm_clock_max_mhz / t.sm_clock_mean_mhz)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.advice.facts import step_outliers
+from autotune.fmt import as_float, get_in
 from autotune.report.rundata import RunData, study_batch_param
 from autotune.report.sections import (
     AdviceSection,
@@ -31,6 +32,7 @@ from autotune.report.sections import (
     TrialSection,
 )
 from profilers.records import PHASES, DeviceSample, StepRecord
+from profilers.summary import quantile
 
 #: Most points a series keeps for drawing (a 100k-step run is drawn from this many).
 MAX_POINTS = 2000
@@ -124,14 +126,6 @@ def _device_label(summary: dict[str, Any]) -> str | None:
     return f"{label} × {count}" if count and count > 1 else label
 
 
-def _get(mapping: Any, *keys: str) -> Any:
-    for key in keys:
-        if not isinstance(mapping, dict):
-            return None
-        mapping = mapping.get(key)
-    return mapping
-
-
 def overview_section(run: RunData, notes: tuple[str, ...]) -> Overview:
     """The headline figures: the run's own, or a study's best trial against its baseline."""
     s = run.summary
@@ -161,13 +155,13 @@ def overview_section(run: RunData, notes: tuple[str, ...]) -> Overview:
         kind="profile",
         run_dir=str(run.run_dir),
         finished=run.finished,
-        step_time_median_s=_get(s, "step_time_s", "median"),
-        samples_per_s=_get(s, "throughput", "samples_per_s"),
-        tokens_per_s=_get(s, "throughput", "tokens_per_s"),
+        step_time_median_s=as_float(get_in(s, "step_time_s", "median")),
+        samples_per_s=as_float(get_in(s, "throughput", "samples_per_s")),
+        tokens_per_s=as_float(get_in(s, "throughput", "tokens_per_s")),
         peak_memory_bytes=s.get("peak_memory_bytes"),
         precision=s.get("precision"),
         device=_device_label(s),
-        world_size=max(len(ranks), int(_get(s, "device", "count") or 1)),
+        world_size=max(len(ranks), int(as_float(get_in(s, "device", "count")) or 1)),
         mfu=s.get("mfu"),
         notes=notes,
     )
@@ -202,21 +196,14 @@ def step_section(run: RunData) -> StepSection | None:
         phase_fractions=fractions,
         phase_median_s=medians,
         median_s=statistics.median(durations),
-        p10_s=_quantile(durations, 0.1),
-        p90_s=_quantile(durations, 0.9),
+        p10_s=quantile(durations, 0.1),
+        p90_s=quantile(durations, 0.9),
         series_step=tuple(rank0[i].step for i in keep),
         series_duration_s=tuple(rank0[i].duration_ns / 1e9 for i in keep),
         series_kind=tuple(rank0[i].kind for i in keep),
         outlier_steps=outliers.steps if outliers is not None else (),
         per_rank_median_s=per_rank if len(per_rank) > 1 else {},
     )
-
-
-def _quantile(sorted_values: Sequence[float], q: float) -> float:
-    pos = (len(sorted_values) - 1) * q
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
 def timeline_section(samples: Sequence[DeviceSample]) -> TimelineSection | None:
@@ -265,7 +252,7 @@ def host_timeline(samples: Sequence[DeviceSample], devices: Sequence[dict[str, A
 
 
 def _no_gpu_reason(run: RunData) -> str:
-    kind = _get(run.summary, "device", "kind")
+    kind = get_in(run.summary, "device", "kind")
     if kind == "cpu":
         return "this run trained on the CPU, so there are no GPU samples (the host timeline is below)"
     return "no GPU samples were recorded (NVML was not available, or sampling was off)"
@@ -380,7 +367,7 @@ def pareto_section(run: RunData, price_per_gpu_hour: float | None) -> ParetoSect
 
 def trial_section(run: RunData) -> TrialSection:
     """The trial table, in id order."""
-    best_id = _get(run.summary, "best", "id")
+    best_id = get_in(run.summary, "best", "id")
     rows = tuple(
         TrialRow(
             trial_id=int(t["id"]),
