@@ -1,42 +1,19 @@
 """A real loop accumulating 20 micro-batches per optimizer step, profiled without autotune.step()."""
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.profile_run import profile_script
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "loop_accumulate.py"
 
 
 @pytest.mark.parametrize("accum", [20, 40])
 def test_each_optimizer_step_is_one_step_with_every_micro_batch(tmp_path, accum):
-    run_dir = tmp_path / "run"
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "autotune",
-            "profile",
-            "--quiet",
-            "--run-dir",
-            str(run_dir),
-            str(SCRIPT),
-            "--steps",
-            "12",
-            "--accum",
-            str(accum),
-            "--micro",
-            "4",
-        ],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-        timeout=180,
-    )
-    assert out.returncode == 0, out.stderr
+    args = ("--steps", "12", "--accum", str(accum), "--micro", "4")
+    run_dir = profile_script(tmp_path / "run", SCRIPT, *args, timeout=180)
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["step_mode"] == "optimizer"
     assert summary["steps"] == 12  # one per optimizer step, not one per backward pass

@@ -6,9 +6,6 @@ against figures computed by hand; real torch.profiler windows on the CPU (one pr
 """
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -19,6 +16,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import autotune
 from profilers.deep import window_stats
+from tests.profile_run import profile_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -116,29 +114,10 @@ def test_summary_json_has_profile_window_and_null_without_a_window(tmp_path):
 
 @pytest.mark.slow
 def test_a_two_rank_gloo_ddp_window_has_collective_time(tmp_path):
-    run_dir = tmp_path / "run"
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc-per-node",
-        "2",
-        "--standalone",
-        "-m",
-        "autotune",
-        "profile",
-        "--quiet",
-        "--run-dir",
-        str(run_dir),
-        str(ROOT / "tests" / "scripts" / "loop_ddp.py"),
-        "--steps",
-        "16",
-        "--batch-size",
-        "32",
-    ]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=240, check=False)
-    assert out.returncode == 0, out.stderr[-4000:]
+    script = ROOT / "tests" / "scripts" / "loop_ddp.py"
+    run_dir = profile_script(
+        tmp_path / "run", script, "--steps", "16", "--batch-size", "32", ranks=2, cwd=tmp_path
+    )
     window = json.loads((run_dir / "summary.json").read_text())["profile_window"]
     assert window["collective_source"] == "backend_ranges"  # gloo:all_reduce, recorded on gloo's thread
     assert window["collective_calls"] >= 3  # one gradient all-reduce (one bucket) per profiled step

@@ -5,9 +5,6 @@ all-reduce (communication-bound); a 256-wide one where rank 1 sleeps 20 ms befor
 rank 1 a straggler that rank 0 waits for inside its backward pass.
 """
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +12,7 @@ import pytest
 from autotune.advice import facts, rules
 from autotune.advice.advise import advise
 from autotune.report.rundata import RunData, load_run
+from tests.profile_run import profile_script
 
 pytestmark = pytest.mark.slow
 
@@ -23,29 +21,7 @@ SLEEP_MS = 20.0
 
 
 def torchrun(tmp: Path, *args: str) -> RunData:
-    run_dir = tmp / "run"
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc-per-node",
-        "2",
-        "--standalone",
-        "-m",
-        "autotune",
-        "profile",
-        "--quiet",
-        "--run-dir",
-        str(run_dir),
-        str(SCRIPT),
-        "--steps",
-        "24",
-        *args,
-    ]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp, timeout=240, check=False)
-    assert out.returncode == 0, out.stderr[-4000:]
-    return load_run(run_dir)
+    return load_run(profile_script(tmp / "run", SCRIPT, "--steps", "24", *args, ranks=2, cwd=tmp))
 
 
 @pytest.fixture(scope="module")

@@ -7,10 +7,7 @@ shared: a busy neighbour can stall a process for ~100 ms, so bounds are one-side
 can only push a figure one way.
 """
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,28 +15,14 @@ import pytest
 from autotune.advice import facts, rules
 from autotune.advice.advise import advise
 from autotune.report.rundata import RunData, load_run
+from tests.profile_run import profile_script
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 
 
 def profile(tmp: Path, script: str, *args: str) -> RunData:
     """Run ``autotune profile`` on a test script and load its run directory."""
-    run_dir = tmp / "run"
-    cmd = [
-        sys.executable,
-        "-m",
-        "autotune",
-        "profile",
-        "--quiet",
-        "--run-dir",
-        str(run_dir),
-        str(SCRIPTS / script),
-        *args,
-    ]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=180, check=False)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return load_run(run_dir)
+    return load_run(profile_script(tmp / "run", SCRIPTS / script, *args, timeout=180))
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,31 @@
+"""Run the real ``autotune profile`` on a test script, on one process or under torchrun."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+
+def profile_script(
+    run_dir: Path, script: Path, *args: str, ranks: int = 1, cwd: Path | None = None, timeout: float = 240
+) -> Path:
+    """``autotune profile --quiet --run-dir RUN_DIR SCRIPT ARGS`` (through torchrun for ranks > 1).
+
+    Fails the test with the end of stderr unless it exits 0; returns ``run_dir``.
+    """
+    launcher = (
+        ["-m", "torch.distributed.run", "--nproc-per-node", str(ranks), "--standalone"] if ranks > 1 else []
+    )
+    cmd = [sys.executable, *launcher, "-m", "autotune", "profile", "--quiet", "--run-dir", str(run_dir)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    out = subprocess.run(
+        [*cmd, str(script), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=timeout,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr[-4000:]
+    return run_dir
