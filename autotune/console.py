@@ -20,7 +20,9 @@ from autotune.fmt import as_float as _num
 from autotune.fmt import get_in as _get
 
 #: Phase order of summary.json's ``phases``.
-PHASE_ORDER: tuple[str, ...] = ("data", "forward", "backward", "optimizer", "other")
+PHASE_ORDER: tuple[str, ...] = ("data", "forward", "backward", "optimizer", "eval", "other")
+#: Phases shown only when the run had some (most runs never evaluate inside training).
+OPTIONAL_PHASES = frozenset({"eval"})
 BAR_WIDTH = 20
 _EIGHTHS = " ▏▎▍▌▋▊▉"
 
@@ -199,6 +201,8 @@ def _phase_rows(summary: Mapping[str, Any]) -> tuple[PhaseRow, ...]:
     rows = []
     for name in names:
         frac = _num(phases.get(name))
+        if name in OPTIONAL_PHASES and not frac:
+            continue
         rows.append(PhaseRow(name, frac, format_pct(frac), bar(frac)))
     return tuple(rows)
 

@@ -1,7 +1,12 @@
 """The torch hooks that feed the step tracker, installed for a profiled region and removed after.
 
-- forward: global module forward hooks while the step's models are discovered (warm-up), then
-  hooks on those root modules only (cheaper, and they see keyword arguments);
+- forward: global module forward hooks while the step's models are discovered (warm-up), then a
+  wrapper of the root modules' classes' ``__call__`` that acts for those instances only (cheaper).
+  Nothing is attached to a module instance, so a model stays picklable and copyable
+  (``torch.save(model)``, ``copy.deepcopy``) while it is profiled. A forward under
+  ``no_grad``/``inference_mode`` or of a model in eval mode is evaluation: its own phase, and its
+  inputs are no training samples. A forward inside ``optimizer.step(closure)`` is a forward;
+  re-evaluating the same input inside one optimizer step (LBFGS) adds no samples;
 - backward: ``torch.Tensor.backward`` and ``torch.autograd.backward`` wrapped; a scalar floating
   tensor being backpropagated is the step's loss, kept as a detached reference (never read here);
   ``GradScaler.scale`` is wrapped too, so the unscaled loss is kept when its scaled output is
@@ -26,7 +31,7 @@ from typing import Any
 
 import torch
 
-from profilers.timeline import BWD_B, BWD_E, DATA_B, DATA_E, FWD_B, FWD_E, OPT_B, OPT_E
+from profilers.timeline import BWD_B, BWD_E, DATA_B, DATA_E, EVAL_B, EVAL_E, FWD_B, FWD_E, OPT_B, OPT_E
 from profilers.tracker import StepTracker
 
 
@@ -88,20 +93,56 @@ def read_losses(losses: Sequence[torch.Tensor]) -> list[float]:
     return values
 
 
+#: Keyword arguments that name a model's main input, preferred over the other tensors (Hugging Face
+#: models are called with ``input_ids=..., attention_mask=..., labels=...`` in any order).
+INPUT_KWARGS = ("input_ids", "inputs_embeds", "pixel_values", "input_features", "input_values", "x", "input")
+
+
+def _tensor_in(value: Any) -> torch.Tensor | None:
+    if isinstance(value, torch.Tensor):
+        return value
+    items = value if isinstance(value, list | tuple) else value.values() if isinstance(value, dict) else ()
+    return next((item for item in items if isinstance(item, torch.Tensor)), None)
+
+
+def input_tensor(args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> tuple[torch.Tensor | None, str]:
+    """A model call's main input and where it was found (``"args[0]"``, ``"input_ids"``...).
+
+    The first tensor among the positional arguments (one level into lists and dicts), else the
+    first of :data:`INPUT_KWARGS` given as a tensor, else the first tensor among the keyword arguments.
+    """
+    for i, value in enumerate(args):
+        tensor = _tensor_in(value)
+        if tensor is not None:
+            return tensor, f"args[{i}]"
+    kwargs = kwargs or {}
+    for name in INPUT_KWARGS:
+        if isinstance(kwargs.get(name), torch.Tensor):
+            return kwargs[name], name
+    for name, value in kwargs.items():
+        tensor = _tensor_in(value)
+        if tensor is not None:
+            return tensor, name
+    return None, ""
+
+
 def first_tensor(args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> Any:
-    """The first tensor among positional then keyword arguments (one level into lists/dicts)."""
-    for value in list(args) + list((kwargs or {}).values()):
-        if isinstance(value, torch.Tensor):
-            return value
-        if isinstance(value, list | tuple):
-            for item in value:
-                if isinstance(item, torch.Tensor):
-                    return item
-        if isinstance(value, dict):
-            for item in value.values():
-                if isinstance(item, torch.Tensor):
-                    return item
-    return None
+    """The model call's main input tensor (see :func:`input_tensor`), or None."""
+    return input_tensor(args, kwargs)[0]
+
+
+def nested_batch_size(module: Any, args: tuple[Any, ...]) -> int | None:
+    """The batch size a recurrent or attention layer sees, from its own ``batch_first`` flag.
+
+    ``nn.RNN``/``LSTM``/``GRU`` and ``nn.MultiheadAttention`` take ``[seq, batch, feature]`` unless
+    ``batch_first``: they tell which dimension of the model's input is the batch.
+    """
+    if not isinstance(module, torch.nn.RNNBase | torch.nn.MultiheadAttention):
+        return None
+    x = args[0] if args else None
+    if not isinstance(x, torch.Tensor) or x.dim() != 3:
+        return None  # unbatched, or a PackedSequence
+    return int(x.shape[0] if module.batch_first else x.shape[1])
 
 
 class TorchHooks:
@@ -112,15 +153,20 @@ class TorchHooks:
         tracker: StepTracker,
         on_fault: Callable[[str, BaseException], None],
         on_first_cuda_input: Callable[[], None] | None = None,
-        samples_per_step: int | None = None,
     ) -> None:
         self.tracker = tracker
         self.on_fault = on_fault
         self.on_first_cuda_input = on_first_cuda_input
-        self.samples_per_step = samples_per_step
         self.active = False
-        self.roots: dict[int, Any] = {}  # id -> module seen at depth 0
+        self.roots: dict[int, type] = {}  # id -> class of each module seen at depth 0 (no reference kept)
         self.step_root: int | None = None  # id of the module whose inputs count the step's samples
+        #: How the samples of a step are found, once known: the model, the input, its batch dimension.
+        self.samples_source: dict[str, Any] | None = None
+        self._batch_dims: dict[int, int] = {}  # root id -> batch dimension of its input
+        self._nested_batch: int | None = None  # batch size a recurrent/attention layer saw (discovery)
+        self._opt_inputs: set[tuple[int, tuple[int, ...]]] = set()  # inputs counted in this optimizer step
+        self._fwd_end_code = FWD_E
+        self._narrow_when_done = False  # narrow_to_roots was asked for during a forward
         self.precision_probe: Callable[[Any], None] | None = None
         self.capture_loss = True  # False once the loss capture faulted
         #: The last ``GradScaler.scale`` call: (weak reference to its output, the detached loss).
@@ -133,7 +179,7 @@ class TorchHooks:
         self._fwd_marked = False
         self._handles: list[Any] = []
         self._global_fwd: list[Any] = []
-        self._patches: list[tuple[Any, str, Any]] = []
+        self._patches: list[tuple[Any, str, Any, bool]] = []  # owner, name, original, owner had it
         self._cuda_seen = False
 
     # -- install / remove -----------------------------------------------------------------------
@@ -145,7 +191,7 @@ class TorchHooks:
         self._thread = threading.get_ident()
         self._global_fwd = [
             nn_module.register_module_forward_pre_hook(self._global_pre),
-            nn_module.register_module_forward_hook(self._global_post, always_call=True),
+            nn_module.register_module_forward_hook(self._global_post, with_kwargs=True, always_call=True),
         ]
         self._handles = [
             optim_module.register_optimizer_step_pre_hook(self._opt_pre),
@@ -165,9 +211,10 @@ class TorchHooks:
         self.active = True
 
     def _patch(self, owner: Any, attr: str, replacement: Any) -> None:
-        original = owner.__dict__[attr] if attr in owner.__dict__ else getattr(owner, attr)
+        own = attr in owner.__dict__
+        original = owner.__dict__[attr] if own else getattr(owner, attr)
         setattr(owner, attr, replacement)
-        self._patches.append((owner, attr, original))
+        self._patches.append((owner, attr, original, own))
 
     def remove(self) -> None:
         """Remove every hook and restore every patched function. Safe to call twice."""
@@ -176,22 +223,47 @@ class TorchHooks:
             with contextlib.suppress(Exception):  # removing a hook must not fail the user's run
                 handle.remove()
         self._handles, self._global_fwd = [], []
-        for owner, attr, original in reversed(self._patches):
+        for owner, attr, original, own in reversed(self._patches):
             with contextlib.suppress(Exception):
-                setattr(owner, attr, original)
+                if own:
+                    setattr(owner, attr, original)
+                else:  # inherited: remove ours, the class is as it was
+                    delattr(owner, attr)
         self._patches = []
         self._scaled = None
 
     def narrow_to_roots(self) -> None:
-        """Swap the global forward hooks for hooks on the root modules seen so far."""
+        """Swap the global forward hooks for a wrapper of the root modules' classes' ``__call__``.
+
+        The wrapper acts for the root instances only (an id lookup for every other instance of the
+        class) and sees keyword arguments. Nothing is registered on the modules themselves.
+        """
         if not self.active or not self._global_fwd or not self.roots:
             return
+        if self._fwd_depth:  # called from inside a forward: its global post hook must still fire
+            self._narrow_when_done = True
+            return
+        self._narrow_when_done = False
         for handle in self._global_fwd:
             handle.remove()
         self._global_fwd = []
-        for module in self.roots.values():
-            self._handles.append(module.register_forward_pre_hook(self._root_pre, with_kwargs=True))
-            self._handles.append(module.register_forward_hook(self._root_post, always_call=True))
+        for cls in dict.fromkeys(self.roots.values()):
+            self._patch(cls, "__call__", self._wrap_call(cls.__call__))
+
+    def _wrap_call(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        hooks = self
+
+        @functools.wraps(fn)
+        def __call__(module: Any, *args: Any, **kwargs: Any) -> Any:
+            if not hooks.active or id(module) not in hooks.roots or threading.get_ident() != hooks._thread:
+                return fn(module, *args, **kwargs)
+            hooks._fwd_begin(module, args)
+            try:
+                return fn(module, *args, **kwargs)
+            finally:
+                hooks._fwd_end(module, args, kwargs)
+
+        return __call__
 
     # -- guards ---------------------------------------------------------------------------------
     def _fault(self, exc: BaseException) -> None:
@@ -201,61 +273,88 @@ class TorchHooks:
     # -- forward --------------------------------------------------------------------------------
     def _global_pre(self, module: Any, args: tuple[Any, ...]) -> None:
         if self.active and threading.get_ident() == self._thread:
-            self._fwd_begin(module, args, None)
+            self._fwd_begin(module, args)
 
-    def _global_post(self, module: Any, args: Any, output: Any) -> None:
+    def _global_post(self, module: Any, args: Any, kwargs: dict[str, Any], output: Any) -> None:
         if self.active and threading.get_ident() == self._thread:
-            self._fwd_end()
+            self._fwd_end(module, args, kwargs)
 
-    def _root_pre(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        if self.active and threading.get_ident() == self._thread:
-            self._fwd_begin(module, args, kwargs)
-
-    def _root_post(self, module: Any, args: Any, output: Any) -> None:
-        if self.active and threading.get_ident() == self._thread:
-            self._fwd_end()
-
-    def _fwd_begin(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> None:
+    def _fwd_begin(self, module: Any, args: tuple[Any, ...]) -> None:
         try:
             depth = self._fwd_depth
             self._fwd_depth = depth + 1
-            if depth or self._bwd_depth or self._opt_depth:
-                return  # nested module, or a recompute inside backward (activation checkpointing)
+            if depth or self._bwd_depth:
+                # A nested module, or a recompute inside backward (activation checkpointing). While
+                # the model's batch dimension is unknown, recurrent/attention layers tell it.
+                if depth and self._nested_batch is None and not self._bwd_depth and self._fwd_marked:
+                    self._nested_batch = nested_batch_size(module, args)
+                return
             key = id(module)
             if key not in self.roots:
-                self.roots[key] = module
-            samples = tokens = None
-            if self.step_root is None:
-                self.step_root = key
-            if key == self.step_root:
-                tensor = first_tensor(args, kwargs)
-                if tensor is not None and tensor.dim() > 0:
-                    samples = int(tensor.shape[0])
-                    if holds_token_ids(tensor):
-                        tokens = int(tensor.numel())
-                    if not self._cuda_seen and tensor.is_cuda:
-                        self._cuda_seen = True
-                        if self.on_first_cuda_input is not None:
-                            self.on_first_cuda_input()
-                if self.samples_per_step is not None:
-                    samples, tokens = None, None
-                if self.precision_probe is not None:
+                self.roots[key] = type(module)
+            evaluating = not torch.is_grad_enabled() or not module.training
+            self._fwd_end_code = EVAL_E if evaluating else FWD_E
+            if not evaluating:
+                if self.step_root is None:
+                    self.step_root = key
+                if key == self.step_root and self.precision_probe is not None:
                     self.precision_probe(module)
             self._fwd_marked = True
-            self.tracker.begin(FWD_B, samples, tokens)
+            self.tracker.begin(EVAL_B if evaluating else FWD_B)
         except Exception as exc:
             self._fault(exc)
 
-    def _fwd_end(self) -> None:
+    def _fwd_end(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> None:
         try:
             if self._fwd_depth == 0:
                 return
             self._fwd_depth -= 1
             if self._fwd_depth == 0 and self._fwd_marked:
                 self._fwd_marked = False
-                self.tracker.end(FWD_E)
+                samples = tokens = None
+                if self._fwd_end_code == FWD_E and id(module) == self.step_root:
+                    samples, tokens = self._count(module, args, kwargs)
+                self._nested_batch = None
+                self.tracker.end(self._fwd_end_code, samples, tokens)
+            if self._fwd_depth == 0 and self._narrow_when_done:
+                self.narrow_to_roots()
         except Exception as exc:
             self._fault(exc)
+
+    def _count(
+        self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None
+    ) -> tuple[int | None, int | None]:
+        """Samples and tokens of one training forward of the step's model."""
+        tensor, where = input_tensor(args, kwargs)
+        if tensor is None or tensor.dim() == 0:
+            return None, None
+        if not self._cuda_seen and tensor.is_cuda:
+            self._cuda_seen = True
+            if self.on_first_cuda_input is not None:
+                self.on_first_cuda_input()
+        key = id(module)
+        dim = self._batch_dims.get(key)
+        if dim is None:
+            nested = self._nested_batch
+            seq_first = (
+                nested is not None and tensor.dim() >= 2 and tensor.shape[0] != nested == tensor.shape[1]
+            )
+            dim = self._batch_dims[key] = 1 if seq_first else 0
+        tokens = int(tensor.numel()) if holds_token_ids(tensor) else None
+        if self.samples_source is None:
+            self.samples_source = {
+                "module": type(module).__name__,
+                "input": where,
+                "batch_dim": dim,
+                "shape": list(tensor.shape),
+                "tokens": tokens is not None,
+            }
+        if self._opt_depth:  # inside optimizer.step(closure): the same input again adds nothing
+            ident = (id(tensor), tuple(tensor.shape))
+            if ident in self._opt_inputs:
+                return 0, 0 if tokens is not None else None
+            self._opt_inputs.add(ident)
+        return int(tensor.shape[dim]), tokens
 
     # -- optimizer ------------------------------------------------------------------------------
     def _opt_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
@@ -264,6 +363,7 @@ class TorchHooks:
         try:
             self._opt_depth += 1
             if self._opt_depth == 1:
+                self._opt_inputs.clear()
                 self.tracker.begin(OPT_B)
         except Exception as exc:
             self._fault(exc)

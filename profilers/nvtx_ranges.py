@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from profilers.timeline import BWD_B, BWD_E, DATA_B, DATA_E, FWD_B, FWD_E, OPT_B, OPT_E
+from profilers.timeline import BWD_B, BWD_E, DATA_B, DATA_E, EVAL_B, EVAL_E, FWD_B, FWD_E, OPT_B, OPT_E
 
-_PHASE_OF = {DATA_B: "data", FWD_B: "forward", BWD_B: "backward", OPT_B: "optimizer"}
-_END_OF = {DATA_E: DATA_B, FWD_E: FWD_B, BWD_E: BWD_B, OPT_E: OPT_B}
-_COLORS = {"data": "yellow", "forward": "green", "backward": "blue", "optimizer": "purple"}
+_PHASE_OF = {DATA_B: "data", FWD_B: "forward", BWD_B: "backward", OPT_B: "optimizer", EVAL_B: "eval"}
+_END_OF = {DATA_E: DATA_B, FWD_E: FWD_B, BWD_E: BWD_B, OPT_E: OPT_B, EVAL_E: EVAL_B}
+_COLORS = {"data": "yellow", "forward": "green", "backward": "blue", "optimizer": "purple", "eval": "cyan"}
 DOMAIN = "autotune"
 
 

@@ -64,7 +64,9 @@ class DeviceSample:
 #: Column order of DeviceSample, used by the run store and the replay format.
 SAMPLE_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(DeviceSample))
 
-PHASES: tuple[str, ...] = ("data", "forward", "backward", "optimizer", "other")
+#: Phases of a step, "other" (the rest) last. "eval" (forwards under no_grad/inference_mode or of a
+#: model in eval mode) came later: a store without its column reads as 0.
+PHASES: tuple[str, ...] = ("data", "forward", "backward", "optimizer", "eval", "other")
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,14 +88,17 @@ class StepRecord:
     #: Mean of the scalar losses backpropagated in the step (NaN/inf kept as they are), or None
     #: when no scalar floating loss was backpropagated.
     loss: float | None = None
+    #: Evaluation inside the step: forwards under no_grad/inference_mode or of a model in eval mode.
+    eval_ns: int = 0
 
     def phase_ns(self) -> dict[str, int]:
-        """Phase name to its duration in ns."""
+        """Phase name to its duration in ns (PHASES order)."""
         return {
             "data": self.data_ns,
             "forward": self.forward_ns,
             "backward": self.backward_ns,
             "optimizer": self.optimizer_ns,
+            "eval": self.eval_ns,
             "other": self.other_ns,
         }
 

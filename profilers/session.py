@@ -220,7 +220,6 @@ class Session:
             self._tracker,
             self.fault,
             on_first_cuda_input=self._use_cuda_clock,
-            samples_per_step=self.options.samples_per_step,
         )
         self._hooks.precision_probe = self._probe_precision
         self._hooks.install()
@@ -467,6 +466,12 @@ class Session:
             peak = None
         return mfu(self.instruments.flops_per_step, step_time_s, peak, 1), peak
 
+    def _samples_from(self) -> dict[str, Any] | None:
+        """How samples per step were found: the override, or the model input that gave them."""
+        if self.options.samples_per_step is not None:
+            return {"override": self.options.samples_per_step}
+        return self._hooks.samples_source if self._hooks is not None else None
+
     def _finish_summary(self) -> dict[str, Any]:
         stats = step_statistics(self.steps, self.options.samples_per_step)
         peak_mem, memory = self._memory()
@@ -515,6 +520,7 @@ class Session:
             loss=loss_summary(self.steps),
             stop_reason=self.stop_reason,
             profile_window=self.instruments.window_stats,
+            samples_from=self._samples_from(),
         )
         if self._store is not None:
             self._guard("run store", self._write_rank, summary)

@@ -4,8 +4,9 @@ One writer connection per process (owned by the recorder thread); readers never 
 ranks of one torchrun job write to the same file; SQLite serialises their short transactions.
 Every row carries the rank that wrote it.
 
-The steps table's ``loss`` column came later (same schema version: columns are only added). The
-readers accept a store without it (every loss None), and a writer opening such a store adds it.
+The steps table's ``loss`` and ``eval_ns`` columns came later (same schema version: columns are only
+added). The readers accept a store without them (every loss None, every eval 0), and a writer
+opening such a store adds them.
 SQLite has no NaN (it would store NULL, "no loss"), so non-finite losses are stored as the text
 ``'nan'``, ``'inf'`` or ``'-inf'`` and read back as floats.
 """
@@ -31,7 +32,8 @@ CREATE TABLE IF NOT EXISTS steps (
     rank INTEGER NOT NULL, step INTEGER NOT NULL, start_ns INTEGER NOT NULL,
     duration_ns INTEGER NOT NULL, data_ns INTEGER NOT NULL, forward_ns INTEGER NOT NULL,
     backward_ns INTEGER NOT NULL, optimizer_ns INTEGER NOT NULL, other_ns INTEGER NOT NULL,
-    samples INTEGER, tokens INTEGER, kind TEXT NOT NULL, loss REAL, PRIMARY KEY (rank, step));
+    samples INTEGER, tokens INTEGER, kind TEXT NOT NULL, loss REAL, eval_ns INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (rank, step));
 CREATE TABLE IF NOT EXISTS samples (rank INTEGER NOT NULL, {_SAMPLE_COLUMNS});
 CREATE INDEX IF NOT EXISTS samples_t ON samples (t_ns);
 CREATE TABLE IF NOT EXISTS devices (
@@ -50,7 +52,8 @@ _STEP_COLUMNS = (
     "rank, step, start_ns, duration_ns, data_ns, forward_ns, backward_ns, optimizer_ns, other_ns, "
     "samples, tokens, kind"
 )
-_LOSS_COLUMN = "loss"
+#: Columns added to ``steps`` after its first version, with their SQL types.
+_ADDED_STEP_COLUMNS = {"loss": "REAL", "eval_ns": "INTEGER NOT NULL DEFAULT 0"}
 
 
 def encode_loss(loss: float | None) -> float | str | None:
@@ -65,8 +68,9 @@ def decode_loss(value: float | str | None) -> float | None:
     return None if value is None else float(value)
 
 
-def _has_loss_column(conn: sqlite3.Connection) -> bool:
-    return any(row[1] == _LOSS_COLUMN for row in conn.execute("PRAGMA table_info(steps)"))
+def step_columns(conn: sqlite3.Connection) -> set[str]:
+    """The columns the store's ``steps`` table has."""
+    return {row[1] for row in conn.execute("PRAGMA table_info(steps)")}
 
 
 def connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
@@ -96,11 +100,13 @@ class RunStore:
         for statement in SCHEMA_SQL.split(";"):
             if statement.strip():
                 self.conn.execute(statement)
-        if not _has_loss_column(self.conn):  # a store written before the column existed
-            try:
-                self.conn.execute(f"ALTER TABLE steps ADD COLUMN {_LOSS_COLUMN} REAL")
+        for column, sql_type in _ADDED_STEP_COLUMNS.items():
+            if column in step_columns(self.conn):
+                continue
+            try:  # a store written before the column existed
+                self.conn.execute(f"ALTER TABLE steps ADD COLUMN {column} {sql_type}")
             except sqlite3.OperationalError:
-                if not _has_loss_column(self.conn):  # else another rank added it meanwhile
+                if column not in step_columns(self.conn):  # else another rank added it meanwhile
                     raise
         self.set_meta({"schema": SCHEMA_VERSION}, only_if_missing=True)
 
@@ -114,7 +120,7 @@ class RunStore:
     def add_steps(self, steps: Sequence[StepRecord]) -> None:
         """Append closed steps."""
         self._many(
-            f"INSERT OR REPLACE INTO steps ({_STEP_COLUMNS}, {_LOSS_COLUMN}) VALUES ({', '.join('?' * 13)})",
+            f"INSERT OR REPLACE INTO steps ({_STEP_COLUMNS}, loss, eval_ns) VALUES ({', '.join('?' * 14)})",
             [
                 (
                     s.rank,
@@ -130,6 +136,7 @@ class RunStore:
                     s.tokens,
                     s.kind,
                     encode_loss(s.loss),
+                    s.eval_ns,
                 )
                 for s in steps
             ],
@@ -220,9 +227,10 @@ def read_steps(path: Path, rank: int | None = None) -> list[StepRecord]:
     conn = connect(path, readonly=True)
     try:
         where, params = ("WHERE rank = ?", (rank,)) if rank is not None else ("", ())
-        loss = _LOSS_COLUMN if _has_loss_column(conn) else "NULL"
+        have = step_columns(conn)
+        added = ", ".join(c if c in have else "NULL" for c in _ADDED_STEP_COLUMNS)
         rows = conn.execute(
-            f"SELECT {_STEP_COLUMNS}, {loss} FROM steps {where} ORDER BY rank, step", params
+            f"SELECT {_STEP_COLUMNS}, {added} FROM steps {where} ORDER BY rank, step", params
         ).fetchall()
     finally:
         conn.close()
@@ -241,6 +249,7 @@ def read_steps(path: Path, rank: int | None = None) -> list[StepRecord]:
             tokens=r[10],
             kind=r[11],
             loss=decode_loss(r[12]),
+            eval_ns=r[13] or 0,
         )
         for r in rows
     ]

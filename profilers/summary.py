@@ -51,7 +51,7 @@ def step_statistics(steps: Sequence[StepRecord], samples_per_step: int | None = 
     tok_s = sum(s.duration_ns for s in with_tokens) / 1e9
     tokens_per_s = (
         sum(s.tokens or 0 for s in with_tokens) / tok_s
-        if samples_per_step is None and tok_s > 0 and len(with_tokens) == len(with_samples)
+        if tok_s > 0 and len(with_tokens) == len(with_samples)
         else None
     )
     total_ns = sum(s.duration_ns for s in chosen)

@@ -14,7 +14,7 @@ from profilers.records import StepRecord
 if TYPE_CHECKING:
     from profilers.tracker import ClosedStep
 
-DATA_B, DATA_E, FWD_B, FWD_E, BWD_B, BWD_E, OPT_B, OPT_E = range(8)
+DATA_B, DATA_E, FWD_B, FWD_E, BWD_B, BWD_E, OPT_B, OPT_E, EVAL_B, EVAL_E = range(10)
 
 #: Begin code -> (end code, phase name).
 _PAIRS = {
@@ -22,8 +22,10 @@ _PAIRS = {
     FWD_B: (FWD_E, "forward"),
     BWD_B: (BWD_E, "backward"),
     OPT_B: (OPT_E, "optimizer"),
+    EVAL_B: (EVAL_E, "eval"),
 }
 _END_TO_BEGIN = {end: begin for begin, (end, _) in _PAIRS.items()}
+#: Training activity: the "data" lead-in of a step ends at the first of these (evaluation does not end it).
 ACTIVITY_BEGINS = frozenset({FWD_B, BWD_B, OPT_B})
 CODE_NAMES = {
     DATA_B: "data_begin",
@@ -34,6 +36,8 @@ CODE_NAMES = {
     BWD_E: "backward_end",
     OPT_B: "optimizer_begin",
     OPT_E: "optimizer_end",
+    EVAL_B: "eval_begin",
+    EVAL_E: "eval_end",
 }
 
 
@@ -43,8 +47,9 @@ class Event(NamedTuple):
     code: int
     t_ns: int
     gpu: Any = None
-    samples: int | None = None  # FWD_B of the step's model only: leading dim of its first tensor
-    tokens: int | None = None  # FWD_B only: element count when that tensor held integer token ids
+    #: FWD_E of the step's model only: the batch size of its input (see ``profilers.hooks``).
+    samples: int | None = None
+    tokens: int | None = None  # FWD_E only: element count when that input held integer token ids
     #: BWD_B only: the detached scalar loss being backpropagated (a tensor, read lazily), or None.
     loss: Any = None
 
@@ -52,53 +57,54 @@ class Event(NamedTuple):
 def phase_durations(
     times: list[tuple[int, int]], start_ns: int, end_ns: int, trailing: str | None = None
 ) -> dict[str, int]:
-    """Split ``[start_ns, end_ns]`` into data, forward, backward, optimizer and other.
+    """Split ``[start_ns, end_ns]`` into data, forward, backward, optimizer, eval and other.
 
-    ``times`` holds ``(code, t_ns)`` in time order. Forward, backward and optimizer are the summed
-    intervals of their begin/end pairs (an interval still open at ``end_ns`` runs to it). Data is
-    the time from the step's start to its first model activity plus DataLoader waits after it.
-    ``trailing`` names the phase that gets the time after the last backward (the weight update of
-    scripts without an optimizer); otherwise that time is "other", like everything unaccounted.
-    The five values are non-negative and sum to ``end_ns - start_ns`` exactly.
+    ``times`` holds ``(code, t_ns)`` in time order. Each instant goes to the innermost phase open
+    then, so phases nest: a forward and a backward run inside ``optimizer.step(closure)`` are
+    forward and backward, and the optimizer gets only the rest of its interval. Time with no phase
+    open is data before the step's first training activity (a forward, backward or optimizer step;
+    evaluation does not end the lead-in), else "other"; ``trailing`` names the phase that gets such
+    time after the last backward instead (the weight update of scripts without an optimizer). A
+    phase still open at ``end_ns`` runs to it. The six values are non-negative and sum to
+    ``end_ns - start_ns`` exactly.
     """
-    total = max(0, end_ns - start_ns)
-    sums = {"data": 0, "forward": 0, "backward": 0, "optimizer": 0}
-    opened: dict[int, int] = {}
-    first_activity: int | None = None
-    last_bwd_end: int | None = None
+    out = {"data": 0, "forward": 0, "backward": 0, "optimizer": 0, "eval": 0, "other": 0}
+    if end_ns <= start_ns:
+        return out
+    open_phases: list[int] = []  # begin codes, innermost last
+    trained = False  # a training activity has begun
+    after_backward = False  # the last training activity to end was a backward
+    cursor = start_ns
+
+    def spend(until: int) -> None:
+        nonlocal cursor
+        if until <= cursor:
+            return
+        if open_phases:
+            name = _PAIRS[open_phases[-1]][1]
+        elif not trained:
+            name = "data"
+        elif trailing is not None and after_backward:
+            name = trailing
+        else:
+            name = "other"
+        out[name] += until - cursor
+        cursor = until
+
     for code, t in times:
-        t = min(max(t, start_ns), end_ns)
+        spend(min(max(t, start_ns), end_ns))
         if code in _PAIRS:
-            if code in ACTIVITY_BEGINS and first_activity is None:
-                first_activity = t
-            opened.setdefault(code, t)
+            open_phases.append(code)
+            if code in ACTIVITY_BEGINS:
+                trained = True
+                after_backward = False
         elif code in _END_TO_BEGIN:
             begin = _END_TO_BEGIN[code]
+            if begin in open_phases:  # close it (and anything left open inside it)
+                del open_phases[len(open_phases) - 1 - open_phases[::-1].index(begin) :]
             if code == BWD_E:
-                last_bwd_end = t
-            if begin in opened:
-                t0 = opened.pop(begin)
-                name = _PAIRS[begin][1]
-                if name == "data" and (first_activity is None or t0 < first_activity):
-                    continue  # DataLoader waits before the first activity are in the lead-in below
-                sums[name] += t - t0
-    for begin, t0 in opened.items():
-        name = _PAIRS[begin][1]
-        if name != "data" or (first_activity is not None and t0 >= first_activity):
-            sums[name] += end_ns - t0
-    sums["data"] += (first_activity if first_activity is not None else end_ns) - start_ns
-    if trailing is not None and last_bwd_end is not None and not opened:
-        sums[trailing] += end_ns - last_bwd_end
-    accounted = sum(sums.values())
-    if accounted > total > 0:  # overlapping intervals (clock skew): scale down to fit
-        scale = total / accounted
-        sums = {k: int(v * scale) for k, v in sums.items()}
-        accounted = sum(sums.values())
-    out = dict(sums)
-    out["other"] = total - accounted
-    if out["other"] < 0:  # rounding
-        out["data"] += out["other"]
-        out["other"] = 0
+                after_backward = True
+    spend(end_ns)
     return out
 
 
@@ -129,7 +135,7 @@ def step_record(
     samples = sum(e.samples or 0 for e in fwd) if fwd else None
     tokens = sum(e.tokens or 0 for e in fwd) if fwd and all(e.tokens is not None for e in fwd) else None
     if samples_per_step is not None:
-        samples, tokens = samples_per_step, None
+        samples = samples_per_step  # the tokens seen stay: the override is about the batch dimension
     return StepRecord(
         step=closed.number,
         rank=rank,
@@ -140,6 +146,7 @@ def step_record(
         backward_ns=phases["backward"],
         optimizer_ns=phases["optimizer"],
         other_ns=phases["other"],
+        eval_ns=phases["eval"],
         samples=samples,
         tokens=tokens,
         kind=kind,

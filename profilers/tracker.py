@@ -1,6 +1,7 @@
 """The step state machine: turns phase events from the hooks into closed steps.
 
-Steps end at ``optimizer.step()`` (several optimizers stepping back to back end one step), at
+Steps end at ``optimizer.step()`` (several optimizers stepping back to back end one step, unless
+the later one runs a closure: then each ``step(closure)`` is a step of its own), at
 ``autotune.step()`` once the user calls it, or, in scripts that never call an optimizer, at the
 start of the next iteration after each backward pass. Until the first optimizer step or
 ``UNKNOWN_MODE_MAX_BACKWARDS`` backward passes the tracker cannot tell the last two apart, so it
@@ -15,12 +16,14 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from profilers.nvtx_ranges import NvtxRanges
-from profilers.timeline import BWD_E, DATA_B, FWD_B, OPT_B, OPT_E, Event
+from profilers.timeline import BWD_B, BWD_E, DATA_B, EVAL_B, FWD_B, OPT_B, OPT_E, Event
 
 #: Backward passes without any optimizer step after which a script counts as "updates by hand".
 UNKNOWN_MODE_MAX_BACKWARDS = 16
 #: Steps closed before the first ``autotune.step()`` that it may still merge into step 1.
 MAX_MERGED_STEPS = 64
+#: In scripts that update by hand, these open the next step once a backward pass has finished.
+_STEP_OPENERS = frozenset({DATA_B, FWD_B, EVAL_B})
 
 
 class ClosedStep(NamedTuple):
@@ -53,6 +56,9 @@ class StepTracker:
         self._events: list[Event] = []
         self._start: Event | None = None
         self._pending: Event | None = None  # OPT_E that will end the step unless another optimizer steps
+        #: (OPT_E, OPT_B) of two optimizer steps back to back, taken for one step until the second
+        #: runs a forward or backward (a closure: LBFGS, Lightning), which makes it a step of its own.
+        self._merged_opt: tuple[Event, Event] | None = None
         self._after_backward = False  # backward mode: a backward finished in the current step
         self._backwards_unknown = 0
         # Steps closed before the first autotune.step(): merged into step 1 when it comes.
@@ -70,29 +76,38 @@ class StepTracker:
         self, code: int, samples: int | None = None, tokens: int | None = None, loss: Any = None
     ) -> None:
         """A data wait, forward, backward or optimizer phase begins (``loss``: see Event.loss)."""
-        if code == OPT_B and self._pending is not None:
-            self._pending = None  # a second optimizer in the same step
+        if self._merged_opt is not None and code in (FWD_B, BWD_B, EVAL_B):
+            ended, started = self._merged_opt  # the second optimizer step runs a closure
+            self._merged_opt = None
+            self._close(ended, started)
         if self._start is None:
             self._start = self._event(code)
             self._boundary(self.steps_closed + 1)
+        elif code == OPT_B and self._pending is not None:
+            pass  # a second optimizer in the same step (unless it runs a closure: see below)
         elif self._pending is not None:
             self._close(self._pending, self._pending)
-        elif self.mode == "backward" and self._after_backward and code in (DATA_B, FWD_B):
+        elif self.mode == "backward" and self._after_backward and code in _STEP_OPENERS:
             boundary = self._event(code)
             self._close(boundary, boundary)
-        self._events.append(self._event(code, samples, tokens, loss))
+        ev = self._event(code, samples, tokens, loss)
+        if code == OPT_B and self._pending is not None:
+            self._merged_opt = (self._pending, ev)
+            self._pending = None
+        self._events.append(ev)
         if self.nvtx is not None:
             self.nvtx.phase_begin(code)
 
-    def end(self, code: int) -> None:
-        """A phase ends (``code`` is its end code)."""
+    def end(self, code: int, samples: int | None = None, tokens: int | None = None) -> None:
+        """A phase ends (``code`` is its end code; a forward's end carries its samples and tokens)."""
         if self._start is None:
             return
-        ev = self._event(code)
+        ev = self._event(code, samples, tokens)
         self._events.append(ev)
         if self.nvtx is not None:
             self.nvtx.phase_end(code)
         if code == OPT_E:
+            self._merged_opt = None
             if self.mode == "backward":
                 self._merge_into_first_step()  # gradient accumulation over many micro-batches
             elif self.mode == "unknown":
@@ -172,6 +187,7 @@ class StepTracker:
         self._events = rest
         self._start = next_start
         self._pending = None
+        self._merged_opt = None
         self._after_backward = False
         restart = self.on_step(step)
         if next_start is not None:
@@ -201,7 +217,7 @@ class StepTracker:
         seg: list[Event] = []
         after_bwd = False
         for ev in events:
-            if after_bwd and ev.code in (DATA_B, FWD_B):
+            if after_bwd and ev.code in _STEP_OPENERS:
                 self.steps_closed += 1
                 assert seg_start is not None
                 retro = ClosedStep(self.steps_closed, seg_start, ev, seg, "backward", live=False)

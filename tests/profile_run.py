@@ -7,9 +7,15 @@ from pathlib import Path
 
 
 def profile_script(
-    run_dir: Path, script: Path, *args: str, ranks: int = 1, cwd: Path | None = None, timeout: float = 240
+    run_dir: Path,
+    script: Path,
+    *args: str,
+    ranks: int = 1,
+    cwd: Path | None = None,
+    timeout: float = 240,
+    options: tuple[str, ...] = (),
 ) -> Path:
-    """``autotune profile --quiet --run-dir RUN_DIR SCRIPT ARGS`` (through torchrun for ranks > 1).
+    """``autotune profile --quiet --run-dir RUN_DIR OPTIONS SCRIPT ARGS`` (through torchrun for ranks > 1).
 
     Fails the test with the end of stderr unless it exits 0; returns ``run_dir``.
     """
@@ -17,6 +23,7 @@ def profile_script(
         ["-m", "torch.distributed.run", "--nproc-per-node", str(ranks), "--standalone"] if ranks > 1 else []
     )
     cmd = [sys.executable, *launcher, "-m", "autotune", "profile", "--quiet", "--run-dir", str(run_dir)]
+    cmd += options
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     out = subprocess.run(
         [*cmd, str(script), *args],

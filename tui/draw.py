@@ -32,6 +32,7 @@ PHASE_STYLES: dict[str, str] = {
     "forward": "blue",
     "backward": "green",
     "optimizer": "yellow",
+    "eval": "cyan",
     "other": "bright_black",
 }
 #: Colour of each run state.

@@ -15,7 +15,9 @@ from typing import Any
 
 from tui.store import GPU_FIELDS, HOST_FIELDS, StoreReader
 
-PHASES = ("data", "forward", "backward", "optimizer", "other")
+PHASES = ("data", "forward", "backward", "optimizer", "eval", "other")
+#: Phases shown only when the run had some (most runs never evaluate inside training).
+OPTIONAL_PHASES = frozenset({"eval"})
 #: Trial statuses in display order.
 STATUSES = ("ok", "infeasible", "oom", "timeout", "diverged", "crashed", "skipped")
 
@@ -207,9 +209,8 @@ def live_info(
         samples_per_s = sum(s.samples or 0 for s in with_samples) / (busy_ns / 1e9)
     phases: tuple[tuple[str, float], ...] = ()
     if recent:
-        phases = tuple(
-            (p, sum(s.phases_ns[i] for s in recent) / len(recent) / 1e9) for i, p in enumerate(PHASES)
-        )
+        means = ((p, sum(s.phases_ns[i] for s in recent) / len(recent) / 1e9) for i, p in enumerate(PHASES))
+        phases = tuple((p, v) for p, v in means if v or p not in OPTIONAL_PHASES)
     started = reader.meta.get("started_ns") or reader.first_step_start_ns
     elapsed = None
     if isinstance(started, int | float):

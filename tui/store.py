@@ -44,7 +44,9 @@ MAX_SAMPLES_PER_POLL = 200_000
 HISTORY_ROWS = 65_536
 HISTORY_BLOCKS = 512
 #: Step-time and phase columns of the ``steps`` table, in the order read.
-PHASE_COLUMNS = ("data_ns", "forward_ns", "backward_ns", "optimizer_ns", "other_ns")
+PHASE_COLUMNS = ("data_ns", "forward_ns", "backward_ns", "optimizer_ns", "eval_ns", "other_ns")
+#: Columns of ``steps`` that came later, read as 0 from a store written before them.
+LATER_STEP_COLUMNS = ("eval_ns",)
 #: Per-device fields kept over time: (field of a GPU sample, field of a host sample).
 GPU_FIELDS = ("gpu_util_pct", "mem_used_bytes", "power_mw", "sm_clock_mhz")
 HOST_FIELDS = ("cpu_util_pct", "process_cpu_pct", "rss_bytes", "host_mem_used_bytes")
@@ -65,7 +67,7 @@ class RecentStep:
     step: int
     start_ns: int
     duration_ns: int
-    phases_ns: tuple[int, int, int, int, int]  # PHASE_COLUMNS order
+    phases_ns: tuple[int, ...]  # PHASE_COLUMNS order
     samples: int | None
     kind: str
 
@@ -184,7 +186,9 @@ class StoreReader:
             self.first_step_start_ns = None
         if top == self.last_step:
             return
-        columns = "step, start_ns, duration_ns, " + ", ".join(PHASE_COLUMNS) + ", samples, kind"
+        have = {row[1] for row in conn.execute("PRAGMA table_info(steps)")}
+        phase_sql = [c if c in have or c not in LATER_STEP_COLUMNS else "0" for c in PHASE_COLUMNS]
+        columns = "step, start_ns, duration_ns, " + ", ".join(phase_sql) + ", samples, kind"
         if self.steps is None:  # the first read: aggregate in SQL, keep the last steps whole
             self.steps = Buckets(STEP_FIELDS, origin=1, base=1, width=bucket_width(top, 1))
             width = self.steps.width
@@ -317,7 +321,7 @@ def _recent(row: tuple[Any, ...]) -> RecentStep:
         step=int(row[0]),
         start_ns=int(row[1]),
         duration_ns=int(row[2]),
-        phases_ns=(int(row[3]), int(row[4]), int(row[5]), int(row[6]), int(row[7])),
-        samples=None if row[8] is None else int(row[8]),
-        kind=str(row[9]),
+        phases_ns=tuple(int(v or 0) for v in row[3 : 3 + len(PHASE_COLUMNS)]),
+        samples=None if row[-2] is None else int(row[-2]),
+        kind=str(row[-1]),
     )

@@ -8,8 +8,10 @@ the configuration it recommends. A profile run gets None from every one of them.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Any
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 from autotune.advice.records import Recommendation
 from autotune.advice.rules import gib
@@ -111,6 +113,45 @@ def _twin(trial: Mapping[str, Any], run: RunData) -> dict[str, Any] | None:
     return None
 
 
+class PairVerdict(NamedTuple):
+    """What the like-for-like precision pairs say together."""
+
+    direction: str | None  # "faster", "slower", or None (no pair, or within the noise)
+    median_ratio: float | None
+    interval: tuple[float, float] | None  # 95% interval of the geometric-mean ratio (2+ pairs)
+    summary: str  # one evidence line ("" without pairs)
+
+
+def pair_verdict(ratios: Sequence[float]) -> PairVerdict:
+    """Reduced precision against fp32 over every like-for-like pair, never one pair alone.
+
+    One pair decides only beyond the trials' own noise (``precision_study.pair_ratio``); several
+    decide by the 95% interval (Student's t on the log ratios) of their geometric-mean ratio: faster
+    when it lies above 1, slower when below, else no clear difference.
+    """
+    ratios = [r for r in ratios if r > 0]
+    if not ratios:
+        return PairVerdict(None, None, None, "")
+    median = statistics.median(ratios)
+    if len(ratios) == 1:
+        margin = limit("precision_study.pair_ratio")
+        direction = "faster" if median > margin else "slower" if median < 1 / margin else None
+        return PairVerdict(direction, median, None, f"1 like-for-like pair: {median:.2f}x")
+    from scipy.stats import t as student_t  # scipy comes with scikit-optimize; only studies get here
+
+    logs = [math.log(r) for r in ratios]
+    half = float(student_t.ppf(0.975, len(logs) - 1)) * statistics.stdev(logs) / math.sqrt(len(logs))
+    centre = statistics.fmean(logs)
+    low, high = math.exp(centre - half), math.exp(centre + half)
+    direction = "faster" if low > 1 else "slower" if high < 1 else None
+    faster = sum(r > 1 for r in ratios)
+    summary = (
+        f"{len(ratios)} like-for-like pairs: {faster} faster, {len(ratios) - faster} slower; median "
+        f"{median:.2f}x, geometric mean {math.exp(centre):.2f}x (95% interval {low:.2f}x to {high:.2f}x)"
+    )
+    return PairVerdict(direction, median, (low, high), summary)
+
+
 def precision_study(run: RunData) -> Recommendation | None:
     """What the study's bf16/fp16 trials say: diverged ones against, ok ones (loss checked) for.
 
@@ -132,7 +173,8 @@ def precision_study(run: RunData) -> Recommendation | None:
         check = f"kept its loss within {tolerance_pct:g}% of the {_precision(base)} baseline's"
     else:
         check = "ran ok (no loss check: the baseline is not fp32/tf32)"
-    evidence, faster, slower = [], 0, 0
+    evidence: list[str] = []
+    ratios: list[float] = []
     for t in trials:
         what = f"trial {t.get('id')} ({_label(t.get('params') or {})}, {_precision(t)})"
         if t.get("status") == "diverged":
@@ -141,10 +183,12 @@ def precision_study(run: RunData) -> Recommendation | None:
         twin, rate = _twin(t, run), t.get("throughput") or 0.0
         line = f"{what} {check}: {rate:,.1f} samples/s"
         if twin is not None and twin.get("throughput"):
-            ratio = rate / twin["throughput"]
-            faster, slower = faster + (ratio > 1), slower + (ratio <= 1)
-            line += f", {ratio:.2f}x trial {twin.get('id')} in {_precision(twin) or 'fp32'}"
+            ratios.append(rate / twin["throughput"])
+            line += f", {ratios[-1]:.2f}x trial {twin.get('id')} in {_precision(twin) or 'fp32'}"
         evidence.append(line)
+    verdict = pair_verdict(ratios)
+    if verdict.summary:
+        evidence.append(verdict.summary)
     diverged = sum(t.get("status") == "diverged" for t in trials)
     ok = len(trials) - diverged
     prec = next((_precision(t) for t in trials if t.get("status") == "ok"), "bf16")
@@ -154,12 +198,19 @@ def precision_study(run: RunData) -> Recommendation | None:
             "keep fp32/tf32 for this model, or stabilise reduced precision: bf16 rather than fp16, a "
             "GradScaler with fp16 (autotune.prepare adds it), the loss in fp32, a lower learning rate",
         )
-    elif slower and not faster:
+    elif verdict.direction == "slower":
         title = f"{prec} trains like fp32 here but runs slower"
         actions = (f"keep fp32/tf32 on this device: its {prec} kernels are slower than its fp32 ones",)
-    elif faster:
+    elif verdict.direction == "faster":
         title = f"Reduced precision trained like fp32 in {ok} trial(s), and faster"
         actions = (f"train in {prec}: autotune.prepare(model, optimizer, precision='{prec}')",)
+    elif ratios:
+        title = f"Reduced precision trained like fp32 in {ok} trial(s), at no clear difference in speed"
+        actions = (
+            f"{prec} is safe for this model's loss, but its like-for-like trials are within the noise of "
+            "fp32's: keep the precision you have, or tune precision alone at the best settings with more "
+            "steps per trial (--stable-within 0.02)",
+        )
     else:
         title = f"Reduced precision trained like fp32 in {ok} trial(s)"
         actions = (

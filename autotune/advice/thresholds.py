@@ -237,6 +237,17 @@ BY_KEY: dict[str, Threshold] = {
         "%",
         "this project: autotune tune --loss-tolerance 0.1 marks such a trial diverged",
     ),
+    "precision_study.pair_ratio": Threshold(
+        "precision_study",
+        "Precision evidence from the study",
+        "reduced precision's throughput over fp32's at the same other settings: a single like-for-like "
+        "pair is faster or slower beyond this; several pairs decide by the 95% interval of their "
+        "geometric-mean ratio",
+        ">",
+        1.05,
+        "x",
+        "this project: trials are measured to ±5% (autotune tune --stable-within 0.05)",
+    ),
     "oom_boundary.trials": Threshold(
         "oom_boundary",
         "Out-of-memory boundary",

@@ -35,6 +35,7 @@ PHASE_COLOURS = {
     "forward": "#0969da",
     "backward": "#8250df",
     "optimizer": "#1a7f37",
+    "eval": "#0598bc",
     "other": "#8c959f",
 }
 _FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, Arial, sans-serif'

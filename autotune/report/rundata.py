@@ -201,9 +201,9 @@ def _load_study(path: Path, summary: dict[str, Any]) -> RunData:
     chosen = summary.get("best") or summary.get("baseline")
     profile = None
     if isinstance(chosen, dict) and chosen.get("run_dir"):
-        trial_dir = Path(str(chosen["run_dir"]))
-        if not trial_dir.is_absolute():
-            trial_dir = path / trial_dir
+        from autotune.tuner.records import resolve_trial_dir  # light: no torch, no scikit-optimize
+
+        trial_dir = resolve_trial_dir(path, str(chosen["run_dir"]))
         try:
             profile = load_run(trial_dir)
         except RunDirError as exc:

@@ -25,7 +25,7 @@ from typing import Any
 
 from autotune.tuner.memory_model import MemoryModel
 from autotune.tuner.objectives import Scoring
-from autotune.tuner.records import Infeasible, Measured, Trial
+from autotune.tuner.records import TRIALS_DIR, Infeasible, Measured, Trial, resolve_trial_dir
 from autotune.tuner.space import Space, Value
 from autotune.tuner.storage import SqliteStorage
 from autotune.tuner.study import Study
@@ -40,7 +40,6 @@ from autotune.tuner.tune_checks import (
 from autotune.tuner.tune_summary import tune_summary, write_json
 
 STORE_NAME = "run.db"
-TRIALS_DIR = "trials"
 
 
 class TuneError(Exception):
@@ -141,7 +140,7 @@ class Tuner:
                 study.record(baseline)
                 self._after(study, baseline)
             if not baseline.ok:
-                log = Path(baseline.attrs.get("run_dir", self.run_dir)) / LOG_NAME
+                log = resolve_trial_dir(self.run_dir, baseline.attrs.get("run_dir", ".")) / LOG_NAME
                 self.stopped = (
                     f"the baseline trial (the script with its own defaults) {baseline.status}: "
                     f"{_first_line(baseline.error)} (log: {log}); a new study needs another --run-dir"
@@ -257,7 +256,7 @@ class Tuner:
         summary = outcome.summary or {}
         loss = summary.get("loss") or {}
         return {
-            "run_dir": str(outcome.run_dir),
+            "run_dir": _relative_to(outcome.run_dir, self.run_dir),
             "world_size": world_size,
             "params_used": _params_used(outcome),
             "stop_reason": summary.get("stop_reason"),
@@ -331,6 +330,14 @@ def _device_memory_bytes(summary: Mapping[str, Any]) -> int | None:
 def _first_line(text: str | None) -> str:
     lines = [line for line in (text or "").splitlines() if line.strip()]
     return lines[0] if lines else "no error message"
+
+
+def _relative_to(path: Path, base: Path) -> str:
+    """``path`` relative to ``base`` when it is inside it (how a study stores its trials' folders)."""
+    try:
+        return str(path.resolve().relative_to(base.resolve()))
+    except ValueError:
+        return str(path)
 
 
 @contextlib.contextmanager

@@ -72,11 +72,11 @@ def test_hook_fault_stands_the_hooks_down_but_keeps_earlier_steps(tmp_path, monk
     calls = {"n": 0}
     original = tracker.StepTracker.end
 
-    def fail_late(self, code):
+    def fail_late(self, code, *more):
         calls["n"] += 1
         if calls["n"] > 20:
             raise RuntimeError("injected fault")
-        return original(self, code)
+        return original(self, code, *more)
 
     monkeypatch.setattr(tracker.StepTracker, "end", fail_late)
     with autotune.profile(run_dir=tmp_path / "run") as prof:

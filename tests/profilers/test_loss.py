@@ -233,9 +233,11 @@ def test_a_store_without_the_loss_column_still_reads_and_takes_new_steps(tmp_pat
     old = read_steps(path)
     assert len(old) == 1
     assert old[0].loss is None and old[0].duration_ns == 100 and old[0].kind == "warmup"
-    store = RunStore(path)  # a writer adds the column
+    assert old[0].eval_ns == 0  # the eval column came later still
+    store = RunStore(path)  # a writer adds the columns
     store.add_steps([step(2, float("nan")), step(3, -math.inf), step(4, 0.5)])
     store.close()
+    assert [r.eval_ns for r in read_steps(path)] == [0, 0, 0, 0]
     losses = [r.loss for r in read_steps(path)]
     assert losses[0] is None
     assert math.isnan(losses[1])

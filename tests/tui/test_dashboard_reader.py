@@ -280,3 +280,20 @@ def test_the_baselines_row_shows_what_its_script_ran_with() -> None:
     info = trials_info(summary, entries, None)
     assert info.rows[0].params == {"micro_batch": 2, "precision": "fp32"}  # only the searched ones
     assert info.rows[1].params == {"micro_batch": 8, "precision": "bf16"}
+
+
+def test_a_store_from_before_the_eval_column_reads_with_eval_0(tmp_path):
+    path = tmp_path / "run.db"
+    conn = sqlite3.connect(path)
+    conn.execute(
+        "CREATE TABLE steps (rank INTEGER NOT NULL, step INTEGER NOT NULL, start_ns INTEGER NOT NULL, "
+        "duration_ns INTEGER NOT NULL, data_ns INTEGER NOT NULL, forward_ns INTEGER NOT NULL, "
+        "backward_ns INTEGER NOT NULL, optimizer_ns INTEGER NOT NULL, other_ns INTEGER NOT NULL, "
+        "samples INTEGER, tokens INTEGER, kind TEXT NOT NULL, loss REAL, PRIMARY KEY (rank, step))"
+    )
+    conn.execute("INSERT INTO steps VALUES (0, 1, 5, 100, 10, 20, 30, 40, 0, 8, NULL, 'warmup', NULL)")
+    conn.commit()
+    conn.close()
+    reader = StoreReader(path)
+    reader.poll()
+    assert [r.phases_ns for r in reader.recent] == [(10, 20, 30, 40, 0, 0)]  # PHASE_COLUMNS order

@@ -242,3 +242,59 @@ def test_a_real_study_recommends_its_measured_best(tmp_path):
     assert f"communication: no deep-profile window statistics (profile_window) in summary.json {label}" in (
         advice.not_checked
     )
+
+
+def _pairs_study(ratios):
+    """A study with one fp32 trial and one bf16 trial per micro-batch, bf16 at ``ratio`` × fp32's speed."""
+    trials = [
+        {
+            "id": 0,
+            "params": {},
+            "status": "ok",
+            "throughput": 100.0,
+            "params_used": {**FP32, "micro_batch": 1},
+        }
+    ]
+    for i, ratio in enumerate(ratios):
+        micro = 2 ** (i + 3)
+        trials.append(
+            {
+                "id": 2 * i + 1,
+                "params": {"micro_batch": micro, "precision": "fp32"},
+                "status": "ok",
+                "throughput": 200.0 + i,
+            }
+        )
+        trials.append(
+            {
+                "id": 2 * i + 2,
+                "params": {"micro_batch": micro, "precision": "bf16"},
+                "status": "ok",
+                "throughput": (200.0 + i) * ratio,
+            }
+        )
+    return study(trials, best_id=1, space=SPACE)
+
+
+def test_precision_decides_on_every_pair_not_on_the_one_that_was_faster():
+    # the demo's case: 3 of 4 like-for-like pairs slower in bf16, one a little faster
+    # (before, any faster pair made it "train in bf16"): 4 pairs with this spread cannot say faster
+    rec = rules_tune.precision_study(_pairs_study([0.55, 0.62, 1.08, 0.71]))
+    assert rec.title.endswith("at no clear difference in speed")
+    assert not any("train in bf16" in a for a in rec.actions)
+    summary = rec.evidence[-1]
+    assert summary.startswith("4 like-for-like pairs: 1 faster, 3 slower; median 0.67x")
+    low, high = rules_tune.pair_verdict([0.55, 0.62, 1.08, 0.71]).interval
+    assert low < 0.67 < 1 < high  # log ratios' t(3) interval: exp(-0.33 ± 0.46)
+    slower = rules_tune.precision_study(_pairs_study([0.55, 0.62, 0.71, 0.66]))
+    assert slower.title == "bf16 trains like fp32 here but runs slower"
+    assert rules_tune.pair_verdict([0.55, 0.62, 0.71, 0.66]).interval[1] < 1
+
+
+def test_precision_pairs_within_the_noise_say_so():
+    rec = rules_tune.precision_study(_pairs_study([0.97, 1.04, 1.01]))
+    assert rec.title.endswith("at no clear difference in speed")
+    verdict = rules_tune.pair_verdict([0.97, 1.04, 1.01])
+    assert verdict.direction is None and verdict.interval[0] < 1 < verdict.interval[1]
+    assert rules_tune.pair_verdict([1.03]).direction is None  # one pair inside its ±5% noise
+    assert rules_tune.pair_verdict([1.4, 1.5, 1.45]).direction == "faster"

@@ -2,7 +2,6 @@
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -43,7 +42,8 @@ def test_a_study_loads_its_best_trials_profile(study_run):
     assert run.kind == "tune" and run.finished
     assert len(run.trials) == len(summary["trials"])
     assert run.profile is not None
-    assert run.profile.run_dir == Path(summary["best"]["run_dir"])
+    assert summary["best"]["run_dir"] == f"trials/trial-{summary['best']['id']:04d}"  # relative to the study
+    assert run.profile.run_dir == study_run / summary["best"]["run_dir"]
     assert run.profile.steps, "the best trial's steps are loaded"
     assert run.name == "tune train_unmodified.py"
 

@@ -11,19 +11,22 @@ from pathlib import Path
 
 import pytest
 
+from autotune.tuner.records import resolve_trial_dir
+
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 UNMODIFIED = str(SCRIPTS / "train_unmodified.py")
 FAST = ["--trial-steps", "12", "--warmup-steps", "2", "--min-measured-steps", "5", "--trial-timeout", "120"]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
-def tune(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def tune(*args: str, timeout: float = 300, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "autotune", "tune", *args],
         capture_output=True,
         text=True,
         env=ENV,
         timeout=timeout,
+        cwd=cwd,
     )
 
 
@@ -63,7 +66,8 @@ def test_unmodified_script_tuned_through_its_arguments_beats_its_baseline(tmp_pa
     assert all(t["status"] == "ok" for t in trials), [t["error"] for t in trials]
     # the argument reached the script: the profiler counted that many samples in each step
     for t in trials[1:]:
-        step = json.loads((Path(t["run_dir"]) / "summary.json").read_text())
+        assert t["run_dir"] == f"trials/trial-{t['id']:04d}"  # relative to the study
+        step = json.loads((resolve_trial_dir(run_dir, t["run_dir"]) / "summary.json").read_text())
         per_step = step["throughput"]["samples_per_s"] * step["step_time_s"]["mean"]
         assert per_step == pytest.approx(t["params"]["batch_size"], rel=0.05)
     best = summary["best"]
@@ -73,6 +77,45 @@ def test_unmodified_script_tuned_through_its_arguments_beats_its_baseline(tmp_pa
     assert best["speedup_vs_baseline"] > 2  # batch 8 is far too small for this model on a CPU
     assert len(stored_trials(run_dir)) == 4
     assert "Best (trial" in out.stderr and "× the baseline's throughput" in out.stderr
+
+
+def test_a_study_in_a_relative_run_dir_reports_whole_from_anywhere(tmp_path):
+    # `autotune demo` and every study without --run-dir live under the relative runs/
+    space = space_file(tmp_path, BATCH_SPACE)
+    out = tune(
+        "--space",
+        space,
+        "--trials",
+        "2",
+        "--searcher",
+        "grid",
+        "--run-dir",
+        "runs/study",
+        *FAST,
+        UNMODIFIED,
+        cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stderr
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    moved = tmp_path / "moved"
+    (tmp_path / "runs" / "study").rename(moved)
+    for study, cwd in ((moved, tmp_path), (Path("../moved"), elsewhere)):
+        report = subprocess.run(
+            [sys.executable, "-m", "autotune", "report", str(study), "--format", "json", "--output", "-"],
+            capture_output=True,
+            text=True,
+            env=ENV,
+            timeout=120,
+            cwd=cwd,
+            check=False,
+        )
+        assert report.returncode == 0, report.stderr
+        data = json.loads(report.stdout)
+        notes = data["overview"]["notes"]
+        assert not [n for n in notes if "cannot be read" in n], notes
+        assert data["steps"]["median_s"] > 0  # the best trial's own profile is in it
+        assert "steps" not in data["missing"]
 
 
 def test_a_diverging_configuration_is_diverged_and_the_study_goes_on(tmp_path):
