@@ -13,7 +13,7 @@
   what gets backpropagated (fp16);
 - optimizer: torch's global optimizer step pre/post hooks, and ``GradScaler.step`` wrapped so a
   step the scaler skips (inf/NaN gradients) still ends a step;
-- data: ``DataLoader`` iterators' ``__next__`` wrapped.
+- data: ``DataLoader`` iterators' ``__next__`` wrapped (a fetch with gradients off is evaluation).
 
 Every hook body is guarded: an exception of ours calls ``on_fault`` once and the hooks stand down
 (the loss capture stands down alone), the user's call goes on untouched. Calls from other threads
@@ -167,6 +167,7 @@ class TorchHooks:
         self._opt_inputs: set[tuple[int, tuple[int, ...]]] = set()  # inputs counted in this optimizer step
         self._fwd_end_code = FWD_E
         self._narrow_when_done = False  # narrow_to_roots was asked for during a forward
+        self._probe_at: Any = None  # the step model, while its precision is to be probed inside its forward
         self.precision_probe: Callable[[Any], None] | None = None
         self.capture_loss = True  # False once the loss capture faulted
         #: The last ``GradScaler.scale`` call: (weak reference to its output, the detached loss).
@@ -176,6 +177,7 @@ class TorchHooks:
         self._bwd_depth = 0
         self._opt_depth = 0
         self._data_depth = 0
+        self._data_end: int | None = None  # how the open DataLoader fetch ends (DATA_E, EVAL_E or none)
         self._fwd_marked = False
         self._handles: list[Any] = []
         self._global_fwd: list[Any] = []
@@ -286,8 +288,11 @@ class TorchHooks:
             if depth or self._bwd_depth:
                 # A nested module, or a recompute inside backward (activation checkpointing). While
                 # the model's batch dimension is unknown, recurrent/attention layers tell it.
-                if depth and self._nested_batch is None and not self._bwd_depth and self._fwd_marked:
-                    self._nested_batch = nested_batch_size(module, args)
+                if depth and not self._bwd_depth and self._fwd_marked:
+                    if self._nested_batch is None:
+                        self._nested_batch = nested_batch_size(module, args)
+                    if self._probe_at is not None:
+                        self._probe(module)
                 return
             key = id(module)
             if key not in self.roots:
@@ -298,7 +303,9 @@ class TorchHooks:
                 if self.step_root is None:
                     self.step_root = key
                 if key == self.step_root and self.precision_probe is not None:
-                    self.precision_probe(module)
+                    # Probed at the first module the forward calls: autocast may be entered inside
+                    # the model's forward (accelerate, and so the Hugging Face Trainer, wrap it so).
+                    self._probe_at = module
             self._fwd_marked = True
             self.tracker.begin(EVAL_B if evaluating else FWD_B)
         except Exception as exc:
@@ -315,11 +322,18 @@ class TorchHooks:
                 if self._fwd_end_code == FWD_E and id(module) == self.step_root:
                     samples, tokens = self._count(module, args, kwargs)
                 self._nested_batch = None
+                if self._probe_at is not None:  # the model called no submodule
+                    self._probe(self._probe_at)
                 self.tracker.end(self._fwd_end_code, samples, tokens)
             if self._fwd_depth == 0 and self._narrow_when_done:
                 self.narrow_to_roots()
         except Exception as exc:
             self._fault(exc)
+
+    def _probe(self, module: Any) -> None:
+        probe, self.precision_probe, self._probe_at = self.precision_probe, None, None
+        if probe is not None:
+            probe(module)
 
     def _count(
         self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None
@@ -463,18 +477,30 @@ class TorchHooks:
         try:
             depth = getattr(self, depth_attr)
             setattr(self, depth_attr, depth + 1)
-            if depth == 0 and not (code == DATA_B and (self._fwd_depth or self._bwd_depth)):
+            if depth == 0 and code == DATA_B:
+                # A DataLoader fetch: not a phase inside a forward or backward; evaluation when
+                # gradients are off (the evaluation loops of Lightning and most scripts).
+                if self._fwd_depth or self._bwd_depth:
+                    self._data_end = None
+                    return True
+                if not torch.is_grad_enabled():
+                    code, self._data_end = EVAL_B, EVAL_E
+                else:
+                    self._data_end = DATA_E
+            if depth == 0:
                 self.tracker.begin(code, loss=loss)
             return True
         except Exception as exc:
             self._fault(exc)
             return False
 
-    def _exit(self, code: int, depth_attr: str) -> None:
+    def _exit(self, code: int | None, depth_attr: str) -> None:
         try:
             depth = getattr(self, depth_attr) - 1
             setattr(self, depth_attr, depth)
-            if depth == 0 and not (code == DATA_E and (self._fwd_depth or self._bwd_depth)):
+            if depth == 0 and code == DATA_E:
+                code, self._data_end = self._data_end, None
+            if depth == 0 and code is not None:
                 self.tracker.end(code)
         except Exception as exc:
             self._fault(exc)

@@ -64,8 +64,9 @@ def phase_durations(
     forward and backward, and the optimizer gets only the rest of its interval. Time with no phase
     open is data before the step's first training activity (a forward, backward or optimizer step;
     evaluation does not end the lead-in), else "other"; ``trailing`` names the phase that gets such
-    time after the last backward instead (the weight update of scripts without an optimizer). A
-    phase still open at ``end_ns`` runs to it. The six values are non-negative and sum to
+    time after the last backward instead (the weight update of scripts without an optimizer). Time
+    with no phase open between two evaluation phases is evaluation (its loop's own work). A phase
+    still open at ``end_ns`` runs to it. The six values are non-negative and sum to
     ``end_ns - start_ns`` exactly.
     """
     out = {"data": 0, "forward": 0, "backward": 0, "optimizer": 0, "eval": 0, "other": 0}
@@ -74,26 +75,34 @@ def phase_durations(
     open_phases: list[int] = []  # begin codes, innermost last
     trained = False  # a training activity has begun
     after_backward = False  # the last training activity to end was a backward
+    after_eval = False  # nothing but evaluation has run since the last evaluation phase ended
+    held = 0  # a gap after an evaluation phase: evaluation's if another one follows
     cursor = start_ns
 
+    def idle() -> str:
+        if not trained:
+            return "data"
+        return trailing if trailing is not None and after_backward else "other"
+
     def spend(until: int) -> None:
-        nonlocal cursor
+        nonlocal cursor, held
         if until <= cursor:
             return
         if open_phases:
-            name = _PAIRS[open_phases[-1]][1]
-        elif not trained:
-            name = "data"
-        elif trailing is not None and after_backward:
-            name = trailing
+            out[_PAIRS[open_phases[-1]][1]] += until - cursor
+        elif after_eval:
+            held += until - cursor
         else:
-            name = "other"
-        out[name] += until - cursor
+            out[idle()] += until - cursor
         cursor = until
 
     for code, t in times:
         spend(min(max(t, start_ns), end_ns))
         if code in _PAIRS:
+            if held:  # the evaluation loop's own work between two of its phases is evaluation
+                out["eval" if code == EVAL_B else idle()] += held
+                held = 0
+            after_eval = False
             open_phases.append(code)
             if code in ACTIVITY_BEGINS:
                 trained = True
@@ -104,7 +113,9 @@ def phase_durations(
                 del open_phases[len(open_phases) - 1 - open_phases[::-1].index(begin) :]
             if code == BWD_E:
                 after_backward = True
+            after_eval = code == EVAL_E and not open_phases
     spend(end_ns)
+    out[idle()] += held
     return out
 
 

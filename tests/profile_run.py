@@ -17,7 +17,8 @@ def profile_script(
 ) -> Path:
     """``autotune profile --quiet --run-dir RUN_DIR OPTIONS SCRIPT ARGS`` (through torchrun for ranks > 1).
 
-    Fails the test with the end of stderr unless it exits 0; returns ``run_dir``.
+    Fails the test with the end of stderr unless it exits 0; returns ``run_dir``. What the script
+    printed is kept in ``run_dir.with_name(run_dir.name + ".stdout")``.
     """
     launcher = (
         ["-m", "torch.distributed.run", "--nproc-per-node", str(ranks), "--standalone"] if ranks > 1 else []
@@ -35,4 +36,5 @@ def profile_script(
         check=False,
     )
     assert out.returncode == 0, out.stderr[-4000:]
+    run_dir.with_name(run_dir.name + ".stdout").write_text(out.stdout)
     return run_dir

@@ -110,3 +110,18 @@ def test_an_end_without_its_begin_and_a_phase_left_open_inside_another():
     times = [(FWD_E, 5), (OPT_B, 10), (DATA_B, 20), (OPT_E, 30)]
     out = phase_durations(times, 0, 40)
     assert out == {"data": 10 + 10, "forward": 0, "backward": 0, "optimizer": 10, "eval": 0, "other": 10}
+
+
+def test_the_evaluation_loops_own_work_between_its_phases_is_evaluation():
+    # an evaluation loop: fetch (eval), forward (eval), its own bookkeeping, again; then training
+    times = [
+        (EVAL_B, 0), (EVAL_E, 10), (EVAL_B, 12), (EVAL_E, 20),  # fetch, 2 ns of loop, forward
+        (EVAL_B, 25), (EVAL_E, 30),  # 5 ns of loop, next fetch
+        (DATA_B, 40), (DATA_E, 45),  # 10 ns after the last evaluation: the lead-in, data
+        (FWD_B, 45), (FWD_E, 55), (OPT_B, 55), (OPT_E, 60),
+    ]  # fmt: skip
+    out = phase_durations(times, 0, 60)
+    assert out["eval"] == 10 + 2 + 8 + 5 + 5
+    assert out["data"] == 10 + 5
+    assert out["forward"] == 10 and out["optimizer"] == 5
+    assert sum(out.values()) == 60

@@ -1,0 +1,80 @@
+"""``autotune profile`` on unmodified Lightning and Hugging Face Trainer scripts (real frameworks, CPU).
+
+The frameworks' own step counter is the reference: steps = ``global_step``; samples per step =
+per-device batch × gradient accumulation; evaluation is its own phase and adds no samples.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from profilers.store import read_steps
+from tests.profile_run import profile_script
+
+pytest.importorskip("lightning")
+pytest.importorskip("transformers")
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+
+
+def _profile(tmp_path: Path, script: str, *args: str) -> tuple[dict, list, int]:
+    run_dir = profile_script(tmp_path / "run", SCRIPTS / script, *args)
+    printed = run_dir.with_name("run.stdout").read_text()
+    global_step = int(re.findall(r"global_step=(\d+)", printed)[-1])
+    return json.loads((run_dir / "summary.json").read_text()), read_steps(run_dir / "run.db"), global_step
+
+
+@pytest.mark.parametrize(("precision", "expected"), [("32-true", "fp32"), ("bf16-mixed", "bf16")])
+def test_lightning_fit_with_accumulation_and_validation(tmp_path, precision, expected):
+    summary, steps, global_step = _profile(
+        tmp_path, "fw_lightning.py", "--batch-size", "16", "--accumulate", "2", "--max-steps", "24",
+        "--val-every", "10", "--precision", precision,
+    )  # fmt: skip
+    assert summary["steps"] == global_step == 24
+    # the second micro-batch runs in optimizer.step(closure): both count
+    assert [s.samples for s in steps] == [32] * 24
+    assert summary["precision"] == expected
+    assert summary["step_mode"] == "optimizer"
+    # validation every 10 training batches = every 5 optimizer steps, after steps 5, 10, 15, 20 (and
+    # the sanity check before step 1): in steps 1, 6, 11, 16, 21
+    assert [s.step for s in steps if s.eval_ns > 0] == [1, 6, 11, 16, 21]
+    measured = [s for s in steps if s.kind == "measured"]
+    assert all(s.forward_ns > 0 and s.backward_ns > 0 for s in measured)
+    assert summary["phases"]["eval"] > 0 and summary["phases"]["forward"] > 0
+    seconds = sum(s.duration_ns for s in measured) / 1e9
+    assert summary["throughput"]["samples_per_s"] == pytest.approx(32 * len(measured) / seconds, rel=1e-6)
+
+
+@pytest.mark.parametrize(("flags", "expected"), [((), "fp32"), (("--bf16=true",), "bf16")])
+def test_hf_trainer_with_accumulation_and_evaluation(tmp_path, flags, expected):
+    summary, steps, global_step = _profile(
+        tmp_path, "fw_hf_trainer.py", "--per_device_train_batch_size=8", "--gradient_accumulation_steps=2",
+        "--max_steps=24", "--eval_steps=8", *flags,
+    )  # fmt: skip
+    assert summary["steps"] == global_step == 24
+    assert [(s.samples, s.tokens) for s in steps] == [(16, 16 * 32)] * 24  # keyword inputs, 2 micro-batches
+    assert summary["samples_from"]["input"] == "input_ids"
+    assert summary["precision"] == expected
+    # evaluation after steps 8 and 16 runs inside steps 9 and 17 (the one after 24 ends no step)
+    assert [s.step for s in steps if s.eval_ns > 0] == [9, 17]
+    assert summary["throughput"]["tokens_per_s"] == pytest.approx(summary["throughput"]["samples_per_s"] * 32)
+
+
+@pytest.mark.parametrize(("mixed", "expected"), [("no", "fp32"), ("bf16", "bf16")])
+def test_accelerate_prepared_loop_with_accumulation(tmp_path, mixed, expected):
+    pytest.importorskip("accelerate")
+    run_dir = profile_script(
+        tmp_path / "run", SCRIPTS / "fw_accelerate.py", "--batch-size", "8", "--accumulate", "4",
+        "--batches", "96", "--mixed-precision", mixed,
+    )  # fmt: skip
+    updates = int(re.findall(r"optimizer_updates=(\d+)", run_dir.with_name("run.stdout").read_text())[-1])
+    summary = json.loads((run_dir / "summary.json").read_text())
+    steps = read_steps(run_dir / "run.db")
+    # accelerate's optimizer.step() on the 3 accumulating micro-batches does not step: one step per update
+    assert summary["steps"] == updates == 24
+    assert [s.samples for s in steps] == [32] * 24
+    assert summary["precision"] == expected
