@@ -7,7 +7,10 @@ per-device batch × gradient accumulation; evaluation is its own phase and adds 
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -78,3 +81,56 @@ def test_accelerate_prepared_loop_with_accumulation(tmp_path, mixed, expected):
     assert summary["steps"] == updates == 24
     assert [s.samples for s in steps] == [32] * 24
     assert summary["precision"] == expected
+
+
+def _with_callback(tmp_path: Path, script: str, *args: str) -> tuple[dict, list, int]:
+    run_dir = tmp_path / "run"
+    out = subprocess.run(
+        [sys.executable, str(SCRIPTS / script), *args, "--autotune-callback", str(run_dir)],
+        capture_output=True, text=True, timeout=240, check=False, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    global_step = int(re.findall(r"global_step=(\d+)", out.stdout)[-1])
+    return json.loads((run_dir / "summary.json").read_text()), read_steps(run_dir / "run.db"), global_step
+
+
+def test_the_lightning_callback_profiles_the_fit_with_its_global_steps(tmp_path):
+    summary, steps, global_step = _with_callback(
+        tmp_path, "fw_lightning.py", "--accumulate", "2", "--max-steps", "24", "--val-every", "10"
+    )
+    assert summary["steps"] == global_step == 24
+    assert summary["step_mode"] == "explicit"  # Lightning's own step boundaries
+    assert [s.samples for s in steps] == [32] * 24
+    assert [s.step for s in steps if s.eval_ns > 0] == [1, 6, 11, 16, 21]
+
+
+def test_the_hf_trainer_callback_profiles_training_with_its_global_steps(tmp_path):
+    summary, steps, global_step = _with_callback(
+        tmp_path, "fw_hf_trainer.py", "--gradient_accumulation_steps=2", "--max_steps=24", "--eval_steps=8"
+    )
+    assert summary["steps"] == global_step == 24
+    assert summary["step_mode"] == "explicit"
+    assert [(s.samples, s.tokens) for s in steps] == [(16, 512)] * 24
+    assert [s.step for s in steps if s.eval_ns > 0] == [9, 17]
+
+
+def test_the_callbacks_copy_and_pickle_and_import_no_framework_early(tmp_path):
+    import copy
+    import pickle
+
+    code = (
+        "import sys, autotune, autotune.integrations; "
+        "assert 'lightning' not in sys.modules and 'transformers' not in sys.modules, 'imported early'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+    from autotune.integrations import AutotuneCallback, AutotuneTrainerCallback
+
+    for i, kind in enumerate((AutotuneCallback, AutotuneTrainerCallback)):
+        callback = kind(run_dir=tmp_path / f"run{i}", quiet=True)
+        callback.region.begin(0)  # a profile is open: a copy or a pickle leaves it behind
+        try:
+            twin = pickle.loads(pickle.dumps(callback))
+            assert twin.region.profile is None and copy.deepcopy(callback).region.profile is None
+        finally:
+            callback.region.end()
+        assert callback.run_dir == tmp_path / f"run{i}" and callback.summary is not None

@@ -40,10 +40,16 @@ def main() -> int:
         "disable_tqdm": True,
         "seed": 0,
     }
+    argv = sys.argv[1:]
+    callbacks = []
+    if "--autotune-callback" in argv:  # profile with autotune's callback into the run directory that follows
+        at = argv.index("--autotune-callback")
+        from autotune.integrations import AutotuneTrainerCallback
+
+        callbacks.append(AutotuneTrainerCallback(run_dir=argv[at + 1], quiet=True))
+        del argv[at : at + 2]
     parser = HfArgumentParser(TrainingArguments)
-    (args,) = parser.parse_args_into_dataclasses(
-        args=[f"--{k}={v}" for k, v in defaults.items()] + sys.argv[1:]
-    )
+    (args,) = parser.parse_args_into_dataclasses(args=[f"--{k}={v}" for k, v in defaults.items()] + argv)
     config = GPT2Config(vocab_size=256, n_positions=32, n_embd=64, n_layer=2, n_head=2)
     model = GPT2LMHeadModel(config)
     trainer = Trainer(
@@ -51,6 +57,7 @@ def main() -> int:
         args=args,
         train_dataset=RandomTokens(1024, 32, 256, seed=1),
         eval_dataset=RandomTokens(64, 32, 256, seed=2),
+        callbacks=callbacks,
     )
     trainer.train()
     print(f"global_step={trainer.state.global_step}")

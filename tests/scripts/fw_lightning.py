@@ -40,7 +40,13 @@ def main() -> int:
     parser.add_argument("--max-steps", type=int, default=24)
     parser.add_argument("--val-every", type=int, default=10, help="validation every N training batches")
     parser.add_argument("--precision", default="32-true")
+    parser.add_argument("--autotune-callback", metavar="RUN_DIR", help="profile with autotune's callback")
     args = parser.parse_args()
+    callbacks = []
+    if args.autotune_callback:
+        from autotune.integrations import AutotuneCallback
+
+        callbacks.append(AutotuneCallback(run_dir=args.autotune_callback, quiet=True))
     torch.manual_seed(0)
     data = TensorDataset(torch.randn(2048, 32), torch.randn(2048, 1))
     val = TensorDataset(torch.randn(256, 32), torch.randn(256, 1))
@@ -57,6 +63,7 @@ def main() -> int:
         enable_checkpointing=False,
         enable_progress_bar=False,
         enable_model_summary=False,
+        callbacks=callbacks,
     )
     trainer.fit(
         TinyRegressor(),

@@ -1,0 +1,31 @@
+"""Callbacks that profile a framework's training with its own step boundaries.
+
+``from autotune.integrations import AutotuneCallback`` (Lightning: ``Trainer(callbacks=[...])``) and
+``from autotune.integrations import AutotuneTrainerCallback`` (Hugging Face:
+``Trainer(callbacks=[...])``). Each framework is imported only when its callback is asked for, so
+``import autotune`` (and this package) imports neither.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from autotune.integrations.huggingface import AutotuneTrainerCallback
+    from autotune.integrations.lightning import AutotuneCallback
+
+__all__ = ["AutotuneCallback", "AutotuneTrainerCallback"]
+
+_LAZY = {
+    "AutotuneCallback": "autotune.integrations.lightning",
+    "AutotuneTrainerCallback": "autotune.integrations.huggingface",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'autotune.integrations' has no attribute {name!r}")
