@@ -78,13 +78,24 @@ def add_tune_parser(sub: Any, number: Any) -> None:
         default=0.05,
         help="end a trial once its step time is known within this fraction, 0 = never (0.05)",
     )
-    p.add_argument("--min-measured-steps", type=positive_int, default=8, help="before a trial may end (8)")
+    # the bound of autotune profile's own --min-measured-steps, which every trial passes it to
+    p.add_argument(
+        "--min-measured-steps",
+        type=number(int, 2, None, "an integer >= 2"),
+        default=8,
+        help="before a trial may end (8)",
+    )
     p.add_argument("--trial-timeout", type=positive, default=600.0, help="seconds per trial (600)")
     p.add_argument(
         "--early-stop", type=fraction, default=0.5, help="stop a trial below this share of the best, 0 = off"
     )
     p.add_argument(
         "--loss-tolerance", type=positive_or_zero(number), default=0.1, help="loss drift vs fp32, 0 = off"
+    )
+    p.add_argument(
+        "--confirm-rounds",
+        type=non_negative_int,
+        help="re-measure the best against the baseline, interleaved, this many rounds, 0 = off (3)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("-m", dest="module", action="store_true", help="SCRIPT is a module name, as in python -m")
@@ -169,18 +180,28 @@ def cmd_tune(args: argparse.Namespace, usage_error: type[Exception]) -> int:
         early_stop_ratio=args.early_stop if stored is None else float(info.get("early_stop_ratio", 0.5)),
         loss_tolerance=args.loss_tolerance if stored is None else float(info.get("loss_tolerance", 0.1)),
         layouts=args.nproc_per_node is not None and args.nproc_per_node > 1,
+        confirm_rounds=(
+            args.confirm_rounds if args.confirm_rounds is not None else int(info.get("confirm_rounds", 3))
+        ),
     )
     run_dir = args.run_dir or default_run_dir(args.runs_root, args.name or _name(settings))
     progress = Progress(quiet=args.quiet)
     progress.header(config, run_dir, resumed=stored is not None)
-    tuner = Tuner(config, run_dir, resume=args.resume, on_start=progress.started, on_trial=progress.finished)
+    tuner = Tuner(
+        config,
+        run_dir,
+        resume=args.resume,
+        on_start=progress.started,
+        on_trial=progress.finished,
+        on_confirm=progress.confirming,
+    )
     try:
         summary = tuner.run()
     except TuneError as exc:
         print(f"autotune tune: stopped: {exc}", file=sys.stderr)
         if tuner.study is not None:
             progress.result(tuner.summary())
-        print(f"Run directory: {run_dir}", file=sys.stderr)
+        print(_saved_where(run_dir), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"\nautotune tune: interrupted; continue with --resume --run-dir {run_dir}", file=sys.stderr)
@@ -196,6 +217,18 @@ def cmd_tune(args: argparse.Namespace, usage_error: type[Exception]) -> int:
 
         advise_at_end(run_dir, Console(stderr=True))
     return 0 if summary.get("best") is not None else 1
+
+
+def _saved_where(run_dir: Path) -> str:
+    """Where what a stopped study measured can be read (a study only once it has a summary)."""
+    if (run_dir / "summary.json").is_file():
+        return f"Run directory: {run_dir}"
+    from autotune.tuner.records import TRIALS_DIR
+
+    baseline = run_dir / TRIALS_DIR / "trial-0000"
+    if (baseline / "summary.json").is_file():
+        return f"No study was saved; the baseline's own profile is in {baseline} (autotune report {baseline})"
+    return f"No study was saved; the trial logs are in {run_dir / TRIALS_DIR}"
 
 
 def _check_script(args: argparse.Namespace, usage_error: type[Exception]) -> None:
@@ -231,6 +264,41 @@ def _number(value: float) -> str:
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.4g}"
 
 
+def _load(cores: float | None) -> str:
+    """" · other processes busy 1.3 cores" when the machine was shared enough to move a figure."""
+    if cores is None or cores < 0.25:
+        return ""
+    from autotune.tuner.host_load import machine_cores
+
+    return f" [dim]· other processes {cores:.1f} of {machine_cores()} cores[/dim]"
+
+
+def _spread(ci: Any, rate: float | None) -> str:
+    if not ci or not rate:
+        return "no interval"
+    if ci[1] is None:
+        return f"95% interval from {_number(ci[0])} samples/s up, open-ended"
+    return f"±{100 * (ci[1] - ci[0]) / 2 / rate:.0f}% at 95%"
+
+
+def confirmation_line(best: dict[str, Any]) -> str:
+    """What the re-measurements say of the best trial's speedup, for people (empty without them)."""
+    rounds = best.get("speedup_confirmation_rounds") or 0
+    if rounds == 0:
+        return ""
+    gm = best.get("speedup_geomean")
+    ci = best.get("speedup_ci95")
+    if ci is None:
+        return f"re-measured once against the baseline: {gm:.2f}× (2 rounds or more give an interval)"
+    span = f"{gm:.2f}× (95% interval {ci[0]:.2f}–{ci[1]:.2f}×) over {rounds} interleaved re-measurements"
+    if best.get("confirmed"):
+        return f"[bold green]confirmed[/bold green]: {span}"
+    return (
+        f"[yellow]not confirmed[/yellow]: {span}; the difference is within the noise of this machine "
+        "(more rounds narrow it: --resume --confirm-rounds 6; a quieter machine narrows it most)"
+    )
+
+
 def _format_params(params: dict[str, Value]) -> str:
     return " ".join(f"{k}={v}" for k, v in params.items()) or "baseline (the script's own defaults)"
 
@@ -260,11 +328,23 @@ class Progress:
         )
 
     def started(self, trial_id: int, position: int, n_trials: int, params: dict[str, Value]) -> None:
-        """A trial starts: the ``position``-th of ``n_trials`` that run."""
+        """A trial starts: the ``position``-th of ``n_trials`` that run (skipped ones take ids too)."""
         if not self.quiet:
             self.console.print(
-                f"[dim]trial {trial_id:>3} ({position}/{n_trials}) {_format_params(params)} …[/dim]"
+                f"[dim]trial {trial_id:>3} (run {position} of {n_trials}) {_format_params(params)} …[/dim]"
             )
+
+    def confirming(self, run: Any, round_: int, role: str, rounds: int) -> None:
+        """A re-measurement of the baseline or the best starts (``run`` None) or ends."""
+        if self.quiet:
+            return
+        what = f"confirm {round_ + 1} of {rounds}: {role}"
+        if run is None:
+            self.console.print(f"[dim]{what} …[/dim]")
+        elif run.status == "ok":
+            self.console.print(f"{what}: {_number(run.samples_per_s)} samples/s{_load(run.other_load_cores)}")
+        else:
+            self.console.print(f"{what}: [yellow]{run.status}[/yellow]: {run.error or ''}")
 
     def finished(self, study: Any, trial: Any) -> None:
         """A trial ended: its outcome and the best so far."""
@@ -281,6 +361,9 @@ class Progress:
             stop = trial.attrs.get("stop_reason")
             if stop == "below_threshold":
                 line += " [dim](stopped early: clearly below the best)[/dim]"
+            elif trial.attrs.get("stable") is False:
+                line += f" [yellow](not stable: {_spread(trial.attrs.get('throughput_ci95'), rate)})[/yellow]"
+            line += _load(trial.attrs.get("other_load_cores"))
         else:
             error = (trial.error or "").strip().splitlines()
             line = f"[yellow]{trial.status}[/yellow]: {error[0] if error else ''}"
@@ -290,19 +373,28 @@ class Progress:
         """The best configuration against the baseline."""
         best, base = summary.get("best"), summary.get("baseline")
         elapsed = time.monotonic() - self._started
-        counts = ", ".join(f"{n} {s}" for s, n in (summary.get("status_counts") or {}).items())
-        self.console.print(f"{summary.get('trials_run')} trials ({counts}) in {elapsed:.0f} s")
+        statuses = summary.get("status_counts") or {}
+        counts = ", ".join(f"{n} {s}" for s, n in statuses.items())
+        confirmations = len(summary.get("confirmations") or [])
+        again = f", {confirmations} re-measurements" if confirmations else ""
+        skipped = statuses.get("skipped")
+        note = f"; the {skipped} skipped took trial ids but never ran" if skipped else ""
+        runs = f"{summary.get('trials_run')} trials run{again}"
+        self.console.print(f"{runs} ({counts}) in {elapsed:.0f} s{note}")
         if best is None:
             self.console.print("[red]No trial finished ok.[/red]")
             return
         self.console.print(f"[bold]Best[/bold] (trial {best['id']}): {_format_params(best['params'])}")
         parts = [f"{summary['metric']} {_number(best['objective'])}"]
         if best.get("speedup_vs_baseline"):
-            parts.append(f"{best['speedup_vs_baseline']:.2f}× the baseline's throughput")
+            parts.append(f"{best['speedup_vs_baseline']:.2f}× the baseline's throughput in the search")
         if base and base.get("throughput"):
             parts.append(f"baseline {_number(base['throughput'])} samples/s")
         if best.get("cost_saving_vs_baseline") is not None:
             parts.append(f"{100 * best['cost_saving_vs_baseline']:.0f}% cheaper per sample")
         self.console.print("  " + " · ".join(parts))
+        line = confirmation_line(best)
+        if line:
+            self.console.print("  " + line)
         if summary.get("pareto"):
             self.console.print(f"  Pareto front (throughput, peak memory, cost): trials {summary['pareto']}")

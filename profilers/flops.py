@@ -501,3 +501,40 @@ def _tf32_capable(torch: Any, param: Any) -> bool:
     except Exception:
         return False
     return bool(major >= 8)
+
+
+#: DistributedDataParallel's default ``bucket_cap_mb`` (torch.nn.parallel.DistributedDataParallel).
+DDP_DEFAULT_BUCKET_CAP_BYTES = 25 * 1024 * 1024
+
+
+def model_facts(module: Any) -> dict[str, Any]:
+    """Size facts of a model, as summary.json's ``model`` holds them.
+
+    ``class``, ``parameters``, ``trainable_parameters``, ``parameter_bytes``, ``gradient_bytes``
+    (bytes of the trainable parameters: what data parallelism reduces each step), and for a
+    DistributedDataParallel model ``ddp_bucket_cap_bytes`` (else None).
+
+    Parameters shared between modules count once; DTensor shards count their local part.
+    """
+    seen: set[int] = set()
+    total = trainable = total_bytes = grad_bytes = 0
+    for param in module.parameters():
+        if id(param) in seen:
+            continue
+        seen.add(id(param))
+        local = getattr(param, "_local_tensor", param)  # a DTensor (FSDP2): this rank's shard
+        n, size = int(local.numel()), int(local.element_size())
+        total += n
+        total_bytes += n * size
+        if param.requires_grad:
+            trainable += n
+            grad_bytes += n * size
+    cap = getattr(module, "bucket_bytes_cap", None)
+    return {
+        "class": type(module).__name__,
+        "parameters": total,
+        "trainable_parameters": trainable,
+        "parameter_bytes": total_bytes,
+        "gradient_bytes": grad_bytes,
+        "ddp_bucket_cap_bytes": int(cap) if isinstance(cap, int) else None,
+    }

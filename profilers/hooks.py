@@ -169,6 +169,8 @@ class TorchHooks:
         self._narrow_when_done = False  # narrow_to_roots was asked for during a forward
         self._probe_at: Any = None  # the step model, while its precision is to be probed inside its forward
         self.precision_probe: Callable[[Any], None] | None = None
+        #: Called once with the step's model, at its first training forward.
+        self.on_step_model: Callable[[Any], None] | None = None
         self.capture_loss = True  # False once the loss capture faulted
         #: The last ``GradScaler.scale`` call: (weak reference to its output, the detached loss).
         self._scaled: tuple[weakref.ref[torch.Tensor], torch.Tensor] | None = None
@@ -302,6 +304,8 @@ class TorchHooks:
             if not evaluating:
                 if self.step_root is None:
                     self.step_root = key
+                    if self.on_step_model is not None:
+                        self.on_step_model(module)
                 if key == self.step_root and self.precision_probe is not None:
                     # Probed at the first module the forward calls: autocast may be entered inside
                     # the model's forward (accelerate, and so the Hugging Face Trainer, wrap it so).

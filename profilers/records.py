@@ -22,6 +22,7 @@ class DeviceInfo:
     power_limit_mw: int | None = None
     max_sm_clock_mhz: int | None = None
     max_mem_clock_mhz: int | None = None
+    cpu_cores: int | None = None  # the host: logical cores (what its CPU percentages are out of)
 
 
 @dataclass(frozen=True, slots=True)

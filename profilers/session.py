@@ -76,6 +76,7 @@ class Session:
         self.warnings: list[str] = []
         self._inline_steps: list[StepRecord] = []
         self.precision: str | None = None
+        self.model: dict[str, Any] | None = None  # profilers.flops.model_facts of the step's model
         self.device_kind = "cpu"
         self._reported: set[str] = set()
         self._store: Any = None
@@ -222,6 +223,7 @@ class Session:
             on_first_cuda_input=self._use_cuda_clock,
         )
         self._hooks.precision_probe = self._probe_precision
+        self._hooks.on_step_model = self._note_model
         self._hooks.install()
 
     def _use_cuda_clock(self) -> None:
@@ -241,6 +243,15 @@ class Session:
         self._tracker.gpu_mark = mark
         if self.options.stop_on_non_finite_loss and self._recorder is not None:
             self._recorder.prompt_steps = True  # CUDA losses are read there: see them soon
+
+    def _note_model(self, module: Any) -> None:
+        """The step's model: its parameters and gradient bytes (what data parallelism all-reduces)."""
+        try:
+            from profilers.flops import model_facts
+
+            self.model = model_facts(module)
+        except Exception as exc:
+            self.fault("model size", exc)
 
     def _probe_precision(self, module: Any) -> None:
         """At the first forward of the step's model: the precision in use (once)."""
@@ -521,6 +532,7 @@ class Session:
             stop_reason=self.stop_reason,
             profile_window=self.instruments.window_stats,
             samples_from=self._samples_from(),
+            model=self.model,
         )
         if self._store is not None:
             self._guard("run store", self._write_rank, summary)
@@ -567,10 +579,14 @@ class Session:
         ranks_list = [entries[r] for r in sorted(entries)]
         combined = combine_ranks(ranks_list)
         summary["ranks"] = ranks_list
+        job, own = combined["samples_per_s"], mine["samples_per_s"]
+        ci = summary["throughput"].get("samples_per_s_ci95")
         summary["throughput"] = {
-            "samples_per_s": combined["samples_per_s"],
+            "samples_per_s": job,
             "tokens_per_s": combined["tokens_per_s"],
-            "per_rank_samples_per_s": mine["samples_per_s"],
+            # rank 0's interval scaled to the job (the ranks step together)
+            "samples_per_s_ci95": [v * job / own if v and job and own else None for v in ci] if ci else None,
+            "per_rank_samples_per_s": [e["samples_per_s"] for e in ranks_list],
         }
         summary["warnings"] = self.warnings
         return summary

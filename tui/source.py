@@ -129,8 +129,9 @@ class RunSource:
             except (sqlite3.Error, ValueError, KeyError, TypeError, OSError) as exc:
                 problem, entries = f"{self.run_dir / STORE_NAME}: unreadable trials ({exc})", []
         dirs = trial_dirs(self.run_dir)
-        if dirs and (self._trial is None or self._trial[0] != dirs[-1][0]):
-            self._trial = (dirs[-1][0], _Followed(dirs[-1][1]))
+        shown = _shown_trial(summary, dirs)
+        if shown is not None and (self._trial is None or self._trial[0] != shown[0]):
+            self._trial = (shown[0], _Followed(shown[1]))
         command = summary.get("command") or []
         name = f"tune {Path(str(command[0])).name}" if command else self.run_dir.name
         trials = trials_info(summary, entries, dirs[-1][0] if dirs else None)
@@ -143,6 +144,8 @@ class RunSource:
             entry = next((r for r in trials.rows if r.id == trial_id), None)
             total = f" of {trials.n_trials}" if trials.n_trials else ""
             outcome = f" · {entry.status}" if entry is not None else ""
+            if isinstance(summary.get("best"), dict) and summary["best"].get("id") == trial_id:
+                outcome += " · best"
             params = " ".join(f"{k}={v}" for k, v in (entry.params if entry else {}).items())
             following = f"trial {trial_id}{total}{outcome}" + (f" · {params}" if params else "")
             live = live_info(followed.reader, trial_summary, name, now_ns, following, _waiting(followed))
@@ -167,6 +170,21 @@ class RunSource:
             **trial_facts,
         )
         return Snapshot(self.run_dir, "study", name, problem, live=live, trials=trials, facts=facts)
+
+
+def _shown_trial(summary: dict[str, Any], dirs: list[tuple[int, Path]]) -> tuple[int, Path] | None:
+    """The trial to follow: the newest while the study runs, its best once it has ended."""
+    if not dirs:
+        return None
+    best, n_trials = summary.get("best"), summary.get("n_trials")
+    ended = summary.get("stopped") or (
+        isinstance(n_trials, int)
+        and isinstance(summary.get("trials_run"), int)
+        and summary["trials_run"] >= n_trials
+    )
+    if ended and isinstance(best, dict):
+        return next((d for d in dirs if d[0] == best.get("id")), dirs[-1])
+    return dirs[-1]
 
 
 def _waiting(followed: _Followed) -> str | None:

@@ -12,6 +12,7 @@ measured steps, so start-up and the profiler's own window do not colour them.
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -93,6 +94,11 @@ class StepOutliers:
     durations_s: tuple[float, ...]
     excess_s: float  # Σ (duration − median) over the outliers
     total_s: float  # Σ duration over the measured steps
+    #: Outlier steps during which other processes took more than ``step_outliers.contention`` cores
+    #: (None when the host's samples or core count are not known).
+    contended_steps: tuple[int, ...] | None = None
+    other_cores_outliers: float | None = None  # mean CPU other processes took during the outliers
+    other_cores_rest: float | None = None  # ... and during the other measured steps
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,21 +289,74 @@ def step_outliers(run: RunData, sigmas: float | None = None) -> StepOutliers | N
     steps = [s for s in run.steps if s.rank == 0 and s.kind == "measured"]
     if len(steps) < MIN_STEPS:
         return None
-    durations = [s.duration_ns / 1e9 for s in steps]
+
+    def training_s(s: StepRecord) -> float:  # evaluation inside a step is its own phase, not a stall
+        return (s.duration_ns - s.eval_ns) / 1e9
+
+    durations = [training_s(s) for s in steps]
     median = statistics.median(durations)
     sigma = MAD_TO_SIGMA * statistics.median(abs(d - median) for d in durations)
     threshold = median + k * sigma
-    slow = [s for s in steps if s.duration_ns / 1e9 > threshold]
+    slow = [s for s in steps if training_s(s) > threshold]
+    contended, during, rest = _contention(run, slow, [s for s in steps if training_s(s) <= threshold])
     return StepOutliers(
         len(steps),
         median,
         sigma,
         threshold,
         tuple(s.step for s in slow),
-        tuple(s.duration_ns / 1e9 for s in slow),
-        sum(s.duration_ns / 1e9 - median for s in slow),
+        tuple(training_s(s) for s in slow),
+        sum(training_s(s) - median for s in slow),
         sum(durations),
+        contended,
+        during,
+        rest,
     )
+
+
+#: Host samples cover the interval before them: a step's is the first at or after its end, within this.
+_SAMPLE_REACH_NS = 250_000_000
+
+
+def other_cores(run: RunData) -> list[tuple[int, float]]:
+    """(t_ns, cores other processes kept busy) from rank 0's host samples; [] when unknown.
+
+    The host's CPU use (all processes, % of the machine) less this process's, in cores.
+    """
+    cores = next((d.get("cpu_cores") for d in run.devices if d.get("kind") == "host"), None)
+    if not cores:
+        return []
+    ranks_known = len(run.sample_ranks) == len(run.samples)
+    out = []
+    for i, s in enumerate(run.samples):
+        if s.kind != "host" or s.cpu_util_pct is None or s.process_cpu_pct is None:
+            continue
+        if ranks_known and run.sample_ranks[i] != 0:
+            continue
+        out.append((s.t_ns, max(0.0, s.cpu_util_pct / 100 * cores - s.process_cpu_pct / 100)))
+    return out
+
+
+def _contention(
+    run: RunData, slow: Sequence[StepRecord], rest: Sequence[StepRecord]
+) -> tuple[tuple[int, ...] | None, float | None, float | None]:
+    """Which slow steps coincide with other processes' CPU, and those processes' mean load."""
+    readings = other_cores(run)
+    if not readings or not slow or not rest:
+        return None, None, None
+    times = [t for t, _ in readings]
+
+    def load(step: StepRecord) -> float | None:
+        end = step.start_ns + step.duration_ns
+        i = bisect.bisect_left(times, end)
+        return readings[i][1] if i < len(times) and times[i] - end <= _SAMPLE_REACH_NS else None
+
+    base = [v for s in rest if (v := load(s)) is not None]
+    hits = [(s.step, v) for s in slow if (v := load(s)) is not None]
+    if not base or not hits:
+        return None, None, None
+    contended = tuple(step for step, v in hits if v > limit("step_outliers.contention"))
+    return contended, statistics.fmean(v for _, v in hits), statistics.fmean(base)
 
 
 def memory_trend(run: RunData) -> MemoryTrend | None:

@@ -10,13 +10,14 @@ bound: the gain if the cause disappeared entirely.
 from __future__ import annotations
 
 import statistics
+from typing import NamedTuple
 
 from autotune.advice import facts
 from autotune.advice.records import Recommendation
 from autotune.advice.thresholds import MIN_GPU_SAMPLES, MIN_STEPS, limit, severity_for
 from autotune.fmt import format_pct
 from autotune.report.rundata import RunData
-from profilers.flops import match_device
+from profilers.flops import DDP_DEFAULT_BUCKET_CAP_BYTES, match_device
 
 #: summary.json's ``profile_window.collective_source`` in words.
 COLLECTIVE_SOURCES = {
@@ -258,6 +259,38 @@ def _wait_share(run: RunData) -> float:
     return rank0.wait_s / rank0.step_median_s if rank0 and rank0.step_median_s > 0 else 0.0
 
 
+class _Buckets(NamedTuple):
+    evidence: str
+    actions: tuple[str, ...]
+
+
+def _bucket_advice(run: RunData) -> _Buckets:
+    """Whether larger DDP buckets can help: only when the gradients fill more than one bucket."""
+    model = facts.entry(run, "model")
+    grad_bytes, cap = model.get("gradient_bytes"), model.get("ddp_bucket_cap_bytes")
+    if not isinstance(grad_bytes, int) or grad_bytes <= 0:  # unknown: the general advice
+        return _Buckets(
+            "",
+            ("fewer, larger all-reduces: DistributedDataParallel(model, bucket_cap_mb=100, "
+             "gradient_as_bucket_view=True) when the gradients are larger than 25 MiB",),
+        )  # fmt: skip
+    cap = cap if isinstance(cap, int) and cap > 0 else DDP_DEFAULT_BUCKET_CAP_BYTES
+    mib = 1024 * 1024
+    buckets = -(-grad_bytes // cap)
+    if buckets <= 1:
+        return _Buckets(
+            f"the gradients ({grad_bytes / mib:.2f} MiB) already fit one {cap / mib:g} MiB DDP bucket: "
+            "larger buckets cannot cut the number of all-reduces",
+            (),
+        )
+    bigger = min(-(-grad_bytes // mib), 256)
+    return _Buckets(
+        f"the gradients ({grad_bytes / mib:.1f} MiB) make {buckets} all-reduces of {cap / mib:g} MiB buckets",
+        (f"fewer, larger all-reduces: DistributedDataParallel(model, bucket_cap_mb={bigger}, "
+         "gradient_as_bucket_view=True)",),
+    )  # fmt: skip
+
+
 def comm_bound(run: RunData) -> Recommendation | None:
     """Exposed collective time, less any wait for straggling ranks, passes 10% of the step."""
     w = facts.window(run)
@@ -283,9 +316,11 @@ def comm_bound(run: RunData) -> Recommendation | None:
         )
     if bound is not None:
         evidence.append(at_most(bound, "if the exposed communication disappeared"))
+    buckets = _bucket_advice(run)
+    if buckets.evidence:
+        evidence.append(buckets.evidence)
     actions = (
-        "fewer, larger all-reduces: DistributedDataParallel(model, bucket_cap_mb=100, "
-        "gradient_as_bucket_view=True)",
+        *buckets.actions,
         "accumulate gradients under model.no_sync(), one all-reduce per optimizer step (grad_accum)",
         f"more compute per byte sent: {_BATCH}",
         "on GPUs: NCCL over NVLink/InfiniBand, bf16 gradient compression (ddp_comm_hooks), FSDP",
@@ -351,10 +386,30 @@ def step_outliers(run: RunData) -> Recommendation | None:
     gaps = {b - a for a, b in zip(o.steps, o.steps[1:], strict=False)}
     if len(o.steps) >= 3 and len(gaps) == 1:
         evidence.append(f"they recur every {gaps.pop()} steps: periodic work")
+    if any(s.eval_ns for s in run.steps if s.rank == 0 and s.kind == "measured"):
+        evidence.append("evaluation inside a step is left out of its time here (it is the eval phase)")
+    contended = o.contended_steps or ()
+    if o.other_cores_outliers is not None and o.other_cores_rest is not None:
+        evidence.append(
+            f"other processes took {o.other_cores_outliers:.2f} cores during the slow steps, "
+            f"{o.other_cores_rest:.2f} during the others ({len(contended)} of {len(o.steps)} slow steps "
+            f"came while they took more than {limit('step_outliers.contention'):g} cores)"
+        )
     evidence.append(at_most(bound, "if those steps took the median time"))
+    if len(contended) * 2 >= len(o.steps) and contended:
+        # Host contention: the machine's other work, not the training's. Reported, never pressing.
+        title = (
+            f"Step-time outliers: {len(o.steps)} slow steps cost {format_pct(share)}, "
+            "most while other processes were busy (host contention)"
+        )
+        actions: tuple[str, ...] = (
+            "other processes on this machine slowed those steps: measure on a machine with nothing else "
+            "running (or pin the training to its own cores: taskset, cgroups) before acting on them",
+        )
+        return Recommendation("step_outliers", "low", title, tuple(evidence), actions, bound)
     actions = (
         "see what runs on those steps: checkpoint saves (torch.distributed.checkpoint.async_save), "
-        "evaluation, logging that syncs (.item()), the garbage collector (gc.freeze() after start-up)",
+        "logging that syncs (.item()), the garbage collector (gc.freeze() after start-up)",
         "on a shared machine, other processes show the same way: compare with the host timeline",
     )
     title = f"Step-time outliers: {len(o.steps)} slow steps cost {format_pct(share)}"

@@ -8,7 +8,6 @@ the configuration it recommends. A profile run gets None from every one of them.
 from __future__ import annotations
 
 import json
-import math
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
@@ -17,6 +16,7 @@ from autotune.advice.records import Recommendation
 from autotune.advice.rules import gib
 from autotune.advice.thresholds import limit, severity_for
 from autotune.report.rundata import RunData, study_batch_param
+from profilers.summary import ratio_interval
 
 REDUCED = ("bf16", "fp16")
 FULL = ("fp32", "tf32")
@@ -44,6 +44,38 @@ def _how_to_apply(name: str, value: Any, space: Mapping[str, Any]) -> str:
     if name in ("micro_batch", "grad_accum", "global_batch"):
         return f"autotune.batch_plan(..., {name}={value!r})"
     return f"autotune.param({name!r}, {value!r}) (or AUTOTUNE_PARAM_{name.upper()}={json.dumps(value)})"
+
+
+#: Severities from the most to the least pressing.
+SEVERITY_ORDER = ("high", "medium", "low")
+
+
+class Confirmation(NamedTuple):
+    """What the study's re-measurements say of its best trial, in words."""
+
+    ran: bool  # re-measured at least once
+    evidence: str
+    caveat: str  # why the claim is not firm (for a title)
+    firmer: str  # how to get a firmer answer
+
+
+def _confirmation(best: Mapping[str, Any]) -> Confirmation:
+    rounds = best.get("speedup_confirmation_rounds") or 0
+    gm, ci = best.get("speedup_geomean"), best.get("speedup_ci95")
+    firmer = (
+        "for a firmer answer, measure again: autotune tune --resume --run-dir DIR --confirm-rounds 6 "
+        "(interleaved rounds), on a machine with nothing else running"
+    )
+    if not rounds:
+        return Confirmation(
+            False, "not measured again after the search (--confirm-rounds 0)", "not measured again", firmer
+        )
+    if ci is None:
+        return Confirmation(True, f"measured again once: {gm:.2f}x", "measured again only once", firmer)
+    span = f"{gm:.2f}x, 95% interval {ci[0]:.2f}x to {ci[1]:.2f}x over {rounds} interleaved rounds"
+    if best.get("confirmed"):
+        return Confirmation(True, f"confirmed when measured again: {span}", "", "")
+    return Confirmation(True, f"not confirmed when measured again: {span}", "within the noise", firmer)
 
 
 def apply_tuned(run: RunData) -> Recommendation | None:
@@ -77,14 +109,24 @@ def apply_tuned(run: RunData) -> Recommendation | None:
     ran = {**(base.get("params_used") or {}), **(base.get("params") or {})}  # what the baseline ran
     changed = {k: v for k, v in params.items() if k not in ran or ran[k] != v} or params
     actions = [f"run with {', '.join(_how_to_apply(k, v, space) for k, v in changed.items())}"]
+    severity, title = (
+        severity_for(speedup),
+        f"Apply the tuned configuration: {speedup:.2f}x the baseline's throughput",
+    )
+    confirmation = _confirmation(best)
+    evidence.append(confirmation.evidence)
+    if not best.get("confirmed"):  # HIGH only for a speedup that held when measured again
+        severity = "low" if confirmation.ran else max(severity, "medium", key=SEVERITY_ORDER.index)
+        title = f"{title} in the search, {confirmation.caveat}"
+        actions.append(confirmation.firmer)
     if any(_precision(best) == p for p in REDUCED):
         actions.append(
             "the study checked the loss of this precision against the fp32 baseline (see precision)"
         )
     return Recommendation(
         "apply_tuned",
-        severity_for(speedup),
-        f"Apply the tuned configuration: {speedup:.2f}x the baseline's throughput",
+        severity,
+        title,
         tuple(evidence),
         tuple(actions),
         float(speedup),
@@ -137,17 +179,12 @@ def pair_verdict(ratios: Sequence[float]) -> PairVerdict:
         margin = limit("precision_study.pair_ratio")
         direction = "faster" if median > margin else "slower" if median < 1 / margin else None
         return PairVerdict(direction, median, None, f"1 like-for-like pair: {median:.2f}x")
-    from scipy.stats import t as student_t  # scipy comes with scikit-optimize; only studies get here
-
-    logs = [math.log(r) for r in ratios]
-    half = float(student_t.ppf(0.975, len(logs) - 1)) * statistics.stdev(logs) / math.sqrt(len(logs))
-    centre = statistics.fmean(logs)
-    low, high = math.exp(centre - half), math.exp(centre + half)
+    low, centre, high = ratio_interval(ratios)
     direction = "faster" if low > 1 else "slower" if high < 1 else None
     faster = sum(r > 1 for r in ratios)
     summary = (
         f"{len(ratios)} like-for-like pairs: {faster} faster, {len(ratios) - faster} slower; median "
-        f"{median:.2f}x, geometric mean {math.exp(centre):.2f}x (95% interval {low:.2f}x to {high:.2f}x)"
+        f"{median:.2f}x, geometric mean {centre:.2f}x (95% interval {low:.2f}x to {high:.2f}x)"
     )
     return PairVerdict(direction, median, (low, high), summary)
 

@@ -181,6 +181,17 @@ BY_KEY: dict[str, Threshold] = {
         f"this project: {_SM} StepOutlier fires past n_outliers=10 on hundreds of steps; a profile has tens, "
         "so the rule asks instead that the outliers cost more than 5% of the run",
     ),
+    "step_outliers.contention": Threshold(
+        "step_outliers",
+        "Step-time outliers",
+        "CPU other processes took during an outlier step (host contention)",
+        ">",
+        0.5,
+        "cores",
+        "this project: half a core taken by other processes delays a CPU step's thread on a 2-core "
+        "machine by up to a scheduler slice (several ms); its outliers then say more about the machine "
+        "than about the training",
+    ),
     "memory_growth.growth": Threshold(
         "memory_growth",
         "Memory growth (leak)",

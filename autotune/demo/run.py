@@ -40,10 +40,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="device to train on; auto picks CUDA when available (default auto)",
     )
     parser.add_argument(
-        "--run-root",
+        "--runs-root",
+        "--run-root",  # the name this option had first
+        dest="run_root",
         type=Path,
         default=None,
-        help="folder to create the run directories in (default: the profiler's default, ./runs)",
+        help="folder to create the run directories in (default: ./runs, as profile and tune)",
     )
     parser.add_argument(
         "--model", choices=(*DEMO_MODELS, "all"), default="all", help="which demo model (default all)"
@@ -53,6 +55,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=DEFAULT_TRIALS,
         help=f"trials of the tuning phase (gpt), baseline included; 0 = none (default {DEFAULT_TRIALS})",
+    )
+    parser.add_argument(
+        "--confirm-rounds",
+        type=int,
+        default=3,
+        help="rounds re-measuring the best against the baseline after the search; 0 = none (default 3)",
     )
     parser.add_argument(
         "--dashboard",
@@ -113,7 +121,9 @@ def main(argv: list[str] | None = None) -> int:
     tuned = None
     if args.tune_trials > 0:
         console.rule("demo-tune")
-        tuned = tune_demo(console, device, args.tune_trials, args.run_root)
+        tuned = tune_demo(
+            console, device, args.tune_trials, args.run_root, confirm_rounds=args.confirm_rounds
+        )
 
     console.rule()
     console.print(f"Demo finished in {time.perf_counter() - started:.1f} s.")

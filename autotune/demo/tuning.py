@@ -25,7 +25,12 @@ BASELINE_MICRO_BATCH = 2
 
 
 def tune_demo(
-    console: Console, device: str, n_trials: int, runs_root: Path | None, model: str = "gpt"
+    console: Console,
+    device: str,
+    n_trials: int,
+    runs_root: Path | None,
+    model: str = "gpt",
+    confirm_rounds: int = 3,
 ) -> dict[str, Any] | None:
     """Run the demo study; its summary (None when it stopped without a best configuration)."""
     from autotune.demo.target import demo_space
@@ -51,6 +56,8 @@ def tune_demo(
         n_trials=n_trials,
         searcher="bayes",
         seed=0,
+        device_kind="cuda" if device.startswith("cuda") else "cpu",
+        confirm_rounds=max(0, confirm_rounds),
     )
     root = runs_root if runs_root is not None else Path("runs")
     run_dir = root / f"{time.strftime('%Y%m%d-%H%M%S')}-demo-tune-{model}"
@@ -61,7 +68,9 @@ def tune_demo(
     )
     progress = Progress()
     progress.header(config, run_dir, resumed=False)
-    tuner = Tuner(config, run_dir, on_start=progress.started, on_trial=progress.finished)
+    tuner = Tuner(
+        config, run_dir, on_start=progress.started, on_trial=progress.finished, on_confirm=progress.confirming
+    )
     try:
         summary = tuner.run()
     except TuneError as exc:

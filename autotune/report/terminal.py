@@ -21,7 +21,8 @@ def print_advice(advice: AdviceSection, console: Console, report_path: Path | No
             f"Advice: no rule found anything to change ({len(advice.rules_checked)} rules checked)."
         )
     else:
-        console.print(f"[bold]Advice[/bold] ({len(advice.recommendations)} recommendations):")
+        count = len(advice.recommendations)
+        console.print(f"[bold]Advice[/bold] ({count} recommendation{'s' if count != 1 else ''}):")
     for rec in advice.recommendations:
         colour = _COLOURS.get(rec.severity, "white")
         console.print(f"  [{colour}]{escape(rec.severity.upper())}[/{colour}] {escape(rec.title)}")

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.knobs import PARAM_ENV_PREFIX, param_env_var
+from autotune.tuner.host_load import OtherLoad
 from autotune.tuner.objectives import Scoring
 from autotune.tuner.space import Space, Value
 from autotune.tuner.study import Infeasible
@@ -65,6 +66,8 @@ class TrialOutcome:
     duration_s: float
     summary: dict[str, Any] | None = None
     error: str | None = None
+    #: Mean cores other processes kept busy while the trial ran (see autotune.tuner.host_load).
+    other_load_cores: float | None = None
 
     @property
     def throughput(self) -> float | None:
@@ -158,6 +161,7 @@ def run_trial(
     run_dir.mkdir(parents=True, exist_ok=True)
     log_path = run_dir / LOG_NAME
     started = time.monotonic()
+    load = OtherLoad()
     timed_out = False
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
@@ -180,7 +184,7 @@ def run_trial(
     duration_s = time.monotonic() - started
     summary = _read_summary(run_dir)
     status, error = classify(code, timed_out, _tail(log_path), summary, settings)
-    return TrialOutcome(status, run_dir, duration_s, summary, error)
+    return TrialOutcome(status, run_dir, duration_s, summary, error, load.cores())
 
 
 def classify(

@@ -8,7 +8,9 @@ and ``trials/trial-NNNN/`` (each trial's own profiler run and log). The order of
 2. the search space: the one given, else built from the knobs the baseline read;
 3. trials the searcher proposes, each skipped when the memory model predicts it runs out of
    memory, stopped early when clearly worse than the best so far, and marked "diverged" when its
-   loss is NaN/inf or drifts from the fp32 baseline's; until ``n_trials`` trials have run.
+   loss is NaN/inf or drifts from the fp32 baseline's; until ``n_trials`` trials have run;
+4. the best configuration and the baseline measured again, interleaved, ``confirm_rounds``
+   times (:mod:`autotune.tuner.confirm`): the speedup's 95% interval, and whether it is confirmed.
 
 Killed at any point (``kill -9`` included), ``resume=True`` continues from the trials stored:
 none is lost or run twice; a trial that was running when the tuner died runs again.
@@ -23,6 +25,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from autotune.tuner import confirm
+from autotune.tuner.confirm import ConfirmRun
 from autotune.tuner.memory_model import MemoryModel
 from autotune.tuner.objectives import Scoring
 from autotune.tuner.records import TRIALS_DIR, Infeasible, Measured, Trial, resolve_trial_dir
@@ -50,7 +54,8 @@ class TuneError(Exception):
 class TuneConfig:
     """Everything a study needs besides its run directory.
 
-    ``space`` None: built from the knobs the baseline reads. ``early_stop_ratio``: a trial whose
+    ``space`` None: built from the knobs the baseline reads, for the device kind it ran on
+    (``device_kind`` is the fallback when its summary does not say). ``early_stop_ratio``: a trial whose
     throughput estimate falls below this share of the best (cost: above best / ratio) stops early
     (0 turns it off). ``loss_tolerance``: relative drift of the loss from the fp32 baseline's that
     makes a lower-precision trial "diverged" (0 turns the check off; NaN/inf always does).
@@ -67,6 +72,8 @@ class TuneConfig:
     loss_tolerance: float = 0.1
     device_kind: str = "cpu"
     layouts: bool = False  # a derived space tries ddp/fsdp over settings.distributed_world_size
+    #: Rounds of re-measuring the best configuration against the baseline (autotune.tuner.confirm).
+    confirm_rounds: int = 3
 
     def info(self) -> dict[str, Any]:
         """What is stored with the study, so ``resume`` can rebuild the settings."""
@@ -78,6 +85,7 @@ class TuneConfig:
             "multi_objective": self.multi_objective,
             "early_stop_ratio": self.early_stop_ratio,
             "loss_tolerance": self.loss_tolerance,
+            "confirm_rounds": self.confirm_rounds,
         }
 
 
@@ -94,7 +102,8 @@ class Tuner:
     """Runs one study.
 
     ``on_start(trial_id, position, n_trials, params)`` is called as a trial starts (``position``:
-    its number among the trials that run, 1-based), ``on_trial(study, trial)`` once it is stored.
+    its number among the trials that run, 1-based), ``on_trial(study, trial)`` once it is stored,
+    ``on_confirm(run, round, role, rounds)`` as a re-measurement starts (``run`` None) and ends.
     """
 
     def __init__(
@@ -104,12 +113,14 @@ class Tuner:
         resume: bool = False,
         on_start: Callable[[int, int, int, dict[str, Value]], None] | None = None,
         on_trial: Callable[[Study, Trial], None] | None = None,
+        on_confirm: Callable[[ConfirmRun | None, int, str, int], None] | None = None,
     ) -> None:
         self.config = config
         self.run_dir = run_dir
         self.resume = resume
         self.on_start = on_start
         self.on_trial = on_trial
+        self.on_confirm = on_confirm
         self.study: Study | None = None
         self.stopped: str | None = None
 
@@ -150,6 +161,7 @@ class Tuner:
             try:
                 self._check(study)
                 study.optimize(self._evaluate, self.config.n_trials, callbacks=[self._after])
+                self._confirm(study)
             finally:
                 self._write_summary()
         return self.summary()
@@ -157,7 +169,8 @@ class Tuner:
     def summary(self) -> dict[str, Any]:
         """The study's summary as it stands (what summary.json holds)."""
         assert self.study is not None
-        return tune_summary(self.study, self.config, self.run_dir, self.stopped)
+        runs = confirm.stored(self.run_dir / STORE_NAME)
+        return tune_summary(self.study, self.config, self.run_dir, self.stopped, runs)
 
     def _write_summary(self) -> None:
         if self.study is not None:
@@ -188,7 +201,7 @@ class Tuner:
             )
         space = default_space(
             baseline.attrs.get("params_used") or {},
-            self.config.device_kind,
+            baseline.attrs.get("device_kind") or self.config.device_kind,  # where the script really ran
             self.config.settings.distributed_world_size if self.config.layouts else 1,
         )
         if space is None:
@@ -197,6 +210,44 @@ class Tuner:
                 "autotune.batch_plan, autotune.param); give --space FILE (see the README)"
             )
         return space
+
+    def _confirm(self, study: Study) -> None:
+        """Re-measure the best trial's configuration against the baseline, interleaved."""
+        rounds = self.config.confirm_rounds
+        if rounds <= 0 or not any(t.ok for t in study.trials) or study.best.baseline:
+            return
+        best, path = study.best, self.run_dir / STORE_NAME
+        have = confirm.done(confirm.stored(path), best.id)
+        for r, role in confirm.plan(rounds):
+            if (r, role) in have:
+                continue
+            if self.on_confirm is not None:
+                self.on_confirm(None, r, role, rounds)
+            run_dir = self.run_dir / TRIALS_DIR / confirm.run_dir_name((r, role), best.id)
+            baseline = role == "baseline"
+            outcome = run_trial(
+                self.config.settings,
+                None if baseline else study.space,
+                {} if baseline else best.params,
+                run_dir,
+            )
+            ok = outcome.status == "ok"
+            run = ConfirmRun(
+                best.id,
+                r,
+                role,
+                outcome.status,
+                outcome.throughput if ok else None,
+                (outcome.summary or {}).get("throughput", {}).get("samples_per_s_ci95") if ok else None,
+                outcome.other_load_cores,
+                outcome.duration_s,
+                _relative_to(run_dir, self.run_dir),
+                None if ok else _first_line(outcome.error),
+            )
+            confirm.store(path, run)
+            self._write_summary()
+            if self.on_confirm is not None:
+                self.on_confirm(run, r, role, rounds)
 
     # ------------------------------------------------------------------ trials
 
@@ -266,6 +317,10 @@ class Tuner:
             "flops_per_step": summary.get("flops_per_step"),
             "loss_per_step": loss.get("per_step"),
             "device_memory_bytes": _device_memory_bytes(summary),
+            "throughput_ci95": (summary.get("throughput") or {}).get("samples_per_s_ci95"),
+            "stable": measured_stably(summary, self.config.settings.stable_within),
+            "other_load_cores": outcome.other_load_cores,
+            "device_kind": (summary.get("device") or {}).get("kind"),
         }
 
     def _stop_below(self, world_size: int) -> float | None:
@@ -296,6 +351,21 @@ class Tuner:
             self.config.loss_tolerance,
             self.config.settings.warmup_steps,
         )
+
+
+def measured_stably(summary: Mapping[str, Any], within: float | None) -> bool | None:
+    """Whether a trial's throughput is known to ``within`` (its 95% interval's half-width over it).
+
+    None without a measurement. ``within`` None (the study ran trials to their step budget) takes
+    the tuner's default of 5%.
+    """
+    throughput = summary.get("throughput") or {}
+    rate, ci = throughput.get("samples_per_s"), throughput.get("samples_per_s_ci95")
+    if not rate or not ci:
+        return None
+    if ci[0] is None or ci[1] is None:
+        return False
+    return (ci[1] - ci[0]) / 2 / rate <= (within if within else 0.05)
 
 
 def _baseline_point(space: Space, baseline: Trial) -> dict[str, Value] | None:

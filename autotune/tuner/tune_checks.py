@@ -162,12 +162,26 @@ def _same_losses(trials: Sequence[Trial]) -> bool | None:
     return len({tuple(p[:common]) for p in paths if p is not None}) == 1
 
 
+def _clearly_faster(ok: Sequence[Trial], median: float) -> bool:
+    """Whether the fastest trial is faster than the median one beyond both measurements' noise.
+
+    Their 95% intervals (``throughput_ci95``) must not overlap; without intervals, it is.
+    """
+    by_rate = sorted(ok, key=lambda t: t.metrics.get("samples_per_s") or 0.0)
+    fastest = by_rate[-1]
+    middle = min(by_rate, key=lambda t: abs((t.metrics.get("samples_per_s") or 0.0) - median))
+    fast_ci, mid_ci = fastest.attrs.get("throughput_ci95"), middle.attrs.get("throughput_ci95")
+    if not fast_ci or not mid_ci or fast_ci[0] is None:
+        return True
+    return mid_ci[1] is not None and fast_ci[0] > mid_ci[1]
+
+
 def same_everywhere(study: _StudyView) -> str | None:
     """A message when ok trials of different params all measure the same, else None.
 
     "The same": the same samples and FLOPs per step, precision and ranks, the same loss at every
     step all ran (to 6 digits, when losses were seen), and no trial faster than the median by more
-    than ``SAME_MAX_SPREAD``, over at least
+    than ``SAME_MAX_SPREAD`` beyond the noise of both measurements (their 95% intervals apart), over at least
     ``SAME_MIN_TRIALS`` trials (the baseline included) none of whose tuned parameters the script
     reads through autotune. A parameter that only changes speed, not what is trained, by less
     than that spread is reported too: there is nothing to tune in it either.
@@ -184,7 +198,7 @@ def same_everywhere(study: _StudyView) -> str | None:
         return None
     rates = [t.metrics.get("samples_per_s") or 0.0 for t in ok]
     median = statistics.median(rates)
-    if median <= 0 or max(rates) / median - 1 > SAME_MAX_SPREAD:
+    if median <= 0 or (max(rates) / median - 1 > SAME_MAX_SPREAD and _clearly_faster(ok, median)):
         return None
     delivered = [
         f"{n} (as {p.arg!r})" if p.arg is not None else f"{n} (as ${p.env})"

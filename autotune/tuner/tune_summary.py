@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autotune.tuner.confirm import ConfirmRun, verdict
 from autotune.tuner.objectives import pareto_front
 from autotune.tuner.records import Trial
 
@@ -38,14 +40,23 @@ def trial_entry(trial: Trial) -> dict[str, Any]:
         "world_size": trial.attrs.get("world_size"),
         "duration_s": trial.duration_s,
         "stop_reason": trial.attrs.get("stop_reason"),
+        "throughput_ci95": trial.attrs.get("throughput_ci95"),
+        "stable": trial.attrs.get("stable"),
+        "other_load_cores": trial.attrs.get("other_load_cores"),
         "params_used": trial.attrs.get("params_used"),
         "run_dir": trial.attrs.get("run_dir"),
         "error": trial.error,
     }
 
 
-def tune_summary(study: Study, config: TuneConfig, run_dir: Path, stopped: str | None) -> dict[str, Any]:
-    """The summary of ``study`` as it stands."""
+def tune_summary(
+    study: Study,
+    config: TuneConfig,
+    run_dir: Path,
+    stopped: str | None,
+    confirmations: Sequence[ConfirmRun] = (),
+) -> dict[str, Any]:
+    """The summary of ``study`` as it stands (``confirmations``: the study's re-measurements)."""
     trials = study.trials
     baseline = trials[0] if trials and trials[0].baseline else None
     ok = [t for t in trials if t.ok]
@@ -69,15 +80,17 @@ def tune_summary(study: Study, config: TuneConfig, run_dir: Path, stopped: str |
         "trials_run": study.n_run,
         "status_counts": {s: n for s in _statuses(trials) if (n := sum(t.status == s for t in trials))},
         "baseline": None if baseline is None else trial_entry(baseline),
-        "best": None if best is None else _best_entry(best, baseline),
+        "best": None if best is None else _best_entry(best, baseline, confirmations),
         "pareto": _pareto(ok) if config.multi_objective else None,
         "stopped": stopped,
         "trials": [trial_entry(t) for t in trials],
+        "confirm_rounds": config.confirm_rounds,
+        "confirmations": [c.to_dict() for c in confirmations if best is not None and c.best_id == best.id],
     }
     return out
 
 
-def _best_entry(best: Trial, baseline: Trial | None) -> dict[str, Any]:
+def _best_entry(best: Trial, baseline: Trial | None, confirmations: Sequence[ConfirmRun]) -> dict[str, Any]:
     entry = trial_entry(best)
     base_rate = None if baseline is None or not baseline.ok else baseline.metrics.get("samples_per_s")
     rate = best.metrics.get("samples_per_s")
@@ -85,6 +98,7 @@ def _best_entry(best: Trial, baseline: Trial | None) -> dict[str, Any]:
     base_cost = None if baseline is None else baseline.metrics.get("usd_per_million_samples")
     cost = best.metrics.get("usd_per_million_samples")
     entry["cost_saving_vs_baseline"] = 1 - cost / base_cost if cost is not None and base_cost else None
+    entry.update(verdict(confirmations, best.id).entry())
     return entry
 
 

@@ -157,7 +157,13 @@ class HostBackend(Backend):
         self._cpu_pct = 0.0
         self._proc_pct: float | None = 0.0
         self._devices = [
-            DeviceInfo(index=0, kind="host", name=cpu_model_name(), mem_total_bytes=first.total_mem)
+            DeviceInfo(
+                index=0,
+                kind="host",
+                name=cpu_model_name(),
+                mem_total_bytes=first.total_mem,
+                cpu_cores=os.cpu_count(),
+            )
         ]
 
     def _read(self) -> _Readings:

@@ -12,7 +12,7 @@ import pytest
 def test_demo_profiles_then_tunes_and_prints_the_best(tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "autotune", "demo", "--model", "gpt", "--steps", "8", "--tune-trials", "3",
-         "--run-root", str(tmp_path)],
+         "--confirm-rounds", "1", "--runs-root", str(tmp_path)],
         capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=600,
     )  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr
@@ -20,6 +20,8 @@ def test_demo_profiles_then_tunes_and_prints_the_best(tmp_path):
     [study] = tmp_path.glob("*-demo-tune-gpt")
     summary = json.loads((study / "summary.json").read_text())
     assert summary["trials_run"] == 3 and summary["best"] is not None
+    # the best (unless it is the baseline) measured again against the baseline once
+    assert len(summary["confirmations"]) == (0 if summary["best"]["id"] == 0 else 2)
     baseline = summary["baseline"]
     assert baseline["params"] == {} and baseline["status"] == "ok"
     used = baseline["params_used"]

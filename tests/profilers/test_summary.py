@@ -92,3 +92,26 @@ def test_combine_ranks_sums_throughput_and_takes_the_slowest_rank():
     assert out["samples_per_s"] == 190.0
     assert out["tokens_per_s"] is None
     assert out["slowest_median_step_time_s"] == 0.12
+
+
+def test_t975_and_the_intervals_match_known_values():
+    from profilers.summary import mean_interval, rate_interval, ratio_interval, t975
+
+    assert t975(1) == 12.706 and t975(4) == 2.776 and t975(30) == 2.042
+    assert t975(60) == pytest.approx(2.000, abs=0.002) and t975(120) == pytest.approx(1.980, abs=0.002)
+    # 2, 4, 6: mean 4, s = 2, half = 4.303 * 2 / sqrt(3)
+    low, high = mean_interval([2.0, 4.0, 6.0])
+    assert (low, high) == pytest.approx((4 - 4.303 * 2 / 3**0.5, 4 + 4.303 * 2 / 3**0.5))
+    assert mean_interval([1.0]) is None
+    # 10 samples per step over steps of 0.1, 0.1, 0.1 s: no spread, the interval is the rate itself
+    assert rate_interval(100.0, [0.1, 0.1, 0.1]) == pytest.approx([100.0, 100.0])
+    lo, hi = rate_interval(100.0, [0.09, 0.1, 0.11])
+    assert lo < 100.0 < hi
+    assert rate_interval(100.0, [0.01, 1.0]) == [
+        pytest.approx(100 * 0.505 / (0.505 + 12.706 * 0.7 / 2**0.5 * 1.0), rel=1e-2),
+        None,
+    ]
+    low, centre, high = ratio_interval([0.5, 2.0])
+    assert centre == pytest.approx(1.0) and low * high == pytest.approx(1.0)
+    with pytest.raises(ValueError):
+        ratio_interval([1.2])

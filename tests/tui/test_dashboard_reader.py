@@ -297,3 +297,13 @@ def test_a_store_from_before_the_eval_column_reads_with_eval_0(tmp_path):
     reader = StoreReader(path)
     reader.poll()
     assert [r.phases_ns for r in reader.recent] == [(10, 20, 30, 40, 0, 0)]  # PHASE_COLUMNS order
+
+
+def test_an_ended_study_shows_its_best_trial_not_its_last(tmp_path: Path) -> None:
+    study = write_study(tmp_path / "s", running=True, trial_steps=5)
+    assert RunSource(study).poll().live.following == "trial 8 of 10"  # running: the newest trial
+    summary = json.loads((study / "summary.json").read_text())
+    summary["trials_run"] = summary["n_trials"]  # every trial ran; trial 8 was the last (stopped early)
+    (study / "summary.json").write_text(json.dumps(summary))
+    snap = RunSource(study).poll()
+    assert snap.live is not None and snap.live.following.startswith("trial 4 of 10 · ok · best")

@@ -49,6 +49,13 @@ def test_a_wide_model_on_a_tiny_batch_is_communication_bound(comm_run):
     for r in facts.rank_times(comm_run):
         assert r.phase_median_s["backward"] > 0.5 * r.step_median_s
     assert rules.straggler(comm_run) is None  # both ranks do the same work
+    # the gradients fit DDP's one default bucket: bigger buckets are not the advice
+    model = comm_run.summary["model"]
+    assert model["class"] == "DistributedDataParallel" and model["ddp_bucket_cap_bytes"] == 25 * 2**20
+    assert model["gradient_bytes"] == 4 * model["trainable_parameters"]  # fp32
+    assert 16e6 < model["gradient_bytes"] < 19e6
+    assert any("already fit one 25 MiB DDP bucket" in e for e in rec.evidence)
+    assert not any("bucket_cap_mb" in a for a in rec.actions)
 
 
 def test_a_sleeping_rank_is_named_as_the_straggler(straggler_run):

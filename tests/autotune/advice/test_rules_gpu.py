@@ -124,6 +124,30 @@ def test_comm_bound_counts_exposed_collective_time_on_gpus():
     assert rec.speedup_estimate == pytest.approx(1 / (1 - 0.18))
 
 
+def test_comm_bound_suggests_larger_buckets_only_for_gradients_of_several():
+    window = healthy_window(
+        collective_calls=3 * 24,
+        collective_time_us=3 * 36_300.0,
+        collective_exposed_us=3 * 21_780.0,
+        collective_source="device_kernels",
+    )
+    run = h200_run(world=8, window=window)
+    big = {
+        "class": "DistributedDataParallel",
+        "gradient_bytes": 7 * 2**30,
+        "ddp_bucket_cap_bytes": 25 * 2**20,
+    }
+    rec = rules.comm_bound(dataclasses.replace(run, summary={**run.summary, "model": big}))
+    assert "the gradients (7168.0 MiB) make 287 all-reduces of 25 MiB buckets" in rec.evidence
+    assert rec.actions[0].startswith(
+        "fewer, larger all-reduces: DistributedDataParallel(model, bucket_cap_mb=256"
+    )
+    small = {**big, "gradient_bytes": 470_000}
+    rec = rules.comm_bound(dataclasses.replace(run, summary={**run.summary, "model": small}))
+    assert not any("bucket_cap_mb" in a for a in rec.actions)
+    assert any("(0.45 MiB) already fit one 25 MiB DDP bucket" in e for e in rec.evidence)
+
+
 def test_well_overlapped_collectives_are_not_comm_bound():
     window = healthy_window(
         collective_calls=72,

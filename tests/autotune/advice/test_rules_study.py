@@ -171,11 +171,14 @@ def test_oom_boundary_gives_the_largest_batch_that_fit():
 def test_a_study_runs_the_profile_rules_on_its_best_trial():
     best_run = h200_run(data_ms=lambda rank, step: 30.0, run_dir="/runs/study/trials/trial-0006")
     run = study(_trials(), best_id=6, space=SPACE)
+    run = _with_confirmation(  # re-measured: 2.7x, confirmed
+        run, speedup_confirmation_rounds=3, speedup_geomean=2.7, speedup_ci95=[2.4, 3.0], confirmed=True
+    )
     run = dataclasses.replace(run, profile=best_run)
     advice = advise(run)
     ids = [r.rule for r in advice.recommendations]
     assert {"apply_tuned", "precision_study", "oom_boundary", "input_bound"} <= set(ids)
-    assert ids[0] == "apply_tuned"  # high, 2.8x measured, before input-bound's 1.33x bound
+    assert ids[0] == "apply_tuned"  # high, 2.8x measured and confirmed, before input-bound's 1.33x bound
     rec = next(r for r in advice.recommendations if r.rule == "input_bound")
     assert rec.evidence[0] == "measured in the best trial's run (trial 6: /runs/study/trials/trial-0006)"
     assert {"apply_tuned", "input_bound", "memory_high"} <= {t.rule for t in advice.rules_checked}
@@ -221,6 +224,8 @@ def test_a_real_study_recommends_its_measured_best(tmp_path):
         "--run-dir",
         str(run_dir),
         "--quiet",
+        "--confirm-rounds",
+        "0",
         *fast,
         str(SCRIPTS / "train_unmodified.py"),
     ]
@@ -298,3 +303,31 @@ def test_precision_pairs_within_the_noise_say_so():
     assert verdict.direction is None and verdict.interval[0] < 1 < verdict.interval[1]
     assert rules_tune.pair_verdict([1.03]).direction is None  # one pair inside its ±5% noise
     assert rules_tune.pair_verdict([1.4, 1.5, 1.45]).direction == "faster"
+
+
+def _with_confirmation(run, **keys):
+    summary = {**run.summary, "best": {**run.summary["best"], **keys}}
+    return dataclasses.replace(run, summary=summary)
+
+
+def test_apply_tuned_is_high_only_when_the_re_measurements_confirm_it():
+    confirmed = _with_confirmation(
+        STUDY, speedup_confirmation_rounds=3, speedup_geomean=2.7, speedup_ci95=[2.4, 3.0], confirmed=True
+    )
+    rec = rules_tune.apply_tuned(confirmed)
+    assert (
+        rec.severity == "high"
+        and rec.title == "Apply the tuned configuration: 2.82x the baseline's throughput"
+    )
+    assert (
+        "confirmed when measured again: 2.70x, 95% interval 2.40x to 3.00x over 3 interleaved rounds"
+        in rec.evidence
+    )
+    noise = _with_confirmation(
+        STUDY, speedup_confirmation_rounds=3, speedup_geomean=1.1, speedup_ci95=[0.8, 1.5], confirmed=False
+    )
+    rec = rules_tune.apply_tuned(noise)
+    assert rec.severity == "low" and rec.title.endswith("in the search, within the noise")
+    assert any("--confirm-rounds 6" in a for a in rec.actions)
+    never = rules_tune.apply_tuned(STUDY)  # a study from before the re-measurements, or --confirm-rounds 0
+    assert never.severity == "medium" and never.title.endswith("not measured again")

@@ -46,7 +46,7 @@ def ddp_profile(samples_per_s: float, tokens_per_s: float | None = None) -> dict
         "throughput": {
             "samples_per_s": samples_per_s,
             "tokens_per_s": tokens_per_s,
-            "per_rank_samples_per_s": samples_per_s / 8,
+            "per_rank_samples_per_s": [samples_per_s / 8] * 8,
         },
         "device": {"kind": "cuda", "name": "NVIDIA H100 80GB HBM3", "count": 8, "index": 0},
         # each GPU: 70,000 J over 100 s = 700 W

@@ -318,3 +318,14 @@ def test_the_window_starts_after_the_warmup() -> None:
     drift = loss_drift(short_base, {"precision": "bf16"}, short_attrs, 0.1, 2)
     assert drift is not None and "over steps 3-4" in drift and "20.0%" in drift
     assert loss_drift(short_base, {"precision": "bf16"}, short_attrs, 0.1, 3) is None  # one pair left
+
+
+def test_a_faster_trial_within_the_noise_is_still_the_same() -> None:
+    # trial 4 measured 40% faster than the median, but so noisily that the two intervals overlap
+    # (a loaded machine): no evidence that the parameter does anything
+    rates = [100.0, 101.0, 102.0, 100.5, 140.0]
+    noisy = {i: {"throughput_ci95": [r * 0.6, r * 1.6]} for i, r in enumerate(rates)}
+    assert same_everywhere(same_study(rates, noisy)) is not None
+    firm = {i: {"throughput_ci95": [r * 0.97, r * 1.03]} for i, r in enumerate(rates)}
+    assert same_everywhere(same_study(rates, firm)) is None  # apart beyond the noise: it changes speed
+    assert same_everywhere(same_study(rates)) is None  # no intervals: the spread alone decides

@@ -15,7 +15,8 @@ from autotune.tuner.records import resolve_trial_dir
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 UNMODIFIED = str(SCRIPTS / "train_unmodified.py")
-FAST = ["--trial-steps", "12", "--warmup-steps", "2", "--min-measured-steps", "5", "--trial-timeout", "120"]
+FAST = ["--trial-steps", "12", "--warmup-steps", "2", "--min-measured-steps", "5", "--trial-timeout", "120",
+        "--confirm-rounds", "0"]  # fmt: skip
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
@@ -56,8 +57,9 @@ def test_unmodified_script_tuned_through_its_arguments_beats_its_baseline(tmp_pa
     run_dir = tmp_path / "study"
     space = space_file(tmp_path, BATCH_SPACE)
     out = tune(
-        "--space", space, "--trials", "4", "--searcher", "grid", "--run-dir", str(run_dir), *FAST, UNMODIFIED
-    )
+        "--space", space, "--trials", "4", "--searcher", "grid", "--run-dir", str(run_dir), *FAST,
+        "--confirm-rounds", "3", UNMODIFIED,
+    )  # fmt: skip
     assert out.returncode == 0, out.stderr
     summary = json.loads((run_dir / "summary.json").read_text())
     trials = summary["trials"]
@@ -75,6 +77,10 @@ def test_unmodified_script_tuned_through_its_arguments_beats_its_baseline(tmp_pa
     base = summary["baseline"]["throughput"]
     assert best["speedup_vs_baseline"] == pytest.approx(best["throughput"] / base)
     assert best["speedup_vs_baseline"] > 2  # batch 8 is far too small for this model on a CPU
+    # measured again, interleaved with the baseline, 3 rounds: a real speedup holds
+    assert best["speedup_confirmation_rounds"] == 3 and len(summary["confirmations"]) == 6
+    assert best["confirmed"] is True and best["speedup_ci95"][0] > 1
+    assert all(t["throughput_ci95"][0] <= t["throughput"] for t in trials)
     assert len(stored_trials(run_dir)) == 4
     assert "Best (trial" in out.stderr and "× the baseline's throughput" in out.stderr
 

@@ -1,0 +1,137 @@
+"""Re-measuring the best configuration against the baseline before a study names it.
+
+A study's best trial is the maximum of many noisy measurements, so its own figure is biased upward
+(on a shared 2-core machine a "15x" has come out of noise). After the search, the baseline and the
+best configuration run again, interleaved (baseline then best in even rounds, best then baseline in
+odd ones, so a drift in the machine's load falls on both), and each round gives one ratio of their
+throughputs. The speedup's 95% interval is Student's t on the mean log ratio of those fresh rounds
+only (the search's own pair is the biased one); the speedup is ``confirmed`` when the interval's
+low end is above 1.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from profilers.summary import ratio_interval
+
+ROLES = ("baseline", "best")
+#: Folder of the confirmation runs inside the study's trials folder.
+CONFIRM_PREFIX = "confirm"
+
+
+@dataclass(frozen=True)
+class ConfirmRun:
+    """One re-measurement: of the baseline or of the best trial ``best_id``, in round ``round``."""
+
+    best_id: int  # the best trial this round re-measures against the baseline
+    round: int  # 0-based
+    role: str  # "baseline" or "best"
+    status: str  # a trial status ("ok", "crashed"...)
+    samples_per_s: float | None
+    samples_per_s_ci95: list[float | None] | None
+    other_load_cores: float | None
+    duration_s: float
+    run_dir: str  # relative to the study
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (run.db and summary.json)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ConfirmRun:
+        """Back from :meth:`to_dict` (ValueError for a damaged record)."""
+        try:
+            return cls(**data)
+        except TypeError as exc:
+            raise ValueError(f"a damaged confirmation record: {exc}") from None
+
+
+def plan(rounds: int) -> list[tuple[int, str]]:
+    """(round, role) in run order: baseline first in even rounds, best first in odd ones."""
+    order: list[tuple[int, str]] = []
+    for r in range(rounds):
+        roles = ROLES if r % 2 == 0 else ROLES[::-1]
+        order += [(r, role) for role in roles]
+    return order
+
+
+def run_dir_name(run: tuple[int, str], best_id: int) -> str:
+    """``confirm-<best id>-<round>-<role>``: where one re-measurement's profile goes."""
+    return f"{CONFIRM_PREFIX}-{best_id:04d}-{run[0]:02d}-{run[1]}"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the rounds say of the best configuration's speedup over the baseline."""
+
+    rounds: int  # rounds with both runs ok
+    ratios: tuple[float, ...]  # best / baseline throughput, per such round
+    speedup: float | None  # geometric mean of the ratios
+    speedup_ci95: tuple[float, float] | None  # its 95% interval (2 rounds or more)
+    confirmed: bool  # the interval's low end is above 1
+
+    def entry(self) -> dict[str, Any]:
+        """The keys ``best`` gains in summary.json."""
+        return {
+            "speedup_confirmation_rounds": self.rounds,
+            "speedup_ratios": list(self.ratios),
+            "speedup_geomean": self.speedup,
+            "speedup_ci95": list(self.speedup_ci95) if self.speedup_ci95 else None,
+            "confirmed": self.confirmed,
+        }
+
+
+def verdict(runs: Iterable[ConfirmRun], best_id: int) -> Verdict:
+    """The speedup of ``best_id`` over the baseline from its rounds (ok pairs only)."""
+    by_round: dict[int, dict[str, float]] = {}
+    for run in runs:
+        if run.best_id == best_id and run.status == "ok" and run.samples_per_s:
+            by_round.setdefault(run.round, {})[run.role] = run.samples_per_s
+    ratios = tuple(r["best"] / r["baseline"] for _, r in sorted(by_round.items()) if len(r) == 2)
+    if not ratios:
+        return Verdict(0, (), None, None, False)
+    if len(ratios) == 1:
+        return Verdict(1, ratios, ratios[0], None, False)
+    low, centre, high = ratio_interval(ratios)
+    return Verdict(len(ratios), ratios, centre, (low, high), low > 1)
+
+
+# -- storage: a table of its own in the study's run.db -------------------------------------------
+_TABLE = "CREATE TABLE IF NOT EXISTS confirmations (seq INTEGER PRIMARY KEY, record TEXT NOT NULL)"
+
+
+def store(path: Path, run: ConfirmRun) -> None:
+    """Append one re-measurement, committed before returning."""
+    conn = sqlite3.connect(path, timeout=30.0, isolation_level=None)
+    try:
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute(_TABLE)
+        with conn:
+            conn.execute("INSERT INTO confirmations (record) VALUES (?)", (json.dumps(run.to_dict()),))
+    finally:
+        conn.close()
+
+
+def stored(path: Path) -> list[ConfirmRun]:
+    """Every re-measurement stored in ``path`` (none for a study without them)."""
+    if not path.exists():
+        return []
+    conn = sqlite3.connect(path, timeout=30.0)
+    try:
+        has = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'confirmations'").fetchone()
+        rows = conn.execute("SELECT record FROM confirmations ORDER BY seq").fetchall() if has else []
+    finally:
+        conn.close()
+    return [ConfirmRun.from_dict(json.loads(r[0])) for r in rows]
+
+
+def done(runs: Sequence[ConfirmRun], best_id: int) -> set[tuple[int, str]]:
+    """(round, role) already measured for ``best_id``."""
+    return {(r.round, r.role) for r in runs if r.best_id == best_id}
