@@ -26,6 +26,18 @@ class TraceTooLarge(RuntimeError):
     """The compressed trace passed the size cap and was removed."""
 
 
+def warm_up_profiler(cuda: bool) -> None:
+    """A torch.profiler window over one tiny op, read as the real one is: its first use imports a lot."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]
+    with profile(activities=activities, record_shapes=True, with_flops=True) as prof:
+        torch.ones(2, 2) @ torch.ones(2, 2)
+    prof.key_averages()
+    prof.events()
+
+
 class DeepProfiler:
     """Starts and stops one torch.profiler window."""
 

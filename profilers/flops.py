@@ -538,3 +538,13 @@ def model_facts(module: Any) -> dict[str, Any]:
         "gradient_bytes": grad_bytes,
         "ddp_bucket_cap_bytes": int(cap) if isinstance(cap, int) else None,
     }
+
+
+def warm_up_flop_counter() -> None:
+    """Count the FLOPs of a tiny forward and backward: FlopCounterMode's first use imports a lot."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False):
+        a = torch.ones(2, 2, requires_grad=True)
+        (a @ a).sum().backward()

@@ -8,6 +8,9 @@ statistics leave them out.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -46,6 +49,11 @@ class StepInstruments:
         self._trace_steps_done = 0
         #: Wall-clock span (time.time_ns) of the torch.profiler window, export and trim included.
         self.window_ns: tuple[int, int] | None = None
+        #: Wall-clock span of the FLOP-counting step (its decompositions allocate more than the step).
+        self.flops_ns: tuple[int, int] | None = None
+        #: (time.time_ns, bytes): resident memory the profiler's own first uses of FlopCounterMode and
+        #: torch.profiler left behind (the modules they import), cumulative, each from that time on.
+        self.tool_rss: list[tuple[int, int]] = []
 
     def kind(self, step: int) -> str:
         """What ran during ``step``: "warmup", "flops", "trace", "settle" or plain "measured".
@@ -78,8 +86,10 @@ class StepInstruments:
             try:
                 from profilers.flops import FlopCounter
 
+                self._warm_up("flops")
                 counter = FlopCounter()
                 counter.start()
+                self.flops_ns = (time.time_ns(), time.time_ns())
                 self._flop_counter, self._flops_step = counter, step
                 self._kinds[step] = "flops"
                 return True  # FlopCounterMode's first use imports a lot (about 1 s)
@@ -91,6 +101,7 @@ class StepInstruments:
                 if self._deep is None:
                     from profilers.deep import DeepProfiler
 
+                    self._warm_up("profiler", cuda)
                     self._deep = DeepProfiler(cuda=cuda)
                     self.window_ns = (time.time_ns(), time.time_ns())
                     self._deep.start(step)
@@ -102,12 +113,44 @@ class StepInstruments:
                 self.on_fault("deep-profile window", exc)
         return False
 
+    def _warm_up(self, what: str, cuda: bool = False) -> None:
+        """First use of FlopCounterMode or torch.profiler on a tiny op: its imports, measured.
+
+        Both import hundreds of modules on first use (80 MB of resident memory each, seen on torch
+        2.13). Done here, outside the user's step, that memory is counted as the profiler's
+        (``tool_rss``) instead of showing up in the training's peak and growth.
+        """
+        from profilers.deep import warm_up_profiler
+        from profilers.flops import warm_up_flop_counter
+
+        before = _rss_bytes()
+        if what == "flops":  # its backward would reach the hooks on this thread: on a helper thread
+            thread = threading.Thread(target=_quietly, args=(warm_up_flop_counter,), name="autotune-warm-up")
+            thread.start()
+            thread.join()
+        else:  # Kineto must be initialized on the thread that profiles; no op here reaches the hooks
+            _quietly(functools.partial(warm_up_profiler, cuda))
+        after = _rss_bytes()
+        if before is not None and after is not None and after > before:
+            total = (self.tool_rss[-1][1] if self.tool_rss else 0) + after - before
+            self.tool_rss.append((time.time_ns(), total))
+
+    def tool_rss_at(self, t_ns: int) -> int:
+        """Resident bytes the profiler's own imports held at ``t_ns``."""
+        held = 0
+        for when, total in self.tool_rss:
+            if when <= t_ns:
+                held = total
+        return held
+
     def end(self, step: int, run_dir: Path | None, rank: int, cuda: bool) -> bool:
         """Stop what ran during ``step``; True when that was slow (the trace's export)."""
         kind = self._kinds.get(step)
         if kind == "flops" and self._flop_counter is not None:
             counter, self._flop_counter = self._flop_counter, None
             total = counter.stop()
+            if self.flops_ns is not None:
+                self.flops_ns = (self.flops_ns[0], time.time_ns())
             if total is None:
                 self.on_fault("FLOP counting", RuntimeError("FlopCounterMode counted nothing"))
             else:
@@ -160,6 +203,21 @@ class StepInstruments:
         release_freed_memory()
         if self.window_ns is not None:
             self.window_ns = (self.window_ns[0], time.time_ns())
+
+
+def _rss_bytes() -> int | None:
+    try:
+        import psutil
+
+        return int(psutil.Process().memory_info().rss)
+    except Exception:
+        return None
+
+
+def _quietly(work: Callable[[], Any]) -> None:
+    """A warm-up that fails changes nothing: the real first use reports its own fault."""
+    with contextlib.suppress(Exception):
+        work()
 
 
 def release_freed_memory() -> None:

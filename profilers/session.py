@@ -410,13 +410,15 @@ class Session:
         try:
             import resource
 
-            # Peak RSS from the samples, leaving out the torch.profiler window: its event buffers
-            # are the profiler's memory, not the training's (they are trimmed after the window).
-            window = self.instruments.window_ns
+            # Peak RSS from the samples of the training's own steps: leaving out the FLOP-counting
+            # step and the torch.profiler window (their buffers and decompositions are the profiler's
+            # memory, trimmed after the window), and less what the profiler's own imports hold.
+            tools = self.instruments
+            spans = [span for span in (tools.flops_ns, tools.window_ns) if span is not None]
             rss_samples = [
-                s.rss_bytes
+                s.rss_bytes - tools.tool_rss_at(s.t_ns)
                 for s in (self._recorder.samples if self._recorder else [])
-                if s.kind == "host" and s.rss_bytes and not (window and window[0] <= s.t_ns <= window[1])
+                if s.kind == "host" and s.rss_bytes and not any(a <= s.t_ns <= b for a, b in spans)
             ]
             peak_rss = max(rss_samples, default=None)
             memory.update(
@@ -424,6 +426,7 @@ class Session:
                     "rss_start_bytes": self._rss_start,
                     "rss_peak_bytes": peak_rss,
                     "ru_maxrss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                    "profiler_rss_bytes": tools.tool_rss[-1][1] if tools.tool_rss else 0,
                 }
             )
             if peak_rss is not None and self._rss_start is not None:

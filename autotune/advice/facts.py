@@ -164,6 +164,20 @@ def measured_steps(run: RunData, rank: int = 0) -> list[StepRecord]:
     return select_measured([s for s in run.steps if s.rank == rank])
 
 
+def steady_span_ns(run: RunData) -> tuple[int, int] | None:
+    """The measured span after the profiler's last instrumented step (FLOP count, trace, settle).
+
+    Scripts whose steps are found from backward passes measure some steps before the instruments
+    start; the memory the instruments' first use leaves (imports, buffers) would read as growth
+    across them, so a memory trend is taken over the measured steps after them only.
+    """
+    span = measured_span_ns(run)
+    instrumented = [s.start_ns + s.duration_ns for s in run.steps if s.kind in ("flops", "trace", "settle")]
+    if span is None or not instrumented or max(instrumented) >= span[1]:
+        return span
+    return max(span[0], max(instrumented)), span[1]
+
+
 def measured_span_ns(run: RunData) -> tuple[int, int] | None:
     """Wall-clock span (time.time_ns) of every rank's measured steps, or None without steps."""
     chosen = [s for s in run.steps if s.kind == "measured"]
@@ -371,7 +385,8 @@ def memory_trend(run: RunData) -> MemoryTrend | None:
     :data:`~autotune.advice.thresholds.MIN_MEMORY_SAMPLES` readings in the span; on a multi-rank CPU
     run, rank 0's RSS (None when the readings' ranks are not known).
     """
-    span, steps = measured_span_ns(run), measured_steps(run)
+    span = steady_span_ns(run)
+    steps = [s for s in measured_steps(run) if span is not None and s.start_ns >= span[0]]
     if span is None or not steps:
         return None
     series: list[tuple[str, list[tuple[int, float]], int | None]] = []

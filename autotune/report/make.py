@@ -119,8 +119,16 @@ def render(report: Report, fmt: str) -> str:
 
 
 def write_report(report: Report, fmt: str, path: Path) -> Path:
-    """Write the report atomically (a reader never sees half a file); returns the path."""
+    """Write the report atomically (a reader never sees half a file); returns the path.
+
+    A path that exists and is no regular file (``/dev/null``, a pipe, a terminal) is written to as
+    it is: replacing it would put a file where a device was.
+    """
     text = render(report, fmt)
+    if path.exists() and not path.is_file():
+        with path.open("w", encoding="utf-8") as out:
+            out.write(text)
+        return path
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(text, encoding="utf-8")

@@ -1,7 +1,10 @@
 """``autotune report`` as users run it: real runs in, files out, one-line errors for bad input."""
 
 import json
+import os
 import shutil
+import stat
+import threading
 from pathlib import Path
 
 import pytest
@@ -33,6 +36,21 @@ def test_all_three_formats_of_a_profile(profile_run, tmp_path):
         == json.loads((run / "summary.json").read_text())["throughput"]["samples_per_s"]
     )
     assert not list(run.glob(".*.tmp")), "no temporary file is left behind"
+
+
+def test_a_device_or_pipe_as_output_is_written_to_never_replaced(profile_run, tmp_path):
+    # `-o /dev/null` once replaced /dev/null with a file (the atomic write's rename); a FIFO stands in
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
+    reader.start()
+    out = autotune("report", str(profile_run), "--format", "json", "-o", str(fifo))
+    reader.join(timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert stat.S_ISFIFO(fifo.stat().st_mode)  # still a pipe
+    assert json.loads(received[0])["kind"] == "report"
+    assert not list(tmp_path.glob(".*.tmp"))
 
 
 def test_markdown_to_stdout_and_json_to_a_file(study_run, tmp_path):
