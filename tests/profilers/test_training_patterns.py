@@ -10,7 +10,10 @@ from __future__ import annotations
 import copy
 import io
 import json
+import os
 import pickle
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +21,8 @@ import torch
 from torch import nn
 
 import autotune
+from autotune.advice import rules
+from autotune.report.rundata import load_run
 from profilers.store import read_steps
 from tests.profile_run import profile_script
 
@@ -119,3 +124,25 @@ def test_the_samples_override_keeps_the_tokens(tmp_path):
     assert [(s.samples, s.tokens) for s in read_steps(run_dir / "run.db")] == [(3, 60)] * 16
     throughput = summary["throughput"]
     assert throughput["tokens_per_s"] == pytest.approx(throughput["samples_per_s"] * 60 / 3)
+
+
+def test_the_profilers_own_memory_is_not_the_trainings(tmp_path):
+    # A word-level LSTM updated by hand: its FLOP count and trace run between measured steps, and
+    # their first use imports ~80 MB of modules. The training's peak growth must be what the same
+    # script reaches without the profiler (its own ru_maxrss against its RSS once torch is imported).
+    plain = subprocess.run(
+        [sys.executable, str(SCRIPTS / "memory_lstm.py"), "--report-rss"],
+        capture_output=True, text=True, timeout=240, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    own = dict(kv.split("=") for kv in plain.stdout.split()[-2:])
+    plain_growth = int(own["max_rss"]) - int(own["rss_after_torch"])
+    summary, _ = _run(tmp_path, "memory_lstm.py")
+    memory = summary["memory"]
+    assert summary["step_mode"] == "backward"
+    assert memory["profiler_rss_bytes"] > 30 * 2**20  # the imports were there, and measured
+    raw_growth = memory["ru_maxrss_bytes"] - memory["rss_start_bytes"]
+    assert raw_growth - memory["rss_peak_growth_bytes"] > 30 * 2**20  # ... and left out
+    # the heap's own spread between runs of the same script is a few percent (340-349 MiB seen)
+    assert memory["rss_peak_growth_bytes"] == pytest.approx(plain_growth, rel=0.15)
+    run = load_run(tmp_path / "run")
+    assert rules.memory_growth(run) is None  # no leak advice caused by the profiler itself
