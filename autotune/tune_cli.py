@@ -52,6 +52,11 @@ def add_tune_parser(sub: Any, number: Any) -> None:
     )
     p.add_argument("--space", type=Path, help="TOML file of [space.NAME] tables (default: built-in knobs)")
     p.add_argument(
+        "--preset",
+        choices=("hf", "lightning"),
+        help="tune an unmodified Hugging Face TrainingArguments or LightningCLI script through its own flags",
+    )
+    p.add_argument(
         "--trials", type=positive_int, help="trials in all, baseline included (12; on --resume: as stored)"
     )
     p.add_argument("--searcher", choices=("bayes", "random", "grid"), default="bayes", help="(bayes)")
@@ -155,8 +160,11 @@ def cmd_tune(args: argparse.Namespace, usage_error: type[Exception]) -> int:
             stable_within=args.stable_within or None,
             min_measured_steps=args.min_measured_steps,
             max_step_time_s=args.max_step_time,
+            preset=args.preset,
         )
     space = None
+    if args.preset is not None and args.space is not None:
+        raise usage_error("--preset and --space both say what to tune: give one")
     if args.space is not None:
         try:
             space = Space.from_toml(args.space)

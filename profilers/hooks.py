@@ -279,8 +279,11 @@ class TorchHooks:
         if self.active and threading.get_ident() == self._thread:
             self._fwd_begin(module, args)
 
-    def _global_post(self, module: Any, args: Any, kwargs: dict[str, Any], output: Any) -> None:
+    def _global_post(self, module: Any, args: Any, *rest: Any) -> None:
+        # (kwargs, output) normally; (output,) alone when the forward raised: torch 2.13 calls an
+        # always-call global hook without its kwargs on that path, whatever it registered with.
         if self.active and threading.get_ident() == self._thread:
+            kwargs = rest[0] if len(rest) == 2 and isinstance(rest[0], dict) else None
             self._fwd_end(module, args, kwargs)
 
     def _fwd_begin(self, module: Any, args: tuple[Any, ...]) -> None:

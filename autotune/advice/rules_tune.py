@@ -108,7 +108,14 @@ def apply_tuned(run: RunData) -> Recommendation | None:
     space = run.summary.get("space") or {}
     ran = {**(base.get("params_used") or {}), **(base.get("params") or {})}  # what the baseline ran
     changed = {k: v for k, v in params.items() if k not in ran or ran[k] != v} or params
-    actions = [f"run with {', '.join(_how_to_apply(k, v, space) for k, v in changed.items())}"]
+    preset = run.summary.get("preset")
+    if isinstance(preset, str):  # the framework's own flags, as the trials got them
+        from autotune.tuner.presets import PRESETS, preset_args
+
+        flags = preset_args(preset, params, run.summary.get("preset_per_rank")) if preset in PRESETS else []
+        actions = [f"run with {' '.join(flags) or 'its own defaults'}"]
+    else:
+        actions = [f"run with {', '.join(_how_to_apply(k, v, space) for k, v in changed.items())}"]
     severity, title = (
         severity_for(speedup),
         f"Apply the tuned configuration: {speedup:.2f}x the baseline's throughput",

@@ -55,6 +55,10 @@ class TrialSettings:
     min_measured_steps: int = 8
     #: A trial whose median step time exceeds this is infeasible.
     max_step_time_s: float | None = None
+    #: A framework preset (autotune.tuner.presets) that turns params into the script's own flags.
+    preset: str | None = None
+    #: The preset's global batch, in samples per rank per optimizer step (the baseline's).
+    preset_per_rank: int | None = None
 
 
 @dataclass(frozen=True)
@@ -125,7 +129,12 @@ def trial_command(
         profile += ["--min-measured-steps", str(settings.min_measured_steps)]
     if settings.module:
         profile.append("-m")
-    args = space.command_args(params) if space is not None and params else []
+    if settings.preset is not None:
+        from autotune.tuner.presets import preset_args
+
+        args = preset_args(settings.preset, params, settings.preset_per_rank, run_dir / "framework")
+    else:
+        args = space.command_args(params) if space is not None and params else []
     target = [settings.script, *settings.script_args, *args]
     world_size = trial_world_size(settings, params)
     if world_size > 1:

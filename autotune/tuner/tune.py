@@ -29,6 +29,7 @@ from autotune.tuner import confirm
 from autotune.tuner.confirm import ConfirmRun
 from autotune.tuner.memory_model import MemoryModel
 from autotune.tuner.objectives import Scoring
+from autotune.tuner.presets import preset_space
 from autotune.tuner.records import TRIALS_DIR, Infeasible, Measured, Trial, resolve_trial_dir
 from autotune.tuner.space import Space, Value
 from autotune.tuner.storage import SqliteStorage
@@ -135,6 +136,7 @@ class Tuner:
             if meta is not None and not self.resume:
                 raise TuneError(f"{self.run_dir} already holds a study (use --resume, or another --run-dir)")
             baseline = stored[0] if stored else self._run_baseline()
+            self._settle_preset(baseline)
             space = self._space(meta, baseline)
             if not stored:
                 baseline = replace(baseline, point=_baseline_point(space, baseline))
@@ -184,16 +186,36 @@ class Tuner:
 
     def _check(self, study: Study) -> None:
         """Stop the study when the script ignores what is tuned (every trial the same)."""
-        problem = ignored_params(study) or same_everywhere(study)
+        # A preset delivers every parameter as the framework's own flags: none goes unread.
+        unread = None if self.config.settings.preset is not None else ignored_params(study)
+        problem = unread or same_everywhere(study)
         if problem is not None:
             self.stopped = problem
             raise TuneError(problem)
+
+    def _settle_preset(self, baseline: Trial) -> None:
+        """A preset's global batch: the baseline's samples per rank per optimizer step."""
+        settings = self.config.settings
+        if settings.preset is None or settings.preset_per_rank is not None:
+            return
+        per_step, world = baseline.attrs.get("samples_per_step"), baseline.attrs.get("world_size") or 1
+        if not baseline.ok or not isinstance(per_step, int) or per_step < 1:
+            raise TuneError(
+                f"--preset {settings.preset}: the baseline measured no samples per step "
+                f"({baseline.status}: {_first_line(baseline.error)})"
+            )
+        per_rank = max(1, per_step // int(world))
+        self.config = replace(self.config, settings=replace(settings, preset_per_rank=per_rank))
 
     def _space(self, meta: Mapping[str, Any] | None, baseline: Trial) -> Space:
         if meta is not None:
             return self.config.space or Space.from_dict(meta["space"], source=str(self.run_dir / STORE_NAME))
         if self.config.space is not None:
             return self.config.space
+        settings = self.config.settings
+        if settings.preset is not None and settings.preset_per_rank is not None:
+            kind = baseline.attrs.get("device_kind") or self.config.device_kind
+            return preset_space(settings.preset, settings.preset_per_rank, kind)
         if not baseline.ok:
             raise TuneError(
                 f"the baseline trial {baseline.status}: {_first_line(baseline.error)}; "

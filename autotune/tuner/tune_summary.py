@@ -85,6 +85,8 @@ def tune_summary(
         "stopped": stopped,
         "trials": [trial_entry(t) for t in trials],
         "confirm_rounds": config.confirm_rounds,
+        "preset": settings.preset,
+        "preset_per_rank": settings.preset_per_rank,
         "confirmations": [c.to_dict() for c in confirmations if best is not None and c.best_id == best.id],
     }
     return out

@@ -134,3 +134,46 @@ def test_the_callbacks_copy_and_pickle_and_import_no_framework_early(tmp_path):
         finally:
             callback.region.end()
         assert callback.run_dir == tmp_path / f"run{i}" and callback.summary is not None
+
+
+def _preset_study(tmp_path: Path, preset: str, script: str, *args: str) -> dict:
+    run_dir = tmp_path / "study"
+    out = subprocess.run(
+        [sys.executable, "-m", "autotune", "tune", "--quiet", "--preset", preset, "--trials", "4",
+         "--searcher", "grid", "--confirm-rounds", "0", "--run-dir", str(run_dir), "--trial-steps", "20",
+         "--warmup-steps", "2", "--min-measured-steps", "6", str(SCRIPTS / script), *args],
+        capture_output=True, text=True, timeout=600, check=False, cwd=tmp_path,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+@pytest.mark.parametrize(
+    ("preset", "script", "args"),
+    [
+        ("hf", "fw_hf_trainer.py", ("--max_steps=40", "--eval_steps=1000", "--per_device_train_batch_size=4",
+                                    "--gradient_accumulation_steps=4")),
+        ("lightning", "fw_lightning_cli.py", ("fit", "--trainer.max_steps=40", "--data.batch_size=4",
+                                             "--trainer.accumulate_grad_batches=4")),
+    ],
+)  # fmt: skip
+def test_a_preset_tunes_an_unmodified_script_through_its_own_flags_at_its_global_batch(
+    tmp_path, preset, script, args
+):
+    summary = _preset_study(tmp_path, preset, script, *args)
+    assert summary["preset"] == preset and summary["preset_per_rank"] == 16  # 4 x 4, the script's own
+    assert set(summary["space"]) >= {"micro_batch", "precision"}
+    ran = [t for t in summary["trials"] if t["status"] == "ok"]
+    assert len(ran) >= 3, [t["error"] for t in summary["trials"]]
+    study = tmp_path / "study"
+    for trial in ran:
+        profile = json.loads((study / trial["run_dir"] / "summary.json").read_text())
+        micro = trial["params"].get("micro_batch", 4)
+        assert profile["samples_from"]["shape"][0] == micro  # the flag reached the framework
+        per_step = profile["throughput"]["samples_per_s"] * profile["step_time_s"]["mean"]
+        assert per_step == pytest.approx(16, rel=0.01)  # micro-batch x accumulation, held fixed
+        expected = {"fp32": "fp32", "tf32": "fp32", "bf16": "bf16", "fp16": "fp16"}
+        assert profile["precision"] == expected[trial["params"].get("precision", "fp32")]
+        assert (study / trial["run_dir"] / "framework").is_dir()  # its outputs in its own folder
+    assert not (tmp_path / "config.yaml").exists()  # nothing written where the tuner was started

@@ -146,3 +146,12 @@ def test_the_profilers_own_memory_is_not_the_trainings(tmp_path):
     assert memory["rss_peak_growth_bytes"] == pytest.approx(plain_growth, rel=0.15)
     run = load_run(tmp_path / "run")
     assert rules.memory_growth(run) is None  # no leak advice caused by the profiler itself
+
+
+def test_a_submodule_error_caught_inside_the_forward_keeps_the_counts(tmp_path):
+    # torch calls an always-call global forward hook without its kwargs when the forward raised;
+    # the hook once failed there, lost its nesting depth, and no later step had samples
+    summary, steps = _run(tmp_path, "loop_caught_error.py")
+    assert summary["steps"] == 20
+    assert [s.samples for s in steps] == [8] * 20
+    assert summary["warnings"] == []
