@@ -6,10 +6,10 @@ and plotly, textual and scikit-optimize only by the commands that draw or tune.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from autotune.api import Profile, profile, step
+from autotune.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from autotune.knobs import KNOBS, BatchPlan, Knob, batch_plan, param
@@ -60,9 +60,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'autotune' has no attribute {name!r}")
+__getattr__ = lazy_attributes(globals(), _LAZY, "autotune")

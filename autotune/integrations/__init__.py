@@ -8,8 +8,9 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from autotune.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from autotune.integrations.huggingface import AutotuneTrainerCallback
@@ -23,9 +24,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'autotune.integrations' has no attribute {name!r}")
+__getattr__ = lazy_attributes(globals(), _LAZY, "autotune.integrations")

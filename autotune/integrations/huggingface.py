@@ -11,24 +11,14 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from autotune.integrations.region import CallbackRegion
+from autotune.integrations.region import CallbackRegion, RegionResult
 
 
-class AutotuneTrainerCallback(TrainerCallback):
+class AutotuneTrainerCallback(RegionResult, TrainerCallback):
     """Profiles training: starts at ``on_train_begin``, ends at ``on_train_end`` (or at exit)."""
 
     def __init__(self, **options: Any) -> None:
         self.region = CallbackRegion("hf-trainer", dict(options))
-
-    @property
-    def run_dir(self) -> Any:
-        """The run directory once training has ended (None before, or if it could not be written)."""
-        return self.region.run_dir
-
-    @property
-    def summary(self) -> dict[str, Any] | None:
-        """The run's summary.json once training has ended."""
-        return self.region.summary
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         """Training begins: the profile starts."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from autotune.integrations.region import CallbackRegion
+from autotune.integrations.region import CallbackRegion, RegionResult
 
 try:
     from lightning.pytorch.callbacks import Callback
@@ -18,22 +18,12 @@ except ImportError:  # the older package name
     from pytorch_lightning.callbacks import Callback  # type: ignore[assignment]
 
 
-class AutotuneCallback(Callback):
+class AutotuneCallback(RegionResult, Callback):
     """Profiles the fit: starts at ``on_fit_start``, ends at ``on_fit_end`` or on an exception."""
 
     def __init__(self, **options: Any) -> None:
         super().__init__()
         self.region = CallbackRegion("lightning", dict(options))
-
-    @property
-    def run_dir(self) -> Any:
-        """The run directory once the fit has ended (None before, or if it could not be written)."""
-        return self.region.run_dir
-
-    @property
-    def summary(self) -> dict[str, Any] | None:
-        """The run's summary.json once the fit has ended."""
-        return self.region.summary
 
     def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
         """The fit begins: the profile starts."""

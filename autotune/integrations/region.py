@@ -54,3 +54,19 @@ class CallbackRegion:
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "profile": None}
+
+
+class RegionResult:
+    """What a profiling callback shows once training has ended."""
+
+    region: CallbackRegion
+
+    @property
+    def run_dir(self) -> Any:
+        """The run directory once training has ended (None before, or if it could not be written)."""
+        return self.region.run_dir
+
+    @property
+    def summary(self) -> dict[str, Any] | None:
+        """The run's summary.json once training has ended."""
+        return self.region.summary

@@ -142,8 +142,13 @@ def test_the_profilers_own_memory_is_not_the_trainings(tmp_path):
     assert memory["profiler_rss_bytes"] > 30 * 2**20  # the imports were there, and measured
     raw_growth = memory["ru_maxrss_bytes"] - memory["rss_start_bytes"]
     assert raw_growth - memory["rss_peak_growth_bytes"] > 30 * 2**20  # ... and left out
-    # the heap's own spread between runs of the same script is a few percent (340-349 MiB seen)
-    assert memory["rss_peak_growth_bytes"] == pytest.approx(plain_growth, rel=0.15)
+    # Alone, the plain script grows 329-349 MiB from run to run, and the profiled one 342-357 (its own
+    # ~75 MiB of imports left out; 438-442 before). Inside the full suite a plain run once grew
+    # 478 MiB: the heap's spread is one-sided, so the check is too. The profiler adds nothing of its
+    # own (at most the spread seen alone), and still counts the training's memory.
+    growth = memory["rss_peak_growth_bytes"]
+    assert growth <= plain_growth * 1.15
+    assert growth >= plain_growth * 0.6
     run = load_run(tmp_path / "run")
     assert rules.memory_growth(run) is None  # no leak advice caused by the profiler itself
 
