@@ -293,7 +293,9 @@ class TorchHooks:
             if depth or self._bwd_depth:
                 # A nested module, or a recompute inside backward (activation checkpointing). While
                 # the model's batch dimension is unknown, recurrent/attention layers tell it.
-                if depth and not self._bwd_depth and self._fwd_marked:
+                # Under torch.compile these calls are traced: nothing but the depth then (dynamo
+                # must not reach the probes, which hold the compiled model itself).
+                if depth and not self._bwd_depth and self._fwd_marked and not torch.compiler.is_compiling():
                     if self._nested_batch is None:
                         self._nested_batch = nested_batch_size(module, args)
                     if self._probe_at is not None:

@@ -150,3 +150,13 @@ def test_a_submodule_error_caught_inside_the_forward_keeps_the_counts(tmp_path):
     assert summary["steps"] == 20
     assert [s.samples for s in steps] == [8] * 20
     assert summary["warnings"] == []
+
+
+def test_a_compiled_model_trains_and_is_counted(tmp_path):
+    # the global hooks of the warm-up are traced by dynamo inside the compiled model: they must do
+    # nothing there that dynamo cannot trace (the precision probe once broke the user's training)
+    summary, steps = _run(tmp_path, "loop_compiled.py")
+    assert summary["steps"] == 14
+    assert [s.samples for s in steps] == [8] * 14
+    assert summary["samples_from"]["module"] == "OptimizedModule"
+    assert summary["precision"] == "fp32" and summary["warnings"] == []
