@@ -229,6 +229,9 @@ def test_a_script_ignoring_its_argument_stops_when_every_trial_measures_the_same
         (BATCH_SPACE, ["--objective", "cost"], "--price-per-gpu-hour"),
         (BATCH_SPACE, ["--memory-budget", "lots"], "8GiB"),
         (BATCH_SPACE, ["--resume"], "--resume: no study in"),
+        # every trial's profile would refuse it: the same bound as autotune profile's own option
+        (BATCH_SPACE, ["--min-measured-steps", "1"], "an integer >= 2"),
+        (BATCH_SPACE, ["--preset", "hf"], "--preset and --space"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_status_2(tmp_path, toml, extra, message):
@@ -237,6 +240,22 @@ def test_bad_input_is_one_line_and_exit_status_2(tmp_path, toml, extra, message)
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], out.stderr
     assert not (tmp_path / "s" / "run.db").exists()
+
+
+def test_a_study_that_stops_at_once_points_to_what_it_saved(tmp_path):
+    # no --space and a script that reads no built-in knob: nothing to tune after the baseline
+    run_dir = tmp_path / "study"
+    out = tune("--run-dir", str(run_dir), *FAST, str(SCRIPTS / "loop_kwargs.py"))
+    assert out.returncode == 1
+    assert "reads no built-in knob" in out.stderr
+    assert f"Run directory: {run_dir}" not in out.stderr  # no study there for `autotune report`
+    baseline = run_dir / "trials" / "trial-0000"
+    assert f"the baseline's own profile is in {baseline} (autotune report {baseline})" in out.stderr
+    report = subprocess.run(
+        [sys.executable, "-m", "autotune", "report", str(baseline), "--format", "json", "-o", "-"],
+        capture_output=True, text=True, env=ENV, timeout=120, check=False,
+    )  # fmt: skip
+    assert report.returncode == 0, report.stderr
 
 
 def test_resume_refuses_another_space_and_keeps_the_store(tmp_path):
