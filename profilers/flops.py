@@ -243,14 +243,19 @@ _RULES: tuple[tuple[re.Pattern[str], DevicePeak], ...] = tuple(
 )
 
 
+#: A MIG slice's device name: "NVIDIA A100-SXM4-40GB MIG 1g.5gb", "NVIDIA H100 80GB HBM3 MIG 3g.40gb".
+_MIG = re.compile(r"\bMIG\b", re.IGNORECASE)
+
+
 def match_device(name: str) -> DevicePeak | None:
     """Look up the peak table entry for a ``torch.cuda.get_device_name()`` / NVML name.
 
     Examples: ``"NVIDIA H100 80GB HBM3"`` is the H100 SXM, ``"NVIDIA A100-PCIE-40GB"`` the A100
-    PCIe, ``"Tesla V100-SXM2-16GB"`` the V100 SXM2. Unknown or ambiguous names give ``None``.
+    PCIe, ``"Tesla V100-SXM2-16GB"`` the V100 SXM2. Unknown or ambiguous names give ``None``, and so
+    do MIG slices (``"… MIG 1g.5gb"``): the whole GPU's peak would understate their MFU about 7×.
     """
-    if not name:
-        return None
+    if not name or _MIG.search(name):
+        return None  # a MIG slice has a fraction of the GPU's peak, and no table of slices here
     normalized = " ".join(name.lower().replace("_", "-").split())
     for pattern, peak in _RULES:
         if pattern.search(normalized):

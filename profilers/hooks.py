@@ -85,7 +85,7 @@ def read_losses(losses: Sequence[torch.Tensor]) -> list[float]:
                 torch.empty_like(losses[i], device="cpu", pin_memory=True).copy_(losses[i], non_blocking=True)
                 for i in indexes
             ]
-            done = torch.cuda.Event()
+            done = torch.cuda.Event(blocking=True)  # this thread sleeps on it instead of spinning a core
             done.record()
             done.synchronize()
         for i, copy in zip(indexes, copies, strict=True):

@@ -31,7 +31,16 @@ from autotune.tuner.study import Infeasible
 
 LOG_NAME = "trial.log"
 ERROR_TAIL_LINES = 12
-_OOM_MARKERS = ("OutOfMemoryError", "CUDA out of memory", "out of memory", "MemoryError")
+_OOM_MARKERS = (
+    "OutOfMemoryError",
+    "CUDA out of memory",
+    "out of memory",
+    "MemoryError",
+    # out of memory inside the libraries: cuBLAS at cublasCreate, cuDNN's allocations and workspace
+    "CUBLAS_STATUS_ALLOC_FAILED",
+    "CUDNN_STATUS_ALLOC_FAILED",
+    "CUDNN_STATUS_NOT_ENOUGH_WORKSPACE",
+)
 
 
 @dataclass(frozen=True)

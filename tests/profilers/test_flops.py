@@ -263,6 +263,9 @@ def test_match_device_known_names(device_name, peak_name, form_factor):
         "Tesla V100-SXM3-32GB",  # not in the V100 datasheet used here
         "Tesla P100-PCIE-16GB",
         "AMD Instinct MI300X",
+        # MIG slices: the whole GPU's peak would understate MFU about 7x (1g.5gb is 1/7 of an A100)
+        "NVIDIA A100-SXM4-40GB MIG 1g.5gb",
+        "NVIDIA H100 80GB HBM3 MIG 3g.40gb",
     ],
 )
 def test_match_device_unknown_names(device_name):

@@ -119,3 +119,23 @@ def test_ddp_and_fsdp_trials_of_the_demo_target_over_two_gloo_ranks(tmp_path, la
     assert (used["layout"], used["world_size"], used["micro_batch"]) == (layout, 2, 4)
     assert used["grad_accum"] * used["micro_batch"] * used["world_size"] == used["global_batch"]
     assert s["loss"]["non_finite_steps"] == 0 and s["loss"]["first"] > s["loss"]["last_mean"] * 0.5
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+        "RuntimeError: cuDNN error: CUDNN_STATUS_ALLOC_FAILED",
+        "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_ENOUGH_WORKSPACE",
+    ],
+)
+def test_the_libraries_out_of_memory_errors_are_oom(tail):
+    from autotune.tuner.trials import classify
+
+    status, error = classify(1, False, tail, None, TrialSettings(script="x.py"))
+    assert status == "oom" and tail in error
+    assert (
+        classify(1, False, "RuntimeError: CUDNN_STATUS_BAD_PARAM", None, TrialSettings(script="x.py"))[0]
+        == "crashed"
+    )
