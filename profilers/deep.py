@@ -67,12 +67,20 @@ class DeepProfiler:
 
 
 def top_ops(prof: Any, cuda: bool, limit: int = TOP_OPS) -> list[OpRecord]:
-    """The operators with the most self time in the window (device time on CUDA, else CPU)."""
+    """The operators with the most self time in the window (device time on CUDA, else CPU).
+
+    On CUDA the rows are the kernels themselves: user annotations (record_function ranges) and
+    the CPU ops that launched the kernels (``aten::mm``, by their kernels' device time) are left
+    out, so no GPU time is listed twice.
+    """
     rows: list[OpRecord] = []
     for avg in prof.key_averages():
+        if getattr(avg, "is_user_annotation", False):
+            continue
         self_dev = float(getattr(avg, "self_device_time_total", 0.0) or 0.0)
         total_dev = float(getattr(avg, "device_time_total", 0.0) or 0.0)
-        if cuda and self_dev > 0:
+        on_device = getattr(getattr(avg, "device_type", None), "name", "CPU") != "CPU"
+        if cuda and self_dev > 0 and on_device:
             rows.append(
                 OpRecord(avg.key, "cuda", int(avg.count), self_dev, total_dev, int(avg.flops) or None)
             )
@@ -171,6 +179,11 @@ def window_stats(events: Iterable[Any], steps: int, cuda: bool) -> dict[str, Any
         start, end = float(e.time_range.start), float(e.time_range.end)
         device = getattr(e.device_type, "name", str(e.device_type)).lower()
         lower = name.lower()
+        if device != "cpu" and getattr(e, "is_user_annotation", False):
+            # a record_function range seen on the GPU (gpu_user_annotation: "Optimizer.step#…",
+            # "DistributedDataParallel.forward"), spanning kernels: no kernel itself (as torch's
+            # own tables leave it out)
+            continue
         if device != "cpu":
             if lower.startswith(COLLECTIVE_KERNEL_PREFIXES):
                 collectives["device_kernels"].append((start, end))

@@ -15,7 +15,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 import autotune
-from profilers.deep import window_stats
+from profilers.deep import top_ops, window_stats
 from tests.profile_run import profile_script
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -141,3 +141,34 @@ def test_a_real_cuda_window_counts_kernels_and_sees_tensor_cores(tmp_path):
     assert w["kernel_median_us"] > 0 and w["kernel_time_us"] >= w["kernel_busy_us"]
     assert w["tensor_core_fraction"] > 0.3, "bf16 GEMM kernel names not recognised as tensor-core kernels"
     assert w["collective_calls"] == 0 and w["collective_exposed_us"] is None
+
+
+def test_gpu_user_annotations_are_no_kernels_and_cpu_ops_do_not_list_their_kernels_again():
+    annotation = ev("Optimizer.step#AdamW.step", 0, 200)  # a record_function range, on the GPU
+    annotation.is_user_annotation = True
+    events = [
+        ev("aten::mm", 0, 100, "CPU", self_cpu=60.0),
+        annotation,
+        ev("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", 20, 60),
+    ]
+    w = window_stats(events, steps=1, cuda=True)
+    assert w["kernels"] == 1 and w["kernel_time_us"] == 40  # (was 2 kernels and 240 µs)
+    assert w["kernel_busy_us"] == 40
+    assert w["tensor_core_fraction"] == pytest.approx(1.0)
+
+    def avg(key, device, self_dev, user=False):
+        return SimpleNamespace(
+            key=key, count=3, self_device_time_total=self_dev, device_time_total=self_dev,
+            self_cpu_time_total=1.0, cpu_time_total=1.0, flops=0,
+            device_type=SimpleNamespace(name=device), is_user_annotation=user,
+        )  # fmt: skip
+
+    prof = SimpleNamespace(
+        key_averages=lambda: [
+            avg("Optimizer.step#AdamW.step", "CUDA", 500.0, user=True),
+            avg("aten::mm", "CPU", 120.0),  # its kernel's time, again
+            avg("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", "CUDA", 120.0),
+        ]
+    )
+    ops = top_ops(prof, cuda=True)
+    assert [(o.name, o.device) for o in ops] == [("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", "cuda")]
