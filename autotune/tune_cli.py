@@ -349,10 +349,11 @@ class Progress:
         what = f"confirm {round_ + 1} of {rounds}: {role}"
         if run is None:
             self.console.print(f"[dim]{what} …[/dim]")
-        elif run.status == "ok":
+        elif run.status == "ok" and run.samples_per_s:
             self.console.print(f"{what}: {_number(run.samples_per_s)} samples/s{_load(run.other_load_cores)}")
         else:
-            self.console.print(f"{what}: [yellow]{run.status}[/yellow]: {run.error or ''}")
+            why = run.error or "no samples/s measured"
+            self.console.print(f"{what}: [yellow]{run.status}[/yellow]: {why}")
 
     def finished(self, study: Any, trial: Any) -> None:
         """A trial ended: its outcome and the best so far."""
