@@ -126,11 +126,6 @@ def input_tensor(args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> tuple[
     return None, ""
 
 
-def first_tensor(args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> Any:
-    """The model call's main input tensor (see :func:`input_tensor`), or None."""
-    return input_tensor(args, kwargs)[0]
-
-
 def nested_batch_size(module: Any, args: tuple[Any, ...]) -> int | None:
     """The batch size a recurrent or attention layer sees, from its own ``batch_first`` flag.
 

@@ -260,7 +260,7 @@ class Tuner:
                 role,
                 outcome.status,
                 outcome.throughput if ok else None,
-                (outcome.summary or {}).get("throughput", {}).get("samples_per_s_ci95") if ok else None,
+                _throughput_ci(outcome.summary or {}) if ok else None,
                 outcome.other_load_cores,
                 outcome.duration_s,
                 _relative_to(run_dir, self.run_dir),
@@ -339,7 +339,7 @@ class Tuner:
             "flops_per_step": summary.get("flops_per_step"),
             "loss_per_step": loss.get("per_step"),
             "device_memory_bytes": _device_memory_bytes(summary),
-            "throughput_ci95": (summary.get("throughput") or {}).get("samples_per_s_ci95"),
+            "throughput_ci95": _throughput_ci(summary),
             "stable": measured_stably(summary, self.config.settings.stable_within),
             "other_load_cores": outcome.other_load_cores,
             "device_kind": (summary.get("device") or {}).get("kind"),
@@ -375,14 +375,19 @@ class Tuner:
         )
 
 
+def _throughput_ci(summary: Mapping[str, Any]) -> list[float | None] | None:
+    """A profile summary's throughput interval (``throughput.samples_per_s_ci95``), or None."""
+    ci = (summary.get("throughput") or {}).get("samples_per_s_ci95")
+    return list(ci) if isinstance(ci, list) else None
+
+
 def measured_stably(summary: Mapping[str, Any], within: float | None) -> bool | None:
     """Whether a trial's throughput is known to ``within`` (its 95% interval's half-width over it).
 
     None without a measurement. ``within`` None (the study ran trials to their step budget) takes
     the tuner's default of 5%.
     """
-    throughput = summary.get("throughput") or {}
-    rate, ci = throughput.get("samples_per_s"), throughput.get("samples_per_s_ci95")
+    rate, ci = (summary.get("throughput") or {}).get("samples_per_s"), _throughput_ci(summary)
     if not rate or not ci:
         return None
     if ci[0] is None or ci[1] is None:
