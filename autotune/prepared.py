@@ -203,6 +203,10 @@ def _set_precision(precision: str, device: torch.device) -> tuple[torch.dtype | 
         _warn_once(f"precision 'tf32' needs an Ampere or newer CUDA GPU; on {device} it runs as fp32")
         tf32 = False
     torch.set_float32_matmul_precision("high" if tf32 else "highest")
+    # Convolutions and RNNs follow cuDNN's own flag, TF32 by default whatever the matmul mode:
+    # without this an "fp32" conv net still runs its convolutions in TF32. The legacy flag, as
+    # the matmul call above is legacy API (torch refuses to read flags set through a mix of both).
+    torch.backends.cudnn.allow_tf32 = tf32
     if precision == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported(False):
         _warn_once(f"precision 'bf16' is emulated on {torch.cuda.get_device_name(device)}: expect it slow")
     return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision), tf32

@@ -417,7 +417,9 @@ def detect_precision(module: object | None = None) -> str:
     3. else ``"tf32"`` when running on CUDA (the module is on CUDA, or with no module CUDA is
        initialized), the device is Ampere or newer, and TF32 matmuls are enabled
        (``torch.backends.cuda.matmul.fp32_precision == "tf32"``, ``allow_tf32``, or
-       ``torch.get_float32_matmul_precision() != "highest"``);
+       ``torch.get_float32_matmul_precision() != "highest"``), or the module has convolutions
+       and cuDNN runs them in TF32 (``torch.backends.cudnn.conv.fp32_precision`` or the legacy
+       ``cudnn.allow_tf32``: on by default, whatever the matmul setting);
     4. else ``"fp32"``.
     """
     import torch
@@ -440,9 +442,35 @@ def detect_precision(module: object | None = None) -> str:
         on_cuda = device_type == "cuda"
     else:
         on_cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
-    if on_cuda and _tf32_enabled(torch) and _tf32_capable(torch, param):
+    convs_tf32 = _has_conv(torch, module) and _conv_tf32_enabled(torch)
+    if on_cuda and _tf32_capable(torch, param) and (_tf32_enabled(torch) or convs_tf32):
         return "tf32"
     return "fp32"
+
+
+def _has_conv(torch: Any, module: object | None) -> bool:
+    """Whether ``module`` holds a convolution (cuDNN's TF32 flag applies to it, not matmuls')."""
+    modules = getattr(module, "modules", None)
+    if not callable(modules):
+        return False
+    try:
+        return any(isinstance(m, torch.nn.modules.conv._ConvNd) for m in modules())
+    except Exception:  # an odd object is "no convolution", not an error
+        return False
+
+
+def _conv_tf32_enabled(torch: Any) -> bool:
+    """Whether cuDNN may run FP32 convolutions as TF32 (torch's default), new API then legacy."""
+    try:
+        precision = getattr(torch.backends.cudnn.conv, "fp32_precision", None)  # torch >= 2.9
+    except (RuntimeError, AttributeError):
+        precision = None
+    if precision in ("tf32", "ieee"):
+        return bool(precision == "tf32")
+    try:
+        return bool(torch.backends.cudnn.allow_tf32)
+    except RuntimeError:  # legacy and new API mixed: torch will not say
+        return False
 
 
 def _first_parameter(module: object | None) -> Any:

@@ -147,7 +147,7 @@ class TorchHooks:
         self,
         tracker: StepTracker,
         on_fault: Callable[[str, BaseException], None],
-        on_first_cuda_input: Callable[[], None] | None = None,
+        on_first_cuda_input: Callable[[Any], None] | None = None,
     ) -> None:
         self.tracker = tracker
         self.on_fault = on_fault
@@ -349,7 +349,7 @@ class TorchHooks:
         if not self._cuda_seen and tensor.is_cuda:
             self._cuda_seen = True
             if self.on_first_cuda_input is not None:
-                self.on_first_cuda_input()
+                self.on_first_cuda_input(tensor.device)  # the model's GPU, not the current one
         key = id(module)
         dim = self._batch_dims.get(key)
         if dim is None:

@@ -54,6 +54,10 @@ class StepInstruments:
         #: (time.time_ns, bytes): resident memory the profiler's own first uses of FlopCounterMode and
         #: torch.profiler left behind (the modules they import), cumulative, each from that time on.
         self.tool_rss: list[tuple[int, int]] = []
+        #: Called right before the torch.profiler window starts (on CUDA: a synchronize of the
+        #: model's GPU, so work queued before the window does not run inside its wall time
+        #: without its kernels being captured, which would read as an idle, host-bound GPU).
+        self.before_window: Callable[[], Any] | None = None
 
     def kind(self, step: int) -> str:
         """What ran during ``step``: "warmup", "flops", "trace", "settle" or plain "measured".
@@ -103,6 +107,8 @@ class StepInstruments:
 
                     self._warm_up("profiler", cuda)
                     self._deep = DeepProfiler(cuda=cuda)
+                    if self.before_window is not None:
+                        self.before_window()
                     self.window_ns = (time.time_ns(), time.time_ns())
                     self._deep.start(step)
                 self._kinds[step] = "trace"

@@ -13,6 +13,7 @@ import collections
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from profilers.backends.base import Backend
 from profilers.records import DeviceSample, OpRecord, StepRecord
@@ -51,12 +52,24 @@ class Recorder:
         #: within a step or two), instead of at the next sample or flush.
         self.prompt_steps = False
         self._thread: threading.Thread | None = None
+        self._keep_gpus: frozenset[int] | None = None  # NVML indexes sampled (None: all)
+        self._devices_update: list[dict[str, Any]] | None = None  # for the store, at the next flush
 
     def start(self) -> None:
         """Take a first sample now and start the thread."""
         self._sample_once()
         self._thread = threading.Thread(target=self._run, name="autotune-recorder", daemon=True)
         self._thread.start()
+
+    def keep_gpus(self, indexes: list[int] | None, device_infos: list[dict[str, Any]] | None) -> None:
+        """Sample only GPUs ``indexes`` (NVML's) from now on; None keeps every GPU.
+
+        With ``device_infos`` the store's device list becomes those, and its samples of other GPUs
+        are deleted (at the next flush, on this thread).
+        """
+        self._keep_gpus = None if indexes is None else frozenset(indexes)
+        if device_infos is not None:
+            self._devices_update = device_infos
 
     def add_step(self, build: Callable[[], StepRecord]) -> None:
         """Queue a closed step as the call that builds its record (training thread; never blocks).
@@ -97,6 +110,9 @@ class Recorder:
                 self.backends.remove(backend)
                 self.on_fault(f"{backend.name} sampling", exc)
                 continue
+            keep = self._keep_gpus
+            if keep is not None:
+                readings = [r for r in readings if r.kind != "gpu" or r.device_index in keep]
             self.samples.extend(readings)
             if self.store is not None:
                 self._pending_samples.extend(readings)
@@ -110,6 +126,12 @@ class Recorder:
             return
         samples = [self._pending_samples.popleft() for _ in range(len(self._pending_samples))]
         try:
+            devices, self._devices_update = self._devices_update, None
+            if devices is not None:
+                keep = sorted(d["index"] for d in devices if d["kind"] == "gpu")
+                self.store.replace_devices(devices)
+                self.store.delete_gpu_samples(keep)
+                samples = [s for s in samples if s.kind != "gpu" or s.device_index in keep]
             batch: list[StepRecord] = []
             for item in queued:
                 if isinstance(item, StepRecord):

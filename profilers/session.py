@@ -30,6 +30,7 @@ from profilers.summary import (
     gpu_aggregates,
     host_aggregates,
     loss_summary,
+    measured_span_ns,
     rank_entry,
     step_statistics,
 )
@@ -98,6 +99,8 @@ class Session:
         self._t0 = 0.0
         self._rss_start: int | None = None
         self._cuda_device: int | None = None
+        #: NVML indexes of the job's GPUs once known (None: every GPU NVML sees).
+        self.job_gpus: list[int] | None = None
         self._started = False
         self._owned_backends: list[Any] = []
         self.stopped_by_budget = False
@@ -200,12 +203,46 @@ class Session:
             own = HostBackend()
             self._owned_backends.append(own)
             backends.append(own)
+        from profilers.gpu_match import visible_nvml_indexes
+
+        gpus = [d for b in backends for d in b.devices() if d.kind == "gpu"]
+        if gpus:  # CUDA_VISIBLE_DEVICES may already say which GPUs are the job's
+            self.job_gpus = visible_nvml_indexes(os.environ, gpus)
         if self._store is not None:
-            infos = [asdict(d) for b in backends for d in b.devices()]
-            self._guard("run store", self._store.set_devices, infos)
+            self._guard("run store", self._store.set_devices, self._device_infos(backends))
             self._guard("run store", self._store.set_meta, {"backends": [b.name for b in backends]})
         self._recorder = Recorder(self._store, backends, self.options.sample_hz, self.fault)
+        self._recorder.keep_gpus(self.job_gpus, None)
         self._recorder.start()
+
+    def _device_infos(self, backends: list[Any]) -> list[dict[str, Any]]:
+        """The sampled devices' static facts: the host, and the job's GPUs once they are known."""
+        keep = self.job_gpus
+        return [
+            asdict(d)
+            for b in backends
+            for d in b.devices()
+            if d.kind != "gpu" or keep is None or d.index in keep
+        ]
+
+    def _select_job_gpus(self, cuda_index: int) -> None:
+        """Sample only the job's GPUs from now on, matched to NVML's by UUID (``gpu_match``)."""
+        from profilers.gpu_match import cuda_uuids, job_cuda_indexes, match_uuids
+
+        if self._recorder is None:
+            return
+        gpus = [d for b in self._recorder.backends for d in b.devices() if d.kind == "gpu"]
+        if not gpus:
+            return
+        import torch
+
+        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1)
+        wanted = job_cuda_indexes(cuda_index, local_world, torch.cuda.device_count())
+        keep = match_uuids(cuda_uuids(wanted), gpus)
+        if keep is None:  # e.g. a MIG slice: its UUID is not an NVML device's; keep what we had
+            return
+        self.job_gpus = keep
+        self._recorder.keep_gpus(keep, self._device_infos(self._recorder.backends))
 
     def _start_nvtx(self) -> None:
         from profilers.nvtx_ranges import NvtxRanges, nvtx_available
@@ -226,21 +263,30 @@ class Session:
         self._hooks.on_step_model = self._note_model
         self._hooks.install()
 
-    def _use_cuda_clock(self) -> None:
+    def _use_cuda_clock(self, device: Any) -> None:
+        """The model's input is on CUDA ``device``: time steps on its stream, read its memory.
+
+        The input's device, not the current one: ``model.to(f"cuda:{local_rank}")`` without
+        ``torch.cuda.set_device`` leaves the current device at 0 on every rank.
+        """
         import torch
 
         self.device_kind = "cuda"
-        self._cuda_device = torch.cuda.current_device()
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        self._cuda_device = index
 
         def mark() -> Any:
-            if torch.cuda.is_current_stream_capturing():
-                return None  # recording an event would invalidate the user's CUDA graph capture
-            ev = torch.cuda.Event(enable_timing=True)
-            ev.record()
-            return ev
+            with torch.cuda.device(index):  # the current stream of the model's GPU
+                if torch.cuda.is_current_stream_capturing():
+                    return None  # recording an event would invalidate the user's CUDA graph capture
+                ev = torch.cuda.Event(enable_timing=True)
+                ev.record()
+                return ev
 
         assert self._tracker is not None
         self._tracker.gpu_mark = mark
+        self.instruments.before_window = functools.partial(torch.cuda.synchronize, index)
+        self._guard("GPU selection", self._select_job_gpus, index)
         if self.options.stop_on_non_finite_loss and self._recorder is not None:
             self._recorder.prompt_steps = True  # CUDA losses are read there: see them soon
 
@@ -320,13 +366,17 @@ class Session:
         build = functools.partial(self._step_record, closed, times, self.instruments.kind(closed.number))
         if self._recorder is not None:
             self._recorder.add_step(build)
-        else:
-            self._inline_steps.append(build())
+        else:  # no recorder thread: built on the training thread, where a CUDA loss read would sync
+            self._inline_steps.append(build(cuda_losses=False))
 
-    def _step_record(self, closed: ClosedStep, times: list[int] | None, kind: str) -> StepRecord:
+    def _step_record(
+        self, closed: ClosedStep, times: list[int] | None, kind: str, cuda_losses: bool = True
+    ) -> StepRecord:
         """The record of a closed step, its loss read now (recorder thread: never the training's)."""
         loss = None
-        tensors = [e.loss for e in closed.events if e.loss is not None]
+        tensors = [
+            e.loss for e in closed.events if e.loss is not None and (cuda_losses or not e.loss.is_cuda)
+        ]
         if tensors and self._hooks is not None and self._hooks.capture_loss:
             try:
                 from profilers.hooks import read_losses
@@ -455,6 +505,7 @@ class Session:
                 "name": torch.cuda.get_device_name(self._cuda_device),
                 "count": self.world_size if self.world_size > 1 else 1,
                 "index": self._cuda_device,
+                "nvml_indexes": self.job_gpus,
             }
         import platform
 
@@ -467,7 +518,13 @@ class Session:
                         break
         except OSError:
             pass
-        return {"kind": "cpu", "name": name, "count": self.world_size, "index": None}
+        return {
+            "kind": "cpu",
+            "name": name,
+            "count": self.world_size,
+            "index": None,
+            "nvml_indexes": self.job_gpus,
+        }
 
     def _mfu(self, step_time_s: float | None, device: dict[str, Any]) -> tuple[float | None, float | None]:
         from profilers.flops import mfu, peak_flops_per_s
@@ -502,7 +559,9 @@ class Session:
                 names = {
                     d.index: d.name for b in self._recorder.backends for d in b.devices() if d.kind == "gpu"
                 }
-            gpu = gpu_aggregates(samples, names, throttle_reason_names)
+            gpu = gpu_aggregates(
+                samples, names, throttle_reason_names, measured_span_ns(self.steps), self.job_gpus
+            )
         except Exception as exc:
             self.fault("GPU aggregates", exc)
         mine = rank_entry(self.rank, self.steps, stats, peak_mem)

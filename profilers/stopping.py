@@ -202,7 +202,8 @@ class StepBudgets:
         self.first_non_finite_step: int | None = None
         self._samples_total = 0
         self._samples_steps = 0
-        self._scan_index = 0  # records of the recorder already looked at for non-finite losses
+        self._scan_index = 0  # records of the recorder already looked at
+        self._host_observed = 0  # the last step observed by its host time (not again by its record)
         self._local_ok = True  # False once reading this rank's evidence failed: it votes "go on"
         self._early_ok = rules.early  # False once an agreement failed (or no early rule is on)
 
@@ -211,7 +212,7 @@ class StepBudgets:
         """Forget the steps seen (they were renumbered: merged into a new step 1)."""
         self.stats = StepTimeStats()
         self._samples_total = self._samples_steps = 0
-        self._scan_index = 0
+        self._scan_index = self._host_observed = 0
 
     def observe(self, step_time_ns: float, samples: int | None = None) -> None:
         """Add one measured step: its host time in ns and its samples (None when unknown)."""
@@ -266,31 +267,49 @@ class StepBudgets:
     def at_step_end(
         self, closed: ClosedStep, kind: str, records: Sequence[StepRecord]
     ) -> tuple[str | None, bool]:
-        """:meth:`step_end` for a live closed step of ``kind``; ``records`` are the built ones."""
+        """:meth:`step_end` for a live closed step of ``kind``; ``records`` are the built ones.
+
+        A step timed on the host is observed now. A step timed with CUDA events is observed once
+        its record is built (a step or two later, when its end event completed), with its GPU
+        time: while the host runs ahead, its own times say how fast kernels are queued, not run.
+        """
         if self._early_ok and self._local_ok:
             try:
-                if kind == "measured":
+                gpu_timed = closed.end.gpu is not None
+                if kind == "measured" and not gpu_timed:
                     samples = step_samples(closed, self.samples_per_step)
                     self.observe(closed.end.t_ns - closed.start.t_ns, samples)
+                    self._host_observed = closed.number
                 if self.rules.stop_on_non_finite_loss:
-                    self._watch_losses(closed, records)
+                    self._watch_cpu_losses(closed)
+                self._scan(records, observe=gpu_timed)
             except Exception as exc:
                 self._local_ok = False
                 self._fault("step budgets", exc)
         return self.step_end(closed.number)
 
-    def _watch_losses(self, closed: ClosedStep, records: Sequence[StepRecord]) -> None:
+    def _watch_cpu_losses(self, closed: ClosedStep) -> None:
         """CPU losses of this step now (free); any others once the recorder has read them."""
         cpu = [float(e.loss) for e in closed.events if e.loss is not None and e.loss.device.type == "cpu"]
         loss = mean_loss(cpu)
         if loss is not None and not math.isfinite(loss):
             self.note_non_finite(closed.number)
+
+    def _scan(self, records: Sequence[StepRecord], observe: bool) -> None:
+        """The records built since the last look: their losses, and with ``observe`` their times."""
         if len(records) < self._scan_index:  # the recorder dropped merged steps
             self._scan_index = 0
         fresh = records[self._scan_index :]
         self._scan_index += len(fresh)
         for record in fresh:
-            if record.loss is not None and not math.isfinite(record.loss):
+            if observe and record.kind == "measured" and record.step > self._host_observed:
+                samples = self.samples_per_step if self.samples_per_step is not None else record.samples
+                self.observe(record.duration_ns, samples)
+            if (
+                self.rules.stop_on_non_finite_loss
+                and record.loss is not None
+                and not math.isfinite(record.loss)
+            ):
                 self.note_non_finite(record.step)
 
     def _fault(self, part: str, exc: BaseException) -> None:

@@ -161,6 +161,21 @@ class RunStore:
             [(self.rank, d["index"], d["kind"], json.dumps(d)) for d in infos],
         )
 
+    def replace_devices(self, infos: Sequence[dict[str, Any]]) -> None:
+        """Make ``infos`` this rank's devices (the job's GPUs were found among those sampled)."""
+        self._many("DELETE FROM devices WHERE rank = ?", [(self.rank,)])
+        self.set_devices(infos)
+
+    def delete_gpu_samples(self, keep: Sequence[int]) -> None:
+        """Delete this rank's samples of GPUs other than ``keep`` (NVML indexes): not the job's."""
+        marks = ", ".join("?" * len(keep))
+        where = (
+            f"rank = ? AND kind = 'gpu' AND device_index NOT IN ({marks})"
+            if keep
+            else "rank = ? AND kind = 'gpu'"
+        )
+        self._many(f"DELETE FROM samples WHERE {where}", [(self.rank, *keep)])
+
     def set_ops(self, ops: Sequence[OpRecord]) -> None:
         """Replace this rank's top operators."""
         self.conn.execute("BEGIN")

@@ -177,33 +177,56 @@ def _vals(samples: list[DeviceSample], field: str) -> list[float]:
     return [float(v) for s in samples if (v := getattr(s, field)) is not None]
 
 
+def measured_span_ns(steps: Iterable[StepRecord]) -> tuple[int, int] | None:
+    """Wall-clock span (time.time_ns) of the measured steps of every rank given, or None."""
+    chosen = [s for s in steps if s.kind == "measured"]
+    if not chosen:
+        return None
+    return min(s.start_ns for s in chosen), max(s.start_ns + s.duration_ns for s in chosen)
+
+
 def gpu_aggregates(
-    samples: Iterable[DeviceSample], names: dict[int, str], throttle_names: Any = None
+    samples: Iterable[DeviceSample],
+    names: dict[int, str],
+    throttle_names: Any = None,
+    span_ns: tuple[int, int] | None = None,
+    devices: Iterable[int] | None = None,
 ) -> list[dict[str, Any]] | None:
-    """Per-GPU aggregates of the NVML samples, or None when no GPU was sampled."""
+    """Per-GPU aggregates of the NVML samples, or None when no GPU was sampled.
+
+    ``devices``: the job's GPUs (NVML indexes); others are left out. With ``span_ns`` (the
+    measured steps' span) the rates (utilisation, power, energy, clocks, PCIe) cover only the
+    samples inside it, as samples/s does: start-up and compilation at idle power would otherwise
+    bias joules per sample. ``span`` says which ("measured_steps", or "session" when fewer than
+    two samples fell inside). Memory, temperature and throttling peaks cover the whole session.
+    """
+    keep = None if devices is None else set(devices)
     by_dev: dict[int, list[DeviceSample]] = {}
     for s in samples:
-        if s.kind == "gpu":
+        if s.kind == "gpu" and (keep is None or s.device_index in keep):
             by_dev.setdefault(s.device_index, []).append(s)
     if not by_dev:
         return None
     out = []
     for index in sorted(by_dev):
-        rows = by_dev[index]
+        every = by_dev[index]
+        inside = [] if span_ns is None else [s for s in every if span_ns[0] <= s.t_ns <= span_ns[1]]
+        rows = inside if len(inside) > 1 else every
         util = sorted(_vals(rows, "gpu_util_pct"))
         power = _vals(rows, "power_mw")
         energy = _vals(rows, "energy_mj")
         mask = 0
-        for s in rows:
+        for s in every:
             mask |= s.throttle_reasons or 0
         duration_s = (rows[-1].t_ns - rows[0].t_ns) / 1e9 if len(rows) > 1 else 0.0
-        mem_used = _vals(rows, "mem_used_bytes")
-        proc_mem = _vals(rows, "process_mem_bytes")
+        mem_used = _vals(every, "mem_used_bytes")
+        proc_mem = _vals(every, "process_mem_bytes")
         out.append(
             {
                 "index": index,
                 "name": names.get(index),
                 "samples": len(rows),
+                "span": "measured_steps" if rows is inside else "session",
                 "duration_s": duration_s,
                 "util_pct": None
                 if not util
@@ -215,7 +238,7 @@ def gpu_aggregates(
                     "max": util[-1],
                 },
                 "mem_used_bytes_max": int(max(mem_used)) if mem_used else None,
-                "mem_total_bytes": next((s.mem_total_bytes for s in rows if s.mem_total_bytes), None),
+                "mem_total_bytes": next((s.mem_total_bytes for s in every if s.mem_total_bytes), None),
                 "process_mem_bytes_max": int(max(proc_mem)) if proc_mem else None,
                 "mem_busy_pct_mean": _mean(_vals(rows, "mem_busy_pct")),
                 "power_w_mean": None if not power else sum(power) / len(power) / 1000,
@@ -223,7 +246,7 @@ def gpu_aggregates(
                 "energy_j": (energy[-1] - energy[0]) / 1000 if len(energy) > 1 else None,
                 "sm_clock_mhz_mean": _mean(_vals(rows, "sm_clock_mhz")),
                 "mem_clock_mhz_mean": _mean(_vals(rows, "mem_clock_mhz")),
-                "temperature_c_max": max(_vals(rows, "temperature_c"), default=None),
+                "temperature_c_max": max(_vals(every, "temperature_c"), default=None),
                 "throttle_reasons": throttle_names(mask) if throttle_names is not None else mask,
                 "pcie_rx_kbps_mean": _mean(_vals(rows, "pcie_rx_kbps")),
                 "pcie_tx_kbps_mean": _mean(_vals(rows, "pcie_tx_kbps")),

@@ -22,6 +22,7 @@ from autotune.advice.thresholds import MIN_MEMORY_SAMPLES, MIN_STEPS, limit
 from autotune.report.rundata import RunData
 from profilers.backends.libnvml import THROTTLE_REASONS
 from profilers.records import PHASES, DeviceSample, StepRecord
+from profilers.summary import measured_span_ns as steps_span_ns
 from profilers.summary import quantile, select_measured
 
 #: NVML clocks-event reasons that mean power or heat held the clocks down (not idling, not a
@@ -180,10 +181,7 @@ def steady_span_ns(run: RunData) -> tuple[int, int] | None:
 
 def measured_span_ns(run: RunData) -> tuple[int, int] | None:
     """Wall-clock span (time.time_ns) of every rank's measured steps, or None without steps."""
-    chosen = [s for s in run.steps if s.kind == "measured"]
-    if not chosen:
-        return None
-    return min(s.start_ns for s in chosen), max(s.start_ns + s.duration_ns for s in chosen)
+    return steps_span_ns(run.steps)
 
 
 def entry(run: RunData, key: str) -> dict[str, Any]:
@@ -204,14 +202,18 @@ def device(run: RunData) -> dict[str, Any]:
 
 
 def job_gpus(run: RunData) -> list[int]:
-    """Indices of the GPUs the job trained on (NVML samples every GPU of the node).
+    """NVML indexes of the GPUs the job trained on. A CPU run has none.
 
-    One process: its CUDA device. Under torchrun: the first ``world size`` GPUs (local rank r on
-    GPU r, the usual binding). A CPU run has none.
+    The profiler's own answer (``device.nvml_indexes``, matched by UUID: ``profilers.gpu_match``).
+    Runs recorded before it: one process's CUDA device, or under torchrun the first ``world size``
+    GPUs, taken as NVML's numbering (right without ``CUDA_VISIBLE_DEVICES``).
     """
     dev = device(run)
     if dev.get("kind") != "cuda":
         return []
+    matched = dev.get("nvml_indexes")
+    if isinstance(matched, list) and all(isinstance(i, int) for i in matched):
+        return list(matched)
     count = int(dev.get("count") or 1)
     return list(range(count)) if count > 1 else [int(dev.get("index") or 0)]
 

@@ -172,6 +172,7 @@ def _rebuild_summary(
         gpu_aggregates,
         host_aggregates,
         loss_summary,
+        measured_span_ns,
         step_statistics,
     )
 
@@ -185,7 +186,7 @@ def _rebuild_summary(
         step_time_s=stats["step_time_s"],
         throughput=stats["throughput"],
         phases=stats["phases"],
-        gpu=gpu_aggregates(samples, {}),
+        gpu=gpu_aggregates(samples, {}, span_ns=measured_span_ns(steps)),
         host=host_aggregates(samples),
         loss=loss_summary(rank0),
         stop_reason="killed",

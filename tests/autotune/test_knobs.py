@@ -30,9 +30,11 @@ def _clean_knob_state(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(prepared, "_WARNED", set())
     monkeypatch.setattr(prepared, "_CURRENT", None)
     mode, threads = torch.get_float32_matmul_precision(), torch.get_num_threads()
+    conv_tf32 = torch.backends.cudnn.allow_tf32
     torch.set_num_threads(1)  # tiny models; a second thread only waits on a shared, busy CPU
     yield
     torch.set_float32_matmul_precision(mode)
+    torch.backends.cudnn.allow_tf32 = conv_tf32
     torch.set_num_threads(threads)
 
 
@@ -221,6 +223,9 @@ def test_fp32_trains_like_plain_torch_with_tf32_off():
         None,
     )
     assert torch.get_float32_matmul_precision() == "highest"
+    # cuDNN's convolutions too: torch leaves them in TF32 whatever the matmul mode
+    assert torch.backends.cudnn.allow_tf32 is False
+    assert torch.backends.cudnn.conv.fp32_precision != "tf32"
     with prep.autocast():
         assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.float32
     losses = train(prep)

@@ -159,3 +159,29 @@ def test_hooks_module_restores_patched_functions(tmp_path):
         assert torch.Tensor.backward is not before[0]
     assert (torch.Tensor.backward, torch.autograd.backward) == before
     assert hooks is not None
+
+
+def test_without_the_recorder_thread_steps_are_built_inline_and_cuda_losses_are_not_read(
+    tmp_path, monkeypatch, capsys
+):
+    """No recorder thread: steps are built on the training thread, where reading a CUDA loss would
+    be a host sync each step, so only CPU losses are read there."""
+    from types import SimpleNamespace
+
+    from profilers.session import active_session
+    from profilers.timeline import BWD_B, OPT_E, Event
+    from profilers.tracker import ClosedStep
+
+    monkeypatch.setattr(recorder.Recorder, "__init__", boom)
+    with autotune.profile(run_dir=tmp_path / "run") as prof:
+        assert train() == REFERENCE
+        session = active_session()
+        assert session is not None
+    assert "sampling backend failed" in capsys.readouterr().err
+    assert prof.summary["steps"] == 12
+    assert prof.summary["loss"]["last"] == pytest.approx(REFERENCE[-1], rel=1e-6)  # CPU losses: read
+    on_gpu = SimpleNamespace(is_cuda=True, device=SimpleNamespace(type="cuda"))
+    monkeypatch.setattr(hooks, "read_losses", boom)  # a read would fail the test
+    closed = ClosedStep(13, Event(OPT_E, 0), Event(OPT_E, 1000), [Event(BWD_B, 10, loss=on_gpu)], "optimizer")
+    record = session._step_record(closed, None, "measured", cuda_losses=False)
+    assert record.loss is None and record.duration_ns == 1000

@@ -381,6 +381,7 @@ def restore_matmul_precision():
     yield
     torch.backends.cuda.matmul.fp32_precision = "none"
     torch.set_float32_matmul_precision("highest")
+    torch.backends.cudnn.allow_tf32 = True  # torch's default
 
 
 def test_detect_precision_plain_fp32_on_cpu():
@@ -443,6 +444,27 @@ def test_detect_precision_tf32_rule_on_cuda(
     torch.set_float32_matmul_precision(set_precision)
     assert detect_precision(_fake_cuda_module()) == expected
     assert detect_precision(_fake_cuda_module(torch.bfloat16)) == "bf16"
+
+
+def _fake_cuda_conv_net() -> SimpleNamespace:
+    net = _fake_cuda_module()
+    net.modules = lambda: iter([nn.Conv2d(3, 8, 3), nn.ReLU()])
+    return net
+
+
+def test_detect_precision_fp32_matmuls_but_tf32_convolutions(monkeypatch, restore_matmul_precision):
+    """torch's default: matmuls "highest", cuDNN convolutions TF32 on an Ampere GPU: tf32, not fp32."""
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    torch.set_float32_matmul_precision("highest")
+    assert torch.backends.cudnn.conv.fp32_precision == "tf32"  # what torch 2.13 starts with
+    assert detect_precision(_fake_cuda_conv_net()) == "tf32"
+    assert detect_precision(_fake_cuda_module()) == "fp32"  # no convolution: the matmul mode rules
+    torch.backends.cudnn.allow_tf32 = False  # what autotune.prepare() sets for "fp32"
+    assert detect_precision(_fake_cuda_conv_net()) == "fp32"
+    torch.backends.cudnn.conv.fp32_precision = "tf32"  # the new API
+    assert detect_precision(_fake_cuda_conv_net()) == "tf32"
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 0))
+    assert detect_precision(_fake_cuda_conv_net()) == "fp32"  # Volta has no TF32
 
 
 def test_tf32_enabled_reads_new_and_legacy_api(restore_matmul_precision):

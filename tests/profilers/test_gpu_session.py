@@ -150,3 +150,64 @@ def test_a_nan_loss_on_cuda_stops_the_run_soon_after(tmp_path, sync_every_step):
     # Read off the training thread once the GPU computed it: a few steps late when the loop waits
     # for the GPU each step; without that, also as far as the host ran ahead of the GPU.
     assert 20 <= s["steps"] <= (30 if sync_every_step else 900), s["steps"]
+
+
+def conv_loop(steps):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 64, 3, padding=1), nn.ReLU(), nn.Conv2d(64, 64, 3, padding=1)).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(32, 3, 64, 64, device="cuda")
+    for _ in range(steps):
+        loss = model(x).square().mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+def test_fp32_conv_nets_are_told_apart_from_tf32_convolutions(tmp_path):
+    """torch's default runs fp32 convolutions in TF32 on Ampere+: named tf32; prepare("fp32") turns
+    it off and the run is fp32."""
+    major, _ = torch.cuda.get_device_capability()
+    torch.set_float32_matmul_precision("highest")
+    before = torch.backends.cudnn.allow_tf32
+    try:
+        torch.backends.cudnn.allow_tf32 = True  # torch's default
+        with autotune.profile(run_dir=tmp_path / "a", deep_profile=False, quiet=True) as default:
+            conv_loop(10)
+        torch.backends.cudnn.allow_tf32 = False  # what autotune.prepare(precision="fp32") sets
+        with autotune.profile(run_dir=tmp_path / "b", deep_profile=False, quiet=True) as strict:
+            conv_loop(10)
+    finally:
+        torch.backends.cudnn.allow_tf32 = before
+    assert default.summary["precision"] == ("tf32" if major >= 8 else "fp32")
+    assert strict.summary["precision"] == "fp32"
+
+
+def test_the_deep_window_sees_the_kernels_of_a_gpu_bound_loop(tmp_path):
+    """Work queued before the window runs before it (a synchronize): the window's kernels keep the
+    GPU busy most of its wall time, so no false host-bound verdict."""
+    with autotune.profile(run_dir=tmp_path / "run", count_flops=False, quiet=True, warmup_steps=3) as prof:
+        cuda_loop(20, batch=1024, width=4096)
+    window = prof.summary["profile_window"]
+    assert window is not None and window["kernels"] > 0
+    assert window["kernel_busy_us"] / window["wall_us"] > 0.5, window
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+def test_a_model_on_the_second_gpu_is_timed_and_measured_there(tmp_path):
+    """model.to("cuda:1") without set_device: events, memory and name are cuda:1's."""
+    assert torch.cuda.current_device() == 0
+    with autotune.profile(run_dir=tmp_path / "run", deep_profile=False, quiet=True) as prof:
+        model = nn.Linear(4096, 4096).to("cuda:1")
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        x = torch.randn(512, 4096, device="cuda:1")
+        for _ in range(20):
+            loss = model(x).square().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    s = prof.summary
+    assert s["device"]["index"] == 1
+    assert s["memory"]["cuda_peak_allocated_bytes"] >= 4096 * 4096 * 4
+    assert torch.cuda.max_memory_allocated(0) < 4096 * 4096 * 4  # nothing of it on GPU 0
+    assert s["step_time_s"]["median"] > 0

@@ -311,3 +311,44 @@ def test_the_recorder_builds_queued_steps_at_once_when_asked():
         assert len(recorder.steps) == 1
     finally:
         recorder.stop()
+
+
+def test_cuda_timed_steps_are_judged_by_their_gpu_times_not_the_hosts_enqueue_times():
+    """The host queues each step in 1 ms while the GPU runs it in 10 ms +- 5 %: the stop rules see
+    the 10 ms steps (from the records, as they resolve), so 32-sample steps give 3,200 samples/s,
+    not 32,000, and a floor of 10,000 samples/s fires."""
+    from types import SimpleNamespace
+
+    from profilers.records import StepRecord
+    from profilers.timeline import FWD_E, OPT_E, Event
+    from profilers.tracker import ClosedStep
+
+    pending = SimpleNamespace()  # a CUDA event: this step is resolved later, on the recorder thread
+
+    def closed(n):
+        start, end = Event(OPT_E, (n - 1) * MS, pending), Event(OPT_E, n * MS, pending)
+        return ClosedStep(n, start, end, [Event(FWD_E, n * MS - 1, pending, samples=32)], "optimizer")
+
+    def record(n):
+        gpu_ns = 10 * MS + (1 if n % 2 else -1) * MS // 2
+        return StepRecord(n, 0, 0, gpu_ns, 0, 0, 0, 0, gpu_ns, 32, None, "measured")
+
+    budgets = StepBudgets(StopRules(stop_below_samples_per_s=10_000.0, min_measured_steps=8))
+    records: list[StepRecord] = []
+    reason = None
+    for n in range(1, 40):
+        if n > 2:
+            records.append(record(n - 2))  # resolved two steps late
+        reason, _ = budgets.at_step_end(closed(n), "measured", records)
+        if reason is not None:
+            break
+    assert reason == "below_threshold"
+    assert n == 8 + 2  # the 8th GPU time arrives at step 10
+    assert budgets.stats.n == 8
+    assert budgets.stats.mean_ns == pytest.approx(10 * MS, rel=0.01)
+    # the same steps timed on the host (no CUDA event) are observed at once, by the host's times
+    host = StepBudgets(StopRules(stop_below_samples_per_s=10_000.0, min_measured_steps=8))
+    for n in range(1, 12):
+        step = closed(n)._replace(start=Event(OPT_E, (n - 1) * MS), end=Event(OPT_E, n * MS))
+        assert host.at_step_end(step, "measured", [])[0] is None  # 1 ms steps: 32,000 samples/s
+    assert host.stats.n == 11 and host.stats.mean_ns == pytest.approx(MS)

@@ -115,3 +115,40 @@ def test_t975_and_the_intervals_match_known_values():
     assert centre == pytest.approx(1.0) and low * high == pytest.approx(1.0)
     with pytest.raises(ValueError):
         ratio_interval([1.2])
+
+
+def test_gpu_rates_cover_the_measured_steps_and_peaks_the_whole_session():
+    """Start-up (and torch.compile) at 60 W idle, then 300 W while the measured steps run: joules
+    per sample must use the 300 W, as samples/s covers those steps only."""
+    import dataclasses
+
+    from profilers.summary import measured_span_ns
+
+    def sample(t_s, power_w, energy_j, mem, temp):
+        return DeviceSample(
+            t_ns=int(t_s * 1e9),
+            device_index=3,
+            kind="gpu",
+            gpu_util_pct=0.0 if power_w < 100 else 95.0,
+            mem_used_bytes=mem,
+            power_mw=power_w * 1000,
+            energy_mj=energy_j * 1000,
+            temperature_c=temp,
+        )
+
+    idle = [sample(t, 60, 60 * t, 9_000, 70) for t in range(0, 10)]  # 10 s of start-up
+    busy = [sample(10 + t, 300, 600 + 300 * t, 5_000, 60) for t in range(0, 11)]  # 10 s training
+    steps = [dataclasses.replace(step(i + 1, 1000), start_ns=int((10 + i) * 1e9)) for i in range(10)]
+    span = measured_span_ns(steps)
+    assert span == (int(10e9), int(20e9))
+    (whole,) = gpu_aggregates(idle + busy, {})
+    (measured,) = gpu_aggregates(idle + busy, {}, span_ns=span)
+    assert whole["span"] == "session" and measured["span"] == "measured_steps"
+    assert whole["power_w_mean"] == pytest.approx((10 * 60 + 11 * 300) / 21)
+    assert measured["power_w_mean"] == pytest.approx(300.0)
+    assert measured["energy_j"] / measured["duration_s"] == pytest.approx(300.0)
+    assert measured["util_pct"]["min"] == 95.0
+    # peaks are the session's: the start-up's memory and temperature are real
+    assert measured["mem_used_bytes_max"] == 9_000 and measured["temperature_c_max"] == 70
+    # only the job's GPUs
+    assert gpu_aggregates(idle + busy, {}, devices=[0, 1]) is None
