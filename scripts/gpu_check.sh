@@ -1,26 +1,72 @@
 #!/usr/bin/env bash
-# One prepared run for a session that has a GPU machine (the device tool): GPU tests, the demo,
-# and small real recordings for CPU-only CI to replay. Everything it makes lands in $OUT
-# (or ./gpu-out), to be copied into tests/data/ after a look.
+# One prepared run on a GPU machine lent by the device tool, offline (it reaches no registry).
+# It records what CPU-only CI can replay, into $OUT (or ./gpu-out): log.txt (one text log of
+# everything), an NVML recording, the smallest CUDA trace of the demo, and the summaries of the
+# demo, a Lightning and a Hugging Face run in one summaries.json. At most 8 files come back.
 #
-#   run: bash scripts/gpu_check.sh          (about 3 minutes on an H200)
+#   here, first:  scripts/gpu_wheels.sh              (wheels of what the device image lacks -> .whl/)
+#   device tool:  run(command="bash scripts/gpu_check.sh", carry=[".whl"], timeout_s=570)
+#
+# Every part has its own time limit, so one that hangs cannot take the others' time or the log;
+# the whole run stays under 9 minutes. The image's python3 (its own torch) is used as it is: the
+# project installs without build isolation and without dependencies, from .whl/ alone.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-out}
-mkdir -p "$OUT"
-LOG="$OUT/log.txt"  # one text log: the device tool returns at most 8 files
-export PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee -a "$LOG"
-python -m pip install -q -e '.[test]' 2>&1 | tail -2 | tee -a "$LOG"
-autotune doctor 2>&1 | tee -a "$LOG"
-AUTOTUNE_REQUIRE_GPU=1 python -m pytest -q -m gpu -p no:cacheprovider 2>&1 | tee -a "$LOG"
-python scripts/record_backend.py --backend nvml --seconds 5 --hz 10 \
-    --out "$OUT/nvml_recording.jsonl.gz" --load torch 2>&1 | tail -3 | tee -a "$LOG"
-( time autotune demo --run-root "$OUT/runs" ) 2>&1 | tee -a "$LOG"
-python benchmarks/overhead.py --device cuda --rounds 16 2>&1 | grep -v USDT | tee -a "$LOG"
-# the smallest demo trace, for replaying real CUDA kernels in CPU-only tests
+mkdir -p "$OUT" "$OUT/runs"
+LOG="$OUT/log.txt"
+PY=${PYTHON:-python3}
+export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=4 AUTOTUNE_REQUIRE_GPU=1 HF_HUB_OFFLINE=1
+part() { echo "== $1 ($(date +%T))" | tee -a "$LOG"; }
+run() {  # run LIMIT_S COMMAND...: its output into the log, its exit status noted
+    local limit=$1
+    shift
+    timeout "$limit" "$@" >>"$LOG" 2>&1
+    echo "-- exit $? (limit ${limit}s): $*" | tee -a "$LOG"
+}
+
+part machine
+run 20 nvidia-smi --query-gpu=name,driver_version,memory.total,power.limit --format=csv
+run 60 "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name())'
+
+part "install (offline)"
+if [ -d .whl ]; then
+    run 120 "$PY" -m pip install -q --no-index --no-deps .whl/*.whl
+else
+    echo "no .whl/: run scripts/gpu_wheels.sh here first and carry .whl" | tee -a "$LOG"
+fi
+run 120 "$PY" -m pip install -q --no-index --no-deps --no-build-isolation -e .
+run 60 "$PY" -m autotune doctor
+
+part "GPU tests"
+run 200 "$PY" -m pytest -q -m gpu -p no:cacheprovider -W ignore::DeprecationWarning
+
+part "NVML recording"
+run 40 "$PY" scripts/record_backend.py --backend nvml --seconds 5 --hz 10 \
+    --out "$OUT/nvml_recording.jsonl.gz" --load torch
+
+part "demo"
+run 150 "$PY" -m autotune demo --device cuda --tune-trials 6 --confirm-rounds 1 --runs-root "$OUT/runs/demo"
+
+part "frameworks"
+run 60 "$PY" -m autotune profile --run-dir "$OUT/runs/lightning" --quiet \
+    tests/scripts/fw_lightning.py --accelerator gpu --max-steps 60
+run 90 "$PY" -m autotune profile --run-dir "$OUT/runs/hf" --quiet \
+    tests/scripts/fw_hf_trainer.py --use_cpu False --max_steps 60
+
+part "overhead benchmark"
+run 90 "$PY" benchmarks/overhead.py --device cuda --rounds 16
+
+part "collect"
+# the smallest CUDA trace of the demo: real kernels for CPU-only tests to replay
 find "$OUT/runs" -name '*.json.gz' -path '*traces*' -printf '%s %p\n' | sort -n | head -1 \
     | awk '{print $2}' | xargs -r -I{} cp {} "$OUT/cuda_trace.json.gz"
-find "$OUT/runs" -name summary.json | head -2 | while read -r f; do cp "$f" "$OUT/$(basename "$(dirname "$f")")-summary.json"; done
+"$PY" - "$OUT" <<'PY' 2>&1 | tee -a "$LOG"
+import json, pathlib, sys
+out = pathlib.Path(sys.argv[1])
+found = {str(p.parent.relative_to(out / "runs")): json.loads(p.read_text()) for p in sorted((out / "runs").rglob("summary.json"))}
+(out / "summaries.json").write_text(json.dumps(found, indent=1))
+print(f"{len(found)} summaries: {', '.join(found)}")
+PY
 rm -rf "$OUT/runs"
-ls -la "$OUT"
+ls -la "$OUT" | tee -a "$LOG"

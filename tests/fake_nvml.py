@@ -17,7 +17,6 @@ real_pynvml = pytest.importorskip("pynvml")
 GiB = 1 << 30
 
 
-
 class _Handle:
     def __init__(self, index: int):
         self.index = index

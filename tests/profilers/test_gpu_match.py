@@ -117,7 +117,6 @@ def test_without_cuda_visible_devices_every_gpu_is_sampled(tmp_path, monkeypatch
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_on_gpu_the_models_device_is_matched_to_nvml_by_uuid(tmp_path):
     """torch's UUID text of each visible device matches exactly one NVML GPU."""
     from profilers.backends.nvml import NvmlBackend

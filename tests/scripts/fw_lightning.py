@@ -40,6 +40,7 @@ def main() -> int:
     parser.add_argument("--max-steps", type=int, default=24)
     parser.add_argument("--val-every", type=int, default=10, help="validation every N training batches")
     parser.add_argument("--precision", default="32-true")
+    parser.add_argument("--accelerator", default="cpu", help="cpu, or gpu (scripts/gpu_check.sh)")
     parser.add_argument("--autotune-callback", metavar="RUN_DIR", help="profile with autotune's callback")
     args = parser.parse_args()
     callbacks = []
@@ -51,7 +52,7 @@ def main() -> int:
     data = TensorDataset(torch.randn(2048, 32), torch.randn(2048, 1))
     val = TensorDataset(torch.randn(256, 32), torch.randn(256, 1))
     trainer = L.Trainer(
-        accelerator="cpu",
+        accelerator=args.accelerator,
         devices=1,
         max_steps=args.max_steps,
         accumulate_grad_batches=args.accumulate,
