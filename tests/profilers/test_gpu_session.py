@@ -54,6 +54,8 @@ def test_cuda_run_is_timed_with_events_and_reports_cuda_memory(tmp_path):
         gpu = s["gpu"][0]
         assert gpu["util_pct"]["max"] > 0
         assert gpu["mem_used_bytes_max"] > 0
+        assert gpu["span"] == "measured_steps"  # power and energy over the steps samples/s covers
+        assert [g["index"] for g in s["gpu"]] == s["device"]["nvml_indexes"]  # the job's GPU alone
     if s["peak_flops_per_s"] is not None:
         assert 0 < s["mfu"] < 1
 
@@ -211,3 +213,25 @@ def test_a_model_on_the_second_gpu_is_timed_and_measured_there(tmp_path):
     assert s["memory"]["cuda_peak_allocated_bytes"] >= 4096 * 4096 * 4
     assert torch.cuda.max_memory_allocated(0) < 4096 * 4096 * 4  # nothing of it on GPU 0
     assert s["step_time_s"]["median"] > 0
+
+
+def test_the_stop_below_rule_judges_gpu_step_times_not_enqueue_times(tmp_path):
+    """A GPU-bound loop the host queues far faster than it runs: a floor at 3x the GPU's real rate
+    fires right after the minimum of measured steps (enqueue times alone would pass it)."""
+    from profilers.session import StepBudgetReached
+
+    options = {"deep_profile": False, "count_flops": False, "quiet": True}
+    with autotune.profile(run_dir=tmp_path / "free", **options) as free:
+        cuda_loop(30, batch=2048, width=4096)
+    rate = free.summary["throughput"]["samples_per_s"]
+    prof = autotune.profile(
+        run_dir=tmp_path / "floor",
+        **options,
+        stop_below_samples_per_s=3 * rate,
+        min_measured_steps=8,
+        max_steps=200,
+    )
+    with pytest.raises(StepBudgetReached), prof:
+        cuda_loop(200, batch=2048, width=4096)
+    assert prof.summary["stop_reason"] == "below_threshold"
+    assert prof.summary["steps"] <= 3 + 8 + 4  # warm-up, the minimum, GPU times a few steps late

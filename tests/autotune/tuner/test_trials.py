@@ -139,3 +139,21 @@ def test_the_libraries_out_of_memory_errors_are_oom(tail):
         classify(1, False, "RuntimeError: CUDNN_STATUS_BAD_PARAM", None, TrialSettings(script="x.py"))[0]
         == "crashed"
     )
+
+
+@pytest.mark.gpu
+def test_a_real_cuda_out_of_memory_error_is_an_oom_trial(tmp_path):
+    """A trial asking for more GPU memory than the device has: torch's own error, seen as "oom"."""
+    script = tmp_path / "too_big.py"
+    script.write_text(
+        "import torch\n"
+        "total = torch.cuda.get_device_properties(0).total_memory\n"
+        "model = torch.nn.Linear(8, 8).cuda()\n"
+        "x = torch.randn(4, 8, device='cuda')\n"
+        "model(x).sum().backward()\n"
+        "hog = torch.empty(2 * total, dtype=torch.uint8, device='cuda')\n"
+    )
+    run = settings(script=str(script), script_args=())
+    out = run_trial(run, ENV_SPACE, {"batch_size": 8}, tmp_path / "t")
+    assert out.status == "oom", out.error
+    assert "out of memory" in out.error.lower()
