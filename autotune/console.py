@@ -18,11 +18,8 @@ from rich.text import Text
 from autotune.fmt import NA, format_bytes, format_pct, format_rate, format_seconds, format_si
 from autotune.fmt import as_float as _num
 from autotune.fmt import get_in as _get
+from profilers.contract.schema import OPTIONAL_PHASES, PHASES
 
-#: Phase order of summary.json's ``phases``.
-PHASE_ORDER: tuple[str, ...] = ("data", "forward", "backward", "optimizer", "eval", "other")
-#: Phases shown only when the run had some (most runs never evaluate inside training).
-OPTIONAL_PHASES = frozenset({"eval"})
 BAR_WIDTH = 20
 _EIGHTHS = " ▏▎▍▌▋▊▉"
 
@@ -165,7 +162,7 @@ def _host_row(summary: Mapping[str, Any]) -> MetricRow:
 
 
 def _gpu_rows(summary: Mapping[str, Any]) -> tuple[MetricRow, ...]:
-    """One row per entry of summary.json's ``gpu`` list (profilers.summary.gpu_aggregates)."""
+    """One row per entry of summary.json's ``gpu`` list (profilers.contract.summarize.gpu_aggregates)."""
     gpus = summary.get("gpu")
     if not isinstance(gpus, Sequence) or isinstance(gpus, str):
         return ()
@@ -197,7 +194,7 @@ def _gpu_rows(summary: Mapping[str, Any]) -> tuple[MetricRow, ...]:
 def _phase_rows(summary: Mapping[str, Any]) -> tuple[PhaseRow, ...]:
     phases = summary.get("phases")
     phases = phases if isinstance(phases, Mapping) else {}
-    names = list(PHASE_ORDER) + [k for k in phases if k not in PHASE_ORDER]
+    names = list(PHASES) + [k for k in phases if k not in PHASES]
     rows = []
     for name in names:
         frac = _num(phases.get(name))

@@ -231,7 +231,7 @@ def _saved_where(run_dir: Path) -> str:
     """Where what a stopped study measured can be read (a study only once it has a summary)."""
     if (run_dir / "summary.json").is_file():
         return f"Run directory: {run_dir}"
-    from autotune.tuner.records import TRIALS_DIR
+    from profilers.contract.schema import TRIALS_DIR
 
     baseline = run_dir / TRIALS_DIR / "trial-0000"
     if (baseline / "summary.json").is_file():

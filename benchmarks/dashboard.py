@@ -34,7 +34,7 @@ CHUNK = 50_000
 
 
 def _steps(first: int, count: int, step_ns: int) -> list[object]:
-    from profilers.records import StepRecord
+    from profilers.contract.records import StepRecord
 
     out = []
     for s in range(first, first + count):

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from profilers.records import OpRecord
+from profilers.contract.records import OpRecord
 
 DEFAULT_TRACE_CAP_BYTES = 64 * 1024 * 1024
 TOP_OPS = 25

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from profilers.records import DeviceInfo
+from profilers.contract.records import DeviceInfo
 
 _PREFIXES = ("gpu-", "mig-")
 

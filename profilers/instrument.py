@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from profilers.records import OpRecord
+from profilers.contract.records import OpRecord
 
 
 class StepInstruments:

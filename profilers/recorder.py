@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from profilers.backends.base import Backend
-from profilers.records import DeviceSample, OpRecord, StepRecord
+from profilers.contract.records import DeviceSample, OpRecord, StepRecord
 from profilers.store import RunStore
 
 RETRACT = "retract"  # queued marker: delete this rank's steps written so far

@@ -86,7 +86,8 @@ RUN_FILES = ("run.db", "run.db-wal", "run.db-shm", "summary.json", "summary.json
 
 def claim_run_dir(run_dir: Path, this_job: str, overwrite: bool) -> None:
     """Make sure ``run_dir`` holds no other run: join our own job's, replace or refuse another's."""
-    from profilers.store import STORE_NAME, read_meta
+    from profilers.contract.reader import read_meta
+    from profilers.contract.schema import STORE_NAME
 
     db = run_dir / STORE_NAME
     if not db.exists():

@@ -19,21 +19,19 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from profilers.instrument import StepInstruments
-from profilers.options import ProfileOptions
-from profilers.records import SCHEMA_VERSION, StepRecord, mean_loss
-from profilers.rundir import claim_run_dir, job_id, resolve_run_dir, run_dir_lock
-from profilers.stopping import StepBudgetReached, StepBudgets
-from profilers.summary import (
+from profilers.contract.records import DeviceSample, StepRecord, mean_loss
+from profilers.contract.schema import SCHEMA_VERSION
+from profilers.contract.summarize import (
     build_summary,
     combine_ranks,
-    gpu_aggregates,
-    host_aggregates,
-    loss_summary,
-    measured_span_ns,
     rank_entry,
+    run_statistics,
     step_statistics,
 )
+from profilers.instrument import StepInstruments
+from profilers.options import ProfileOptions
+from profilers.rundir import claim_run_dir, job_id, resolve_run_dir, run_dir_lock
+from profilers.stopping import StepBudgetReached, StepBudgets
 from profilers.timeline import Event, step_record
 from profilers.tracker import ClosedStep, StepTracker
 
@@ -151,7 +149,8 @@ class Session:
         self._guard("step hooks", self._install_hooks)
 
     def _open_run_dir(self) -> None:
-        from profilers.store import STORE_NAME, RunStore
+        from profilers.contract.schema import STORE_NAME
+        from profilers.store import RunStore
 
         run_dir = resolve_run_dir(self.options, self.name, self.world_size)
         with run_dir_lock(run_dir):
@@ -454,7 +453,7 @@ class Session:
                     self._store.close()
         return self.summary
 
-    def _memory(self) -> tuple[int | None, dict[str, Any]]:
+    def _memory(self, samples: list[DeviceSample]) -> tuple[int | None, dict[str, Any]]:
         memory: dict[str, Any] = {}
         peak: int | None = None
         try:
@@ -467,7 +466,7 @@ class Session:
             spans = [span for span in (tools.flops_ns, tools.window_ns) if span is not None]
             rss_samples = [
                 s.rss_bytes - tools.tool_rss_at(s.t_ns)
-                for s in (self._recorder.samples if self._recorder else [])
+                for s in samples
                 if s.kind == "host" and s.rss_bytes and not any(a <= s.t_ns <= b for a, b in spans)
             ]
             peak_rss = max(rss_samples, default=None)
@@ -543,36 +542,52 @@ class Session:
             return {"override": self.options.samples_per_step}
         return self._hooks.samples_source if self._hooks is not None else None
 
-    def _finish_summary(self) -> dict[str, Any]:
-        stats = step_statistics(self.steps, self.options.samples_per_step)
-        peak_mem, memory = self._memory()
-        device = self._device()
-        median = stats["step_time_s"]["median"] if stats["step_time_s"] else None
-        mfu_value, peak = self._mfu(median, device)
-        samples = list(self._recorder.samples) if self._recorder is not None else []
-        gpu = None
+    def _recorded_samples(self) -> list[DeviceSample]:
+        """The device samples of this rank: every row of run.db, however long the run.
+
+        Without a store (no run directory, or it failed), the recorder's in-memory tail
+        (:data:`~profilers.recorder.MAX_SAMPLES_IN_MEMORY` rows).
+        """
+        recorder = self._recorder
+        if recorder is None:
+            return []
+        if recorder.store is not None and self.run_dir is not None:
+            try:
+                from profilers.contract.reader import Snapshot
+                from profilers.contract.schema import STORE_NAME
+
+                with Snapshot(self.run_dir / STORE_NAME) as snap:
+                    return snap.samples(rank=self.rank)[2]
+            except Exception as exc:
+                self.fault("run store", exc)
+        return list(recorder.samples)
+
+    def _statistics(self, samples: list[DeviceSample]) -> dict[str, Any]:
+        """:func:`run_statistics` of this rank; without the samples if their aggregates fail."""
+        names: dict[int, str] = {}
+        if self._recorder is not None:
+            names = {d.index: d.name for b in self._recorder.backends for d in b.devices() if d.kind == "gpu"}
+        args = (self.options.samples_per_step, self.job_gpus, names)
         try:
             from profilers.backends.libnvml import throttle_reason_names
 
-            names = {}
-            if self._recorder is not None:
-                names = {
-                    d.index: d.name for b in self._recorder.backends for d in b.devices() if d.kind == "gpu"
-                }
-            gpu = gpu_aggregates(
-                samples, names, throttle_reason_names, measured_span_ns(self.steps), self.job_gpus
-            )
+            return run_statistics(self.steps, samples, *args, throttle_reason_names)
         except Exception as exc:
             self.fault("GPU aggregates", exc)
+            return run_statistics(self.steps, [], *args)
+
+    def _finish_summary(self) -> dict[str, Any]:
+        samples = self._recorded_samples()
+        stats = self._statistics(samples)
+        peak_mem, memory = self._memory(samples)
+        device = self._device()
+        median = stats["step_time_s"]["median"] if stats["step_time_s"] else None
+        mfu_value, peak = self._mfu(median, device)
         mine = rank_entry(self.rank, self.steps, stats, peak_mem)
         summary = build_summary(
+            **stats,
             name=self.name,
             run_dir=str(self.run_dir) if self.run_dir else None,
-            steps=len(self.steps),
-            measured_steps=stats["measured_steps"],
-            step_time_s=stats["step_time_s"],
-            throughput=stats["throughput"],
-            phases=stats["phases"],
             peak_memory_bytes=peak_mem,
             memory=memory,
             flops_per_step=self.instruments.flops_per_step,
@@ -580,8 +595,6 @@ class Session:
             peak_flops_per_s=peak,
             precision=self.precision,
             device=device,
-            gpu=gpu,
-            host=host_aggregates(samples),
             ranks=None,
             top_ops=[asdict(o) for o in self.instruments.top_ops],
             trace_files=self.instruments.trace_files,
@@ -590,7 +603,6 @@ class Session:
             warnings=self.warnings,
             rank=self.rank,
             stopped_by_budget=self.stopped_by_budget,
-            loss=loss_summary(self.steps),
             stop_reason=self.stop_reason,
             profile_window=self.instruments.window_stats,
             samples_from=self._samples_from(),
@@ -616,7 +628,8 @@ class Session:
 
     def _gather_ranks(self, summary: dict[str, Any], mine: dict[str, Any]) -> dict[str, Any]:
         """Rank 0: wait for the other ranks' own summaries, then add the per-rank figures."""
-        from profilers.store import STORE_NAME, read_ranks, read_steps
+        from profilers.contract.reader import read_ranks, read_steps
+        from profilers.contract.schema import STORE_NAME
 
         entries = {0: mine}
         if self.run_dir is not None:

@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from profilers.records import StepRecord, mean_loss
+from profilers.contract.records import StepRecord, mean_loss
 
 if TYPE_CHECKING:
     from profilers.tracker import ClosedStep

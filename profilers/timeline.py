@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from profilers.records import StepRecord
+from profilers.contract.records import StepRecord
 
 if TYPE_CHECKING:
     from profilers.tracker import ClosedStep

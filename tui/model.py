@@ -13,13 +13,9 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from tui.store import GPU_FIELDS, HOST_FIELDS, StoreReader
+from profilers.contract.schema import OPTIONAL_PHASES, PHASES
 
-PHASES = ("data", "forward", "backward", "optimizer", "eval", "other")
-#: Phases shown only when the run had some (most runs never evaluate inside training).
-OPTIONAL_PHASES = frozenset({"eval"})
-#: Trial statuses in display order.
-STATUSES = ("ok", "infeasible", "oom", "timeout", "diverged", "crashed", "skipped")
+from tui.store import GPU_FIELDS, HOST_FIELDS, StoreReader
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,18 +11,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tui.store import READS_SCHEMA, STORE_NAME, ro_connect
+from profilers.contract.reader import RunStoreError, Snapshot
+from profilers.contract.schema import STORE_NAME, SUMMARY_NAME, TRIALS_DIR
 
-SUMMARY_NAME = "summary.json"
-TRIALS_DIR = "trials"
-#: Newest tuning summary schema this dashboard reads.
-READS_TUNE_SCHEMA = 1
 #: A run whose files changed this recently (seconds) and has no summary yet is shown as running.
 RUNNING_WITHIN_S = 120.0
 
@@ -59,31 +55,14 @@ class JsonFile:
         return data
 
 
-def schema_problem(summary: dict[str, Any], path: Path) -> str | None:
-    """Why ``summary`` cannot be shown (a newer or missing schema), or None."""
-    schema = summary.get("schema")
-    newest = READS_TUNE_SCHEMA if summary.get("kind") == "tune" else READS_SCHEMA
-    if not isinstance(schema, int):
-        return f"{path}: not a gpu-autotune summary (no schema version)"
-    if schema > newest:
-        return (
-            f"{path}: written by a newer gpu-autotune (schema {schema}; this dashboard reads up to "
-            f"{newest}); upgrade to view it"
-        )
-    return None
-
-
 def store_tables(path: Path) -> set[str]:
     """The table names of an SQLite file (empty when it is absent or not a database)."""
     if not path.exists():
         return set()
     try:
-        conn = ro_connect(path, immutable=not path.with_name(path.name + "-wal").exists())
-        try:
-            return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        finally:
-            conn.close()
-    except sqlite3.Error:
+        with Snapshot(path, busy_timeout_s=5.0) as snap:
+            return snap.tables
+    except RunStoreError:
         return set()
 
 
@@ -124,17 +103,12 @@ def trial_dirs(study: Path) -> list[tuple[int, Path]]:
 
 def stored_trials(path: Path) -> list[dict[str, Any]]:
     """The trials of a study's ``run.db`` as summary trial entries (before summary.json exists)."""
-    tables = store_tables(path)
-    if "trials" not in tables:
+    if not path.exists():
         return []
-    conn = ro_connect(path, immutable=not path.with_name(path.name + "-wal").exists())
-    try:
-        rows = conn.execute("SELECT record FROM trials ORDER BY id").fetchall()
-    finally:
-        conn.close()
+    with Snapshot(path, busy_timeout_s=5.0) as snap:
+        records = snap.trial_records()
     out = []
-    for (text,) in rows:
-        record = json.loads(text)
+    for record in records:
         metrics = record.get("metrics") or {}
         attrs = record.get("attrs") or {}
         out.append(

@@ -13,9 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from profilers.contract.reader import summary_problem
+from profilers.contract.schema import STORE_NAME, SUMMARY_NAME
+
 from tui.model import LiveInfo, RunFacts, TrialsInfo, live_info, trials_info
-from tui.rundir import SUMMARY_NAME, JsonFile, detect_kind, schema_problem, stored_trials, trial_dirs
-from tui.store import STORE_NAME, StoreProblem, StoreReader
+from tui.rundir import JsonFile, detect_kind, stored_trials, trial_dirs
+from tui.store import StoreProblem, StoreReader
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +46,7 @@ class _Followed:
     def poll(self) -> dict[str, Any] | None:
         summary = self.summary.read()
         self.problem = self.summary.problem
-        if summary is not None and (why := schema_problem(summary, self.summary.path)):
+        if summary is not None and (why := summary_problem(summary, self.summary.path)):
             self.problem = why
             return None
         try:
@@ -119,7 +122,7 @@ class RunSource:
     def _poll_study(self, now_ns: int) -> Snapshot:
         summary = self._study_summary.read()
         problem = self._study_summary.problem
-        if summary is not None and (why := schema_problem(summary, self._study_summary.path)):
+        if summary is not None and (why := summary_problem(summary, self._study_summary.path)):
             return Snapshot(self.run_dir, "study", self.run_dir.name, problem=why)
         summary = summary or {}
         entries = summary.get("trials")

@@ -21,9 +21,10 @@ from typing import Any
 from autotune.advice.thresholds import MIN_MEMORY_SAMPLES, MIN_STEPS, limit
 from autotune.report.rundata import RunData
 from profilers.backends.libnvml import THROTTLE_REASONS
-from profilers.records import PHASES, DeviceSample, StepRecord
-from profilers.summary import measured_span_ns as steps_span_ns
-from profilers.summary import quantile, select_measured
+from profilers.contract.records import DeviceSample, StepRecord
+from profilers.contract.schema import PHASES
+from profilers.contract.summarize import measured_span_ns as steps_span_ns
+from profilers.contract.summarize import quantile, select_measured
 
 #: NVML clocks-event reasons that mean power or heat held the clocks down (not idling, not a
 #: setting): their names as :data:`profilers.backends.libnvml.THROTTLE_REASONS` spells them.
@@ -161,7 +162,7 @@ class RankTime:
 
 
 def measured_steps(run: RunData, rank: int = 0) -> list[StepRecord]:
-    """``rank``'s measured steps (see :func:`profilers.summary.select_measured`)."""
+    """``rank``'s measured steps (see :func:`profilers.contract.summarize.select_measured`)."""
     return select_measured([s for s in run.steps if s.rank == rank])
 
 

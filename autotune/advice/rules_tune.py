@@ -16,7 +16,7 @@ from autotune.advice.records import Recommendation
 from autotune.advice.rules import gib
 from autotune.advice.thresholds import limit, severity_for
 from autotune.report.rundata import RunData, study_batch_param
-from profilers.summary import ratio_interval
+from profilers.contract.summarize import ratio_interval
 
 REDUCED = ("bf16", "fp16")
 FULL = ("fp32", "tf32")

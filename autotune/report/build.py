@@ -31,8 +31,9 @@ from autotune.report.sections import (
     TrialRow,
     TrialSection,
 )
-from profilers.records import PHASES, DeviceSample, StepRecord
-from profilers.summary import quantile
+from profilers.contract.records import DeviceSample, StepRecord
+from profilers.contract.schema import PHASES
+from profilers.contract.summarize import quantile
 
 #: Most points a series keeps for drawing (a 100k-step run is drawn from this many).
 MAX_POINTS = 2000

@@ -8,18 +8,13 @@ with one line that says what is wrong. A profile run that was killed before it w
 
 from __future__ import annotations
 
-import json
-import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from profilers.records import SCHEMA_VERSION, DeviceSample, OpRecord, StepRecord
-
-SUMMARY_NAME = "summary.json"
-STORE_NAME = "run.db"  # the profiler's run store and the tuner's study store share the name
-#: Newest tuning summary schema this version reads.
-TUNE_SCHEMA_VERSION = 1
+from profilers.contract.reader import RunStoreError, Snapshot, read_summary
+from profilers.contract.records import DeviceSample, OpRecord, StepRecord
+from profilers.contract.schema import STORE_NAME, SUMMARY_NAME
 
 
 class RunDirError(Exception):
@@ -76,25 +71,10 @@ def load_run(run_dir: str | Path, with_store: bool = True) -> RunData:
 
 
 def _read_summary(path: Path) -> dict[str, Any] | None:
-    file = path / SUMMARY_NAME
-    if not file.exists():
-        return None
     try:
-        data = json.loads(file.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise RunDirError(f"{file}: unreadable or half-written summary ({_short(exc)})") from None
-    if not isinstance(data, dict):
-        raise RunDirError(f"{file}: not a summary (a JSON object was expected)")
-    schema = data.get("schema")
-    newest = TUNE_SCHEMA_VERSION if data.get("kind") == "tune" else SCHEMA_VERSION
-    if not isinstance(schema, int):
-        raise RunDirError(f"{file}: not a gpu-autotune summary (no schema version)")
-    if schema > newest:
-        raise RunDirError(
-            f"{file}: written by a newer gpu-autotune (schema {schema}; this version reads up to "
-            f"{newest}); upgrade to report on it"
-        )
-    return data
+        return read_summary(path / SUMMARY_NAME)
+    except RunStoreError as exc:
+        raise RunDirError(str(exc)) from None
 
 
 def _load_profile(path: Path, summary: dict[str, Any] | None, with_store: bool) -> RunData:
@@ -109,9 +89,13 @@ def _load_profile(path: Path, summary: dict[str, Any] | None, with_store: bool) 
     if store.exists() and (with_store or summary is None):
         try:
             meta, steps, samples, sample_ranks, ops, devices = _read_store(store)
-        except (sqlite3.Error, ValueError, TypeError, KeyError) as exc:
+        except RunStoreError as exc:
+            if summary is None or "newer gpu-autotune" in str(exc):
+                raise RunDirError(str(exc)) from None
+            notes.append(f"run.db could not be read ({_short(exc)}); timelines come from summary.json only")
+        except (ValueError, TypeError, KeyError) as exc:
             if summary is None:
-                raise RunDirError(f"{store}: corrupt run store ({_short(exc)})") from None
+                raise RunDirError(f"{store}: corrupt or unreadable run store ({_short(exc)})") from None
             notes.append(f"run.db could not be read ({_short(exc)}); timelines come from summary.json only")
     elif summary is not None and not store.exists():
         notes.append("run.db is missing; per-step and per-sample data are not available")
@@ -120,7 +104,7 @@ def _load_profile(path: Path, summary: dict[str, Any] | None, with_store: bool) 
             raise RunDirError(
                 f"{path}: the run recorded no steps yet (no {SUMMARY_NAME}, empty {STORE_NAME})"
             )
-        summary = _rebuild_summary(path, meta, steps, samples)
+        summary = _rebuild_summary(path, meta, steps, samples, sample_ranks, devices)
         notes.append(
             f"the run did not finish (no {SUMMARY_NAME}): its figures come from the "
             f"{len(steps)} steps in {STORE_NAME}"
@@ -150,45 +134,43 @@ def _read_store(
     list[tuple[int, OpRecord]],
     list[dict[str, Any]],
 ]:
-    from profilers.store import read_devices, read_meta, read_ops, read_sample_records, read_steps
-
-    meta = read_meta(store)
-    schema = meta.get("schema")
-    if isinstance(schema, int) and schema > SCHEMA_VERSION:
-        raise RunDirError(
-            f"{store}: written by a newer gpu-autotune (schema {schema}; this version reads up to "
-            f"{SCHEMA_VERSION}); upgrade to report on it"
-        )
-    ranks, samples = read_sample_records(store)
-    return meta, read_steps(store), samples, ranks, read_ops(store), read_devices(store)
+    with Snapshot(store) as snap:  # one read transaction: every table as of the same instant
+        _, ranks, samples = snap.samples()
+        return snap.meta(), snap.steps(), samples, ranks, snap.ops(), snap.devices()
 
 
 def _rebuild_summary(
-    path: Path, meta: dict[str, Any], steps: list[StepRecord], samples: list[DeviceSample]
+    path: Path,
+    meta: dict[str, Any],
+    steps: list[StepRecord],
+    samples: list[DeviceSample],
+    sample_ranks: list[int],
+    devices: list[dict[str, Any]],
 ) -> dict[str, Any]:
-    """A summary from the store alone, for a run killed before it wrote its own."""
-    from profilers.summary import (
-        build_summary,
-        gpu_aggregates,
-        host_aggregates,
-        loss_summary,
-        measured_span_ns,
-        step_statistics,
-    )
+    """A summary from the store alone, for a run killed before it wrote its own.
 
-    rank0 = [s for s in steps if s.rank == 0] or steps
-    stats = step_statistics(rank0)
+    The lowest rank's figures through the profiler's own :func:`run_statistics`, so they are what the
+    run would have written for them; what only the live process knew (memory, MFU, device, the
+    other ranks) is missing.
+    """
+    from profilers.backends.libnvml import throttle_reason_names
+    from profilers.contract.summarize import build_summary, run_statistics
+
+    rank = min((s.rank for s in steps), default=0)
+    own_steps = [s for s in steps if s.rank == rank]
+    own_samples = samples
+    if sample_ranks:
+        own_samples = [s for s, r in zip(samples, sample_ranks, strict=True) if r == rank]
+    names = {
+        int(d["index"]): str(d.get("name"))
+        for d in devices
+        if d.get("kind") == "gpu" and d.get("rank", rank) == rank and isinstance(d.get("index"), int)
+    }
+    stats = run_statistics(own_steps, own_samples, gpu_names=names, throttle_names=throttle_reason_names)
     return build_summary(
+        **stats,
         name=meta.get("name") or path.name,
         run_dir=str(path),
-        steps=len(rank0),
-        measured_steps=stats["measured_steps"],
-        step_time_s=stats["step_time_s"],
-        throughput=stats["throughput"],
-        phases=stats["phases"],
-        gpu=gpu_aggregates(samples, {}, span_ns=measured_span_ns(steps)),
-        host=host_aggregates(samples),
-        loss=loss_summary(rank0),
         stop_reason="killed",
         warnings=[],
     )
@@ -202,7 +184,7 @@ def _load_study(path: Path, summary: dict[str, Any]) -> RunData:
     chosen = summary.get("best") or summary.get("baseline")
     profile = None
     if isinstance(chosen, dict) and chosen.get("run_dir"):
-        from autotune.tuner.records import resolve_trial_dir  # light: no torch, no scikit-optimize
+        from profilers.contract.schema import resolve_trial_dir
 
         trial_dir = resolve_trial_dir(path, str(chosen["run_dir"]))
         try:

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from profilers.summary import ratio_interval
+from profilers.contract.summarize import ratio_interval
 
 ROLES = ("baseline", "best")
 #: Folder of the confirmation runs inside the study's trials folder.

@@ -4,35 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from autotune.tuner.searchers import Observation
 from autotune.tuner.space import Value
-
-#: Statuses of a trial; all but "ok" are told to the searcher as infeasible. "skipped" trials were
-#: never run (a model predicted they would fail) and do not count toward a study's trial total.
-STATUSES = ("ok", "infeasible", "oom", "timeout", "diverged", "crashed", "skipped")
-#: Folder of a study's trial runs, ``trials/trial-NNNN``.
-TRIALS_DIR = "trials"
-
-
-def resolve_trial_dir(study_dir: Path, stored: str) -> Path:
-    """The run directory of a trial, from the path its study stored (``run_dir`` of a trial entry).
-
-    Stored paths are relative to the study (``trials/trial-0005``), so a study reads from any working
-    directory and after it was moved. Studies written before stored the path the tuner was given
-    (``runs/X/trials/trial-0005``, relative to its working directory, or absolute): their
-    ``trials/trial-NNNN`` tail is found in the study's own folder.
-    """
-    path = Path(stored)
-    if not path.is_absolute() and (study_dir / path).exists():
-        return study_dir / path
-    parts = path.parts
-    if len(parts) >= 2 and parts[-2] == TRIALS_DIR and (study_dir / TRIALS_DIR / parts[-1]).exists():
-        return study_dir / TRIALS_DIR / parts[-1]
-    return path if path.is_absolute() else study_dir / path
-
+from profilers.contract.schema import STATUSES
 
 #: Statuses an ``Infeasible`` exception may carry.
 INFEASIBLE_STATUSES = ("infeasible", "oom", "timeout", "diverged", "skipped", "crashed")

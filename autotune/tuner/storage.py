@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from autotune.tuner.records import Trial
+from profilers.contract.schema import STUDY_SQL, STUDY_STORE_SCHEMA
 
-STORAGE_SCHEMA = 1
+STORAGE_SCHEMA = STUDY_STORE_SCHEMA
 #: File suffixes ``open_storage`` treats as SQLite run stores.
 SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 
@@ -64,11 +65,9 @@ class SqliteStorage:
         conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=FULL")
-        conn.execute("CREATE TABLE IF NOT EXISTS study (schema INTEGER NOT NULL, meta TEXT NOT NULL)")
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS trials (id INTEGER PRIMARY KEY, status TEXT NOT NULL, "
-            "value REAL, record TEXT NOT NULL, finished_ns INTEGER NOT NULL)"
-        )
+        for statement in STUDY_SQL.split(";"):
+            if statement.strip():
+                conn.execute(statement)
         return conn
 
     def read(self) -> tuple[dict[str, Any] | None, list[Trial]]:

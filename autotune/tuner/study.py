@@ -20,10 +20,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from autotune.tuner.records import INFEASIBLE_STATUSES, STATUSES, Infeasible, Measured, Trial
+from autotune.tuner.records import INFEASIBLE_STATUSES, Infeasible, Measured, Trial
 from autotune.tuner.searchers import Direction, Searcher, make_searcher
 from autotune.tuner.space import Space, Value
 from autotune.tuner.storage import JsonlStorage, SqliteStorage, TrialStorage, open_storage
+from profilers.contract.schema import STATUSES
 
 log = logging.getLogger(__name__)
 

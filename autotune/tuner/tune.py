@@ -30,7 +30,7 @@ from autotune.tuner.confirm import ConfirmRun
 from autotune.tuner.memory_model import MemoryModel
 from autotune.tuner.objectives import Scoring
 from autotune.tuner.presets import preset_space
-from autotune.tuner.records import TRIALS_DIR, Infeasible, Measured, Trial, resolve_trial_dir
+from autotune.tuner.records import Infeasible, Measured, Trial
 from autotune.tuner.space import Space, Value
 from autotune.tuner.storage import SqliteStorage
 from autotune.tuner.study import Study
@@ -43,6 +43,7 @@ from autotune.tuner.tune_checks import (
     same_everywhere,
 )
 from autotune.tuner.tune_summary import tune_summary, write_json
+from profilers.contract.schema import TRIALS_DIR, resolve_trial_dir
 
 STORE_NAME = "run.db"
 

@@ -14,12 +14,11 @@ from typing import TYPE_CHECKING, Any
 from autotune.tuner.confirm import ConfirmRun, verdict
 from autotune.tuner.objectives import pareto_front
 from autotune.tuner.records import Trial
+from profilers.contract.schema import TUNE_SUMMARY_SCHEMA
 
 if TYPE_CHECKING:
     from autotune.tuner.study import Study
     from autotune.tuner.tune import TuneConfig
-
-TUNE_SUMMARY_SCHEMA = 1
 
 
 def trial_entry(trial: Trial) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import abc
 import threading
 
-from profilers.records import DeviceInfo, DeviceSample
+from profilers.contract.records import DeviceInfo, DeviceSample
 
 
 class Backend(abc.ABC):

@@ -18,7 +18,7 @@ from typing import Any
 import psutil
 
 from profilers.backends.base import Backend
-from profilers.records import DeviceInfo, DeviceSample
+from profilers.contract.records import DeviceInfo, DeviceSample
 
 
 def cpu_model_name() -> str:

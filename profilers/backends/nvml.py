@@ -9,7 +9,7 @@ from typing import Any
 
 from profilers.backends import libnvml
 from profilers.backends.base import Backend
-from profilers.records import DeviceInfo, DeviceSample
+from profilers.contract.records import DeviceInfo, DeviceSample
 
 
 class NvmlBackend(Backend):

@@ -4,7 +4,7 @@ Recording format (gzip JSON Lines; plain JSON Lines is read too):
 
 - line 1: ``{"format": "autotune-recording", "version": 1, "backend": "nvml" | "host",
   "devices": [DeviceInfo dicts], "meta": {...}}``
-- then one :class:`~profilers.records.DeviceSample` dict per line (all ``SAMPLE_FIELDS``), in the
+- then one :class:`~profilers.contract.records.DeviceSample` dict per line (all ``SAMPLE_FIELDS``), in the
   order they were taken. A reader ignores fields it does not know and fills missing ones with
   ``None``, so later versions may add fields.
 """
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from profilers.backends.base import Backend
-from profilers.records import SAMPLE_FIELDS, DeviceInfo, DeviceSample
+from profilers.contract.records import SAMPLE_FIELDS, DeviceInfo, DeviceSample
 
 FORMAT = "autotune-recording"
 VERSION = 1

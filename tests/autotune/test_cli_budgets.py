@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from profilers.store import read_steps
+from profilers.contract.reader import read_steps
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tests" / "scripts" / "loop_loss.py"

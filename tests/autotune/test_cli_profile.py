@@ -22,8 +22,8 @@ import pytest
 
 import autotune
 import profilers
-from profilers.records import StepRecord
-from profilers.store import read_steps
+from profilers.contract.reader import read_steps
+from profilers.contract.records import StepRecord
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "tests" / "scripts"

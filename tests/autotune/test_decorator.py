@@ -19,8 +19,8 @@ from torch.optim import optimizer as optim_module
 from torch.utils.data import DataLoader, TensorDataset, dataloader
 
 import autotune
+from profilers.contract.reader import read_steps
 from profilers.session import active_session
-from profilers.store import read_steps
 
 #: Options that keep a profiled region cheap: no sampling thread work, no FLOP or trace steps.
 LIGHT: dict[str, Any] = {"quiet": True, "sample_hz": 0, "count_flops": False, "deep_profile": False}

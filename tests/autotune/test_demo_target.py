@@ -23,7 +23,7 @@ from autotune.demo.models import default_config
 from autotune.knobs import BatchPlan
 from autotune.tuner import Choice, Int
 from autotune.tuner.trials import TrialSettings, run_trial
-from profilers.store import read_steps
+from profilers.contract.reader import read_steps
 
 ROOT = Path(__file__).resolve().parents[2]
 TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")

@@ -12,7 +12,7 @@ import pytest
 from rich.console import Console
 
 from autotune import doctor
-from profilers.records import SAMPLE_FIELDS
+from profilers.contract.records import SAMPLE_FIELDS
 
 ROOT = Path(__file__).resolve().parents[2]
 

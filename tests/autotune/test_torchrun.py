@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from profilers.store import read_ranks, read_steps
+from profilers.contract.reader import read_ranks, read_steps
 
 pytestmark = pytest.mark.slow
 

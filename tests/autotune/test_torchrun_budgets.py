@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from profilers.contract.reader import read_steps
 from profilers.stopping import AGREE_EVERY_STEPS
-from profilers.store import read_steps
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from profilers.store import read_steps
+from profilers.contract.reader import read_steps
 from tests.profile_run import profile_script
 
 pytest.importorskip("lightning")

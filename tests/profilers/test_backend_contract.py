@@ -27,7 +27,7 @@ from profilers.backends.base import Backend
 from profilers.backends.host import HostBackend
 from profilers.backends.nvml import NvmlBackend
 from profilers.backends.replay import ReplayBackend, record, write_recording
-from profilers.records import SAMPLE_FIELDS, DeviceInfo, DeviceSample
+from profilers.contract.records import SAMPLE_FIELDS, DeviceInfo, DeviceSample
 from tests.fake_nvml import make_fake_pynvml
 
 real_pynvml = pytest.importorskip("pynvml")

@@ -82,7 +82,7 @@ def test_a_model_on_cuda_1_is_timed_and_read_on_cuda_1_not_the_current_device(mo
     assert fake.recorded_on == [1, 1]  # on cuda:1's current stream
     assert fake.device_now == 0  # and the user's current device is left as it was
     session.instruments.before_window()  # the deep window starts after cuda:1's queued work
-    session._memory()
+    session._memory([])
     device = session._device()
     assert device["index"] == 1
     assert ("synchronize", 1) in fake.calls

@@ -14,9 +14,10 @@ from torch import nn
 
 import autotune
 from profilers import hooks
-from profilers.records import StepRecord
-from profilers.store import RunStore, read_steps
-from profilers.summary import loss_summary
+from profilers.contract.reader import read_steps
+from profilers.contract.records import StepRecord
+from profilers.contract.summarize import loss_summary
+from profilers.store import RunStore
 
 FAST = {"quiet": True, "deep_profile": False, "count_flops": False}
 

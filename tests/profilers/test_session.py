@@ -11,7 +11,7 @@ from torch import nn
 
 import autotune
 from profilers.backends.replay import ReplayBackend
-from profilers.store import read_steps
+from profilers.contract.reader import read_steps
 
 RECORDING = "tests/data/host_recording.jsonl.gz"
 

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 import autotune
+from profilers.contract.reader import read_steps
 from profilers.options import ProfileOptions
 from profilers.stopping import (
     AGREE_EVERY_STEPS,
@@ -18,7 +19,6 @@ from profilers.stopping import (
     StopRules,
     decide,
 )
-from profilers.store import read_steps
 
 MS = 1_000_000
 
@@ -265,7 +265,7 @@ def test_a_script_that_ends_on_its_own_has_no_stop_reason(tmp_path):
 def test_gpu_losses_are_watched_through_the_records_the_recorder_built():
     from types import SimpleNamespace
 
-    from profilers.records import StepRecord
+    from profilers.contract.records import StepRecord
     from profilers.timeline import BWD_B, OPT_E, Event
     from profilers.tracker import ClosedStep
 
@@ -289,8 +289,8 @@ def test_gpu_losses_are_watched_through_the_records_the_recorder_built():
 def test_the_recorder_builds_queued_steps_at_once_when_asked():
     import time
 
+    from profilers.contract.records import StepRecord
     from profilers.recorder import Recorder
-    from profilers.records import StepRecord
 
     built = []
 
@@ -319,7 +319,7 @@ def test_cuda_timed_steps_are_judged_by_their_gpu_times_not_the_hosts_enqueue_ti
     not 32,000, and a floor of 10,000 samples/s fires."""
     from types import SimpleNamespace
 
-    from profilers.records import StepRecord
+    from profilers.contract.records import StepRecord
     from profilers.timeline import FWD_E, OPT_E, Event
     from profilers.tracker import ClosedStep
 

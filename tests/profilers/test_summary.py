@@ -2,8 +2,14 @@
 
 import pytest
 
-from profilers.records import DeviceSample, StepRecord
-from profilers.summary import combine_ranks, gpu_aggregates, quantile, select_measured, step_statistics
+from profilers.contract.records import DeviceSample, StepRecord
+from profilers.contract.summarize import (
+    combine_ranks,
+    gpu_aggregates,
+    quantile,
+    select_measured,
+    step_statistics,
+)
 
 
 def step(n, duration_ms, kind="measured", samples=32, tokens=None, phases=(1, 2, 4, 2, 1)):
@@ -95,7 +101,7 @@ def test_combine_ranks_sums_throughput_and_takes_the_slowest_rank():
 
 
 def test_t975_and_the_intervals_match_known_values():
-    from profilers.summary import mean_interval, rate_interval, ratio_interval, t975
+    from profilers.contract.summarize import mean_interval, rate_interval, ratio_interval, t975
 
     assert t975(1) == 12.706 and t975(4) == 2.776 and t975(30) == 2.042
     assert t975(60) == pytest.approx(2.000, abs=0.002) and t975(120) == pytest.approx(1.980, abs=0.002)
@@ -122,7 +128,7 @@ def test_gpu_rates_cover_the_measured_steps_and_peaks_the_whole_session():
     per sample must use the 300 W, as samples/s covers those steps only."""
     import dataclasses
 
-    from profilers.summary import measured_span_ns
+    from profilers.contract.summarize import measured_span_ns
 
     def sample(t_s, power_w, energy_j, mem, temp):
         return DeviceSample(

@@ -20,7 +20,7 @@ from torch import nn
 import autotune
 from autotune.advice import rules
 from autotune.report.rundata import load_run
-from profilers.store import read_steps
+from profilers.contract.reader import read_steps
 from tests.profile_run import profile_script
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"

@@ -12,9 +12,15 @@ import math
 from pathlib import Path
 from typing import Any
 
-from profilers.records import DeviceSample, StepRecord
+from profilers.contract.records import DeviceSample, StepRecord
+from profilers.contract.summarize import (
+    build_summary,
+    gpu_aggregates,
+    host_aggregates,
+    loss_summary,
+    step_statistics,
+)
 from profilers.store import RunStore
-from profilers.summary import build_summary, gpu_aggregates, host_aggregates, loss_summary, step_statistics
 
 T0_NS = 1_764_000_000_000_000_000  # 2025-11-24T16:00:00Z
 GIB = 1024**3

@@ -1,6 +1,7 @@
 """What the dashboard imports, how fast it opens, and that it never writes into a run directory.
 
-- Importing ``tui.app`` loads no torch, no pynvml, no ``profilers`` and no ``autotune`` at all.
+- Importing ``tui.app`` loads no torch, no pynvml and no ``autotune``, and of ``profilers`` only the
+  run directory's contract (``profilers.contract``, torch-free).
 - Drawing the Live, Trials and Run screens formats numbers with ``autotune.fmt``; ``import
   autotune`` loads its public API and with it ``profilers`` (the lightweight modules: no torch,
   no pynvml), so after drawing those screens torch and pynvml are still absent. The Advice screen
@@ -36,7 +37,7 @@ def _python(code: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_importing_the_app_loads_no_torch_pynvml_profilers_or_autotune() -> None:
+def test_importing_the_app_loads_no_torch_pynvml_or_autotune_and_of_profilers_only_the_contract() -> None:
     out = _python(
         f"""
         import json, sys
@@ -45,7 +46,25 @@ def test_importing_the_app_loads_no_torch_pynvml_profilers_or_autotune() -> None
         """
     )
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout) == []
+    loaded = json.loads(out.stdout)
+    assert loaded, "the dashboard reads runs through profilers.contract"
+    assert all(m == "profilers" or m.startswith("profilers.contract") for m in loaded), loaded
+
+
+def test_tui_may_import_no_profilers_module_but_the_contract() -> None:
+    """tui/ruff.toml bans each profilers module by name (ruff bans by prefix, so the contract could not
+    be allowed under a ban of "profilers"): a module added to profilers/ must be added there."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "tui" / "ruff.toml").read_text())
+    banned = config["lint"]["flake8-tidy-imports"]["banned-api"]
+    modules = {
+        p.stem if p.is_file() else p.name
+        for p in (ROOT / "profilers").iterdir()
+        if (p.suffix == ".py" and p.stem != "__init__") or (p.is_dir() and (p / "__init__.py").exists())
+    }
+    assert {f"profilers.{m}" for m in modules - {"contract"}} <= set(banned)
+    assert "profilers.contract" not in banned and "profilers" not in banned
 
 
 def test_opens_in_under_a_second_and_a_half_and_draws_without_torch(recorded_root: Path) -> None:

@@ -5,7 +5,7 @@
 utilization and 61 GiB in use of 140.4 GiB, a host reading beside each, and a deep-profile window
 of ~1,400 kernels per step (median 38 µs, 94% busy, 62% of kernel time on tensor cores). Every
 figure a rule reads can be changed through the keyword arguments, so a test changes one thing
-and checks that exactly its rule reacts. summary.json is built by ``profilers.summary`` as a real
+and checks that exactly its rule reacts. summary.json is built by ``profilers.contract.summarize`` as a real
 session builds it.
 """
 
@@ -19,8 +19,14 @@ from typing import Any
 
 from autotune.report.rundata import RunData
 from profilers.backends.libnvml import throttle_reason_names
-from profilers.records import DeviceInfo, DeviceSample, StepRecord
-from profilers.summary import build_summary, gpu_aggregates, host_aggregates, rank_entry, step_statistics
+from profilers.contract.records import DeviceInfo, DeviceSample, StepRecord
+from profilers.contract.summarize import (
+    build_summary,
+    gpu_aggregates,
+    host_aggregates,
+    rank_entry,
+    step_statistics,
+)
 
 GIB = 2**30
 H200_MEM_BYTES = 150_754_820_096  # what NVML reports for a 141 GB H200

@@ -124,7 +124,7 @@ def test_nothing_raises_on_an_empty_run(tmp_path):
 
 def _two_rank_cpu_run(rss_growth_per_step: dict[int, int]) -> RunData:
     """A 2-rank CPU run of 40 measured 50 ms steps; each rank's RSS sampled at 10 Hz into run.db."""
-    from profilers.records import DeviceSample, StepRecord
+    from profilers.contract.records import DeviceSample, StepRecord
 
     t0, step_ns = 1_800_000_000 * 10**9, 50_000_000
     steps = tuple(

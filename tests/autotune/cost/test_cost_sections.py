@@ -39,7 +39,7 @@ def gpu_entry(index: int, energy_j: float | None, duration_s: float, power_w_mea
 
 
 def ddp_profile(samples_per_s: float, tokens_per_s: float | None = None) -> dict:
-    """An 8-rank DDP profile on H100s (the keys profilers.summary writes)."""
+    """An 8-rank DDP profile on H100s (the keys profilers.contract.summarize writes)."""
     ranks = [{"rank": r, "samples_per_s": samples_per_s / 8, "tokens_per_s": None} for r in range(8)]
     return {
         "schema": 1,

@@ -10,7 +10,7 @@ import pytest
 from autotune.report.build import build_report, downsample, step_section, timeline_section
 from autotune.report.rundata import RunData, load_run
 from autotune.report.sections import AdviceSection
-from profilers.records import DeviceSample, StepRecord
+from profilers.contract.records import DeviceSample, StepRecord
 
 NO_ADVICE = AdviceSection((), ())
 

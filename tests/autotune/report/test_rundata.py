@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from autotune.report.rundata import RunDirError, load_run
-from profilers.summary import step_statistics
+from profilers.contract.summarize import step_statistics
 
 
 def test_a_finished_profile_run_loads_with_its_store(profile_run):
@@ -73,7 +73,7 @@ def test_a_study_whose_trial_runs_are_gone_still_loads(study_run, tmp_path):
             "newer gpu-autotune",
         ),
         (lambda d: (d / "summary.json").write_bytes(b"\xff\xfe\x00garbage") and d, "half-written"),
-        (lambda d: (d / "run.db").write_bytes(b"not a database" * 100) and d, "corrupt run store"),
+        (lambda d: (d / "run.db").write_bytes(b"not a database" * 100) and d, "corrupt or unreadable run"),
         (
             lambda d: (d / "summary.json").write_text('{"schema": 1, "kind": "tune", "trials": 3}') and d,
             "without its list of trials",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.tuner.records import resolve_trial_dir
+from profilers.contract.schema import resolve_trial_dir
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 UNMODIFIED = str(SCRIPTS / "train_unmodified.py")

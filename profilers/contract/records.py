@@ -1,13 +1,14 @@
-"""Typed measurement records. Units are in every field name; ``None`` means "not supported here"."""
+"""Typed records of a run. Units are in every field name; ``None`` means "not supported here".
+
+Part of the run directory's contract (``profilers.contract``); the names of the schema (versions,
+phases, tables) are in :mod:`profilers.contract.schema`.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-#: Version of the run store and summary.json layout. Later versions add, never rename.
-SCHEMA_VERSION = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,11 +65,6 @@ class DeviceSample:
 
 #: Column order of DeviceSample, used by the run store and the replay format.
 SAMPLE_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(DeviceSample))
-
-#: Phases of a step, "other" (the rest) last. "eval" (forwards under no_grad/inference_mode or of a
-#: model in eval mode) came later: a store without its column reads as 0.
-PHASES: tuple[str, ...] = ("data", "forward", "backward", "optimizer", "eval", "other")
-
 
 @dataclass(frozen=True, slots=True)
 class StepRecord:

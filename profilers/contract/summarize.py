@@ -6,7 +6,8 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from profilers.records import PHASES, SCHEMA_VERSION, DeviceSample, StepRecord, mean_loss
+from profilers.contract.records import DeviceSample, StepRecord, mean_loss
+from profilers.contract.schema import PHASES, SCHEMA_VERSION
 
 
 def quantile(sorted_values: Sequence[float], q: float) -> float:
@@ -219,6 +220,7 @@ def gpu_aggregates(
         for s in every:
             mask |= s.throttle_reasons or 0
         duration_s = (rows[-1].t_ns - rows[0].t_ns) / 1e9 if len(rows) > 1 else 0.0
+        run_energy = _vals(every, "energy_mj")
         mem_used = _vals(every, "mem_used_bytes")
         proc_mem = _vals(every, "process_mem_bytes")
         out.append(
@@ -244,6 +246,7 @@ def gpu_aggregates(
                 "power_w_mean": None if not power else sum(power) / len(power) / 1000,
                 "power_w_max": None if not power else max(power) / 1000,
                 "energy_j": (energy[-1] - energy[0]) / 1000 if len(energy) > 1 else None,
+                "run_energy_j": (run_energy[-1] - run_energy[0]) / 1000 if len(run_energy) > 1 else None,
                 "sm_clock_mhz_mean": _mean(_vals(rows, "sm_clock_mhz")),
                 "mem_clock_mhz_mean": _mean(_vals(rows, "mem_clock_mhz")),
                 "temperature_c_max": max(_vals(every, "temperature_c"), default=None),
@@ -267,6 +270,35 @@ def host_aggregates(samples: Iterable[DeviceSample]) -> dict[str, Any] | None:
         "process_cpu_pct_mean": _mean(_vals(rows, "process_cpu_pct")),
         "rss_peak_bytes": int(max(rss)) if rss else None,
         "host_mem_total_bytes": next((s.host_mem_total_bytes for s in rows if s.host_mem_total_bytes), None),
+    }
+
+
+def run_statistics(
+    steps: Sequence[StepRecord],
+    samples: Sequence[DeviceSample],
+    samples_per_step: int | None = None,
+    job_gpus: Iterable[int] | None = None,
+    gpu_names: dict[int, str] | None = None,
+    throttle_names: Any = None,
+) -> dict[str, Any]:
+    """Every statistic of one rank's run that its records give, under summary.json's keys.
+
+    ``steps`` and ``samples`` are the rank's whole record (from run.db; the profiler and the report
+    of a killed run both call this, so the two cannot differ): step count, measured steps, step
+    time, throughput, phases, loss, GPU aggregates of the job's GPUs (rates over the measured
+    steps, ``run_energy_j`` over the whole run) and host aggregates.
+    """
+    stats = step_statistics(steps, samples_per_step)
+    span = measured_span_ns(steps)
+    return {
+        "steps": len(steps),
+        "measured_steps": stats["measured_steps"],
+        "step_time_s": stats["step_time_s"],
+        "throughput": stats["throughput"],
+        "phases": stats["phases"],
+        "gpu": gpu_aggregates(samples, gpu_names or {}, throttle_names, span, job_gpus),
+        "host": host_aggregates(samples),
+        "loss": loss_summary(steps),
     }
 
 

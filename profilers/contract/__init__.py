@@ -1,0 +1,13 @@
+"""The run directory's one definition: what the profiler writes and everything else reads.
+
+- :mod:`~profilers.contract.schema`: file names, run.db tables and the schema version, summary.json's
+  version, step phases, trial statuses, run states, and where a study's trial runs live;
+- :mod:`~profilers.contract.records`: the typed records the layers exchange (a step, a device
+  sample, a device, an operator);
+- :mod:`~profilers.contract.reader`: the one reader of run.db (a consistent snapshot in one read
+  transaction, and the incremental reads a dashboard polls with);
+- :mod:`~profilers.contract.summarize`: every statistic of a run, derived from its records.
+
+Torch-free and cheap to import: the dashboard (``tui/``), which may import nothing else of
+``profilers``, reads runs through it.
+"""

@@ -1,0 +1,460 @@
+"""The one reader of a run store (``run.db``): consistent snapshots and incremental reads.
+
+A :class:`Snapshot` opens the store read-only (never creating or writing it; ``immutable`` once
+its writers have finished and checkpointed, so reading a finished run leaves no ``-wal``/``-shm``
+file behind), starts one read transaction, so every table is read as of the same instant while
+the writer goes on, and checks the schema version. The profiler's summary, the report and the
+dashboard read through it; the dashboard polls with the ``after``/``upto`` marks (steps above a
+step number, samples above a rowid: the samples table is append-only) and with the grouped reads
+that aggregate a long run in SQL instead of fetching every row.
+
+Errors are :class:`RunStoreError` with a one-line message: a missing, corrupt or newer store.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import typing
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from profilers.contract.records import SAMPLE_FIELDS, DeviceSample, OpRecord, StepRecord
+from profilers.contract.schema import ADDED_STEP_COLUMNS, SCHEMA_VERSION, STEP_COLUMNS, TUNE_SUMMARY_SCHEMA
+
+#: Seconds a reader waits for a writer's lock before giving up on this read.
+BUSY_TIMEOUT_S = 30.0
+
+
+def _sample_columns() -> str:
+    """SAMPLE_FIELDS as SELECT expressions giving each its record's type back.
+
+    The samples table's numeric columns have REAL affinity, so integers (indexes, bytes, bit masks)
+    are stored as floats; SQLite casts them back (in C: a million rows stay fast).
+    """
+    types = typing.get_type_hints(DeviceSample)
+    return ", ".join(
+        f"CAST({name} AS INTEGER)" if types[name] in (int, int | None) else name for name in SAMPLE_FIELDS
+    )
+
+
+#: The SELECT list of a DeviceSample, in field order.
+SAMPLE_SELECT = _sample_columns()
+
+
+class RunStoreError(Exception):
+    """The run store cannot be read (missing, corrupt, newer schema); the message is one line."""
+
+
+class StoreBusy(RunStoreError):
+    """A writer held the store past the busy timeout; reading again later will work."""
+
+
+def decode_loss(value: float | str | None) -> float | None:
+    """A stored loss back as a float (None stays None; 'nan'/'inf' text as stored by the writer)."""
+    return None if value is None else float(value)
+
+
+def open_readonly(path: Path, busy_timeout_s: float = BUSY_TIMEOUT_S) -> sqlite3.Connection:
+    """Open ``path`` read-only, never creating it; immutable when no writer is left (no -wal file)."""
+    finished = not path.with_name(path.name + "-wal").exists()
+    mode = "mode=ro&immutable=1" if finished else "mode=ro"
+    uri = f"{Path(path).absolute().as_uri()}?{mode}"
+    conn = sqlite3.connect(uri, uri=True, timeout=busy_timeout_s, check_same_thread=False)
+    conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
+    return conn
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return text[:160]
+
+
+def step_record(row: Sequence[Any]) -> StepRecord:
+    """A StepRecord from a row of STEP_COLUMNS then ADDED_STEP_COLUMNS (``loss``, ``eval_ns``)."""
+    return StepRecord(
+        step=row[1],
+        rank=row[0],
+        start_ns=row[2],
+        duration_ns=row[3],
+        data_ns=row[4],
+        forward_ns=row[5],
+        backward_ns=row[6],
+        optimizer_ns=row[7],
+        other_ns=row[8],
+        samples=row[9],
+        tokens=row[10],
+        kind=row[11],
+        loss=decode_loss(row[12]),
+        eval_ns=row[13] or 0,
+    )
+
+
+class Snapshot:
+    """One read transaction over a run store: every read sees the same instant.
+
+    Use as a context manager (``with Snapshot(path) as snap:``). Reads of a table the store does
+    not have (an older or empty store) return nothing rather than fail.
+    """
+
+    def __init__(self, path: Path, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
+        self.path = Path(path)
+        self.busy_timeout_s = busy_timeout_s
+        self._conn: sqlite3.Connection | None = None
+        self.tables: set[str] = set()
+        self._step_columns: set[str] = set()
+
+    def __enter__(self) -> Snapshot:
+        if not self.path.is_file():
+            raise RunStoreError(f"{self.path}: no run store here")
+        try:
+            conn = open_readonly(self.path, self.busy_timeout_s)
+        except sqlite3.Error as exc:
+            raise RunStoreError(f"{self.path}: cannot open the run store ({_short(exc)})") from None
+        self._conn = conn
+        try:
+            self._rows("BEGIN")  # the snapshot starts at the first read below
+            self.tables = {r[0] for r in self._rows("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if "steps" in self.tables:
+                self._step_columns = {row[1] for row in self._rows("PRAGMA table_info(steps)")}
+            schema = self.meta().get("schema")
+        except BaseException:
+            self.close()
+            raise
+        if isinstance(schema, int) and schema > SCHEMA_VERSION:
+            self.close()
+            raise RunStoreError(
+                f"{self.path}: written by a newer gpu-autotune (schema {schema}; this version reads up to "
+                f"{SCHEMA_VERSION}); upgrade to read it"
+            )
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """End the read transaction and close the connection."""
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            conn.close()
+
+    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        if self._conn is None:
+            raise RunStoreError(f"{self.path}: the snapshot is closed")
+        try:
+            return self._conn.execute(sql, params).fetchall()
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise StoreBusy(f"{self.path}: the run store is busy ({_short(exc)})") from None
+            raise RunStoreError(f"{self.path}: corrupt or unreadable run store ({_short(exc)})") from None
+        except sqlite3.DatabaseError as exc:
+            raise RunStoreError(f"{self.path}: corrupt or unreadable run store ({_short(exc)})") from None
+
+    # -- small tables -----------------------------------------------------------------------------
+    def meta(self) -> dict[str, Any]:
+        """The metadata table, JSON-decoded."""
+        if "meta" not in self.tables:
+            return {}
+        return {k: json.loads(v) for k, v in self._rows("SELECT key, value FROM meta")}
+
+    def devices(self) -> list[dict[str, Any]]:
+        """The sampled devices' static facts (each a DeviceInfo dict with its ``rank``)."""
+        if "devices" not in self.tables:
+            return []
+        rows = self._rows("SELECT rank, info FROM devices ORDER BY rank, kind, device_index")
+        return [{**json.loads(info), "rank": rank} for rank, info in rows]
+
+    def ranks(self, with_summary: bool = True) -> dict[int, dict[str, Any]]:
+        """Rank number to its row; ``summary`` is the rank's own summary once it finished."""
+        if "ranks" not in self.tables:
+            return {}
+        summary = "summary" if with_summary else "NULL"
+        rows = self._rows(f"SELECT rank, world_size, host, pid, finished_ns, {summary} FROM ranks")
+        return {
+            r[0]: {
+                "world_size": r[1],
+                "host": r[2],
+                "pid": r[3],
+                "finished_ns": r[4],
+                "summary": None if r[5] is None else json.loads(r[5]),
+            }
+            for r in rows
+        }
+
+    def ops(self) -> list[tuple[int, OpRecord]]:
+        """The top operators of every rank's deep-profile window, as (rank, op)."""
+        if "ops" not in self.tables:
+            return []
+        rows = self._rows(
+            "SELECT rank, name, device, calls, self_time_us, total_time_us, flops FROM ops "
+            "ORDER BY rank, self_time_us DESC"
+        )
+        return [(r[0], OpRecord(r[1], r[2], r[3], r[4], r[5], r[6])) for r in rows]
+
+    def warnings(self, after_rowid: int = 0) -> list[tuple[int, int, str, str]]:
+        """(rowid, rank, part, message) of the warnings written after ``after_rowid``."""
+        if "warnings" not in self.tables:
+            return []
+        rows = self._rows(
+            "SELECT rowid, rank, part, message FROM warnings WHERE rowid > ? ORDER BY rowid", (after_rowid,)
+        )
+        return [(int(r[0]), int(r[1]), str(r[2]), str(r[3])) for r in rows]
+
+    def trial_records(self) -> list[dict[str, Any]]:
+        """A study store's trial records (each trial's JSON record), in id order."""
+        if "trials" not in self.tables:
+            return []
+        return [json.loads(text) for (text,) in self._rows("SELECT record FROM trials ORDER BY id")]
+
+    # -- steps ------------------------------------------------------------------------------------
+    def _step_select(self) -> str:
+        added = ", ".join(c if c in self._step_columns else "NULL" for c in ADDED_STEP_COLUMNS)
+        return f"SELECT {STEP_COLUMNS}, {added} FROM steps"
+
+    def steps(
+        self, rank: int | None = None, after: int = 0, upto: int | None = None, last: int | None = None
+    ) -> list[StepRecord]:
+        """Steps in (rank, step) order, of ``rank`` (else every rank).
+
+        Numbered above ``after`` and up to ``upto``; with ``last``, only the last that many.
+        """
+        if "steps" not in self.tables:
+            return []
+        where, params = ["step > ?"], [after]
+        if rank is not None:
+            where.append("rank = ?")
+            params.append(rank)
+        if upto is not None:
+            where.append("step <= ?")
+            params.append(upto)
+        sql = f"{self._step_select()} WHERE {' AND '.join(where)}"
+        if last is not None:
+            rows = self._rows(f"{sql} ORDER BY rank DESC, step DESC LIMIT ?", (*params, last))[::-1]
+        else:
+            rows = self._rows(f"{sql} ORDER BY rank, step", params)
+        return [step_record(r) for r in rows]
+
+    def lowest_rank(self) -> int | None:
+        """The lowest rank that recorded a step (the one a dashboard follows), or None."""
+        if "steps" not in self.tables:
+            return None
+        rank = self._rows("SELECT min(rank) FROM steps")[0][0]
+        return None if rank is None else int(rank)
+
+    def first_step_start_ns(self, rank: int) -> int | None:
+        """When ``rank``'s first recorded step started (time.time_ns), or None."""
+        if "steps" not in self.tables:
+            return None
+        row = self._rows("SELECT start_ns FROM steps WHERE rank = ? ORDER BY step LIMIT 1", (rank,))
+        return int(row[0][0]) if row else None
+
+    def last_step(self, rank: int) -> int:
+        """The highest step number ``rank`` recorded (0 without one)."""
+        if "steps" not in self.tables:
+            return 0
+        top = self._rows("SELECT max(step) FROM steps WHERE rank = ?", (rank,))[0][0]
+        return int(top or 0)
+
+    def step_groups(self, rank: int, width: int, upto: int) -> list[tuple[Any, ...]]:
+        """Steps 1..``upto`` of ``rank`` in groups of ``width`` consecutive numbers, summed in SQL.
+
+        Rows: (group, count, sum of duration_ns, max duration_ns, steps with samples, their samples,
+        their duration_ns).
+        """
+        if "steps" not in self.tables:
+            return []
+        return self._rows(
+            "SELECT CAST((step - 1) / ? AS INTEGER), count(*), sum(duration_ns), max(duration_ns), "
+            "count(samples), sum(samples), sum(CASE WHEN samples IS NOT NULL THEN duration_ns END) "
+            "FROM steps WHERE rank = ? AND step <= ? GROUP BY 1",
+            (width, rank, upto),
+        )
+
+    # -- samples ----------------------------------------------------------------------------------
+    def sample_extent(self) -> tuple[int, int | None, int | None]:
+        """(highest rowid, first t_ns, last t_ns) of the samples; (0, None, None) without any."""
+        if "samples" not in self.tables:
+            return 0, None, None
+        top, t0, t1 = self._rows("SELECT max(rowid), min(t_ns), max(t_ns) FROM samples")[0]
+        return int(top or 0), t0, t1
+
+    def samples(
+        self, rank: int | None = None, after_rowid: int = 0, upto_rowid: int | None = None
+    ) -> tuple[list[int], list[int], list[DeviceSample]]:
+        """(rowids, ranks, samples) in time order (of ``rank``, else every rank), above ``after_rowid``.
+
+        Built straight from the rows (the columns are DeviceSample's fields in order): a million
+        samples load in a few seconds, where dicts first would take several times that.
+        """
+        if "samples" not in self.tables:
+            return [], [], []
+        where, params = ["rowid > ?"], [after_rowid]
+        if rank is not None:
+            where.append("rank = ?")
+            params.append(rank)
+        if upto_rowid is not None:
+            where.append("rowid <= ?")
+            params.append(upto_rowid)
+        rows = self._rows(
+            f"SELECT rowid, rank, {SAMPLE_SELECT} FROM samples WHERE {' AND '.join(where)} "
+            "ORDER BY t_ns, rowid",
+            params,
+        )
+        return [r[0] for r in rows], [r[1] for r in rows], [DeviceSample(*r[2:]) for r in rows]
+
+    def sample_rows(self, fields: Sequence[str], after_rowid: int, limit: int) -> list[tuple[Any, ...]]:
+        """Raw sample rows above ``after_rowid``, at most ``limit``, in write order.
+
+        Rows: (rowid, rank, kind, device_index, t_ns, *fields, mem_total_bytes, host_mem_total_bytes).
+        """
+        self._check_fields(fields)
+        if "samples" not in self.tables:
+            return []
+        return self._rows(
+            f"SELECT rowid, rank, kind, device_index, t_ns, {', '.join(fields)}, mem_total_bytes, "
+            "host_mem_total_bytes FROM samples WHERE rowid > ? ORDER BY rowid LIMIT ?",
+            (after_rowid, limit),
+        )
+
+    def latest_sample_rows(self, fields: Sequence[str], upto_rowid: int, count: int) -> list[tuple[Any, ...]]:
+        """The last ``count`` sample rows up to ``upto_rowid``, oldest first.
+
+        Rows: (rank, kind, device_index, t_ns, *fields, mem_total_bytes, host_mem_total_bytes).
+        """
+        self._check_fields(fields)
+        if "samples" not in self.tables:
+            return []
+        rows = self._rows(
+            f"SELECT rank, kind, device_index, t_ns, {', '.join(fields)}, mem_total_bytes, "
+            "host_mem_total_bytes FROM samples WHERE rowid <= ? ORDER BY rowid DESC LIMIT ?",
+            (upto_rowid, count),
+        )
+        return rows[::-1]
+
+    def sample_groups(
+        self,
+        fields: Sequence[str],
+        t0_ns: int,
+        width_ns: float,
+        upto_rowid: int,
+        blocks: tuple[int, int] | None = None,
+    ) -> list[tuple[Any, ...]]:
+        """Samples up to ``upto_rowid`` summed in SQL per device and time bucket of ``width_ns``.
+
+        Rows: (rank, kind, device_index, bucket, count(f1), sum(f1), count(f2), sum(f2), ...).
+
+        ``blocks`` = (rows per block, stride): only evenly spaced blocks of consecutive rows are read
+        (a sample of a long history; every device is in each block), for the caller to weight.
+        """
+        self._check_fields(fields)
+        if "samples" not in self.tables:
+            return []
+        aggregates = ", ".join(f"count({f}), sum({f})" for f in fields)
+        grouped = f"rank, kind, device_index, CAST((t_ns - ?) / ? AS INTEGER), {aggregates}"
+        if blocks is None:
+            sql = f"SELECT {grouped} FROM samples WHERE rowid <= ? GROUP BY 1, 2, 3, 4"
+            return self._rows(sql, (t0_ns, width_ns, upto_rowid))
+        block, stride = blocks
+        return self._rows(
+            "WITH RECURSIVE blocks(lo) AS (SELECT 1 UNION ALL SELECT lo + ? FROM blocks WHERE lo + ? <= ?) "
+            f"SELECT {grouped} FROM blocks JOIN samples ON samples.rowid BETWEEN blocks.lo AND "
+            "min(blocks.lo + ? - 1, ?) GROUP BY 1, 2, 3, 4",
+            (stride, stride, upto_rowid, t0_ns, width_ns, block, upto_rowid),
+        )
+
+    @staticmethod
+    def _check_fields(fields: Sequence[str]) -> None:
+        unknown = [f for f in fields if f not in SAMPLE_FIELDS]
+        if unknown:
+            raise ValueError(f"not sample fields: {unknown}")
+
+
+# -- summary.json ---------------------------------------------------------------------------------
+def summary_problem(summary: dict[str, Any], path: Path) -> str | None:
+    """Why a summary.json object cannot be read by this version (no or a newer schema), or None."""
+    schema = summary.get("schema")
+    newest = TUNE_SUMMARY_SCHEMA if summary.get("kind") == "tune" else SCHEMA_VERSION
+    if not isinstance(schema, int):
+        return f"{path}: not a gpu-autotune summary (no schema version)"
+    if schema > newest:
+        return (
+            f"{path}: written by a newer gpu-autotune (schema {schema}; this version reads up to "
+            f"{newest}); upgrade to read it"
+        )
+    return None
+
+
+def read_summary(path: Path) -> dict[str, Any] | None:
+    """A summary.json file's object (None when absent); RunStoreError, one line, when unreadable."""
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RunStoreError(f"{path}: unreadable or half-written summary ({_short(exc)})") from None
+    if not isinstance(data, dict):
+        raise RunStoreError(f"{path}: not a summary (a JSON object was expected)")
+    problem = summary_problem(data, path)
+    if problem is not None:
+        raise RunStoreError(problem)
+    return data
+
+
+# -- one-call readers: each one snapshot -----------------------------------------------------------
+def read_steps(path: Path, rank: int | None = None) -> list[StepRecord]:
+    """All steps in the store (of one rank, or of all ranks), ordered by rank then step."""
+    with Snapshot(path) as snap:
+        return snap.steps(rank)
+
+
+def read_sample_records(path: Path) -> tuple[list[int], list[DeviceSample]]:
+    """Every device sample as a record, in time order, with the rank that wrote each (same order)."""
+    with Snapshot(path) as snap:
+        _, ranks, samples = snap.samples()
+    return ranks, samples
+
+
+def read_meta(path: Path) -> dict[str, Any]:
+    """The metadata table, JSON-decoded."""
+    with Snapshot(path) as snap:
+        return snap.meta()
+
+
+def read_ranks(path: Path) -> dict[int, dict[str, Any]]:
+    """Rank number to its row; ``summary`` is the rank's own summary once it finished."""
+    with Snapshot(path) as snap:
+        return snap.ranks()
+
+
+def read_ops(path: Path) -> list[tuple[int, OpRecord]]:
+    """The top operators of every rank's deep-profile window, as (rank, op)."""
+    with Snapshot(path) as snap:
+        return snap.ops()
+
+
+def read_devices(path: Path) -> list[dict[str, Any]]:
+    """The static facts of the sampled devices (each a DeviceInfo dict with its ``rank``)."""
+    with Snapshot(path) as snap:
+        return snap.devices()
+
+
+__all__ = [
+    "RunStoreError",
+    "Snapshot",
+    "StoreBusy",
+    "decode_loss",
+    "open_readonly",
+    "read_devices",
+    "read_meta",
+    "read_ops",
+    "read_ranks",
+    "read_sample_records",
+    "read_steps",
+    "read_summary",
+    "step_record",
+    "summary_problem",
+]

@@ -1,0 +1,123 @@
+"""The run directory's schema: file names, run.db tables, versions, phases, statuses and states.
+
+A run directory holds ``run.db`` (the run store: SQLite in WAL mode), ``summary.json``, ``traces/``
+and the reports. A study's directory holds its own ``run.db`` (the study store), its
+``summary.json`` and ``trials/trial-NNNN/``, each a run directory.
+
+Versions only grow, and later versions add, never rename: a reader of version N reads every store
+of version N or lower, and refuses a newer one with one clear line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from profilers.contract.records import SAMPLE_FIELDS
+
+#: Version of the run store and summary.json layout. Later versions add, never rename.
+SCHEMA_VERSION = 1
+
+#: The run store of a profile run (a study's store has the same name, other tables).
+STORE_NAME = "run.db"
+#: The machine-readable result of a profile run or a study.
+SUMMARY_NAME = "summary.json"
+#: A study's folder of trial runs, ``trials/trial-NNNN``.
+TRIALS_DIR = "trials"
+
+#: Phases of a step, "other" (the rest) last. "eval" (forwards under no_grad/inference_mode or of a
+#: model in eval mode) came later: a store without its column reads as 0.
+PHASES: tuple[str, ...] = ("data", "forward", "backward", "optimizer", "eval", "other")
+#: Phases shown only when a run had some (most runs never evaluate inside training).
+OPTIONAL_PHASES = frozenset({"eval"})
+
+#: Statuses of a trial; all but "ok" are told to the searcher as infeasible. "skipped" trials were
+#: never run (a model predicted they would fail) and do not count toward a study's trial total.
+STATUSES: tuple[str, ...] = ("ok", "infeasible", "oom", "timeout", "diverged", "crashed", "skipped")
+
+#: States of a run as a reader sees it: "waiting" (nothing recorded yet), "running", "finished"
+#: (its summary is written), "stopped" (its process is gone without a summary), "unfinished" (no
+#: summary, nothing new for a while, its process not visible from here).
+RUN_STATES: tuple[str, ...] = ("waiting", "running", "finished", "stopped", "unfinished")
+
+_SAMPLE_COLUMNS = ", ".join(f"{name} {'TEXT' if name == 'kind' else 'REAL'}" for name in SAMPLE_FIELDS)
+
+#: The run store's tables. Every row carries the rank that wrote it.
+STORE_SQL = f"""
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS steps (
+    rank INTEGER NOT NULL, step INTEGER NOT NULL, start_ns INTEGER NOT NULL,
+    duration_ns INTEGER NOT NULL, data_ns INTEGER NOT NULL, forward_ns INTEGER NOT NULL,
+    backward_ns INTEGER NOT NULL, optimizer_ns INTEGER NOT NULL, other_ns INTEGER NOT NULL,
+    samples INTEGER, tokens INTEGER, kind TEXT NOT NULL, loss REAL, eval_ns INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (rank, step));
+CREATE TABLE IF NOT EXISTS samples (rank INTEGER NOT NULL, {_SAMPLE_COLUMNS});
+CREATE INDEX IF NOT EXISTS samples_t ON samples (t_ns);
+CREATE TABLE IF NOT EXISTS devices (
+    rank INTEGER NOT NULL, device_index INTEGER NOT NULL, kind TEXT NOT NULL, info TEXT NOT NULL,
+    PRIMARY KEY (rank, kind, device_index));
+CREATE TABLE IF NOT EXISTS ops (
+    rank INTEGER NOT NULL, name TEXT NOT NULL, device TEXT NOT NULL, calls INTEGER NOT NULL,
+    self_time_us REAL NOT NULL, total_time_us REAL NOT NULL, flops INTEGER);
+CREATE TABLE IF NOT EXISTS ranks (
+    rank INTEGER PRIMARY KEY, world_size INTEGER NOT NULL, host TEXT, pid INTEGER,
+    finished_ns INTEGER, summary TEXT);
+CREATE TABLE IF NOT EXISTS warnings (rank INTEGER NOT NULL, t_ns INTEGER NOT NULL, part TEXT, message TEXT);
+"""
+
+#: Version of a study's summary.json layout (``"kind": "tune"``).
+TUNE_SUMMARY_SCHEMA = 1
+
+#: Version of a study store's layout (``study`` and ``trials`` tables, written by the tuner).
+STUDY_STORE_SCHEMA = 1
+
+#: A study store's tables: one ``study`` row (its schema and JSON meta), one ``trials`` row per
+#: finished trial (its JSON record: id, params, status, value, metrics, attrs, error, duration_s).
+STUDY_SQL = """
+CREATE TABLE IF NOT EXISTS study (schema INTEGER NOT NULL, meta TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS trials (id INTEGER PRIMARY KEY, status TEXT NOT NULL,
+    value REAL, record TEXT NOT NULL, finished_ns INTEGER NOT NULL);
+"""
+
+#: Columns of ``steps`` in their first version, in StepRecord's reading order.
+STEP_COLUMNS = (
+    "rank, step, start_ns, duration_ns, data_ns, forward_ns, backward_ns, optimizer_ns, other_ns, "
+    "samples, tokens, kind"
+)
+#: Columns added to ``steps`` after its first version, with their SQL types (read as NULL/0 when absent).
+ADDED_STEP_COLUMNS = {"loss": "REAL", "eval_ns": "INTEGER NOT NULL DEFAULT 0"}
+
+
+def resolve_trial_dir(study_dir: Path, stored: str) -> Path:
+    """The run directory of a trial, from the path its study stored (``run_dir`` of a trial entry).
+
+    Stored paths are relative to the study (``trials/trial-0005``), so a study reads from any working
+    directory and after it was moved. Studies written before stored the path the tuner was given
+    (``runs/X/trials/trial-0005``, relative to its working directory, or absolute): their
+    ``trials/trial-NNNN`` tail is found in the study's own folder.
+    """
+    path = Path(stored)
+    if not path.is_absolute() and (study_dir / path).exists():
+        return study_dir / path
+    parts = path.parts
+    if len(parts) >= 2 and parts[-2] == TRIALS_DIR and (study_dir / TRIALS_DIR / parts[-1]).exists():
+        return study_dir / TRIALS_DIR / parts[-1]
+    return path if path.is_absolute() else study_dir / path
+
+
+__all__ = [
+    "ADDED_STEP_COLUMNS",
+    "OPTIONAL_PHASES",
+    "PHASES",
+    "RUN_STATES",
+    "SCHEMA_VERSION",
+    "STATUSES",
+    "STEP_COLUMNS",
+    "STORE_NAME",
+    "STORE_SQL",
+    "STUDY_SQL",
+    "STUDY_STORE_SCHEMA",
+    "SUMMARY_NAME",
+    "TRIALS_DIR",
+    "TUNE_SUMMARY_SCHEMA",
+    "resolve_trial_dir",
+]

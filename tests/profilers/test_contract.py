@@ -1,0 +1,135 @@
+"""The run directory's contract: one reader (snapshots, types, errors) and one summarizer.
+
+The profiler's summary and the report's summary of a killed run come from the same records through
+the same code, so they cannot differ; and the summary covers every sample in run.db, not the
+recorder's in-memory tail.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+
+import pytest
+import torch
+from torch import nn
+
+import autotune
+from autotune.report.rundata import load_run
+from profilers import recorder as recorder_module
+from profilers.backends import libnvml
+from profilers.contract.reader import RunStoreError, Snapshot, read_sample_records, read_steps
+from profilers.contract.records import DeviceSample, StepRecord
+from profilers.contract.schema import SCHEMA_VERSION, STORE_NAME, SUMMARY_NAME
+from profilers.store import RunStore
+from tests.fake_nvml import make_fake_pynvml
+
+
+def step(n: int, rank: int = 0) -> StepRecord:
+    return StepRecord(n, rank, n * 10**9, 10**7, 1, 2, 3, 4, 10**7 - 10, 8, None, "measured")
+
+
+def test_a_snapshot_reads_every_table_as_of_one_instant(tmp_path):
+    path = tmp_path / STORE_NAME
+    writer = RunStore(path)
+    writer.add_steps([step(n) for n in range(1, 6)])
+    with Snapshot(path) as snap:
+        assert len(snap.steps()) == 5
+        writer.add_steps([step(n) for n in range(6, 9)])  # the writer goes on meanwhile
+        writer.add_samples([DeviceSample(t_ns=1, device_index=0, kind="host", rss_bytes=5).to_dict()])
+        assert len(snap.steps()) == 5 and snap.samples()[2] == []  # still the same instant
+        assert snap.last_step(0) == 5
+    with Snapshot(path) as later:
+        assert len(later.steps()) == 8 and len(later.samples()[2]) == 1
+        assert [s.step for s in later.steps(0, after=5)] == [6, 7, 8]
+        assert [s.step for s in later.steps(0, last=2)] == [7, 8]
+    writer.close()
+
+
+def test_samples_read_back_with_their_types(tmp_path):
+    """The samples table stores numbers as REAL: integers (indexes, bit masks) come back as ints."""
+    path = tmp_path / STORE_NAME
+    writer = RunStore(path)
+    sample = DeviceSample(
+        t_ns=1_764_000_000_000_000_000, device_index=3, kind="gpu", gpu_util_pct=87.5, throttle_reasons=4
+    )
+    writer.add_samples([sample.to_dict()])
+    writer.close()
+    ranks, (back,) = read_sample_records(path)
+    assert ranks == [0]
+    assert (back.device_index, back.throttle_reasons, back.gpu_util_pct) == (3, 4, 87.5)
+    assert type(back.device_index) is int and type(back.throttle_reasons) is int
+    assert back.power_mw is None
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda p: p.write_bytes(b"not a database" * 100), "corrupt or unreadable run store"),
+        (lambda p: _set_schema(p, SCHEMA_VERSION + 1), rf"newer gpu-autotune \(schema {SCHEMA_VERSION + 1};"),
+        (lambda p: None, "no run store here"),
+    ],
+)
+def test_what_cannot_be_read_is_one_line(tmp_path, damage, message):
+    path = tmp_path / STORE_NAME
+    damage(path)
+    with pytest.raises(RunStoreError, match=message) as info:
+        read_steps(path)
+    assert "\n" not in str(info.value)
+
+
+def _set_schema(path, schema):
+    RunStore(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (json.dumps(schema),))
+    conn.commit()
+    conn.close()
+
+
+def train(steps: int) -> None:
+    torch.manual_seed(0)
+    model = nn.Linear(64, 64)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(32, 64)
+    for _ in range(steps):
+        loss = model(x).square().mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", make_fake_pynvml(n_devices=1, names=["NVIDIA H100 80GB HBM3"]))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    libnvml.reset()
+
+
+def test_the_summary_covers_every_sample_in_run_db_not_the_in_memory_tail(tmp_path, monkeypatch, fake_gpu):
+    """The recorder keeps only its last N samples in memory (200,000 in real runs, 10 here): the
+    summary's GPU energy and host figures come from every row in run.db. The fake GPU's energy
+    counter rises 25 J per reading, so the run's energy is 25 J x (readings - 1), exactly."""
+    monkeypatch.setattr(recorder_module, "MAX_SAMPLES_IN_MEMORY", 10)
+    with autotune.profile(run_dir=tmp_path / "run", backend="nvml", quiet=True, sample_hz=100) as prof:
+        train(60)
+    _, samples = read_sample_records(tmp_path / "run" / STORE_NAME)
+    readings = [s for s in samples if s.kind == "gpu"]
+    assert len(readings) > 20  # far more than the memory holds
+    gpu = prof.summary["gpu"][0]
+    assert gpu["run_energy_j"] == pytest.approx(25.0 * (len(readings) - 1))
+    host = [s for s in samples if s.kind == "host"]
+    assert prof.summary["host"]["rss_peak_bytes"] == max(s.rss_bytes for s in host)
+
+
+def test_a_killed_runs_summary_is_the_profilers_own_for_the_same_records(tmp_path, fake_gpu):
+    """summary.json deleted (as if the run were killed before writing it): the report rebuilds it
+    from run.db with the profiler's own summarizer, so every figure the records give is equal."""
+    with autotune.profile(run_dir=tmp_path / "run", backend="nvml", quiet=True, sample_hz=50) as prof:
+        train(40)
+    written = prof.summary
+    (tmp_path / "run" / SUMMARY_NAME).unlink()
+    rebuilt = load_run(tmp_path / "run").summary
+    assert rebuilt["stop_reason"] == "killed"
+    for key in ("steps", "measured_steps", "step_time_s", "throughput", "phases", "gpu", "host", "loss"):
+        assert rebuilt[key] == written[key], key
