@@ -13,12 +13,14 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from autotune import __version__
-
-EXIT_USAGE = 2
-
-
-class UsageError(Exception):
-    """Bad input from the user: printed as one line, exit status 2."""
+from autotune.cli_support import (
+    EXIT_USAGE,
+    UsageError,
+    check_module,
+    dashboard_alongside,
+    run_tui,
+    wants_dashboard,
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -191,7 +193,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from profilers.session import StepBudgetReached
 
     if args.module:
-        _check_module(args.script)
+        check_module(args.script)
         name = args.script.rsplit(".", 1)[-1]
     else:
         script = Path(args.script)
@@ -248,21 +250,6 @@ def _say_what_is_missing(summary: dict[str, Any]) -> None:
         print(f"autotune: no NVML figures (utilization, power, clocks): {reason}", file=sys.stderr)
 
 
-def _check_module(name: str) -> None:
-    """``-m NAME``: the module must be importable from here, as ``python -m`` would find it."""
-    import importlib.util
-
-    sys.path.insert(0, os.getcwd())
-    try:
-        found = importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        found = False
-    finally:
-        sys.path.pop(0)
-    if not found:
-        raise UsageError(f"module not found: {name}")
-
-
 def _check_backend(spec: str) -> None:
     """Pick the backend now (it is cached for the session), so a bad spec is bad input."""
     from profilers.backends import get_backend
@@ -280,38 +267,6 @@ def add_dashboard_option(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="follow the run in the terminal dashboard while it works (its output goes to RUN_DIR.log)",
     )
-
-
-#: Set in the command the dashboard runs alongside, so that it does not open a second one.
-NO_DASHBOARD_ENV = "AUTOTUNE_NO_DASHBOARD"
-
-
-def run_tui(args: list[str]) -> int:
-    """``python -m tui ARGS``: the dashboard runs in its own process (autotune never imports tui)."""
-    import subprocess
-
-    env = {**os.environ, "AUTOTUNE_DASHBOARD_PROG": "autotune dashboard", NO_DASHBOARD_ENV: "1"}
-    try:
-        return subprocess.call([sys.executable, "-m", "tui", *args], env=env)
-    except KeyboardInterrupt:
-        return 130
-
-
-def wants_dashboard(requested: bool) -> bool:
-    """``--dashboard`` was given, this is not the command the dashboard runs, and there is a terminal."""
-    if not requested or os.environ.get(NO_DASHBOARD_ENV) == "1":
-        return False
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        print("autotune: --dashboard needs a terminal; running without it", file=sys.stderr)
-        return False
-    return True
-
-
-def dashboard_alongside(run_dir: Path | None, runs_root: Path, argv: list[str]) -> int:
-    """Run ``autotune ARGV`` while the dashboard follows ``run_dir`` (the run list when None)."""
-    where = [] if run_dir is None else [str(run_dir)]
-    command = [sys.executable, "-m", "autotune", *argv]
-    return run_tui(["--runs-root", str(runs_root), *where, "--", *command])
 
 
 def _with_run_dir(args: argparse.Namespace, argv: list[str]) -> tuple[Path, list[str]]:

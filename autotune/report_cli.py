@@ -76,7 +76,7 @@ def cmd_report(args: argparse.Namespace, usage_error: type[Exception]) -> int:
     """Build the report and write it; bad input raises ``usage_error`` (one line, exit 2)."""
     from autotune.cost.prices import PriceTableError
     from autotune.report.make import REPORT_FILES, make_report, render, write_report
-    from autotune.report.rundata import RunDirError
+    from profilers.contract.rundir import RunDirError
 
     if args.prices is not None and not args.prices.is_file():
         raise usage_error(f"--prices {args.prices}: no such file")

@@ -241,9 +241,9 @@ def _saved_where(run_dir: Path) -> str:
 
 def _check_script(args: argparse.Namespace, usage_error: type[Exception]) -> None:
     if args.module:
-        from autotune.cli import _check_module
+        from autotune.cli_support import check_module
 
-        _check_module(args.script)
+        check_module(args.script)
     elif not Path(args.script).is_file():
         raise usage_error(f"script not found: {args.script}")
 

@@ -569,9 +569,7 @@ class Session:
             names = {d.index: d.name for b in self._recorder.backends for d in b.devices() if d.kind == "gpu"}
         args = (self.options.samples_per_step, self.job_gpus, names)
         try:
-            from profilers.backends.libnvml import throttle_reason_names
-
-            return run_statistics(self.steps, samples, *args, throttle_reason_names)
+            return run_statistics(self.steps, samples, *args)
         except Exception as exc:
             self.fault("GPU aggregates", exc)
             return run_statistics(self.steps, [], *args)

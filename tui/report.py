@@ -1,7 +1,7 @@
 """The bridge to the report layer (``autotune.report``), for the Advice and Run screens and export.
 
-``autotune.report`` reads run directories through ``profilers.records``/``profilers.store``, so it
-is imported here only inside the functions, which the dashboard calls from worker threads when a
+``autotune.report`` builds on the advice and the cost model (and plotly for HTML), so it is
+imported here only inside the functions, which the dashboard calls from worker threads when a
 screen that needs them is shown (never when ``tui`` is imported).
 
 Building a report reads the whole run (18 s for 100k steps and 1M samples); in a thread of the
@@ -136,7 +136,7 @@ def _run(task: ChildTask, running: set[ChildTask] | None) -> Any:
 def environment_items(facts: RunFacts) -> tuple[tuple[str, str], ...]:
     """The report's environment section for what the dashboard has read (no further file access)."""
     from autotune.report.build import environment_section
-    from autotune.report.rundata import RunData
+    from profilers.contract.rundir import RunData
 
     run_dir = Path(facts.run_dir)
     if facts.kind == "study":

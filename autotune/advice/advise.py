@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from autotune.advice import facts, rules, rules_tune
-from autotune.advice.records import SEVERITIES, Recommendation, Threshold
+from autotune.advice.records import SEVERITIES, AdviceSection, Recommendation, Threshold
 from autotune.advice.thresholds import (
     MIN_GPU_SAMPLES,
     MIN_MEMORY_SAMPLES,
@@ -22,8 +22,7 @@ from autotune.advice.thresholds import (
     THRESHOLDS,
     thresholds_for,
 )
-from autotune.report.rundata import RunData
-from autotune.report.sections import AdviceSection
+from profilers.contract.rundir import RunData
 from profilers.flops import match_device
 
 

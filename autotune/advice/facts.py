@@ -1,6 +1,6 @@
 """The figures the advice rules need, derived from a loaded run. Pure functions; no torch.
 
-Each function takes a :class:`~autotune.report.rundata.RunData` and returns a frozen record with
+Each function takes a :class:`~profilers.contract.rundir.RunData` and returns a frozen record with
 units in its field names, or None (an empty tuple for per-device figures) when the run lacks the
 data: a CPU run has no GPU samples, a run killed early has no summary's ``profile_window``, a
 summary-only run has no per-step records. Nothing here raises on missing data.
@@ -19,15 +19,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune.advice.thresholds import MIN_MEMORY_SAMPLES, MIN_STEPS, limit
-from autotune.report.rundata import RunData
-from profilers.backends.libnvml import THROTTLE_REASONS
 from profilers.contract.records import DeviceSample, StepRecord
-from profilers.contract.schema import PHASES
+from profilers.contract.rundir import RunData
+from profilers.contract.schema import PHASES, THROTTLE_REASONS
 from profilers.contract.summarize import measured_span_ns as steps_span_ns
 from profilers.contract.summarize import quantile, select_measured
 
 #: NVML clocks-event reasons that mean power or heat held the clocks down (not idling, not a
-#: setting): their names as :data:`profilers.backends.libnvml.THROTTLE_REASONS` spells them.
+#: setting): their names as :data:`profilers.contract.schema.THROTTLE_REASONS` spells them.
 POWER_THERMAL_REASONS = (
     "sw_power_cap",
     "hw_slowdown",

@@ -61,3 +61,12 @@ class Recommendation:
         if self.saving_usd_per_month is not None:
             parts.append(f"{format_usd(self.saving_usd_per_month)} a month")
         return tuple(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class AdviceSection:
+    """The recommendations, most urgent first, and the thresholds of the rules that were checked."""
+
+    recommendations: tuple[Recommendation, ...]
+    rules_checked: tuple[Threshold, ...]
+    not_checked: tuple[str, ...] = ()  # rules that had no data here, each with why

@@ -16,7 +16,7 @@ from autotune.advice import facts
 from autotune.advice.records import Recommendation
 from autotune.advice.thresholds import MIN_GPU_SAMPLES, MIN_STEPS, limit, severity_for
 from autotune.fmt import format_pct
-from autotune.report.rundata import RunData
+from profilers.contract.rundir import RunData
 from profilers.flops import DDP_DEFAULT_BUCKET_CAP_BYTES, match_device
 
 #: summary.json's ``profile_window.collective_source`` in words.

@@ -15,7 +15,8 @@ from typing import Any, NamedTuple
 from autotune.advice.records import Recommendation
 from autotune.advice.rules import gib
 from autotune.advice.thresholds import limit, severity_for
-from autotune.report.rundata import RunData, study_batch_param
+from autotune.tuner.memory_model import study_batch_param
+from profilers.contract.rundir import RunData
 from profilers.contract.summarize import ratio_interval
 
 REDUCED = ("bf16", "fp16")

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune.cost.prices import PriceQuote
-from autotune.report.sections import CostSection
+from autotune.cost.records import CostSection
 from autotune.tuner.objectives import energy_per_sample
 
 #: Hours in a month: 365 days × 24 hours / 12 months.

@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
 
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
-    from autotune.cli import dashboard_alongside, wants_dashboard
+    from autotune.cli_support import dashboard_alongside, wants_dashboard
 
     if wants_dashboard(args.dashboard):
         return dashboard_alongside(None, args.run_root or Path("runs"), ["demo", *argv])

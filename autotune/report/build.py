@@ -11,7 +11,6 @@ from typing import Any
 
 from autotune.advice.facts import step_outliers
 from autotune.fmt import as_float, get_in
-from autotune.report.rundata import RunData, study_batch_param
 from autotune.report.sections import (
     AdviceSection,
     ConvergenceSection,
@@ -31,7 +30,9 @@ from autotune.report.sections import (
     TrialRow,
     TrialSection,
 )
+from autotune.tuner.memory_model import study_batch_param
 from profilers.contract.records import DeviceSample, StepRecord
+from profilers.contract.rundir import RunData
 from profilers.contract.schema import PHASES
 from profilers.contract.summarize import quantile
 

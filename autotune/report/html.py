@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from autotune.fmt import NA, format_bytes, format_pct, format_rate, format_seconds, format_usd
 from autotune.report.sections import SECTION_TITLES
+from autotune.report.style import OTHER_STATUS_COLOUR, STATUS_COLOURS, metric_label
 
 if TYPE_CHECKING:
     from autotune.advice.records import Recommendation
@@ -35,23 +36,6 @@ if TYPE_CHECKING:
 
 #: Where the rules table goes: a section of its own, after the trials, before the environment.
 RULES_KEY, RULES_TITLE = "rules", "Rules checked"
-#: Trial status -> colour, shared by the trial table and the convergence chart.
-STATUS_COLOURS: dict[str, str] = {
-    "ok": "#1a7f37",
-    "oom": "#d97706",
-    "diverged": "#cf222e",
-    "skipped": "#8c959f",
-    "failed": "#8250df",
-    "timeout": "#9a6700",
-}
-OTHER_STATUS_COLOUR = "#57606a"
-#: The objective metrics of a study as axis and column titles, with their units.
-METRIC_LABELS: dict[str, str] = {
-    "samples_per_s": "Throughput (samples/s)",
-    "tokens_per_s": "Throughput (tokens/s)",
-    "usd_per_million_samples": "Cost (USD per million samples)",
-    "joules_per_sample": "Energy (J per sample)",
-}
 _TRIAL_FIGURES = ("Samples/s", "Peak memory", "Step time", "Ranks", "Duration", "Stopped by / error")
 _SEVERITY_COLOURS = {"high": "#cf222e", "medium": "#d97706", "low": "#0969da"}
 _JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
@@ -114,11 +98,6 @@ _JS = """
 def esc(value: object) -> str:
     """``value`` as HTML text: ``<``, ``>``, ``&`` and both quotes escaped."""
     return escape(str(value), quote=True)
-
-
-def metric_label(metric: str) -> str:
-    """An objective metric's title with its unit (the key itself when it is not a known metric)."""
-    return METRIC_LABELS.get(metric, metric)
 
 
 def format_params(params: dict[str, object]) -> str:

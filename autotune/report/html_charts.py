@@ -18,7 +18,6 @@ import plotly.io as pio  # type: ignore[import-untyped]
 from plotly.subplots import make_subplots  # type: ignore[import-untyped]
 
 from autotune.console import format_seconds
-from autotune.report.html import OTHER_STATUS_COLOUR, STATUS_COLOURS, metric_label
 from autotune.report.sections import (
     ConvergenceSection,
     HostTimeline,
@@ -27,6 +26,7 @@ from autotune.report.sections import (
     SweepSection,
     TimelineSection,
 )
+from autotune.report.style import OTHER_STATUS_COLOUR, STATUS_COLOURS, metric_label
 
 GIB = 1024**3
 PALETTE = ("#0969da", "#d97706", "#1a7f37", "#8250df", "#cf222e", "#0598bc", "#bf3989", "#57606a")

@@ -11,8 +11,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from autotune.report.rundata import RunData, load_run
 from autotune.report.sections import AdviceSection, CostSection, Report
+from profilers.contract.rundir import RunData, load_run
 
 #: Report file names, next to the run's summary.json.
 REPORT_FILES: dict[str, str] = {"html": "report.html", "md": "report.md", "json": "report.json"}

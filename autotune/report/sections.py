@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from autotune.advice.records import Recommendation, Threshold
+from autotune.advice.records import AdviceSection
+from autotune.cost.records import CostSection
 
 #: Section keys in report order, with their headings.
 SECTION_TITLES: dict[str, str] = {
@@ -46,36 +47,6 @@ class Overview:
     best_params: dict[str, object] | None = None  # study: the best configuration
     speedup_vs_baseline: float | None = None  # study: best throughput / baseline throughput
     notes: tuple[str, ...] = ()  # what was missing or rebuilt
-
-
-@dataclass(frozen=True, slots=True)
-class AdviceSection:
-    """The recommendations, most urgent first, and the thresholds of the rules that were checked."""
-
-    recommendations: tuple[Recommendation, ...]
-    rules_checked: tuple[Threshold, ...]
-    not_checked: tuple[str, ...] = ()  # rules that had no data here, each with why
-
-
-@dataclass(frozen=True, slots=True)
-class CostSection:
-    """What the run's throughput costs at a price per device-hour."""
-
-    price_per_gpu_hour: float  # USD per device-hour
-    price_source: str  # "--price-per-gpu-hour", or the table entry's provider, date and URL
-    devices: int  # devices billed (ranks)
-    usd_per_million_samples: float | None
-    usd_per_million_tokens: float | None
-    usd_per_epoch: float | None  # with a dataset size
-    dataset_samples: int | None
-    usd_per_month: float  # devices × price × hours in a month × duty cycle
-    duty_cycle: float  # 0-1
-    joules_per_sample: float | None  # from NVML's energy counter
-    # A study: the best configuration against the baseline.
-    baseline_usd_per_million_samples: float | None = None
-    saving_usd_per_million_samples: float | None = None
-    saving_pct: float | None = None  # 0-100
-    saving_usd_per_month: float | None = None  # same work at the same duty cycle
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,7 +48,7 @@ def advise_at_end(
     if run_dir is None:
         return None
     from autotune.report.make import REPORT_FILES, CostOptions, report_of, write_report
-    from autotune.report.rundata import load_run
+    from profilers.contract.rundir import load_run
 
     try:
         report = report_of(load_run(run_dir), cost if isinstance(cost, CostOptions) else CostOptions())

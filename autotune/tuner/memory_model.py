@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from autotune.tuner.records import Trial
 from autotune.tuner.space import Int, Space, Value
@@ -86,3 +87,11 @@ def _line(points: Sequence[tuple[float, float]]) -> tuple[float, float] | None:
     sxy = sum((x - mean_x) * (y - mean_y) for x, y in points)
     slope = sxy / sxx
     return mean_y - slope * mean_x, slope
+
+
+def study_batch_param(summary: dict[str, Any]) -> str | None:
+    """A study's batch parameter, as its memory model picks it (None for no or an unreadable space)."""
+    try:
+        return batch_param(Space.from_dict(summary.get("space") or {}))
+    except (ValueError, TypeError):
+        return None

@@ -6,7 +6,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from autotune.tuner.space import Choice, Float, Int, Param, Space, _is_int, _is_number
+from autotune.tuner.params import Choice, Float, Int, Param, is_int, is_number
 
 #: Keys allowed in a [space.NAME] table, by its type.
 _KEYS: dict[str, tuple[str, ...]] = {
@@ -22,10 +22,10 @@ def _type_name(value: object) -> str:
     )
 
 
-def space_from_toml(path: str | Path) -> Space:
-    """Read the ``[space.NAME]`` tables of a TOML file (other top-level tables are ignored).
+def space_tables(path: str | Path) -> tuple[object, str]:
+    """The ``[space.NAME]`` tables of a TOML file (other top-level tables are ignored), and its name.
 
-    ValueError naming the file, the table and the key for anything wrong.
+    ValueError naming the file for anything wrong with it.
     """
     path = Path(path)
     try:
@@ -35,11 +35,11 @@ def space_from_toml(path: str | Path) -> Space:
         raise ValueError(f"{path}: not valid TOML: {exc}") from None
     if "space" not in data:
         raise ValueError(f'{path}: no [space.NAME] tables (e.g. [space.batch_size] with type = "int")')
-    return space_from_dict(data["space"], source=str(path))
+    return data["space"], str(path)
 
 
-def space_from_dict(tables: object, source: str = "<dict>") -> Space:
-    """Build a space from ``{name: {"type": "int"|"float"|"choice", ...}}`` (the TOML tables).
+def params_from_dict(tables: object, source: str = "<dict>") -> dict[str, Param]:
+    """The parameters of a space from ``{name: {"type": "int"|"float"|"choice", ...}}`` (the TOML tables).
 
     Keys: int: low, high, log, power_of_two; float: low, high, log; choice: choices; all: arg,
     env. ``source`` names the origin (a file path) in error messages.
@@ -54,7 +54,7 @@ def space_from_dict(tables: object, source: str = "<dict>") -> Space:
         if not isinstance(table, dict):
             raise ValueError(f"{where}: must be a table, got {_type_name(table)} {table!r}")
         params[name] = _param_from_table(table, where)
-    return Space(**params)
+    return params
 
 
 def _param_from_table(table: dict[str, Any], where: str) -> Param:
@@ -89,8 +89,8 @@ def _param_from_table(table: dict[str, Any], where: str) -> Param:
     try:
         if kind == "int":
             return Int(
-                get("low", _is_int, "an integer"),
-                get("high", _is_int, "an integer"),
+                get("low", is_int, "an integer"),
+                get("high", is_int, "an integer"),
                 log=get("log", is_bool, "true or false", required=False, default=False),
                 power_of_two=get("power_of_two", is_bool, "true or false", required=False, default=False),
                 arg=arg,
@@ -98,8 +98,8 @@ def _param_from_table(table: dict[str, Any], where: str) -> Param:
             )
         if kind == "float":
             return Float(
-                get("low", _is_number, "a number"),
-                get("high", _is_number, "a number"),
+                get("low", is_number, "a number"),
+                get("high", is_number, "a number"),
                 log=get("log", is_bool, "true or false", required=False, default=False),
                 arg=arg,
                 env=env,

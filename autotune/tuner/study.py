@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from autotune.tuner.params import is_number
 from autotune.tuner.records import INFEASIBLE_STATUSES, Infeasible, Measured, Trial
 from autotune.tuner.searchers import Direction, Searcher, make_searcher
 from autotune.tuner.space import Space, Value
@@ -41,10 +42,6 @@ __all__ = [
 ]
 
 Objective = Callable[[dict[str, Value]], "float | Mapping[str, float | None] | Measured"]
-
-
-def _is_number(x: object) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool)
 
 
 class Study:
@@ -201,7 +198,7 @@ class Study:
 
     def _parse_result(self, result: object) -> tuple[float, dict[str, float | None]]:
         """(objective value, metrics) from what the objective returned; ValueError if malformed."""
-        if _is_number(result):
+        if is_number(result):
             return float(result), {self.objective: float(result)}  # type: ignore[arg-type]
         if not isinstance(result, Mapping):
             raise ValueError(
@@ -214,7 +211,7 @@ class Study:
             )
         metrics: dict[str, float | None] = {}
         for key, v in result.items():
-            if v is not None and not _is_number(v):
+            if v is not None and not is_number(v):
                 raise ValueError(f"metric {key!r} must be a number, got {type(v).__name__} {v!r}")
             metrics[str(key)] = None if v is None or not math.isfinite(v) else float(v)
         value = result[self.objective]

@@ -17,6 +17,8 @@ import threading
 import types
 from typing import Any
 
+from profilers.contract.schema import THROTTLE_REASONS, throttle_reason_names
+
 __all__ = [
     "THROTTLE_REASONS",
     "NvmlUnavailable",
@@ -34,40 +36,6 @@ __all__ = [
     "throttle_reason_names",
     "unavailable_reason",
 ]
-
-#: NVML clocks-event ("throttle") reason bit to a short name. The bits are NVML's ABI
-#: (``nvmlClocksEventReason*`` in nvml.h), spelled out here so that reading a recorded mask
-#: needs no driver.
-THROTTLE_REASONS: dict[int, str] = {
-    0x0000000000000001: "gpu_idle",
-    0x0000000000000002: "applications_clocks_setting",
-    0x0000000000000004: "sw_power_cap",
-    0x0000000000000008: "hw_slowdown",
-    0x0000000000000010: "sync_boost",
-    0x0000000000000020: "sw_thermal_slowdown",
-    0x0000000000000040: "hw_thermal_slowdown",
-    0x0000000000000080: "hw_power_brake",
-    0x0000000000000100: "display_clock_setting",
-    0x0000000000000200: "board_limit",
-    0x0000000000000400: "reliability",
-}
-
-
-def throttle_reason_names(mask: int | None) -> list[str]:
-    """Names of the reasons set in an NVML clocks-event-reasons ``mask``, lowest bit first.
-
-    Unknown bits are named ``"unknown_0x..."``; ``None`` (not supported) and ``0`` give ``[]``.
-    """
-    if not mask:
-        return []
-    names: list[str] = []
-    bit = 1
-    while bit <= mask:
-        if mask & bit:
-            names.append(THROTTLE_REASONS.get(bit, f"unknown_{bit:#x}"))
-        bit <<= 1
-    return names
-
 
 class NvmlUnavailable(RuntimeError):
     """NVML cannot be used on this machine; ``str(exc)`` is a one-line reason for a human."""

@@ -87,6 +87,40 @@ STEP_COLUMNS = (
 ADDED_STEP_COLUMNS = {"loss": "REAL", "eval_ns": "INTEGER NOT NULL DEFAULT 0"}
 
 
+#: NVML clocks-event ("throttle") reason bit to a short name. The bits are NVML's ABI
+#: (``nvmlClocksEventReason*`` in nvml.h), spelled out here so that reading a recorded mask
+#: needs no driver.
+THROTTLE_REASONS: dict[int, str] = {
+    0x0000000000000001: "gpu_idle",
+    0x0000000000000002: "applications_clocks_setting",
+    0x0000000000000004: "sw_power_cap",
+    0x0000000000000008: "hw_slowdown",
+    0x0000000000000010: "sync_boost",
+    0x0000000000000020: "sw_thermal_slowdown",
+    0x0000000000000040: "hw_thermal_slowdown",
+    0x0000000000000080: "hw_power_brake",
+    0x0000000000000100: "display_clock_setting",
+    0x0000000000000200: "board_limit",
+    0x0000000000000400: "reliability",
+}
+
+
+def throttle_reason_names(mask: int | None) -> list[str]:
+    """Names of the reasons set in an NVML clocks-event-reasons ``mask``, lowest bit first.
+
+    Unknown bits are named ``"unknown_0x..."``; ``None`` (not supported) and ``0`` give ``[]``.
+    """
+    if not mask:
+        return []
+    names: list[str] = []
+    bit = 1
+    while bit <= mask:
+        if mask & bit:
+            names.append(THROTTLE_REASONS.get(bit, f"unknown_{bit:#x}"))
+        bit <<= 1
+    return names
+
+
 def resolve_trial_dir(study_dir: Path, stored: str) -> Path:
     """The run directory of a trial, from the path its study stored (``run_dir`` of a trial entry).
 
@@ -117,7 +151,9 @@ __all__ = [
     "STUDY_SQL",
     "STUDY_STORE_SCHEMA",
     "SUMMARY_NAME",
+    "THROTTLE_REASONS",
     "TRIALS_DIR",
     "TUNE_SUMMARY_SCHEMA",
     "resolve_trial_dir",
+    "throttle_reason_names",
 ]

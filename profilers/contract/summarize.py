@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from profilers.contract.records import DeviceSample, StepRecord, mean_loss
-from profilers.contract.schema import PHASES, SCHEMA_VERSION
+from profilers.contract.schema import PHASES, SCHEMA_VERSION, throttle_reason_names
 
 
 def quantile(sorted_values: Sequence[float], q: float) -> float:
@@ -279,7 +279,7 @@ def run_statistics(
     samples_per_step: int | None = None,
     job_gpus: Iterable[int] | None = None,
     gpu_names: dict[int, str] | None = None,
-    throttle_names: Any = None,
+    throttle_names: Any = throttle_reason_names,
 ) -> dict[str, Any]:
     """Every statistic of one rank's run that its records give, under summary.json's keys.
 

@@ -16,11 +16,11 @@ import torch
 from torch import nn
 
 import autotune
-from autotune.report.rundata import load_run
 from profilers import recorder as recorder_module
 from profilers.backends import libnvml
 from profilers.contract.reader import RunStoreError, Snapshot, read_sample_records, read_steps
 from profilers.contract.records import DeviceSample, StepRecord
+from profilers.contract.rundir import load_run
 from profilers.contract.schema import SCHEMA_VERSION, STORE_NAME, SUMMARY_NAME
 from profilers.store import RunStore
 from tests.fake_nvml import make_fake_pynvml

@@ -19,8 +19,8 @@ from torch import nn
 
 import autotune
 from autotune.advice import rules
-from autotune.report.rundata import load_run
 from profilers.contract.reader import read_steps
+from profilers.contract.rundir import load_run
 from tests.profile_run import profile_script
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"

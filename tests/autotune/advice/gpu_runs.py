@@ -17,9 +17,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from autotune.report.rundata import RunData
 from profilers.backends.libnvml import throttle_reason_names
 from profilers.contract.records import DeviceInfo, DeviceSample, StepRecord
+from profilers.contract.rundir import RunData
 from profilers.contract.summarize import (
     build_summary,
     gpu_aggregates,

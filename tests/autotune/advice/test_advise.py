@@ -7,8 +7,8 @@ import pytest
 
 from autotune.advice.advise import PROFILE_RULES, advise
 from autotune.advice.records import SEVERITIES
-from autotune.report.rundata import RunData, load_run
 from autotune.report.sections import AdviceSection
+from profilers.contract.rundir import RunData, load_run
 from tests.autotune.advice.gpu_runs import GIB, h200_run, healthy_window
 
 

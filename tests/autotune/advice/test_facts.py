@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from autotune.advice import facts
-from autotune.report.rundata import RunData
+from profilers.contract.rundir import RunData
 from tests.autotune.advice.gpu_runs import GIB, HW_THERMAL, SW_POWER_CAP, h200_run, healthy_window
 
 

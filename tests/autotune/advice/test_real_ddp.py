@@ -11,7 +11,7 @@ import pytest
 
 from autotune.advice import facts, rules
 from autotune.advice.advise import advise
-from autotune.report.rundata import RunData, load_run
+from profilers.contract.rundir import RunData, load_run
 from tests.profile_run import profile_script
 
 pytestmark = pytest.mark.slow

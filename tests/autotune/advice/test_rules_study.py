@@ -11,7 +11,7 @@ import pytest
 
 from autotune.advice import rules_tune
 from autotune.advice.advise import advise
-from autotune.report.rundata import load_run
+from profilers.contract.rundir import load_run
 from tests.autotune.advice.gpu_runs import GIB, h200_run, study
 
 SPACE = {

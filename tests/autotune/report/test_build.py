@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from autotune.report.build import build_report, downsample, step_section, timeline_section
-from autotune.report.rundata import RunData, load_run
 from autotune.report.sections import AdviceSection
 from profilers.contract.records import DeviceSample, StepRecord
+from profilers.contract.rundir import RunData, load_run
 
 NO_ADVICE = AdviceSection((), ())
 

@@ -8,8 +8,8 @@ from autotune.advice.records import Recommendation, Threshold
 from autotune.report.build import build_report
 from autotune.report.jsonout import render_json, report_dict
 from autotune.report.markdown import md_text, render_markdown
-from autotune.report.rundata import RunData, load_run
 from autotune.report.sections import SECTION_TITLES, AdviceSection
+from profilers.contract.rundir import RunData, load_run
 
 EVIL = "<script>alert(1)</script>|`x`*_[a](b)"
 EVIL_ATTR = '"><img src=x onerror=alert(1)>'

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from autotune.advice.rules_tune import apply_tuned
-from autotune.report.rundata import load_run
 from autotune.tuner.confirm import ConfirmRun, plan, store, stored, verdict
 from autotune.tuner.records import Trial
 from autotune.tuner.trials import TrialSettings, run_trial
 from autotune.tuner.tune import TuneConfig, Tuner
+from profilers.contract.rundir import load_run
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}

@@ -1,4 +1,4 @@
-"""Load a run directory for the advice and the reports: a profile run or a tuning study.
+"""Load a run directory whole, for the advice, the reports and the dashboard: a profile run or a study.
 
 A directory that is not a run, is corrupt, or is from a newer schema raises :class:`RunDirError`
 with one line that says what is wrong. A profile run that was killed before it wrote
@@ -153,7 +153,6 @@ def _rebuild_summary(
     run would have written for them; what only the live process knew (memory, MFU, device, the
     other ranks) is missing.
     """
-    from profilers.backends.libnvml import throttle_reason_names
     from profilers.contract.summarize import build_summary, run_statistics
 
     rank = min((s.rank for s in steps), default=0)
@@ -166,7 +165,7 @@ def _rebuild_summary(
         for d in devices
         if d.get("kind") == "gpu" and d.get("rank", rank) == rank and isinstance(d.get("index"), int)
     }
-    stats = run_statistics(own_steps, own_samples, gpu_names=names, throttle_names=throttle_reason_names)
+    stats = run_statistics(own_steps, own_samples, gpu_names=names)
     return build_summary(
         **stats,
         name=meta.get("name") or path.name,
@@ -200,17 +199,6 @@ def _load_study(path: Path, summary: dict[str, Any]) -> RunData:
         profile=profile,
         notes=tuple(notes),
     )
-
-
-def study_batch_param(summary: dict[str, Any]) -> str | None:
-    """A study's batch parameter, as its memory model picks it (None for no or an unreadable space)."""
-    from autotune.tuner.memory_model import batch_param
-    from autotune.tuner.space import Space
-
-    try:
-        return batch_param(Space.from_dict(summary.get("space") or {}))
-    except (ValueError, TypeError):
-        return None
 
 
 def _short(exc: BaseException) -> str:

@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from autotune.report.rundata import RunDirError, load_run
+from profilers.contract.rundir import RunDirError, load_run
 from profilers.contract.summarize import step_statistics
 
 

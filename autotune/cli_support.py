@@ -1,0 +1,65 @@
+"""What the commands share: usage errors, the module check, the dashboard alongside a command.
+
+``profile``, ``tune`` and ``demo`` import it; it imports none of them (no cycle between the
+command modules).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+#: Exit status of bad input.
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """Bad input from the user: printed as one line, exit status 2."""
+
+
+def check_module(name: str) -> None:
+    """``-m NAME``: the module must be importable from here, as ``python -m`` would find it."""
+    import importlib.util
+
+    sys.path.insert(0, os.getcwd())
+    try:
+        found = importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        found = False
+    finally:
+        sys.path.pop(0)
+    if not found:
+        raise UsageError(f"module not found: {name}")
+
+
+#: Set in the command the dashboard runs alongside, so that it does not open a second one.
+NO_DASHBOARD_ENV = "AUTOTUNE_NO_DASHBOARD"
+
+
+def run_tui(args: list[str]) -> int:
+    """``python -m tui ARGS``: the dashboard runs in its own process (autotune never imports tui)."""
+    import subprocess
+
+    env = {**os.environ, "AUTOTUNE_DASHBOARD_PROG": "autotune dashboard", NO_DASHBOARD_ENV: "1"}
+    try:
+        return subprocess.call([sys.executable, "-m", "tui", *args], env=env)
+    except KeyboardInterrupt:
+        return 130
+
+
+def wants_dashboard(requested: bool) -> bool:
+    """``--dashboard`` was given, this is not the command the dashboard runs, and there is a terminal."""
+    if not requested or os.environ.get(NO_DASHBOARD_ENV) == "1":
+        return False
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        print("autotune: --dashboard needs a terminal; running without it", file=sys.stderr)
+        return False
+    return True
+
+
+def dashboard_alongside(run_dir: Path | None, runs_root: Path, argv: list[str]) -> int:
+    """Run ``autotune ARGV`` while the dashboard follows ``run_dir`` (the run list when None)."""
+    where = [] if run_dir is None else [str(run_dir)]
+    command = [sys.executable, "-m", "autotune", *argv]
+    return run_tui(["--runs-root", str(runs_root), *where, "--", *command])

@@ -1,0 +1,26 @@
+"""Colours and labels the HTML report and its charts share (neither imports the other for them)."""
+
+from __future__ import annotations
+
+#: Trial status -> colour, shared by the trial table and the convergence chart.
+STATUS_COLOURS: dict[str, str] = {
+    "ok": "#1a7f37",
+    "oom": "#d97706",
+    "diverged": "#cf222e",
+    "skipped": "#8c959f",
+    "failed": "#8250df",
+    "timeout": "#9a6700",
+}
+OTHER_STATUS_COLOUR = "#57606a"
+#: The objective metrics of a study as axis and column titles, with their units.
+METRIC_LABELS: dict[str, str] = {
+    "samples_per_s": "Throughput (samples/s)",
+    "tokens_per_s": "Throughput (tokens/s)",
+    "usd_per_million_samples": "Cost (USD per million samples)",
+    "joules_per_sample": "Energy (J per sample)",
+}
+
+
+def metric_label(metric: str) -> str:
+    """An objective metric's title with its unit (the key itself when it is not a known metric)."""
+    return METRIC_LABELS.get(metric, metric)

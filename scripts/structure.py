@@ -1,0 +1,182 @@
+"""The code's shape, measured: import cycles between packages, function-local imports, long functions.
+
+    python scripts/structure.py            # the figures
+    python scripts/structure.py --cycles   # also every module-level import cycle found
+
+Imports are read from the source (``ast``), module-level and function-local alike, so a cycle
+hidden behind a function-local import still counts. A "package" is the first two parts of a
+module's name under ``autotune`` (``autotune.report``, ``autotune.cli``...) and the first two under
+``profilers`` and ``tui``; ``tests/test_structure.py`` keeps autotune's packages acyclic.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("autotune", "profilers", "tui")
+
+
+def modules() -> dict[str, Path]:
+    """Dotted module name to its file, for every module of the three packages."""
+    out = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            out[".".join(parts)] = path
+    return out
+
+
+def imports(path: Path, name: str) -> Iterator[tuple[str, bool, int]]:
+    """(imported module, whether at module level, line) of every import in ``path``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    top = {id(node) for node in tree.body}
+    guarded = {
+        id(inner)
+        for node in tree.body
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for inner in ast.walk(node)
+    }
+    for node in ast.walk(tree):
+        if id(node) in guarded:
+            continue  # type-only: never runs
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, id(node) in top, node.lineno
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            base = node.module
+            if node.level:  # relative (banned here, but be exact)
+                base = ".".join([*name.split(".")[: -node.level], node.module])
+            # ``from autotune import report`` imports the module (its package's __init__ runs
+            # too, but that is no dependency on what the package holds)
+            for alias in node.names:
+                yield f"{base}.{alias.name}", id(node) in top, node.lineno
+
+
+def package_of(module: str) -> str:
+    """``autotune.report.html`` -> ``autotune.report``; a top-level module is its own package."""
+    parts = module.split(".")
+    return ".".join(parts[:2])
+
+
+def graph(all_modules: dict[str, Path], module_level_only: bool) -> dict[str, set[str]]:
+    """Module -> the modules of the three packages it imports."""
+    out: dict[str, set[str]] = {m: set() for m in all_modules}
+    for name, path in all_modules.items():
+        for target, at_top, _ in imports(path, name):
+            if at_top or not module_level_only:
+                while target and target not in all_modules:
+                    target = target.rpartition(".")[0]
+                if target and target != name:
+                    out[name].add(target)
+    return out
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one node (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    sys.setrecursionlimit(10_000)
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def package_cycles(all_modules: dict[str, Path], prefix: str = "autotune.") -> list[list[str]]:
+    """Cycles between the packages under ``prefix``, function-local imports included."""
+    packages: dict[str, set[str]] = {}
+    for source, targets in graph(all_modules, module_level_only=False).items():
+        if not source.startswith(prefix):
+            continue
+        for target in targets:
+            a, b = package_of(source), package_of(target)
+            if target.startswith(prefix) and a != b:
+                packages.setdefault(a, set()).add(b)
+    return cycles(packages)
+
+
+def local_imports(path: Path) -> int:
+    """Import statements inside functions or classes (not at module level, not type-only)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    top = {id(node) for node in tree.body}
+    statements = [node for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom)]
+    return sum(1 for node in statements if id(node) not in top and not _in_type_checking(tree, node))
+
+
+def _in_type_checking(tree: ast.Module, target: ast.AST) -> bool:
+    return any(
+        isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test) and target in ast.walk(node)
+        for node in tree.body
+    )
+
+
+def longest(all_modules: dict[str, Path], kind: type[ast.AST], count: int) -> list[tuple[int, str]]:
+    """The ``count`` longest definitions of ``kind`` (lines, name)."""
+    sizes = []
+    for name, path in all_modules.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, kind):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1  # type: ignore[attr-defined]
+                sizes.append((length, f"{name}.{node.name}"))  # type: ignore[attr-defined]
+    return sorted(sizes, reverse=True)[:count]
+
+
+def main() -> int:
+    """Print the figures."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cycles", action="store_true", help="list the module-level import cycles")
+    args = parser.parse_args()
+    mods = modules()
+    local = sum(local_imports(path) for path in mods.values())
+    print(f"modules: {len(mods)}")
+    print(f"package cycles in autotune/ (function-local imports included): {package_cycles(mods)}")
+    module_cycles = cycles(graph(mods, module_level_only=True))
+    print(f"module-level import cycles: {len(module_cycles)}")
+    hidden = cycles(graph(mods, module_level_only=False))
+    print(f"module cycles through function-local imports: {len(hidden)}")
+    if args.cycles:
+        for component in module_cycles + hidden:
+            print("   ", " <-> ".join(component))
+    print(f"function-local import statements: {local}")
+    print("longest classes:", ", ".join(f"{n} ({k} lines)" for k, n in longest(mods, ast.ClassDef, 5)))
+    functions = longest(mods, ast.FunctionDef, 5)
+    print("longest functions:", ", ".join(f"{n} ({k} lines)" for k, n in functions))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
