@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import json
 import os
 import sys
 from collections.abc import Callable
@@ -54,6 +53,9 @@ class Profile:
             print(f"autotune: warning: {exc}; this one measures nothing", file=sys.stderr)
             return None
         self.run_dir = session.run_dir
+        from autotune.knobs import used_params
+
+        session.note_params_used(used_params())  # read before the session started
         return session
 
     def _end(self, session: Session | None) -> None:
@@ -61,8 +63,6 @@ class Profile:
             return
         self.summary = session.stop()
         self.run_dir = session.run_dir
-        if self.summary is not None and self.run_dir is not None and session.rank == 0:
-            _add_params_used(self.run_dir, self.summary)
 
     def __call__(self, fn: F) -> F:
         """Decorate ``fn``: each call runs in its own profiling session.
@@ -112,23 +112,6 @@ def _with_trial_params(
         if not given and param_env_var(name) in os.environ:
             out[name] = param(name)
     return out
-
-
-def _add_params_used(run_dir: Path, summary: dict[str, Any]) -> None:
-    """Add ``params_used`` to the summary and rewrite ``summary.json`` atomically.
-
-    ``params_used``: the knobs and parameters the code read (``autotune.param`` and friends) with
-    their values. A failure to write is reported, not raised.
-    """
-    from autotune.knobs import used_params
-
-    summary["params_used"] = used_params()
-    tmp = run_dir / "summary.json.tmp"
-    try:
-        tmp.write_text(json.dumps(summary, indent=2, default=str) + "\n")
-        os.replace(tmp, run_dir / "summary.json")
-    except (OSError, ValueError) as exc:
-        print(f"autotune: warning: could not add params_used to summary.json: {exc}", file=sys.stderr)
 
 
 @overload

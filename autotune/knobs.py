@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from profilers.session import active_session
+
 #: Prefix of the environment variables through which a trial passes its parameters.
 PARAM_ENV_PREFIX = "AUTOTUNE_PARAM_"
 
@@ -33,9 +35,15 @@ def used_params() -> dict[str, Any]:
 
 
 def _note(name: str, value: Any) -> Any:
-    if value is not None and isinstance(value, str | int | float | bool):
+    if value is not None and isinstance(value, str | int | float | bool) and _USED.get(name, _NONE) != value:
         _USED[name] = value
+        session = active_session()
+        if session is not None:  # the run records it as it happens: a killed run keeps it
+            session.note_params_used(used_params())
     return value
+
+
+_NONE = object()
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,7 @@ class Recorder:
         self._thread: threading.Thread | None = None
         self._keep_gpus: frozenset[int] | None = None  # NVML indexes sampled (None: all)
         self._devices_update: list[dict[str, Any]] | None = None  # for the store, at the next flush
+        self._meta_update: dict[str, Any] = {}  # meta values for the store, at the next flush
 
     def start(self) -> None:
         """Take a first sample now and start the thread."""
@@ -70,6 +71,10 @@ class Recorder:
         self._keep_gpus = None if indexes is None else frozenset(indexes)
         if device_infos is not None:
             self._devices_update = device_infos
+
+    def set_meta(self, values: dict[str, Any]) -> None:
+        """Store ``values`` in the run's meta table at the next flush (on this thread)."""
+        self._meta_update = {**self._meta_update, **values}
 
     def add_step(self, build: Callable[[], StepRecord]) -> None:
         """Queue a closed step as the call that builds its record (training thread; never blocks).
@@ -126,6 +131,9 @@ class Recorder:
             return
         samples = [self._pending_samples.popleft() for _ in range(len(self._pending_samples))]
         try:
+            meta, self._meta_update = self._meta_update, {}
+            if meta:
+                self.store.set_meta(meta)
             devices, self._devices_update = self._devices_update, None
             if devices is not None:
                 keep = sorted(d["index"] for d in devices if d["kind"] == "gpu")

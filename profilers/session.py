@@ -99,6 +99,8 @@ class Session:
         self._cuda_device: int | None = None
         #: NVML indexes of the job's GPUs once known (None: every GPU NVML sees).
         self.job_gpus: list[int] | None = None
+        #: The tuning parameters and knobs the code read, with their values (``autotune.param``).
+        self.params_used: dict[str, Any] = {}
         self._started = False
         self._owned_backends: list[Any] = []
         self.stopped_by_budget = False
@@ -309,6 +311,18 @@ class Session:
         except Exception as exc:
             self.precision = "unknown"
             self.fault("precision detection", exc)
+
+    def note_params_used(self, used: dict[str, Any]) -> None:
+        """Record the tuning parameters the code has read so far, with their values.
+
+        Kept for summary.json, and put in run.db's meta at once, so a run killed before its summary
+        still says what it ran with.
+        """
+        if used == self.params_used:
+            return
+        self.params_used = dict(used)
+        if self._recorder is not None:
+            self._recorder.set_meta({"params_used": self.params_used})
 
     # -- per step -------------------------------------------------------------------------------
     def explicit_step(self) -> None:
@@ -605,6 +619,7 @@ class Session:
             profile_window=self.instruments.window_stats,
             samples_from=self._samples_from(),
             model=self.model,
+            params_used=self.params_used,
         )
         if self._store is not None:
             self._guard("run store", self._write_rank, summary)

@@ -166,12 +166,14 @@ def _rebuild_summary(
         if d.get("kind") == "gpu" and d.get("rank", rank) == rank and isinstance(d.get("index"), int)
     }
     stats = run_statistics(own_steps, own_samples, gpu_names=names)
+    used = meta.get("params_used")
     return build_summary(
         **stats,
         name=meta.get("name") or path.name,
         run_dir=str(path),
         stop_reason="killed",
         warnings=[],
+        params_used=used if isinstance(used, dict) else {},
     )
 
 

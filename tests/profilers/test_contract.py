@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import sys
+import time
 
 import pytest
 import torch
@@ -87,16 +88,20 @@ def _set_schema(path, schema):
     conn.close()
 
 
-def train(steps: int) -> None:
+def train(steps: int, min_seconds: float = 0.0) -> None:
+    """``steps`` steps, and more until ``min_seconds`` have passed."""
     torch.manual_seed(0)
     model = nn.Linear(64, 64)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     x = torch.randn(32, 64)
-    for _ in range(steps):
+    end = time.monotonic() + min_seconds
+    done = 0
+    while done < steps or time.monotonic() < end:
         loss = model(x).square().mean()
         opt.zero_grad()
         loss.backward()
         opt.step()
+        done += 1
 
 
 @pytest.fixture
@@ -112,7 +117,7 @@ def test_the_summary_covers_every_sample_in_run_db_not_the_in_memory_tail(tmp_pa
     counter rises 25 J per reading, so the run's energy is 25 J x (readings - 1), exactly."""
     monkeypatch.setattr(recorder_module, "MAX_SAMPLES_IN_MEMORY", 10)
     with autotune.profile(run_dir=tmp_path / "run", backend="nvml", quiet=True, sample_hz=100) as prof:
-        train(60)
+        train(60, min_seconds=1.5)  # ~150 readings at 100 Hz; a busy machine's sampler still takes > 20
     _, samples = read_sample_records(tmp_path / "run" / STORE_NAME)
     readings = [s for s in samples if s.kind == "gpu"]
     assert len(readings) > 20  # far more than the memory holds
@@ -133,3 +138,31 @@ def test_a_killed_runs_summary_is_the_profilers_own_for_the_same_records(tmp_pat
     assert rebuilt["stop_reason"] == "killed"
     for key in ("steps", "measured_steps", "step_time_s", "throughput", "phases", "gpu", "host", "loss"):
         assert rebuilt[key] == written[key], key
+
+
+def test_a_killed_run_still_says_which_parameters_it_ran_with(tmp_path):
+    """params_used goes to run.db as the code reads it (not into summary.json afterwards only)."""
+    import os
+    import subprocess
+
+    script = tmp_path / "killed.py"
+    script.write_text(
+        "import os, signal, time\n"
+        "import torch\n"
+        "import autotune\n"
+        "lr = autotune.param('lr', 0.05)\n"
+        "model = torch.nn.Linear(8, 8)\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=lr)\n"
+        "end = time.monotonic() + 2.5\n"
+        "while time.monotonic() < end:  # past the recorder's 1 s flush\n"
+        "    loss = model(torch.randn(4, 8)).sum()\n"
+        "    opt.zero_grad(); loss.backward(); opt.step()\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "autotune", "profile", "--run-dir", str(run_dir), "--quiet", str(script)]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0  # killed
+    assert not (run_dir / SUMMARY_NAME).exists()
+    assert load_run(run_dir).summary["params_used"] == {"lr": 0.05}
