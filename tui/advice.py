@@ -75,7 +75,7 @@ class AdvicePane(VerticalScroll):
         count = len(advice.recommendations)
         line = Text(f"{count} recommendation{'s' if count != 1 else ''}", style="bold")
         line.append(
-            f" for {self.report.overview.name}, from the same rules as `autotune report`", style="dim"
+            f" for {self.report.name}, from the same rules as `autotune report`", style="dim"
         )
         if self.filter_text:
             line.append(f" · filter '{self.filter_text}': {len(recs)} shown", style="dim")

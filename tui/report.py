@@ -4,20 +4,22 @@
 imported here only inside the functions, which the dashboard calls from worker threads when a
 screen that needs them is shown (never when ``tui`` is imported).
 
-Building a report reads the whole run (18 s for 100k steps and 1M samples); in a thread of the
+Building a report reads the whole run (8 s for 100k steps and 1M samples); in a thread of the
 dashboard's process it would hold the interpreter lock and make every key take seconds. So the
 report is built, and written, in a child process (``python -m tui.report``), its output sent to
-/dev/null so that nothing reaches the dashboard's terminal, its result handed back pickled
-through a temporary file outside the run directory.
+/dev/null so that nothing reaches the dashboard's terminal. What it hands back is the report's own
+JSON (``autotune report --format json``: the same data CI reads), through a temporary file outside
+the run directory; the Advice screen draws the ``advice`` section of it.
 """
 
 from __future__ import annotations
 
+import json
 import os
-import pickle
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,22 @@ from tui.model import RunFacts
 REPORT_NAME = "report.html"
 #: Exception types whose message is already one line for the user.
 _ONE_LINERS = ("RunDirError", "PriceTableError")
+
+
+@dataclass(frozen=True)
+class ReportView:
+    """What the Advice screen draws of a report: the run's name and its advice section."""
+
+    name: str
+    advice: Any  # autotune.advice.records.AdviceSection
+
+
+def report_view(data: dict[str, Any]) -> ReportView:
+    """The view of a report.json document."""
+    from autotune.advice.records import AdviceSection
+
+    overview = data.get("overview") or {}
+    return ReportView(str(overview.get("name") or ""), AdviceSection.from_dict(data.get("advice") or {}))
 
 
 class ReportError(Exception):
@@ -61,11 +79,11 @@ class ChildTask:
         self._cancelled = False
 
     def run(self) -> Any:
-        """The result of the task (a ``Report``, or the path written)."""
+        """The result of the task (the report's JSON data, or the path written)."""
         root = str(Path(__file__).resolve().parents[1])  # where ``tui`` (and a source checkout) lives
         path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
         with tempfile.TemporaryDirectory(prefix="autotune-dashboard-") as tmp:
-            out = Path(tmp) / "result.pickle"
+            out = Path(tmp) / "result.json"
             command = [sys.executable, "-m", "tui.report", self.task, str(self.run_dir), str(out)]
             self._child = subprocess.Popen(
                 command,
@@ -79,10 +97,10 @@ class ChildTask:
                 raise ReportError("Cancelled", "the dashboard closed")
             if not out.exists():
                 raise ReportError("ChildError", f"the report process ended with status {code} and no result")
-            ok, value = pickle.loads(out.read_bytes())
-        if not ok:
-            raise ReportError(*value)
-        return value
+            result = json.loads(out.read_text(encoding="utf-8"))
+        if not result["ok"]:
+            raise ReportError(result["kind"], result["message"])
+        return result["value"]
 
     def cancel(self) -> None:
         """Kill the child if it still runs."""
@@ -92,30 +110,37 @@ class ChildTask:
 
 
 def _child_main(task: str, run_dir: str, out: str) -> int:
-    """``python -m tui.report TASK RUN_DIR OUT``: run the task, pickle (ok, result) into OUT."""
+    """``python -m tui.report TASK RUN_DIR OUT``: run the task, write its JSON result into OUT.
+
+    ``{"ok": true, "value": ...}`` (the report's JSON data, or the path written) or ``{"ok": false,
+    "kind": the exception's type, "message": its first line}``.
+    """
     try:
+        from autotune.report.jsonout import report_dict
         from autotune.report.make import make_report, write_report
 
         report = make_report(run_dir)
         value: Any = (
-            str(write_report(report, "html", Path(run_dir) / REPORT_NAME)) if task == "html" else report
+            str(write_report(report, "html", Path(run_dir) / REPORT_NAME))
+            if task == "html"
+            else report_dict(report)
         )
-        result: tuple[bool, Any] = (True, value)
+        result: dict[str, Any] = {"ok": True, "value": value}
     except Exception as exc:  # every failure goes back as (type name, first line)
         text = str(exc).strip()
-        result = (False, (type(exc).__name__, text.splitlines()[0] if text else ""))
+        result = {"ok": False, "kind": type(exc).__name__, "message": text.splitlines()[0] if text else ""}
     tmp = Path(out + ".tmp")
-    tmp.write_bytes(pickle.dumps(result))
+    tmp.write_text(json.dumps(result, allow_nan=False), encoding="utf-8")
     os.replace(tmp, out)
     return 0
 
 
-def build_report(run_dir: Path, running: set[ChildTask] | None = None) -> Any:
+def build_report(run_dir: Path, running: set[ChildTask] | None = None) -> ReportView:
     """``make_report(run_dir)`` in a child process: the same recommendations as ``autotune report``.
 
     The child is in ``running`` while it runs (so that it can be cancelled); raises ReportError.
     """
-    return _run(ChildTask("report", run_dir), running)
+    return report_view(_run(ChildTask("report", run_dir), running))
 
 
 def export_html(run_dir: Path, running: set[ChildTask] | None = None) -> Path:

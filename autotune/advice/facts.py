@@ -13,10 +13,11 @@ measured steps, so start-up and the profiler's own window do not colour them.
 from __future__ import annotations
 
 import bisect
+import functools
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from autotune.advice.thresholds import MIN_MEMORY_SAMPLES, MIN_STEPS, limit
 from profilers.contract.records import DeviceSample, StepRecord
@@ -160,11 +161,36 @@ class RankTime:
     own_s: float  # step_median_s − wait_s: the rank's own work
 
 
-def measured_steps(run: RunData, rank: int = 0) -> list[StepRecord]:
+_T = TypeVar("_T")
+
+
+def memoized(fn: Callable[..., _T]) -> Callable[..., _T]:
+    """Compute a fact of a run once: later calls with the same arguments get the same object.
+
+    The rules, the report's sections and the dashboard ask for the same facts (GPU utilisation,
+    step outliers, the memory trend...); each is computed on the first ask and kept in the run's
+    ``memo``. Facts are immutable (tuples, frozen records), so sharing them is safe.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(run: RunData, *args: Any, **kwargs: Any) -> _T:
+        key = (fn.__name__, args, tuple(sorted(kwargs.items())))
+        try:
+            return run.memo[key]
+        except KeyError:
+            value = run.memo[key] = fn(run, *args, **kwargs)
+            return value
+
+    return wrapper
+
+
+@memoized
+def measured_steps(run: RunData, rank: int = 0) -> tuple[StepRecord, ...]:
     """``rank``'s measured steps (see :func:`profilers.contract.summarize.select_measured`)."""
-    return select_measured([s for s in run.steps if s.rank == rank])
+    return tuple(select_measured([s for s in run.steps if s.rank == rank]))
 
 
+@memoized
 def steady_span_ns(run: RunData) -> tuple[int, int] | None:
     """The measured span after the profiler's last instrumented step (FLOP count, trace, settle).
 
@@ -179,6 +205,7 @@ def steady_span_ns(run: RunData) -> tuple[int, int] | None:
     return max(span[0], max(instrumented)), span[1]
 
 
+@memoized
 def measured_span_ns(run: RunData) -> tuple[int, int] | None:
     """Wall-clock span (time.time_ns) of every rank's measured steps, or None without steps."""
     return steps_span_ns(run.steps)
@@ -218,13 +245,21 @@ def job_gpus(run: RunData) -> list[int]:
     return list(range(count)) if count > 1 else [int(dev.get("index") or 0)]
 
 
-def _gpu_samples(run: RunData, index: int) -> list[DeviceSample]:
+def _gpu_samples(run: RunData, index: int) -> tuple[DeviceSample, ...]:
+    """GPU ``index``'s readings within the measured steps."""
+    return _gpu_samples_by_index(run).get(index, ())
+
+
+@memoized
+def _gpu_samples_by_index(run: RunData) -> dict[int, tuple[DeviceSample, ...]]:
+    """Every GPU's readings within the measured steps, in one pass over the run's samples."""
     span = measured_span_ns(run)
-    return [
-        s
-        for s in run.samples
-        if s.kind == "gpu" and s.device_index == index and (span is None or span[0] <= s.t_ns <= span[1])
-    ]
+    lo, hi = span if span is not None else (None, None)
+    out: dict[int, list[DeviceSample]] = {}
+    for s in run.samples:
+        if s.kind == "gpu" and (lo is None or lo <= s.t_ns <= hi):  # type: ignore[operator]
+            out.setdefault(s.device_index, []).append(s)
+    return {index: tuple(rows) for index, rows in out.items()}
 
 
 def _gpu_name(run: RunData, index: int) -> str | None:
@@ -234,6 +269,7 @@ def _gpu_name(run: RunData, index: int) -> str | None:
     return device(run).get("name")
 
 
+@memoized
 def data_wait(run: RunData) -> DataWait | None:
     """Rank 0's data wait, from its measured steps (or summary.json's phases without them)."""
     loader = entry(run, "profile_window").get("dataloader_iter")
@@ -256,6 +292,7 @@ def data_wait(run: RunData) -> DataWait | None:
     return DataWait(int(run.summary.get("measured_steps") or 0), median, share * median, share, loader)
 
 
+@memoized
 def gpu_utilization(run: RunData) -> tuple[GpuUtil, ...]:
     """p5/p50/p95 of NVML utilization per job GPU over the measured steps (GPUs with readings)."""
     out = []
@@ -267,6 +304,7 @@ def gpu_utilization(run: RunData) -> tuple[GpuUtil, ...]:
     return tuple(out)
 
 
+@memoized
 def device_memory(run: RunData) -> tuple[DeviceMemory, ...]:
     """Peak memory of each job GPU whose capacity is known."""
     memory = entry(run, "memory")
@@ -294,6 +332,7 @@ def device_memory(run: RunData) -> tuple[DeviceMemory, ...]:
     return tuple(out)
 
 
+@memoized
 def step_outliers(run: RunData, sigmas: float | None = None) -> StepOutliers | None:
     """Rank 0's measured steps slower than median + ``sigmas`` × σ (σ = 1.4826 × MAD).
 
@@ -334,6 +373,7 @@ def step_outliers(run: RunData, sigmas: float | None = None) -> StepOutliers | N
 _SAMPLE_REACH_NS = 250_000_000
 
 
+@memoized
 def other_cores(run: RunData) -> list[tuple[int, float]]:
     """(t_ns, cores other processes kept busy) from rank 0's host samples; [] when unknown.
 
@@ -375,6 +415,7 @@ def _contention(
     return contended, statistics.fmean(v for _, v in hits), statistics.fmean(base)
 
 
+@memoized
 def memory_trend(run: RunData) -> MemoryTrend | None:
     """The memory line over the measured steps, where memory grows fastest.
 
@@ -460,6 +501,7 @@ def _fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
     return slope, my - slope * mx
 
 
+@memoized
 def throttling(run: RunData) -> tuple[Throttling, ...]:
     """Power/thermal clocks-event reasons per job GPU over the measured steps (GPUs with readings)."""
     bits = {name: bit for bit, name in THROTTLE_REASONS.items() if name in POWER_THERMAL_REASONS}
@@ -489,6 +531,7 @@ def throttling(run: RunData) -> tuple[Throttling, ...]:
     return tuple(out)
 
 
+@memoized
 def window(run: RunData) -> Window | None:
     """summary.json's ``profile_window`` as per-step figures and shares; None without one."""
     w = entry(run, "profile_window")
@@ -518,6 +561,7 @@ def window(run: RunData) -> Window | None:
     )
 
 
+@memoized
 def rank_times(run: RunData) -> tuple[RankTime, ...]:
     """Each rank's median step and phases, with its wait for the others taken out.
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 #: Severity order, most urgent first.
 SEVERITIES: tuple[str, ...] = ("high", "medium", "low")
@@ -70,3 +71,20 @@ class AdviceSection:
     recommendations: tuple[Recommendation, ...]
     rules_checked: tuple[Threshold, ...]
     not_checked: tuple[str, ...] = ()  # rules that had no data here, each with why
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AdviceSection:
+        """The section back from report.json's ``advice`` (what ``dataclasses.asdict`` wrote)."""
+        recs = tuple(
+            Recommendation(
+                **{
+                    **r,
+                    "evidence": tuple(r.get("evidence") or ()),
+                    "actions": tuple(r.get("actions") or ()),
+                    "params": dict(r.get("params") or {}),
+                }
+            )
+            for r in data.get("recommendations") or ()
+        )
+        rules = tuple(Threshold(**t) for t in data.get("rules_checked") or ())
+        return cls(recs, rules, tuple(data.get("not_checked") or ()))

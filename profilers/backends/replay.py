@@ -220,7 +220,7 @@ class ReplayBackend(Backend):
             changes: dict[str, Any] = {"t_ns": t_ns}
             if s.energy_mj is not None:
                 changes["energy_mj"] = s.energy_mj + self._loops * self._loop_energy[k]
-            out.append(dataclasses.replace(s, **changes))
+            out.append(s._replace(**changes))
         self._pos += 1
         if self._pos == len(self._rounds):
             self._pos = 0

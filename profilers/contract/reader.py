@@ -299,12 +299,11 @@ class Snapshot:
         if upto_rowid is not None:
             where.append("rowid <= ?")
             params.append(upto_rowid)
-        rows = self._rows(
-            f"SELECT rowid, rank, {SAMPLE_SELECT} FROM samples WHERE {' AND '.join(where)} "
-            "ORDER BY t_ns, rowid",
-            params,
-        )
-        return [r[0] for r in rows], [r[1] for r in rows], [DeviceSample(*r[2:]) for r in rows]
+        sql = f"FROM samples WHERE {' AND '.join(where)} ORDER BY t_ns, rowid"
+        ids = self._rows(f"SELECT rowid, rank {sql}", params)
+        # the records straight from rows of their fields alone (no slicing: a million rows count)
+        samples = list(map(DeviceSample._make, self._rows(f"SELECT {SAMPLE_SELECT} {sql}", params)))
+        return [r[0] for r in ids], [r[1] for r in ids], samples
 
     def sample_rows(self, fields: Sequence[str], after_rowid: int, limit: int) -> list[tuple[Any, ...]]:
         """Raw sample rows above ``after_rowid``, at most ``limit``, in write order.

@@ -44,6 +44,8 @@ class RunData:
     trials: tuple[dict[str, Any], ...] = ()
     profile: RunData | None = None
     notes: tuple[str, ...] = ()  # what was missing or rebuilt, for the report to say
+    #: Facts derived from this run, computed once each (``autotune.advice.facts`` fills it).
+    memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def name(self) -> str:
