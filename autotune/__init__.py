@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from autotune.api import Profile, profile, step
 from autotune.lazy import lazy_attributes
 
 if TYPE_CHECKING:
+    from autotune.api import Profile, profile, step
     from autotune.knobs import KNOBS, BatchPlan, Knob, batch_plan, param
     from autotune.prepared import Prepared, autocast, backward, prepare
     from autotune.tuner import Choice, Float, Infeasible, Int, Space, Study
@@ -39,8 +39,12 @@ __all__ = [
     "step",
 ]
 
-#: Public names imported on first use, so that ``import autotune`` does not import torch.
+#: Public names imported on first use, so that ``import autotune`` does not import torch, and
+#: ``import autotune.fmt`` (the dashboard's number formatting) loads no profiler module.
 _LAZY = {
+    "Profile": "autotune.api",
+    "profile": "autotune.api",
+    "step": "autotune.api",
     "KNOBS": "autotune.knobs",
     "BatchPlan": "autotune.knobs",
     "Knob": "autotune.knobs",

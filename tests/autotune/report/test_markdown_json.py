@@ -116,15 +116,3 @@ def test_json_of_a_real_profile_round_trips(profile_run):
     assert len(data["steps"]["series_duration_s"]) == 400
     assert data["timelines"] is None and "CPU" in data["missing"]["timelines"]
 
-
-def test_the_advice_reads_back_from_report_json_as_it_was(tmp_path):
-    """The dashboard draws the advice from report.json's data (no pickled report): what it reads
-    back is the section that was written, recommendations, thresholds and reasons alike."""
-    from tui.report import report_view
-
-    advice = hostile_advice()
-    data = json.loads(render_json(build_report(hostile_study(tmp_path), advice)))
-    view = report_view(data)
-    assert view.advice == advice
-    assert view.name == "tune " + Path(EVIL).name
-    assert view.advice.recommendations[0].gain_parts() == advice.recommendations[0].gain_parts()
