@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from profilers.contract.schema import OPTIONAL_PHASES, PHASES
+from profilers.contract.study import convergence
 
 from tui.store import GPU_FIELDS, HOST_FIELDS, StoreReader
 
@@ -94,8 +95,12 @@ class TrialsInfo:
     running_id: int | None  # a trial directory without a finished entry yet
     n_trials: int | None
     stopped: str | None
-    values: tuple[float | None, ...]  # objective per trial, id order (None: not ok)
+    # The convergence, as the report draws it (profilers.contract.study.convergence): the trials that
+    # ran (skipped ones never did), in id order, their objectives (None: not ok) and the best so far.
+    convergence_ids: tuple[int, ...]
+    values: tuple[float | None, ...]
     best_so_far: tuple[float | None, ...]
+    convergence_statuses: tuple[str, ...]
     effects: tuple[ParamEffect, ...]
     speedup: float | None
 
@@ -285,11 +290,7 @@ def trials_info(summary: dict[str, Any], entries: list[dict[str, Any]], running_
         )
         for t in entries
     ]
-    values = tuple(r.objective if r.status == "ok" else None for r in rows)
-    best_so_far: list[float | None] = []
-    for v in values:
-        prev = best_so_far[-1] if best_so_far else None
-        best_so_far.append(v if prev is None or (v is not None and _better(v, prev, direction)) else prev)
+    ids, values, best_so_far, statuses = convergence(entries, maximize=direction != "minimize")
     names: list[str] = []
     for r in rows:
         names += [k for k in r.params if k not in names]
@@ -304,8 +305,10 @@ def trials_info(summary: dict[str, Any], entries: list[dict[str, Any]], running_
         running_id=running_id if running_id is not None and running_id not in finished else None,
         n_trials=n_trials if isinstance(n_trials, int) else None,
         stopped=summary.get("stopped"),
+        convergence_ids=ids,
         values=values,
-        best_so_far=tuple(best_so_far),
+        best_so_far=best_so_far,
+        convergence_statuses=statuses,
         effects=param_effects(rows, names, direction),
         speedup=_number(best.get("speedup_vs_baseline")) if best else None,
     )

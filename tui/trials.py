@@ -91,11 +91,12 @@ class ConvergencePlot(Widget):
         info = self.info
         if info is None:
             return Text("")
-        best = next((i for i, r in enumerate(info.rows) if r.best), None)
+        ids = info.convergence_ids
+        best = ids.index(info.best_id) if info.best_id in ids else None
         return convergence_plot(
             info.values,
             info.best_so_far,
-            [r.status for r in info.rows],
+            info.convergence_statuses,
             width=self.content_size.width,
             height=max(3, self.content_size.height - 2),
             best_index=best,

@@ -24,10 +24,10 @@ from typing import Any
 from autotune.cost.prices import PriceQuote
 from autotune.cost.records import CostSection
 from autotune.tuner.objectives import energy_per_sample
+from profilers.contract.study import usd_per_million
 
 #: Hours in a month: 365 days × 24 hours / 12 months.
 HOURS_PER_MONTH = 730.0
-SECONDS_PER_HOUR = 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,12 +48,12 @@ def usd_per_million_samples(
     samples_per_s: float | None, devices: int, usd_per_gpu_hour: float
 ) -> float | None:
     """Dollars per million samples at ``samples_per_s`` (the whole job's), or None without a rate."""
-    return _per_million(samples_per_s, devices, usd_per_gpu_hour)
+    return usd_per_million(samples_per_s, devices, usd_per_gpu_hour)
 
 
 def usd_per_million_tokens(tokens_per_s: float | None, devices: int, usd_per_gpu_hour: float) -> float | None:
     """Dollars per million tokens at ``tokens_per_s`` (the whole job's), or None without a rate."""
-    return _per_million(tokens_per_s, devices, usd_per_gpu_hour)
+    return usd_per_million(tokens_per_s, devices, usd_per_gpu_hour)
 
 
 def usd_per_epoch(
@@ -252,10 +252,6 @@ def _trial_devices(trial: Mapping[str, Any]) -> int:
     return world if isinstance(world, int) and not isinstance(world, bool) and world > 0 else 1
 
 
-def _per_million(rate: float | None, devices: int, usd_per_gpu_hour: float) -> float | None:
-    if rate is None or not rate > 0:
-        return None
-    return usd_per_gpu_hour * devices / SECONDS_PER_HOUR / rate * 1e6
 
 
 def _epoch(usd_per_million: float | None, dataset_samples: int | None) -> float | None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import math
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,6 +33,7 @@ from autotune.tuner.memory_model import study_batch_param
 from profilers.contract.records import DeviceSample, StepRecord
 from profilers.contract.rundir import RunData
 from profilers.contract.schema import PHASES
+from profilers.contract.study import convergence, pareto_front, usd_per_million
 from profilers.contract.summarize import quantile
 
 #: Most points a series keeps for drawing (a 100k-step run is drawn from this many).
@@ -305,65 +305,47 @@ def sweep_section(run: RunData) -> SweepSection | None:
 
 
 def convergence_section(run: RunData) -> ConvergenceSection:
-    """Each run trial's objective in id order, and the best so far."""
+    """Each run trial's objective in id order, and the best so far (``profilers.contract.study``)."""
     maximize = run.summary.get("direction", "maximize") == "maximize"
-    ids: list[int] = []
-    values: list[float | None] = []
-    best: list[float | None] = []
-    statuses: list[str] = []
-    current: float | None = None
-    for trial in sorted(run.trials, key=lambda t: int(t["id"])):
-        if trial.get("status") == "skipped":
-            continue
-        value = trial.get("objective") if trial.get("status") == "ok" else None
-        if not isinstance(value, int | float) or not math.isfinite(value):
-            value = None
-        if value is not None and (current is None or (value > current if maximize else value < current)):
-            current = float(value)
-        ids.append(int(trial["id"]))
-        values.append(None if value is None else float(value))
-        best.append(current)
-        statuses.append(str(trial.get("status")))
+    ids, values, best, statuses = convergence(run.trials, maximize)
     return ConvergenceSection(
         metric=str(run.summary.get("metric", "samples_per_s")),
         direction="maximize" if maximize else "minimize",
-        trial_ids=tuple(ids),
-        values=tuple(values),
-        best_so_far=tuple(best),
-        statuses=tuple(statuses),
+        trial_ids=ids,
+        values=values,
+        best_so_far=best,
+        statuses=statuses,
     )
 
 
 def pareto_section(run: RunData, price_per_gpu_hour: float | None) -> ParetoSection | None:
-    """Ok trials on throughput (more is better) against $ per million samples (less is better)."""
+    """Ok trials on throughput (more is better) against $ per million samples (less is better).
+
+    Every trial is priced at ``price_per_gpu_hour``, the report's one price (the cost section's):
+    not at a price stored with the trial, which a later report may have changed.
+    """
     if not price_per_gpu_hour:
         return None
     points: list[tuple[dict[str, Any], float, float]] = []
     for trial in run.trials:
         rate = trial.get("throughput")
-        if trial.get("status") != "ok" or not rate:
+        usd = usd_per_million(rate, int(trial.get("world_size") or 1), price_per_gpu_hour) if rate else None
+        if trial.get("status") != "ok" or usd is None or rate is None:
             continue
-        devices = int(trial.get("world_size") or 1)
-        usd = trial.get("usd_per_million_samples")
-        if usd is None:
-            usd = price_per_gpu_hour * devices / 3600 / rate * 1e6
-        points.append((trial, float(rate), float(usd)))
+        points.append((trial, float(rate), usd))
     if len(points) < 2:
         return None
-    out = []
-    for trial, rate, usd in points:
-        dominated = any(
-            r >= rate and u <= usd and (r > rate or u < usd) for other, r, u in points if other is not trial
+    front = set(pareto_front({int(t["id"]): (-rate, usd) for t, rate, usd in points}))
+    out = [
+        ParetoPoint(
+            trial_id=int(trial["id"]),
+            samples_per_s=rate,
+            usd_per_million_samples=usd,
+            on_front=int(trial["id"]) in front,
+            label=_label(trial.get("params") or {}),
         )
-        out.append(
-            ParetoPoint(
-                trial_id=int(trial["id"]),
-                samples_per_s=rate,
-                usd_per_million_samples=usd,
-                on_front=not dominated,
-                label=_label(trial.get("params") or {}),
-            )
-        )
+        for trial, rate, usd in points
+    ]
     return ParetoSection(points=tuple(out), price_per_gpu_hour=float(price_per_gpu_hour))
 
 

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from profilers.contract.study import usd_per_million
+
 ObjectiveName = Literal["throughput", "cost", "energy"]
 #: Each objective and whether larger or smaller is better.
 OBJECTIVES: Mapping[str, Literal["maximize", "minimize"]] = {
@@ -74,9 +76,9 @@ class Scoring:
 
     def cost_per_million(self, samples_per_s: float | None, devices: int) -> float | None:
         """Dollars per million samples on ``devices`` devices, or None without a price or a rate."""
-        if self.price_per_gpu_hour is None or not samples_per_s:
+        if self.price_per_gpu_hour is None:
             return None
-        return self.price_per_gpu_hour * devices / 3600.0 / samples_per_s * 1e6
+        return usd_per_million(samples_per_s, devices, self.price_per_gpu_hour)
 
     def throughput_floor(self, best_value: float, devices: int, ratio: float) -> float | None:
         """Samples/s under which a trial on ``devices`` devices is clearly worse than the best.
@@ -89,8 +91,8 @@ class Scoring:
         if self.objective == "throughput":
             return ratio * best_value
         if self.objective == "cost" and self.price_per_gpu_hour is not None:
-            worst_cost = best_value / ratio
-            return self.price_per_gpu_hour * devices / 3600.0 / worst_cost * 1e6
+            # the rate at which a trial costs best / ratio: the same formula, solved for the rate
+            return usd_per_million(best_value / ratio, devices, self.price_per_gpu_hour)
         return None
 
 
@@ -108,20 +110,6 @@ def energy_per_sample(gpus: object, samples_per_s: float | None) -> float | None
         else:
             return None
     return watts / samples_per_s
-
-
-def pareto_front(points: Mapping[int, tuple[float, ...]]) -> list[int]:
-    """Ids of the points no other point dominates (every coordinate is "smaller is better")."""
-    front = []
-    for i, p in points.items():
-        dominated = any(
-            all(a <= b for a, b in zip(q, p, strict=True)) and any(a < b for a, b in zip(q, p, strict=True))
-            for j, q in points.items()
-            if j != i
-        )
-        if not dominated:
-            front.append(i)
-    return sorted(front)
 
 
 def _float(value: object) -> float | None:

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autotune.tuner.confirm import ConfirmRun, verdict
-from autotune.tuner.objectives import pareto_front
 from autotune.tuner.records import Trial
 from profilers.contract.schema import TUNE_SUMMARY_SCHEMA
+from profilers.contract.study import pareto_front
 
 if TYPE_CHECKING:
     from autotune.tuner.study import Study

@@ -1,0 +1,75 @@
+"""What a study's trials say, derived once: the cost at a price, the Pareto front, the best so far.
+
+The tuning summary, the report and the dashboard all derive these from the same trial entries
+(summary.json's ``trials``) through these functions, so they cannot show different fronts, prices
+or best-so-far lines. Pure Python.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+SECONDS_PER_HOUR = 3600.0
+
+
+def usd_per_million(rate_per_s: float | None, devices: int, usd_per_gpu_hour: float) -> float | None:
+    """Dollars per million samples (or tokens) at ``rate_per_s``; None without a rate.
+
+    ``devices`` devices are billed at ``usd_per_gpu_hour`` each: every device a run holds is billed.
+    """
+    if rate_per_s is None or not rate_per_s > 0:
+        return None
+    return usd_per_gpu_hour * devices / SECONDS_PER_HOUR / rate_per_s * 1e6
+
+
+def pareto_front(points: Mapping[int, tuple[float, ...]]) -> list[int]:
+    """Ids of the points no other point dominates (every coordinate is "smaller is better")."""
+    front = []
+    for i, p in points.items():
+        dominated = any(
+            all(a <= b for a, b in zip(q, p, strict=True)) and any(a < b for a, b in zip(q, p, strict=True))
+            for j, q in points.items()
+            if j != i
+        )
+        if not dominated:
+            front.append(i)
+    return sorted(front)
+
+
+def trial_objective(trial: Mapping[str, Any]) -> float | None:
+    """A trial entry's objective when it counts: an ok trial's finite number, else None."""
+    value = trial.get("objective")
+    if trial.get("status") != "ok" or isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def convergence(
+    trials: Sequence[Mapping[str, Any]], maximize: bool
+) -> tuple[tuple[int, ...], tuple[float | None, ...], tuple[float | None, ...], tuple[str, ...]]:
+    """(ids, objectives, best so far, statuses) of the trials that ran, in id order.
+
+    Skipped trials never ran (a model predicted they would fail) and are left out; a failed trial
+    has no objective (None) and keeps the best so far where it was.
+    """
+    ids: list[int] = []
+    values: list[float | None] = []
+    best: list[float | None] = []
+    statuses: list[str] = []
+    current: float | None = None
+    for trial in sorted(trials, key=lambda t: int(t["id"])):
+        if trial.get("status") == "skipped":
+            continue
+        value = trial_objective(trial)
+        if value is not None and (current is None or (value > current if maximize else value < current)):
+            current = value
+        ids.append(int(trial["id"]))
+        values.append(value)
+        best.append(current)
+        statuses.append(str(trial.get("status")))
+    return tuple(ids), tuple(values), tuple(best), tuple(statuses)
+
+
+__all__ = ["SECONDS_PER_HOUR", "convergence", "pareto_front", "trial_objective", "usd_per_million"]

@@ -1,0 +1,61 @@
+"""The dashboard and the report agree: the same advice (the report's own JSON), the same convergence."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from autotune.report.build import build_report
+from autotune.report.jsonout import render_json
+from tests.autotune.report.test_markdown_json import EVIL, hostile_advice, hostile_study
+from tui.report import report_view
+
+
+def test_the_advice_reads_back_from_report_json_as_it_was(tmp_path: Path) -> None:
+    """No pickled report: recommendations, thresholds and reasons come back from report.json equal."""
+    advice = hostile_advice()
+    data = json.loads(render_json(build_report(hostile_study(tmp_path), advice)))
+    view = report_view(data)
+    assert view.advice == advice
+    assert view.name == "tune " + Path(EVIL).name
+    assert view.advice.recommendations[0].gain_parts() == advice.recommendations[0].gain_parts()
+
+
+def test_the_dashboard_and_the_report_draw_the_same_convergence(tmp_path: Path) -> None:
+    """One derivation (profilers.contract.study.convergence): a skipped trial (never ran) is in
+    neither; a failed one has no objective and keeps the best so far."""
+    from autotune.report.build import convergence_section
+    from profilers.contract.rundir import RunData
+    from tui.model import trials_info
+
+    trials = [
+        {"id": 0, "status": "ok", "objective": 100.0, "baseline": True},
+        {"id": 1, "status": "skipped", "objective": None},
+        {"id": 2, "status": "oom", "objective": None},
+        {"id": 3, "status": "ok", "objective": 140.0},
+        {"id": 4, "status": "ok", "objective": 120.0},
+    ]
+    summary = {"schema": 1, "kind": "tune", "direction": "maximize", "metric": "samples_per_s"}
+    summary["trials"] = trials
+    report = convergence_section(RunData(tmp_path, "tune", summary, trials=tuple(trials)))
+    dashboard = trials_info(summary, trials, None)
+    assert report.trial_ids == dashboard.convergence_ids == (0, 2, 3, 4)
+    assert report.values == dashboard.values == (100.0, None, 140.0, 120.0)
+    assert report.best_so_far == dashboard.best_so_far == (100.0, 100.0, 140.0, 140.0)
+    assert len(dashboard.rows) == 5  # the table still lists the skipped trial
+
+
+def test_the_pareto_chart_prices_every_trial_at_the_reports_one_price(tmp_path: Path) -> None:
+    """A cost stored with a trial (the study's price) is not mixed with the report's price."""
+    from autotune.report.build import pareto_section
+    from profilers.contract.rundir import RunData
+
+    trials = (
+        {"id": 0, "status": "ok", "throughput": 100.0, "world_size": 1, "usd_per_million_samples": 1.0},
+        {"id": 1, "status": "ok", "throughput": 150.0, "world_size": 2, "usd_per_million_samples": 99.0},
+    )
+    section = pareto_section(RunData(tmp_path, "tune", {"schema": 1, "kind": "tune"}, trials=trials), 3.6)
+    assert section is not None
+    cost = {p.trial_id: p.usd_per_million_samples for p in section.points}
+    assert cost[0] == 3.6 / 3600 / 100.0 * 1e6 and cost[1] == 3.6 * 2 / 3600 / 150.0 * 1e6
+    assert {p.trial_id for p in section.points if p.on_front} == {0, 1}  # faster but dearer: both
