@@ -49,78 +49,57 @@ def _number(
     return parse
 
 
-_positive_int = _number(int, 1, None, "a positive integer")
-_non_negative_int = _number(int, 0, None, "an integer >= 0")
-_rate = _number(float, 0, 1000, "a rate between 0 and 1000 Hz")
-_positive_float = _number(float, 0, None, "a positive number", low_open=True)
 
 
 def add_profile_options(p: argparse.ArgumentParser) -> None:
-    """The measurement options shared by ``profile`` (and later ``tune``)."""
-    p.add_argument("--name", help="run name (default: the script's name)")
-    p.add_argument("--run-dir", type=Path, help="write the run here (default: runs/<timestamp>-<name>)")
-    p.add_argument("--runs-root", type=Path, default=Path("runs"), help="parent of default run directories")
-    p.add_argument(
-        "--warmup-steps", type=_non_negative_int, default=3, help="steps left out of the statistics (3)"
-    )
-    p.add_argument(
-        "--profile-steps", type=_positive_int, default=3, help="steps in the torch.profiler window (3)"
-    )
-    p.add_argument("--no-deep-profile", action="store_true", help="no torch.profiler window")
-    p.add_argument("--no-flops", action="store_true", help="do not count FLOPs")
-    p.add_argument("--sample-hz", type=_rate, default=10.0, help="GPU/host sampling rate, 0 = off (10)")
-    p.add_argument("--samples-per-step", type=_positive_int, help="samples in one step (default: inferred)")
-    p.add_argument("--backend", help="sampling backend: nvml, host or replay:FILE (default: nvml if usable)")
-    p.add_argument("--peak-tflops", type=_positive_float, help="device peak TFLOP/s for MFU (default: table)")
-    p.add_argument("--no-nvtx", action="store_true", help="do not emit NVTX ranges")
-    p.add_argument("--quiet", action="store_true", help="print no summary")
-    p.add_argument("--overwrite", action="store_true", help="replace a run already in --run-dir")
-    p.add_argument(
-        "--max-steps",
-        type=_positive_int,
-        help="stop the script after N steps, saving the run (tuning trials)",
-    )
+    """The measurement options of ``profile``, from the one table (``profilers.options``)."""
+    from profilers.options import PROFILE_OPTIONS
 
-    def not_nan(parse: Any, what: str) -> Any:
-        def checked(text: str) -> Any:
-            value = parse(text)
-            if value != value:  # NaN passes every comparison of _number
-                raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
-            return value
-
-        return checked
-
-    fraction = not_nan(_number(float, 0, 1, "a fraction in (0, 1]", low_open=True), "a fraction in (0, 1]")
-    rate = not_nan(_number(float, 0, None, "samples/s >= 0"), "samples/s >= 0")
     budgets = p.add_argument_group(
         "step budgets",
         "stop early once the answer is known (tuning trials); the run is saved, exit status 0. Under "
         "torchrun the ranks agree every 4 steps (through a gloo group of autotune's own), so all "
         "stop at the same step",
     )
-    budgets.add_argument(
-        "--stable-within",
-        metavar="FRAC",
-        type=fraction,
-        help="stop once the mean measured step time is known to within FRAC (95%% interval, e.g. 0.03)",
-    )
-    budgets.add_argument(
-        "--stop-below",
-        metavar="SAMPLES_PER_S",
-        type=rate,
-        help="stop once even the optimistic throughput estimate is below this (needs samples per step)",
-    )
-    budgets.add_argument(
-        "--min-measured-steps",
-        type=_number(int, 2, None, "an integer >= 2"),
-        default=8,
-        help="measured steps --stable-within and --stop-below wait for (8)",
-    )
-    budgets.add_argument(
-        "--stop-on-non-finite-loss",
-        action="store_true",
-        help="stop after a step whose loss is NaN or infinite (on a GPU, a few steps later)",
-    )
+    for spec in PROFILE_OPTIONS:
+        if spec.flag is None:
+            continue
+        group = budgets if spec.budget else p
+        if spec.kind == "bool":
+            action = "store_false" if spec.negated else "store_true"
+            group.add_argument(spec.flag, dest=spec.field, action=action, help=spec.help)
+            continue
+        default = spec.default
+        shown = f" ({default:g})" if spec.kind in ("int", "float") and default is not None else ""
+        group.add_argument(
+            spec.flag,
+            dest=spec.field,
+            type=_option_type(spec),
+            default=Path(default) if spec.kind == "path" and default is not None else default,
+            metavar=spec.metavar,
+            help=spec.help + shown,
+        )
+
+
+def _option_type(spec: Any) -> Any:
+    """The argparse type of a table option: its kind, its range checked (one line when wrong)."""
+    if spec.kind == "path":
+        return Path
+    if spec.kind == "str":
+        return str
+    kind = int if spec.kind == "int" else float
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or spec.problem(value) is not None:
+            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'} "
+                                             f"{spec.what}, got {text!r}")
+        return value
+
+    return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -163,27 +142,11 @@ def _check_writable(path: Path) -> None:
 
 
 def _profile_options(args: argparse.Namespace, name: str) -> dict[str, Any]:
-    return {
-        "name": args.name or name,
-        "run_dir": args.run_dir,
-        "runs_root": args.runs_root,
-        "warmup_steps": args.warmup_steps,
-        "profile_steps": args.profile_steps,
-        "deep_profile": not args.no_deep_profile,
-        "count_flops": not args.no_flops,
-        "sample_hz": args.sample_hz,
-        "samples_per_step": args.samples_per_step,
-        "backend": args.backend,
-        "peak_tflops": args.peak_tflops,
-        "nvtx": not args.no_nvtx,
-        "quiet": args.quiet,
-        "overwrite": args.overwrite,
-        "max_steps": args.max_steps,
-        "stable_within": args.stable_within,
-        "stop_below_samples_per_s": args.stop_below,
-        "min_measured_steps": args.min_measured_steps,
-        "stop_on_non_finite_loss": args.stop_on_non_finite_loss,
-    }
+    from profilers.options import PROFILE_OPTIONS
+
+    options = {spec.field: getattr(args, spec.field) for spec in PROFILE_OPTIONS if spec.flag is not None}
+    options["name"] = args.name or name
+    return options
 
 
 def cmd_profile(args: argparse.Namespace) -> int:

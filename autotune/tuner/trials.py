@@ -28,6 +28,7 @@ from autotune.tuner.host_load import OtherLoad
 from autotune.tuner.objectives import Scoring
 from autotune.tuner.space import Space, Value
 from autotune.tuner.study import Infeasible
+from profilers.options import option_args
 
 LOG_NAME = "trial.log"
 ERROR_TAIL_LINES = 12
@@ -125,17 +126,20 @@ def trial_command(
 
     ``stop_below``: samples/s under which the trial stops early (clearly worse than the best).
     """
-    profile = [
-        "-m", "autotune", "profile", "--quiet", "--no-deep-profile", "--overwrite",
-        "--run-dir", str(run_dir), "--max-steps", str(settings.max_steps),
-        "--warmup-steps", str(settings.warmup_steps), "--stop-on-non-finite-loss",
-    ]  # fmt: skip
-    if settings.stable_within is not None:
-        profile += ["--stable-within", f"{settings.stable_within:g}"]
-    if stop_below is not None and stop_below > 0:
-        profile += ["--stop-below", f"{stop_below:.6g}"]
-    if settings.stable_within is not None or (stop_below is not None and stop_below > 0):
-        profile += ["--min-measured-steps", str(settings.min_measured_steps)]
+    early = settings.stable_within is not None or (stop_below is not None and stop_below > 0)
+    options = {
+        "run_dir": run_dir,
+        "warmup_steps": settings.warmup_steps,
+        "deep_profile": False,
+        "quiet": True,
+        "overwrite": True,
+        "max_steps": settings.max_steps,
+        "stable_within": settings.stable_within,
+        "stop_below_samples_per_s": stop_below if stop_below is not None and stop_below > 0 else None,
+        "min_measured_steps": settings.min_measured_steps if early else None,
+        "stop_on_non_finite_loss": True,
+    }
+    profile = ["-m", "autotune", "profile", *option_args(options)]
     if settings.module:
         profile.append("-m")
     if settings.preset is not None:
