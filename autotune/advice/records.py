@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +49,9 @@ class Recommendation:
     saving_pct: float | None = None  # 1 - new cost / old cost, in % (0-100)
     saving_usd_per_month: float | None = None  # at the report's duty cycle and price
     params: dict[str, object] = field(default_factory=dict)  # a tuned configuration to apply, if any
+    #: The figures the evidence states, as numbers with their units in their names (the fields of
+    #: the facts the rule read, ``speedup_bound``...): what report.json gives CI to read.
+    figures: dict[str, Any] = field(default_factory=dict)
 
     def gain_parts(self) -> tuple[str, ...]:
         """The expected gain in words, for every renderer: ``("up to 1.30× throughput", "23% cheaper")``."""
@@ -62,6 +66,18 @@ class Recommendation:
         if self.saving_usd_per_month is not None:
             parts.append(f"{format_usd(self.saving_usd_per_month)} a month")
         return tuple(parts)
+
+
+def figures_of(record: Any = None, **extra: Any) -> dict[str, Any]:
+    """A recommendation's figures: the fields of a fact record (a dataclass), and ``extra``."""
+    out = dataclasses.asdict(record) if record is not None else {}
+    out.update(extra)
+    return out
+
+
+def records_of(records: Any) -> list[dict[str, Any]]:
+    """The fields of each fact record (one per GPU, per rank...)."""
+    return [dataclasses.asdict(r) for r in records]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +98,7 @@ class AdviceSection:
                     "evidence": tuple(r.get("evidence") or ()),
                     "actions": tuple(r.get("actions") or ()),
                     "params": dict(r.get("params") or {}),
+                    "figures": dict(r.get("figures") or {}),
                 }
             )
             for r in data.get("recommendations") or ()

@@ -13,7 +13,7 @@ import statistics
 from typing import NamedTuple
 
 from autotune.advice import facts
-from autotune.advice.records import Recommendation
+from autotune.advice.records import Recommendation, figures_of, records_of
 from autotune.advice.thresholds import MIN_GPU_SAMPLES, MIN_STEPS, limit, severity_for
 from autotune.fmt import format_pct
 from profilers.contract.rundir import RunData
@@ -84,7 +84,10 @@ def input_bound(run: RunData) -> Recommendation | None:
     if bound is not None:
         evidence.append(at_most(bound, "if the wait disappeared"))
     title = f"Input-bound: {format_pct(d.data_share)} of each step waits for data"
-    return Recommendation("input_bound", severity_for(bound), title, tuple(evidence), tuple(actions), bound)
+    figures = figures_of(d, speedup_bound=bound)
+    return Recommendation(
+        "input_bound", severity_for(bound), title, tuple(evidence), tuple(actions), bound, figures=figures
+    )
 
 
 def _util(run: RunData) -> list[facts.GpuUtil]:
@@ -109,7 +112,10 @@ def low_gpu_util(run: RunData) -> Recommendation | None:
         "fewer launches: torch.compile(model), CUDA graphs (torch.compile(mode='reduce-overhead'))",
     )
     title = f"Low GPU utilization: p95 {min(u.p95_pct for u in low):.0f}%"
-    return Recommendation("low_gpu_util", "medium", title, tuple(_util_line(u) for u in low), actions)
+    evidence = tuple(_util_line(u) for u in low)
+    return Recommendation(
+        "low_gpu_util", "medium", title, evidence, actions, figures={"gpus": records_of(low)}
+    )
 
 
 def gpu_util_swings(run: RunData) -> Recommendation | None:
@@ -124,7 +130,8 @@ def gpu_util_swings(run: RunData) -> Recommendation | None:
         "prefetch the next batch: DataLoader prefetch_factor, pin_memory=True and non_blocking copies",
     )
     title = f"GPU utilization swings: p5 {min(u.p5_pct for u in swings):.0f}%"
-    return Recommendation("gpu_util_swings", "low", title, evidence, actions)
+    figures = {"gpus": records_of(swings)}
+    return Recommendation("gpu_util_swings", "low", title, evidence, actions, figures=figures)
 
 
 def host_bound(run: RunData) -> Recommendation | None:
@@ -153,7 +160,10 @@ def host_bound(run: RunData) -> Recommendation | None:
         "drop host syncs from the loop (.item(), .cpu()); fused optimizers (AdamW(..., fused=True))",
     )
     title = f"Host-bound: the GPU is busy {format_pct(w.gpu_busy_share)} of the step"
-    return Recommendation("host_bound", severity_for(bound), title, tuple(evidence), actions, bound)
+    figures = figures_of(w, speedup_bound=bound)
+    return Recommendation(
+        "host_bound", severity_for(bound), title, tuple(evidence), actions, bound, figures=figures
+    )
 
 
 def precision_fp32(run: RunData) -> Recommendation | None:
@@ -186,7 +196,16 @@ def precision_fp32(run: RunData) -> Recommendation | None:
         actions.append("at least TF32 matmuls: autotune.prepare(..., precision='tf32')")
     actions.append("let autotune tune check the loss against fp32 (a drifting trial is marked diverged)")
     title = f"fp32 on {peak.name}: its tensor cores peak {ratio:.0f}x higher in {fast}"
-    return Recommendation("precision_fp32", "high", title, tuple(evidence), tuple(actions))
+    figures = {
+        "device": name,
+        "fast_precision": fast,
+        "fp32_peak_tflops": peak.fp32_tflops,
+        "fast_peak_tflops": fast_tflops,
+        "peak_ratio": ratio,
+        "mfu": mfu if isinstance(mfu, int | float) else None,
+        "tensor_core_share": None if w is None else w.tensor_core_share,
+    }
+    return Recommendation("precision_fp32", "high", title, tuple(evidence), tuple(actions), figures=figures)
 
 
 def precision_no_tensor_cores(run: RunData) -> Recommendation | None:
@@ -207,7 +226,10 @@ def precision_no_tensor_cores(run: RunData) -> Recommendation | None:
         "if elementwise and normalization ops dominate, fuse them: torch.compile(model)",
     )
     title = f"{precision} without tensor cores: {format_pct(w.tensor_core_share)} of kernel time"
-    return Recommendation("precision_no_tensor_cores", "medium", title, evidence, actions)
+    figures = figures_of(
+        precision=precision, tensor_core_share=w.tensor_core_share, kernels_per_step=w.kernels_per_step
+    )
+    return Recommendation("precision_no_tensor_cores", "medium", title, evidence, actions, figures=figures)
 
 
 def memory_high(run: RunData) -> Recommendation | None:
@@ -230,7 +252,9 @@ def memory_high(run: RunData) -> Recommendation | None:
         "bf16 autocast; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True when reserved ≫ allocated",
     )
     title = f"Memory nearly full: {format_pct(max(m.high_bytes / m.total_bytes for m in high))} of the GPU"
-    return Recommendation("memory_high", "medium", title, evidence, actions)
+    return Recommendation(
+        "memory_high", "medium", title, evidence, actions, figures={"gpus": records_of(high)}
+    )
 
 
 def memory_low(run: RunData) -> Recommendation | None:
@@ -248,9 +272,9 @@ def memory_low(run: RunData) -> Recommendation | None:
         f"{_BATCH}; the study also finds where it runs out of memory",
         "if activation checkpointing is on, it costs speed for memory this run does not need",
     )
-    return Recommendation(
-        "memory_low", "low", f"Memory mostly unused: {format_pct(top)} of the GPU", evidence, actions
-    )
+    title = f"Memory mostly unused: {format_pct(top)} of the GPU"
+    figures = figures_of(m, peak_allocated_share=top)
+    return Recommendation("memory_low", "low", title, evidence, actions, figures=figures)
 
 
 def _wait_share(run: RunData) -> float:
@@ -326,7 +350,12 @@ def comm_bound(run: RunData) -> Recommendation | None:
         "on GPUs: NCCL over NVLink/InfiniBand, bf16 gradient compression (ddp_comm_hooks), FSDP",
     )
     title = f"Communication-bound: {format_pct(net)} of the step in collectives"
-    return Recommendation("comm_bound", severity_for(bound), title, tuple(evidence), actions, bound)
+    figures = figures_of(
+        w, exposed_share=exposed, straggler_wait_share=wait, net_share=net, speedup_bound=bound
+    )
+    return Recommendation(
+        "comm_bound", severity_for(bound), title, tuple(evidence), actions, bound, figures=figures
+    )
 
 
 def straggler(run: RunData) -> Recommendation | None:
@@ -364,7 +393,15 @@ def straggler(run: RunData) -> Recommendation | None:
         "give every rank the same work per step (micro-batch, sequence lengths: DistributedSampler)",
     )
     title = f"Straggler: rank {slow.rank} works {ratio:.1f}x longer than rank {fast.rank}"
-    return Recommendation("straggler", severity_for(bound), title, tuple(evidence), actions, bound)
+    figures = {
+        "ranks": records_of(ranks),
+        "slowest_rank": slow.rank,
+        "own_ratio": ratio,
+        "speedup_bound": bound,
+    }
+    return Recommendation(
+        "straggler", severity_for(bound), title, tuple(evidence), actions, bound, figures=figures
+    )
 
 
 def step_outliers(run: RunData) -> Recommendation | None:
@@ -406,14 +443,18 @@ def step_outliers(run: RunData) -> Recommendation | None:
             "other processes on this machine slowed those steps: measure on a machine with nothing else "
             "running (or pin the training to its own cores: taskset, cgroups) before acting on them",
         )
-        return Recommendation("step_outliers", "low", title, tuple(evidence), actions, bound)
+        figures = figures_of(o, speedup_bound=bound)
+        return Recommendation("step_outliers", "low", title, tuple(evidence), actions, bound, figures=figures)
     actions = (
         "see what runs on those steps: checkpoint saves (torch.distributed.checkpoint.async_save), "
         "logging that syncs (.item()), the garbage collector (gc.freeze() after start-up)",
         "on a shared machine, other processes show the same way: compare with the host timeline",
     )
     title = f"Step-time outliers: {len(o.steps)} slow steps cost {format_pct(share)}"
-    return Recommendation("step_outliers", severity_for(bound), title, tuple(evidence), actions, bound)
+    figures = figures_of(o, speedup_bound=bound)
+    return Recommendation(
+        "step_outliers", severity_for(bound), title, tuple(evidence), actions, bound, figures=figures
+    )
 
 
 def memory_growth(run: RunData) -> Recommendation | None:
@@ -445,7 +486,7 @@ def memory_growth(run: RunData) -> Recommendation | None:
         else "tracemalloc or memray show what holds host memory",
     )
     title = f"Memory growth: {gib(t.bytes_per_step)} more every step"
-    return Recommendation("memory_growth", "high", title, tuple(evidence), actions)
+    return Recommendation("memory_growth", "high", title, tuple(evidence), actions, figures=figures_of(t))
 
 
 def throttling(run: RunData) -> Recommendation | None:
@@ -477,6 +518,6 @@ def throttling(run: RunData) -> Recommendation | None:
         "hw_slowdown, hw_power_brake: a hardware signal (power supply, external brake); ask the operator",
     )
     title = f"Throttling: {', '.join(names)} on {len(hot)} GPU(s)"
-    return Recommendation(
-        "throttling", "high" if hardware else "medium", title, tuple(evidence), actions, bound
-    )
+    figures = {"gpus": records_of(hot), "speedup_bound": bound}
+    severity = "high" if hardware else "medium"
+    return Recommendation("throttling", severity, title, tuple(evidence), actions, bound, figures=figures)

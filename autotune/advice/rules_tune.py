@@ -140,6 +140,17 @@ def apply_tuned(run: RunData) -> Recommendation | None:
         float(speedup),
         measured=True,
         params=params,
+        figures={
+            "best_trial": best.get("id"),
+            "samples_per_s": best.get("throughput"),
+            "baseline_samples_per_s": base.get("throughput"),
+            "speedup": float(speedup),
+            "speedup_ci95": best.get("speedup_ci95"),
+            "confirmed": best.get("confirmed"),
+            "peak_memory_bytes": best.get("peak_memory_bytes"),
+            "baseline_peak_memory_bytes": base.get("peak_memory_bytes"),
+            "cost_saving_vs_baseline": saving if isinstance(saving, int | float) else None,
+        },
     )
 
 
@@ -262,7 +273,16 @@ def precision_study(run: RunData) -> Recommendation | None:
             f"{prec} is safe for this model's loss; no trial ran the same settings in fp32, so compare the "
             "study's best trial, or tune precision alone at the best settings",
         )
-    return Recommendation("precision_study", "medium" if diverged else "low", title, tuple(evidence), actions)
+    figures = {
+        "precision": prec,
+        "trials": len(trials),
+        "diverged": diverged,
+        "speed_ratios_vs_fp32": ratios,
+        "direction": verdict.direction,
+        "loss_tolerance_pct": tolerance_pct,
+    }
+    severity = "medium" if diverged else "low"
+    return Recommendation("precision_study", severity, title, tuple(evidence), actions, figures=figures)
 
 
 def oom_boundary(run: RunData) -> Recommendation | None:
@@ -311,6 +331,6 @@ def oom_boundary(run: RunData) -> Recommendation | None:
     actions.append(
         "for a larger batch: activation checkpointing, FSDP, bf16 (autotune.prepare), gradient accumulation"
     )
-    return Recommendation(
-        "oom_boundary", "low", f"Out of memory in {len(ooms)} trial(s)", tuple(evidence), tuple(actions)
-    )
+    figures = {"oom_trials": [t.get("id") for t in ooms], "batch_param": batch, "memory_budget_bytes": budget}
+    title = f"Out of memory in {len(ooms)} trial(s)"
+    return Recommendation("oom_boundary", "low", title, tuple(evidence), tuple(actions), figures=figures)

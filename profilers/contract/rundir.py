@@ -44,8 +44,9 @@ class RunData:
     trials: tuple[dict[str, Any], ...] = ()
     profile: RunData | None = None
     notes: tuple[str, ...] = ()  # what was missing or rebuilt, for the report to say
-    #: Facts derived from this run, computed once each (``autotune.advice.facts`` fills it).
-    memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+    #: Facts derived from this run, computed once each (``autotune.advice.facts`` fills it). Not an
+    #: init field: a copy made with ``dataclasses.replace`` (other data) starts with an empty one.
+    memo: dict[Any, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     @property
     def name(self) -> str:

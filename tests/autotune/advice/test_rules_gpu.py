@@ -249,3 +249,24 @@ def test_idle_reasons_and_rare_power_caps_are_not_throttling():
         rules.throttling(h200_run(throttle_mask=lambda t: SW_POWER_CAP if int(t * 10) % 20 == 0 else 0))
         is None
     )
+
+
+def test_a_recommendations_figures_are_its_evidence_as_numbers_in_report_json():
+    """CI reads the figures, not the sentences: the same data share, step times and bound as numbers."""
+    import json
+
+    from autotune.advice.records import AdviceSection
+    from autotune.report.build import build_report
+    from autotune.report.jsonout import render_json
+
+    rec = rules.input_bound(h200_run(data_ms=lambda rank, step: 30.0))
+    f = rec.figures
+    assert f["data_share"] == pytest.approx(0.25, rel=0.02)
+    assert f["data_median_s"] == pytest.approx(0.030, rel=0.02)
+    assert f["step_median_s"] == pytest.approx(0.120, rel=0.02)
+    assert f["speedup_bound"] == rec.speedup_estimate
+    data = json.loads(render_json(build_report(HEALTHY, AdviceSection((rec,), ()))))
+    assert data["advice"]["recommendations"][0]["figures"]["data_share"] == pytest.approx(f["data_share"])
+    util = rules.low_gpu_util(h200_run(util_pct=lambda t: 45 + 5 * math.sin(3 * t)))
+    (gpu,) = util.figures["gpus"]
+    assert gpu["index"] == 0 and gpu["p95_pct"] == pytest.approx(50.0, abs=0.5)
