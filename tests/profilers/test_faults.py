@@ -11,6 +11,7 @@ from torch.optim import optimizer as optim_module
 import autotune
 from profilers import deep, hooks, nvtx_ranges, recorder, store, tracker
 from profilers.backends import host
+from profilers.contract.reader import read_steps
 
 
 def train(steps=12):
@@ -117,7 +118,7 @@ def test_flop_counter_fault_leaves_flops_null(tmp_path, monkeypatch, capsys):
 def test_summary_fault_is_reported(tmp_path, monkeypatch, capsys):
     from profilers import session
 
-    monkeypatch.setattr(session, "step_statistics", boom)
+    monkeypatch.setattr(session, "run_statistics", boom)
     with autotune.profile(run_dir=tmp_path / "run"):
         assert train() == REFERENCE
     assert "summary failed" in capsys.readouterr().err
@@ -139,7 +140,7 @@ def test_user_exception_passes_through_and_data_is_saved(tmp_path):
     assert info.value is err
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["steps"] == 10
-    assert len(store.read_steps(tmp_path / "run" / "run.db")) == 10
+    assert len(read_steps(tmp_path / "run" / "run.db")) == 10
 
 
 def test_keyboard_interrupt_passes_through(tmp_path):
