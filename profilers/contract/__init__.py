@@ -6,7 +6,11 @@
   sample, a device, an operator);
 - :mod:`~profilers.contract.reader`: the one reader of run.db (a consistent snapshot in one read
   transaction, and the incremental reads a dashboard polls with);
-- :mod:`~profilers.contract.summarize`: every statistic of a run, derived from its records.
+- :mod:`~profilers.contract.summarize`: every statistic of a run, derived from its records;
+- :mod:`~profilers.contract.rundir`: a whole run directory (profile or study) loaded as one
+  ``RunData`` for the advice, the reports and the dashboard;
+- :mod:`~profilers.contract.study`: what a study's trials say, derived once (the cost at a price,
+  the Pareto front, the convergence and best so far).
 
 Torch-free and cheap to import: the dashboard (``tui/``), which may import nothing else of
 ``profilers``, reads runs through it.
