@@ -92,6 +92,18 @@ def step_record(row: Sequence[Any]) -> StepRecord:
     )
 
 
+def _where(column: str, after: int, upto: int | None, rank: int | None) -> tuple[str, list[Any]]:
+    """The WHERE clause of ``after < column <= upto`` (no upper bound for None), of ``rank``'s rows."""
+    where, params = [f"{column} > ?"], [after]
+    if upto is not None:
+        where.append(f"{column} <= ?")
+        params.append(upto)
+    if rank is not None:
+        where.append("rank = ?")
+        params.append(rank)
+    return " AND ".join(where), params
+
+
 class Snapshot:
     """One read transaction over a run store: every read sees the same instant.
 
@@ -224,14 +236,8 @@ class Snapshot:
         """
         if "steps" not in self.tables:
             return []
-        where, params = ["step > ?"], [after]
-        if rank is not None:
-            where.append("rank = ?")
-            params.append(rank)
-        if upto is not None:
-            where.append("step <= ?")
-            params.append(upto)
-        sql = f"{self._step_select()} WHERE {' AND '.join(where)}"
+        where, params = _where("step", after, upto, rank)
+        sql = f"{self._step_select()} WHERE {where}"
         if last is not None:
             rows = self._rows(f"{sql} ORDER BY rank DESC, step DESC LIMIT ?", (*params, last))[::-1]
         else:
@@ -292,14 +298,8 @@ class Snapshot:
         """
         if "samples" not in self.tables:
             return [], [], []
-        where, params = ["rowid > ?"], [after_rowid]
-        if rank is not None:
-            where.append("rank = ?")
-            params.append(rank)
-        if upto_rowid is not None:
-            where.append("rowid <= ?")
-            params.append(upto_rowid)
-        sql = f"FROM samples WHERE {' AND '.join(where)} ORDER BY t_ns, rowid"
+        where, params = _where("rowid", after_rowid, upto_rowid, rank)
+        sql = f"FROM samples WHERE {where} ORDER BY t_ns, rowid"
         ids = self._rows(f"SELECT rowid, rank {sql}", params)
         # the records straight from rows of their fields alone (no slicing: a million rows count)
         samples = list(map(DeviceSample._make, self._rows(f"SELECT {SAMPLE_SELECT} {sql}", params)))
