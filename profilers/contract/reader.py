@@ -304,8 +304,13 @@ class Snapshot:
         """(highest rowid, first t_ns, last t_ns) of the samples; (0, None, None) without any."""
         if "samples" not in self.tables:
             return 0, None, None
-        top, t0, t1 = self._rows("SELECT max(rowid), min(t_ns), max(t_ns) FROM samples")[0]
-        return int(top or 0), t0, t1
+        # one aggregate per statement: SQLite answers min() and max() from an index only when alone
+        top = self._rows("SELECT max(rowid) FROM samples")[0][0]
+        if not top:
+            return 0, None, None
+        t0 = self._rows("SELECT min(t_ns) FROM samples")[0][0]
+        t1 = self._rows("SELECT max(t_ns) FROM samples")[0][0]
+        return int(top), t0, t1
 
     def samples(
         self, rank: int | None = None, after_rowid: int = 0, upto_rowid: int | None = None
