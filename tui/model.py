@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from profilers.contract.schema import OPTIONAL_PHASES, PHASES
-from profilers.contract.study import convergence
+from profilers.contract.study import convergence, ran_with
 
 from tui.store import GPU_FIELDS, HOST_FIELDS, StoreReader
 
@@ -259,12 +259,9 @@ def _better(a: float, b: float, direction: str) -> bool:
 
 
 def _ran_with(trial: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
-    """A trial's parameters; for the baseline (given none), the values its script reported reading."""
-    params = dict(trial.get("params") or {})
-    used = trial.get("params_used") or {}
-    if params or not trial.get("baseline") or not isinstance(used, dict):
-        return params
-    return {name: used[name] for name in summary.get("space") or {} if name in used}
+    """A trial's values of the searched parameters (for the baseline, what its script read)."""
+    names = list(summary.get("space") or trial.get("params") or {})
+    return ran_with(trial, names)
 
 
 def trials_info(summary: dict[str, Any], entries: list[dict[str, Any]], running_id: int | None) -> TrialsInfo:

@@ -17,6 +17,7 @@ from autotune.advice.rules import gib
 from autotune.advice.thresholds import limit, severity_for
 from autotune.tuner.memory_model import study_batch_param
 from profilers.contract.rundir import RunData
+from profilers.contract.study import ran_with
 from profilers.contract.summarize import ratio_interval
 
 REDUCED = ("bf16", "fp16")
@@ -25,7 +26,7 @@ FULL = ("fp32", "tf32")
 
 def _precision(trial: Mapping[str, Any]) -> str | None:
     """The precision a trial trained in: its tuned parameter, else what its script read."""
-    value = (trial.get("params") or {}).get("precision") or (trial.get("params_used") or {}).get("precision")
+    value = ran_with(trial).get("precision")
     return value if isinstance(value, str) else None
 
 
@@ -107,7 +108,7 @@ def apply_tuned(run: RunData) -> Recommendation | None:
         + f"); objective {run.summary.get('metric')}"
     )
     space = run.summary.get("space") or {}
-    ran = {**(base.get("params_used") or {}), **(base.get("params") or {})}  # what the baseline ran
+    ran = ran_with(base)
     changed = {k: v for k, v in params.items() if k not in ran or ran[k] != v} or params
     preset = run.summary.get("preset")
     if isinstance(preset, str):  # the framework's own flags, as the trials got them
@@ -156,8 +157,8 @@ def apply_tuned(run: RunData) -> Recommendation | None:
 
 def _settings(trial: Mapping[str, Any], names: list[str]) -> dict[str, Any]:
     """What ``trial`` ran for each tuned parameter but precision: its value, else what its script read."""
-    params, used = trial.get("params") or {}, trial.get("params_used") or {}
-    return {n: params[n] if n in params else used.get(n) for n in names if n != "precision"}
+    ran = ran_with(trial)
+    return {n: ran.get(n) for n in names if n != "precision"}
 
 
 def _twin(trial: Mapping[str, Any], run: RunData) -> dict[str, Any] | None:

@@ -33,7 +33,7 @@ from autotune.tuner.memory_model import study_batch_param
 from profilers.contract.records import DeviceSample, StepRecord
 from profilers.contract.rundir import RunData
 from profilers.contract.schema import PHASES
-from profilers.contract.study import convergence, pareto_front, usd_per_million
+from profilers.contract.study import convergence, pareto_front, ran_with, usd_per_million
 from profilers.contract.summarize import quantile
 
 #: Most points a series keeps for drawing (a 100k-step run is drawn from this many).
@@ -261,9 +261,8 @@ def _no_gpu_reason(run: RunData) -> str:
 
 
 def trial_params(trial: dict[str, Any]) -> dict[str, Any]:
-    """A trial's effective parameters: what it was given, else what its script reported reading."""
-    used = trial.get("params_used") or {}
-    return {**used, **(trial.get("params") or {})}
+    """A trial's effective parameters (``profilers.contract.study.ran_with``)."""
+    return ran_with(trial)
 
 
 def _label(params: dict[str, Any]) -> str:

@@ -8,7 +8,7 @@ or best-so-far lines. Pure Python.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 SECONDS_PER_HOUR = 3600.0
@@ -36,6 +36,18 @@ def pareto_front(points: Mapping[int, tuple[float, ...]]) -> list[int]:
         if not dominated:
             front.append(i)
     return sorted(front)
+
+
+def ran_with(trial: Mapping[str, Any], names: Iterable[str] | None = None) -> dict[str, Any]:
+    """The parameters a trial ran with: those the study gave it, else what its code read.
+
+    ``params_used`` holds the tuned parameters and built-in knobs the trial's code read, with the
+    values it used (for the baseline, given none, the script's own defaults); ``params`` what the
+    study set, which win. With ``names``, those parameters only (one neither set nor read is absent).
+    """
+    used = trial.get("params_used")
+    out = {**(used if isinstance(used, dict) else {}), **(trial.get("params") or {})}
+    return out if names is None else {n: out[n] for n in names if n in out}
 
 
 def trial_objective(trial: Mapping[str, Any]) -> float | None:
@@ -72,4 +84,11 @@ def convergence(
     return tuple(ids), tuple(values), tuple(best), tuple(statuses)
 
 
-__all__ = ["SECONDS_PER_HOUR", "convergence", "pareto_front", "trial_objective", "usd_per_million"]
+__all__ = [
+    "SECONDS_PER_HOUR",
+    "convergence",
+    "pareto_front",
+    "ran_with",
+    "trial_objective",
+    "usd_per_million",
+]

@@ -59,3 +59,24 @@ def test_the_pareto_chart_prices_every_trial_at_the_reports_one_price(tmp_path: 
     cost = {p.trial_id: p.usd_per_million_samples for p in section.points}
     assert cost[0] == 3.6 / 3600 / 100.0 * 1e6 and cost[1] == 3.6 * 2 / 3600 / 150.0 * 1e6
     assert {p.trial_id for p in section.points if p.on_front} == {0, 1}  # faster but dearer: both
+
+
+def test_a_trials_parameters_have_one_meaning_for_the_report_the_advice_and_the_dashboard() -> None:
+    """What it was given wins over what its code read; the baseline (given none) ran its defaults."""
+    from autotune.report.build import trial_params
+    from profilers.contract.study import ran_with
+    from tui.model import trials_info
+
+    baseline = {"id": 0, "status": "ok", "objective": 1.0, "baseline": True, "params": {},
+                "params_used": {"micro_batch": 8, "precision": "fp32", "global_batch": 64}}  # fmt: skip
+    tuned = {"id": 1, "status": "ok", "objective": 2.0, "params": {"micro_batch": 16, "precision": "bf16"},
+             "params_used": {"micro_batch": 16, "precision": "bf16", "global_batch": 64}}  # fmt: skip
+    defaults = {"micro_batch": 8, "precision": "fp32", "global_batch": 64}
+    assert ran_with(baseline) == trial_params(baseline) == defaults
+    assert ran_with(tuned, ["micro_batch"]) == {"micro_batch": 16}
+    space = {"micro_batch": {}, "precision": {}}
+    rows = trials_info({"space": space}, [baseline, tuned], None).rows
+    assert [r.params for r in rows] == [
+        {"micro_batch": 8, "precision": "fp32"},
+        {"micro_batch": 16, "precision": "bf16"},
+    ]
