@@ -14,10 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from profilers.contract.schema import OPTIONAL_PHASES, PHASES
+from profilers.contract.schema import run_state as state_of
 from profilers.contract.study import convergence, ran_with
 
 from tui.store import GPU_FIELDS, HOST_FIELDS, StoreReader
 
+#: A run on another host (its process not visible) is running while a sample came this recently.
+LIVE_SAMPLE_WITHIN_S = 30.0
 
 @dataclass(frozen=True, slots=True)
 class DeviceView:
@@ -144,15 +147,14 @@ def _alive(reader: StoreReader) -> bool | None:
 
 def run_state(reader: StoreReader, summary: dict[str, Any] | None, now_ns: int) -> str:
     """``finished``, ``running``, ``stopped`` (process gone, no summary), ``unfinished`` or ``waiting``."""
-    if summary or reader.finished_ns() is not None:
-        return "finished"
-    if not reader.has_data:
-        return "waiting"
-    alive = _alive(reader)
-    if alive is None:  # another host: judge by the newest sample
-        last = reader.last_sample_ns
-        return "running" if last is not None and now_ns - last < 30e9 else "unfinished"
-    return "running" if alive else "stopped"
+    last = reader.last_sample_ns
+    return state_of(
+        finished=bool(summary) or reader.finished_ns() is not None,
+        has_data=reader.has_data,
+        alive=_alive(reader),  # None on another host: judged by the newest sample
+        idle_s=None if last is None else (now_ns - last) / 1e9,
+        running_within_s=LIVE_SAMPLE_WITHIN_S,
+    )
 
 
 def _device_label(reader: StoreReader, rank: int, kind: str, index: int) -> str:

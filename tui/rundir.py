@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from profilers.contract.reader import RunStoreError, Snapshot
-from profilers.contract.schema import STORE_NAME, SUMMARY_NAME, TRIALS_DIR
+from profilers.contract.schema import STORE_NAME, SUMMARY_NAME, TRIALS_DIR, run_state
 
 #: A run whose files changed this recently (seconds) and has no summary yet is shown as running.
 RUNNING_WITHIN_S = 120.0
@@ -157,23 +157,24 @@ def run_entry(path: Path, now: float | None = None) -> RunEntry | None:
     if kind is None:
         return None
     modified = _newest_mtime(path)
-    recent = (now if now is not None else time.time()) - modified < RUNNING_WITHIN_S
+    idle_s = (now if now is not None else time.time()) - modified
     summary = JsonFile(path / SUMMARY_NAME).read() or {}
     if kind == "study":
         trials = summary.get("trials")
         count = len(trials) if isinstance(trials, list) else len(trial_dirs(path))
         total = summary.get("n_trials")
         size = f"{count} trials" + (f" of {total}" if isinstance(total, int) else "")
-        done = bool(summary) and (summary.get("stopped") or (summary.get("trials_run") or 0) >= (total or 0))
-        state = (
-            "stopped"
-            if summary.get("stopped")
-            else ("finished" if done else ("running" if recent else "unfinished"))
+        done = bool(summary) and (summary.get("trials_run") or 0) >= (total or 0)
+        state = run_state(
+            finished=done,
+            stopped=bool(summary.get("stopped")),
+            idle_s=idle_s,
+            running_within_s=RUNNING_WITHIN_S,
         )
     else:
         steps = summary.get("steps")
         size = f"{steps:,} steps" if isinstance(steps, int) else ""
-        state = "finished" if summary else ("running" if recent else "unfinished")
+        state = run_state(finished=bool(summary), idle_s=idle_s, running_within_s=RUNNING_WITHIN_S)
     return RunEntry(path, path.name, kind, state, size, modified)
 
 

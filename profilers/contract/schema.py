@@ -39,6 +39,34 @@ STATUSES: tuple[str, ...] = ("ok", "infeasible", "oom", "timeout", "diverged", "
 #: summary, nothing new for a while, its process not visible from here).
 RUN_STATES: tuple[str, ...] = ("waiting", "running", "finished", "stopped", "unfinished")
 
+
+def run_state(
+    *,
+    finished: bool,
+    stopped: bool = False,
+    has_data: bool = True,
+    alive: bool | None = None,
+    idle_s: float | None = None,
+    running_within_s: float,
+) -> str:
+    """A run's state (one of :data:`RUN_STATES`), from what a reader can see of it.
+
+    ``finished``: its summary is written (a study: every trial ran). ``stopped``: it ended before
+    that (a study stopped early; a profile whose process is gone, ``alive`` False). Else it is
+    ``waiting`` without any data yet, ``running`` while its process lives (``alive``) or, where the
+    process cannot be seen, while something new arrived within ``running_within_s`` (``idle_s``
+    ago), and ``unfinished`` after that.
+    """
+    if stopped:
+        return "stopped"
+    if finished:
+        return "finished"
+    if not has_data:
+        return "waiting"
+    if alive is not None:
+        return "running" if alive else "stopped"
+    return "running" if idle_s is not None and idle_s < running_within_s else "unfinished"
+
 _SAMPLE_COLUMNS = ", ".join(f"{name} {'TEXT' if name == 'kind' else 'REAL'}" for name in SAMPLE_FIELDS)
 
 #: The run store's tables. Every row carries the rank that wrote it.
@@ -155,5 +183,6 @@ __all__ = [
     "TRIALS_DIR",
     "TUNE_SUMMARY_SCHEMA",
     "resolve_trial_dir",
+    "run_state",
     "throttle_reason_names",
 ]

@@ -166,3 +166,19 @@ def test_a_killed_run_still_says_which_parameters_it_ran_with(tmp_path):
     assert done.returncode != 0  # killed
     assert not (run_dir / SUMMARY_NAME).exists()
     assert load_run(run_dir).summary["params_used"] == {"lr": 0.05}
+
+
+def test_a_runs_state_has_one_definition():
+    from profilers.contract.schema import RUN_STATES, run_state
+
+    within = 30.0
+    cases = {
+        "finished": run_state(finished=True, alive=False, running_within_s=within),
+        "stopped": run_state(finished=False, alive=False, running_within_s=within),
+        "waiting": run_state(finished=False, has_data=False, running_within_s=within),
+        "running": run_state(finished=False, alive=True, running_within_s=within),
+        "unfinished": run_state(finished=False, idle_s=31.0, running_within_s=within),
+    }
+    assert all(state == name for name, state in cases.items()) and set(cases) == set(RUN_STATES)
+    assert run_state(finished=False, idle_s=29.0, running_within_s=within) == "running"  # another host
+    assert run_state(finished=True, stopped=True, running_within_s=within) == "stopped"  # study stopped early
