@@ -51,7 +51,9 @@ def visible_nvml_indexes(env: Mapping[str, str], nvml: Sequence[DeviceInfo]) -> 
     own numbering: NVML's when ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` or when every GPU is the same model
     (fastest-first then keeps PCI order); on a mixed node they wait for the UUIDs. ``GPU-``
     UUIDs (or unique prefixes of them, as CUDA accepts) match NVML's. As CUDA does, the list ends at
-    the first entry that names no device. MIG entries: None.
+    the first entry that names no device. MIG entries: None. Under torchrun with fewer visible GPUs
+    than local ranks (a launcher that gives each rank its own GPU), this process cannot name the
+    other ranks' GPUs: None (every GPU stays sampled).
     """
     value = env.get("CUDA_VISIBLE_DEVICES")
     if value is None:
@@ -79,6 +81,8 @@ def visible_nvml_indexes(env: Mapping[str, str], nvml: Sequence[DeviceInfo]) -> 
         if index is None or index in out:
             break
         out.append(index)
+    if out and int(env.get("LOCAL_WORLD_SIZE") or 1) > len(out):
+        return None
     return out
 
 
@@ -89,15 +93,18 @@ def cuda_uuids(cuda_indexes: Sequence[int]) -> list[str]:
     return [str(torch.cuda.get_device_properties(i).uuid) for i in cuda_indexes]
 
 
-def job_cuda_indexes(model_device: int, local_world_size: int, device_count: int) -> list[int]:
-    """The CUDA devices of this node's processes of the job.
+def job_cuda_indexes(model_device: int, local_world_size: int, device_count: int) -> list[int] | None:
+    """The CUDA devices of this node's processes of the job, or None when they cannot be named.
 
     One process: its model's GPU. Several (torchrun): the first ``local_world_size`` devices, the
-    usual ``cuda:LOCAL_RANK`` binding (the other ranks' own choices are not visible from here).
+    usual ``cuda:LOCAL_RANK`` binding (the other ranks' own choices are not visible from here); None
+    when this process sees fewer GPUs than the node has ranks (each rank given its own GPU).
     """
     if local_world_size <= 1:
         return [model_device]
-    return list(range(min(local_world_size, device_count)))
+    if local_world_size > device_count:
+        return None
+    return list(range(local_world_size))
 
 
 __all__ = ["cuda_uuids", "job_cuda_indexes", "match_uuids", "normalize_uuid", "visible_nvml_indexes"]

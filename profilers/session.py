@@ -239,8 +239,8 @@ class Session:
 
         local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1)
         wanted = job_cuda_indexes(cuda_index, local_world, torch.cuda.device_count())
-        keep = match_uuids(cuda_uuids(wanted), gpus)
-        if keep is None:  # e.g. a MIG slice: its UUID is not an NVML device's; keep what we had
+        keep = None if wanted is None else match_uuids(cuda_uuids(wanted), gpus)
+        if keep is None:  # the other ranks' GPUs are not visible here, or a MIG slice: keep them all
             return
         self.job_gpus = keep
         self._recorder.keep_gpus(keep, self._device_infos(self._recorder.backends))

@@ -50,6 +50,8 @@ MIXED = gpus(H100, "NVIDIA L4", H100, "NVIDIA L4")
         ({"CUDA_VISIBLE_DEVICES": "gpu-00000007"}, MIXED + gpus(*[H100] * 8)[4:], [7]),  # a unique prefix
         ({"CUDA_VISIBLE_DEVICES": "GPU-0000000"}, EIGHT, []),  # an ambiguous prefix names nothing
         ({"CUDA_VISIBLE_DEVICES": "MIG-4b0f1c2e-0000-0000-0000-000000000000"}, EIGHT, None),
+        ({"CUDA_VISIBLE_DEVICES": "2,3", "LOCAL_WORLD_SIZE": "2"}, EIGHT, [2, 3]),  # torchrun, 2 ranks
+        ({"CUDA_VISIBLE_DEVICES": "3", "LOCAL_WORLD_SIZE": "4"}, EIGHT, None),  # a GPU per rank
     ],
 )
 def test_cuda_visible_devices_names_the_jobs_nvml_gpus(env, nodes, expected):
@@ -69,7 +71,7 @@ def test_uuids_match_across_torch_and_nvml_spellings():
 def test_the_jobs_cuda_devices_on_a_node():
     assert job_cuda_indexes(3, 1, 8) == [3]  # one process: its model's GPU
     assert job_cuda_indexes(0, 4, 8) == [0, 1, 2, 3]  # torchrun, 4 ranks here: cuda:LOCAL_RANK
-    assert job_cuda_indexes(0, 4, 2) == [0, 1]
+    assert job_cuda_indexes(0, 4, 1) is None  # each rank sees only its own GPU: the others unknown
 
 
 def train(steps: int = 30) -> None:
