@@ -93,7 +93,7 @@ def read_trace(path: Path) -> dict[str, Any]:
 def trace_events(trace: dict[str, Any]) -> list[TraceEvent]:
     """The trace's complete host and device events, host ones with their self time, by start.
 
-    Times are µs from the trace's first kept event (``base_us`` of :func:`trace_base_us`).
+    Times are µs from the trace's first kept event.
     """
     out: list[TraceEvent] = []
     kept = _complete_events(trace)
@@ -120,11 +120,6 @@ def trace_events(trace: dict[str, Any]) -> list[TraceEvent]:
     out.sort(key=lambda e: (e.time_range.start, -e.duration_us))
     _set_self_times(out)
     return out
-
-
-def trace_base_us(trace: dict[str, Any]) -> float:
-    """The absolute time (µs) that :func:`trace_events`' times count from."""
-    return min((float(raw["ts"]) for raw in _complete_events(trace)), default=0.0)
 
 
 def _complete_events(trace: dict[str, Any]) -> list[dict[str, Any]]:
@@ -180,6 +175,5 @@ __all__ = [
     "device_properties",
     "profiler_steps",
     "read_trace",
-    "trace_base_us",
     "trace_events",
 ]

@@ -37,12 +37,7 @@ def imports(path: Path, name: str) -> Iterator[tuple[str, bool, int]]:
     """(imported module, whether at module level, line) of every import in ``path``."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     top = {id(node) for node in tree.body}
-    guarded = {
-        id(inner)
-        for node in tree.body
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-        for inner in ast.walk(node)
-    }
+    guarded = _type_only(tree)
     for node in ast.walk(tree):
         if id(node) in guarded:
             continue  # type-only: never runs
@@ -129,19 +124,22 @@ def package_cycles(all_modules: dict[str, Path], prefix: str = "autotune.") -> l
     return cycles(packages)
 
 
+def _type_only(tree: ast.Module) -> set[int]:
+    """Ids of the nodes under ``if TYPE_CHECKING:`` (imports that never run)."""
+    return {
+        id(inner)
+        for node in tree.body
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for inner in ast.walk(node)
+    }
+
+
 def local_imports(path: Path) -> int:
     """Import statements inside functions or classes (not at module level, not type-only)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    top = {id(node) for node in tree.body}
+    skip = {id(node) for node in tree.body} | _type_only(tree)
     statements = [node for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom)]
-    return sum(1 for node in statements if id(node) not in top and not _in_type_checking(tree, node))
-
-
-def _in_type_checking(tree: ast.Module, target: ast.AST) -> bool:
-    return any(
-        isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test) and target in ast.walk(node)
-        for node in tree.body
-    )
+    return sum(1 for node in statements if id(node) not in skip)
 
 
 def longest(all_modules: dict[str, Path], kind: type[ast.AST], count: int) -> list[tuple[int, str]]:

@@ -260,11 +260,6 @@ def _no_gpu_reason(run: RunData) -> str:
     return "no GPU samples were recorded (NVML was not available, or sampling was off)"
 
 
-def trial_params(trial: dict[str, Any]) -> dict[str, Any]:
-    """A trial's effective parameters (``profilers.contract.study.ran_with``)."""
-    return ran_with(trial)
-
-
 def _label(params: dict[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in params.items()) or "the script's defaults"
 
@@ -278,7 +273,7 @@ def sweep_section(run: RunData) -> SweepSection | None:
     others = [k for k in space if k != name]
     groups: dict[str, list[SweepPoint]] = {}
     for trial in run.trials:
-        params = trial_params(trial)
+        params = ran_with(trial)
         batch = params.get(name)
         if trial.get("status") == "skipped" or not isinstance(batch, int | float):
             continue
