@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from profilers.contract.records import OpRecord
+from profilers.intervals import overlap_us, union_us
 
 DEFAULT_TRACE_CAP_BYTES = 64 * 1024 * 1024
 TOP_OPS = 25
@@ -202,7 +203,7 @@ def window_stats(events: Iterable[Any], steps: int, cuda: bool) -> dict[str, Any
         if not getattr(e, "is_async", False):
             cpu_self_us += float(getattr(e, "self_cpu_time_total", 0.0) or 0.0)
     source, spans = next(((k, v) for k, v in collectives.items() if v), (None, []))
-    comm_us = _union_us(spans)
+    comm_us = union_us(spans)
     wall_us = max((end for _, _, end in cpu_ops), default=0.0) - min(
         (start for _, start, _ in cpu_ops), default=0.0
     )
@@ -235,40 +236,9 @@ def window_stats(events: Iterable[Any], steps: int, cuda: bool) -> dict[str, Any
             kernel_time_us=total,
             kernel_mean_us=total / len(durations) if durations else None,
             kernel_median_us=statistics.median(durations) if durations else None,
-            kernel_busy_us=_union_us(compute),
+            kernel_busy_us=union_us(compute),
             tensor_core_fraction=tensor_core / total if total > 0 else None,
         )
         if source == "device_kernels":
-            out["collective_exposed_us"] = comm_us - _overlap_us(spans, compute)
+            out["collective_exposed_us"] = comm_us - overlap_us(spans, compute)
     return out
-
-
-def _merge(spans: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
-    """Sorted, disjoint intervals covering ``spans``."""
-    merged: list[tuple[float, float]] = []
-    for start, end in sorted(spans):
-        if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
-        else:
-            merged.append((start, end))
-    return merged
-
-
-def _union_us(spans: Iterable[tuple[float, float]]) -> float:
-    """Length of the union of ``spans`` (time covered by at least one)."""
-    return sum((end - start for start, end in _merge(spans)), 0.0)
-
-
-def _overlap_us(a: Iterable[tuple[float, float]], b: Iterable[tuple[float, float]]) -> float:
-    """Length of the time covered both by an interval of ``a`` and one of ``b``."""
-    left, right = _merge(a), _merge(b)
-    i = j = 0
-    total = 0.0
-    while i < len(left) and j < len(right):
-        lo, hi = max(left[i][0], right[j][0]), min(left[i][1], right[j][1])
-        total += max(0.0, hi - lo)
-        if left[i][1] < right[j][1]:
-            i += 1
-        else:
-            j += 1
-    return total

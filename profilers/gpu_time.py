@@ -1,0 +1,455 @@
+"""Where each rank's GPU time went, from a torch.profiler (Kineto) trace.
+
+One pass over a trace's events (:func:`analyse_events`, fed by :func:`profilers.trace_stream.stream_trace`
+for a file) keeps only what the figures need: the GPU activities (kernels, memcpy, memset), the CUDA
+runtime calls, and the host ops. From them :func:`rank_gpu_time` computes, for one rank:
+
+- the temporal breakdown of Holistic Trace Analysis (HTA, ``get_temporal_breakdown``): over the
+  span from the first GPU activity's start to the last one's end, **idle** is the time no activity
+  runs, **compute** the union of compute kernels, **non-compute** the rest (communication kernels,
+  memcpy, memset that no compute kernel covers); kernels are classified by name as HTA does
+  (:func:`kernel_kind`);
+- HTA's communication-computation overlap (``get_comm_comp_overlap``): the share of communication
+  kernel time during which a compute kernel also runs (None without communication);
+- as HTA, GPU activities launched after the last ``ProfilerStep#`` began are left out when the trace
+  has two steps or more (the profiler stops inside that step, so its GPU work is cut);
+- step times from the ``ProfilerStep#N`` ranges; top kernels and top operators (self host time);
+  kernel time by kind; tensor-core share (by kernel name); GEMM kernel time by the dtype the trace
+  recorded for the op that launched it (``record_shapes``); CPU-side launch evidence: runtime
+  calls, the delay from a launch call to its kernel's start, kernels shorter than their launch.
+
+Pure Python, no torch; memory grows with the kept events (a few tuples each), not the file.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from profilers.deep import TENSOR_CORE_MARKERS
+from profilers.intervals import length, merge, overlap_merged
+
+KIND_COMPUTE = "compute"
+KIND_COMMUNICATION = "communication"
+KIND_MEMORY = "memory"
+KIND_OTHER = "other"
+KINDS = (KIND_COMPUTE, KIND_COMMUNICATION, KIND_MEMORY, KIND_OTHER)
+
+# HTA's classification (hta/utils/utils.py: NCCL_KERNEL_RE, MEMORY_KERNEL_RE, NCCL_COMPUTE_KERNEL_RE),
+# the same regular expressions, so "compute" means what HTA means by it. RCCL names its kernels
+# as NCCL does.
+_COMM_RE = re.compile(r"^nccl.*Kernel")
+_MEMORY_RE = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")
+_NOT_COMPUTE_RE = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
+
+#: Substrings of kernel names that run on tensor cores (see profilers.deep.TENSOR_CORE_MARKERS) and
+#: ROCm's matrix-core kernels (``mfma`` in hipBLASLt/Tensile names).
+_TENSOR_CORE = (*TENSOR_CORE_MARKERS, "mfma")
+#: GEMM and convolution kernels by name: cuBLAS/cuBLASLt (``gemm``, ``nvjet``), cuDNN and CUTLASS
+#: convolutions (``conv``, ``dgrad``, ``wgrad``, ``fprop``, ``scudnn``/``hcudnn``), NVIDIA's
+#: ``xmma``, rocBLAS/Tensile (``Cijk_``), attention (``flash``, ``fmha``).
+_GEMM_RE = re.compile(r"gemm|conv(?!ert)|dgrad|wgrad|fprop|xmma|nvjet|cijk_|[sh]cudnn|flash|fmha", re.I)
+#: fp32 GEMM kernels that run on the CUDA cores, not tensor cores (cuBLAS ``sgemm``, cuDNN
+#: ``scudnn``, templated ``<float`` GEMMs/convolutions without a tensor-op marker).
+_FP32_GEMM_RE = re.compile(r"sgemm|scudnn|gemm.*<float|conv.*<float|dgrad.*<float|wgrad.*<float", re.I)
+#: The ops whose kernels are GEMMs or convolutions, and whose recorded input dtype names the GEMM's.
+GEMM_OPS = frozenset(
+    (
+        "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm", "aten::_scaled_mm",
+        "aten::cudnn_convolution", "aten::miopen_convolution", "aten::_convolution",
+        "aten::convolution_backward", "aten::_scaled_dot_product_flash_attention",
+        "aten::_scaled_dot_product_efficient_attention", "aten::_scaled_dot_product_cudnn_attention",
+    )
+)  # fmt: skip
+#: torch's dtype names in a trace's ``Input type`` -> short names.
+DTYPES = {
+    "float": "fp32",
+    "double": "fp64",
+    "c10::Half": "fp16",
+    "c10::BFloat16": "bf16",
+    "c10::Float8_e4m3fn": "fp8",
+    "c10::Float8_e5m2": "fp8",
+}
+_GPU_CATEGORIES = frozenset(("kernel", "gpu_memcpy", "gpu_memset"))
+_RUNTIME_CATEGORIES = frozenset(("cuda_runtime", "cuda_driver"))
+_HOST_CATEGORIES = frozenset(("cpu_op", "user_annotation"))
+_STEP = "ProfilerStep#"
+TOP = 15
+
+
+def kernel_kind(name: str) -> str:
+    """``communication``, ``memory``, ``compute`` or ``other``, by HTA's name rules."""
+    if _COMM_RE.match(name):
+        return KIND_COMMUNICATION
+    if _MEMORY_RE.match(name):
+        return KIND_MEMORY
+    if not _NOT_COMPUTE_RE.match(name):
+        return KIND_COMPUTE
+    return KIND_OTHER
+
+
+@dataclass(frozen=True, slots=True)
+class KernelRow:
+    """One kernel name's GPU time over the analysed span."""
+
+    name: str
+    kind: str
+    count: int
+    total_us: float
+    mean_us: float
+    share_pct: float  # of all GPU activity time (kernels, memcpy, memset summed)
+
+
+@dataclass(frozen=True, slots=True)
+class OpRow:
+    """One host operator's time: self (without its children) and total, summed over its calls."""
+
+    name: str
+    count: int
+    self_us: float
+    total_us: float
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchStats:
+    """CPU-side launch evidence: how the host fed the GPU."""
+
+    runtime_calls: int  # CUDA/HIP runtime and driver calls
+    runtime_us: float  # their summed duration
+    launches: int  # kernel launch calls (…LaunchKernel…, cudaGraphLaunch)
+    launch_us_median: float | None  # duration of a launch call
+    launch_delay_us_median: float | None  # launch call start -> its kernel's start
+    short_kernels: int  # kernels shorter than the call that launched them
+    short_kernels_pct: float | None  # of the kernels matched to their launch call
+
+
+@dataclass(frozen=True, slots=True)
+class RankGpuTime:
+    """One rank's GPU time from its trace (µs; shares in % of ``kernel_time_us``)."""
+
+    rank: int
+    source: str  # the trace file
+    device_name: str | None
+    compute_capability: str | None  # "8.0"
+    device_memory_bytes: int | None
+    idle_pct: float | None
+    compute_pct: float | None
+    non_compute_pct: float | None
+    comm_overlap_pct: float | None  # None without communication kernels
+    kernel_time_us: float  # HTA's: first GPU activity's start to the last one's end
+    idle_us: float
+    compute_us: float
+    non_compute_us: float
+    busy_us: float  # union of every GPU activity
+    comm_us: float  # union of communication kernels
+    comm_exposed_us: float  # communication no compute kernel covers
+    kernels: int  # GPU activities analysed (kernels, memcpy, memset)
+    time_by_kind_us: dict[str, float]  # kind -> summed duration
+    memcpy_us: dict[str, float]  # "HtoD", "DtoH", "DtoD", "Memset"… -> summed duration
+    kernel_median_us: float | None  # kernels proper (not memcpy/memset)
+    steps: int
+    step_time_s_median: float | None
+    step_times_s: tuple[float, ...]
+    tensor_core_pct: float | None  # tensor-core kernels' share of compute time
+    gemm_us: float  # GEMM/convolution kernels by name
+    fp32_gemm_us: float  # of which fp32 on CUDA cores (by name, or by the op's recorded dtype)
+    gemm_us_by_dtype: dict[str, float]  # the launching op's recorded input dtype -> kernel time
+    launch: LaunchStats
+    top_kernels: tuple[KernelRow, ...]
+    top_ops: tuple[OpRow, ...]
+    cpu_op_self_us: float  # self time of every host op (all threads)
+    host_span_us: float  # first host event's start to the last one's end
+    left_out: tuple[str, ...] = ()  # what the analysis could not use, one sentence each
+    world_size: int | None = None
+    backend: str | None = None
+
+
+@dataclass
+class _Kept:
+    """What one pass over a trace keeps (compact tuples, not the event dicts)."""
+
+    # (start, end, name, correlation, external id, device, category)
+    gpu: list[tuple[float, float, str, int, int, int, str]] = field(default_factory=list)
+    # correlation -> (start, duration, name) of the runtime call that launched it
+    runtime: dict[int, tuple[float, float, str]] = field(default_factory=dict)
+    runtime_calls: int = 0
+    runtime_us: float = 0.0
+    # (start, end, name, thread) of host ops and runtime calls, for self times
+    host: list[tuple[float, float, str, Any]] = field(default_factory=list)
+    gemm_dtypes: dict[int, str] = field(default_factory=dict)  # external id -> dtype
+    annotations: set[str] = field(default_factory=set)  # names of record_function ranges
+    bad: Counter[str] = field(default_factory=Counter)
+
+
+def _number(value: Any) -> bool:
+    return type(value) in (int, float)
+
+
+def keep_events(events: Iterable[dict[str, Any]], hta_rounding: bool = False) -> _Kept:
+    """One pass: keep the GPU activities, runtime calls and host ops the figures need.
+
+    ``hta_rounding`` rounds each fractional start up and end down to the µs, as HTA does to traces
+    with ns-resolution timestamps (it shortens every activity by up to 1 µs, so it is off by
+    default; the tests turn it on to check the definitions against HTA's figures exactly).
+    """
+    kept = _Kept()
+    gpu, runtime, host, dtypes, bad = kept.gpu, kept.runtime, kept.host, kept.gemm_dtypes, kept.bad
+    runtime_calls = 0
+    runtime_us = 0.0
+    for ev in events:
+        if ev.get("ph") != "X":
+            continue
+        cat = ev.get("cat")
+        ts, dur = ev.get("ts"), ev.get("dur")
+        if not (_number(ts) and _number(dur)):
+            if cat in _GPU_CATEGORIES or cat in _HOST_CATEGORIES or cat in _RUNTIME_CATEGORIES:
+                bad["events without a numeric ts/dur"] += 1
+            continue
+        if dur < 0:
+            bad["events with a negative duration"] += 1
+            continue
+        if hta_rounding and (type(ts) is float or type(dur) is float):
+            end = math.floor(ts + dur)
+            ts = math.ceil(ts)
+            dur = end - ts
+        if cat in _GPU_CATEGORIES:
+            args = ev.get("args") or {}
+            if args.get("stream") is None:  # as HTA: an activity without a stream is no kernel
+                continue
+            corr = args.get("correlation", -1)
+            gpu.append(
+                (ts, ts + dur, str(ev.get("name", "")), corr if type(corr) is int else -1,
+                 args.get("External id", -1), args.get("device", 0), cat)
+            )  # fmt: skip
+        elif cat in _RUNTIME_CATEGORIES:
+            runtime_calls += 1
+            runtime_us += dur
+            name = str(ev.get("name", ""))
+            corr = (ev.get("args") or {}).get("correlation")
+            if type(corr) is int:
+                runtime[corr] = (ts, dur, name)
+            host.append((ts, ts + dur, name, (ev.get("pid"), ev.get("tid"))))
+        elif cat in _HOST_CATEGORIES:
+            name = str(ev.get("name", ""))
+            host.append((ts, ts + dur, name, (ev.get("pid"), ev.get("tid"))))
+            if cat == "user_annotation":
+                kept.annotations.add(name)
+            elif name in GEMM_OPS:
+                args = ev.get("args") or {}
+                types = args.get("Input type")
+                if isinstance(types, list) and types and isinstance(types[0], str):
+                    dtypes[args.get("External id", -1)] = DTYPES.get(types[0], types[0])
+    kept.runtime_calls, kept.runtime_us = runtime_calls, runtime_us
+    return kept
+
+
+def _steps(host: list[tuple[float, float, str, Any]]) -> list[tuple[float, float]]:
+    """The ``ProfilerStep#N`` ranges, by start (one per step number: the outermost)."""
+    by_number: dict[str, tuple[float, float]] = {}
+    for start, end, name, _ in host:
+        if name.startswith(_STEP):
+            prev = by_number.get(name)
+            if prev is None or end - start > prev[1] - prev[0]:
+                by_number[name] = (start, end)
+    return sorted(by_number.values())
+
+
+def _self_times(host: list[tuple[float, float, str, Any]]) -> dict[str, list[float]]:
+    """Per host op name: [calls, self µs, total µs]; runtime calls are children, as in torch."""
+    out: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
+    order = sorted(range(len(host)), key=lambda i: (str(host[i][3]), host[i][0], -(host[i][1] - host[i][0])))
+    stack: list[list[Any]] = []  # [end, name, self]
+    thread: Any = object()
+
+    def close(item: list[Any]) -> None:
+        row = out[item[1]]
+        row[1] += item[2]
+
+    for i in order:
+        start, end, name, tid = host[i]
+        if tid != thread:
+            while stack:
+                close(stack.pop())
+            thread = tid
+        while stack and stack[-1][0] <= start:
+            close(stack.pop())
+        dur = end - start
+        if stack and end <= stack[-1][0]:
+            stack[-1][2] -= dur
+        row = out[name]
+        row[0] += 1
+        row[2] += dur
+        stack.append([end, name, dur])
+    while stack:
+        close(stack.pop())
+    return out
+
+
+def _device(props: list[dict[str, Any]], index: int) -> dict[str, Any]:
+    for p in props:
+        if p.get("id") == index:
+            return p
+    return props[0] if len(props) == 1 else {}
+
+
+def rank_gpu_time(
+    kept: _Kept, meta: dict[str, Any], source: str, rank_default: int = 0
+) -> RankGpuTime:
+    """The figures of one rank from what :func:`keep_events` kept and the trace's metadata."""
+    left_out = [f"{n:,} {what}" for what, n in sorted(kept.bad.items())]
+    host_steps = _steps(kept.host)
+    gpu = kept.gpu
+    if len(host_steps) >= 2:
+        cutoff = host_steps[-1][0]
+        runtime = kept.runtime
+        before = [g for g in gpu if g[3] in runtime and runtime[g[3]][0] < cutoff]
+        dropped = len(gpu) - len(before)
+        if dropped:
+            left_out.append(
+                f"{dropped:,} GPU activities launched in the last ProfilerStep or by no launch call "
+                "in the trace (the profiler stops inside its last step; as HTA)"
+            )
+        gpu = before
+    merged_all = merge((g[0], g[1]) for g in gpu)
+    kinds = [kernel_kind(g[2]) for g in gpu]
+    comp = merge((g[0], g[1]) for g, k in zip(gpu, kinds, strict=True) if k == KIND_COMPUTE)
+    comm = merge((g[0], g[1]) for g, k in zip(gpu, kinds, strict=True) if k == KIND_COMMUNICATION)
+    span = merged_all[-1][1] - merged_all[0][0] if merged_all else 0.0
+    busy = length(merged_all)
+    compute = length(comp)
+    comm_us = length(comm)
+    overlap = overlap_merged(comp, comm)
+    idle = span - busy
+    non_compute = span - idle - compute
+
+    def pct(part: float) -> float | None:
+        return 100.0 * part / span if span > 0 else None
+
+    by_kind: dict[str, float] = dict.fromkeys(KINDS, 0.0)
+    memcpy: dict[str, float] = defaultdict(float)
+    names: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+    gemm = fp32_gemm = tensor_core = 0.0
+    by_dtype: dict[str, float] = defaultdict(float)
+    kernel_durations: list[float] = []
+    launch_delays: list[float] = []
+    launch_durations: list[float] = []
+    short = matched = 0
+    devices: Counter[int] = Counter()
+    for g, kind in zip(gpu, kinds, strict=True):
+        start, end, name, corr, ext, device, cat = g
+        dur = end - start
+        by_kind[kind] += dur
+        row = names[name]
+        row[0] += 1
+        row[1] += dur
+        devices[device] += 1
+        if kind == KIND_MEMORY:
+            memcpy[name[:6] if name.startswith("Memset") else name[:11].replace("Memcpy ", "")] += dur
+            continue
+        if cat != "kernel":
+            continue
+        kernel_durations.append(dur)
+        call = kept.runtime.get(corr)
+        if call is not None:
+            matched += 1
+            launch_delays.append(start - call[0])
+            launch_durations.append(call[1])
+            short += dur < call[1]
+        if kind != KIND_COMPUTE:
+            continue
+        lower = name.lower()
+        on_tc = any(m in lower for m in _TENSOR_CORE)
+        tensor_core += dur if on_tc else 0.0
+        if on_tc or _GEMM_RE.search(name):
+            gemm += dur
+            dtype = kept.gemm_dtypes.get(ext)
+            if dtype is not None:
+                by_dtype[dtype] += dur
+            if not on_tc and (_FP32_GEMM_RE.search(name) or (dtype == "fp32" and not on_tc)):
+                fp32_gemm += dur
+    total = sum(by_kind.values())
+    top_kernels = tuple(
+        KernelRow(name, kernel_kind(name), int(n), us, us / n, 100.0 * us / total if total else 0.0)
+        for name, (n, us) in sorted(names.items(), key=lambda kv: -kv[1][1])[:TOP]
+    )
+    self_times = _self_times(kept.host)
+    runtime_names = {call[2] for call in kept.runtime.values()}
+    ops = [
+        OpRow(name, int(n), s, t)
+        for name, (n, s, t) in self_times.items()
+        if name not in kept.annotations and name not in runtime_names and not name.startswith(_STEP)
+    ]
+    ops.sort(key=lambda r: -r.self_us)
+    launches = [c for c in kept.runtime.values() if "aunch" in c[2]]
+    props = [p for p in meta.get("deviceProperties") or () if isinstance(p, dict)]
+    device = _device(props, devices.most_common(1)[0][0] if devices else 0)
+    dist = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else {}
+    rank = dist.get("rank") if type(dist.get("rank")) is int else rank_default
+    major, minor = device.get("computeMajor"), device.get("computeMinor")
+    host_starts = [h[0] for h in kept.host]
+    host_span = (max(h[1] for h in kept.host) - min(host_starts)) if host_starts else 0.0
+    step_times = tuple((end - start) / 1e6 for start, end in host_steps)
+    return RankGpuTime(
+        rank=rank,
+        source=source,
+        device_name=device.get("name") if isinstance(device.get("name"), str) else None,
+        compute_capability=f"{major}.{minor}" if type(major) is int and type(minor) is int else None,
+        device_memory_bytes=device.get("totalGlobalMem") if type(device.get("totalGlobalMem")) is int else None,
+        idle_pct=pct(idle),
+        compute_pct=pct(compute),
+        non_compute_pct=pct(non_compute),
+        comm_overlap_pct=100.0 * overlap / comm_us if comm_us > 0 else None,
+        kernel_time_us=span,
+        idle_us=idle,
+        compute_us=compute,
+        non_compute_us=non_compute,
+        busy_us=busy,
+        comm_us=comm_us,
+        comm_exposed_us=comm_us - overlap,
+        kernels=len(gpu),
+        time_by_kind_us=by_kind,
+        memcpy_us=dict(memcpy),
+        kernel_median_us=statistics.median(kernel_durations) if kernel_durations else None,
+        steps=len(host_steps),
+        step_time_s_median=statistics.median(step_times) if step_times else None,
+        step_times_s=step_times,
+        tensor_core_pct=100.0 * tensor_core / by_kind[KIND_COMPUTE] if by_kind[KIND_COMPUTE] > 0 else None,
+        gemm_us=gemm,
+        fp32_gemm_us=fp32_gemm,
+        gemm_us_by_dtype=dict(by_dtype),
+        launch=LaunchStats(
+            runtime_calls=kept.runtime_calls,
+            runtime_us=kept.runtime_us,
+            launches=len(launches),
+            launch_us_median=statistics.median(c[1] for c in launches) if launches else None,
+            launch_delay_us_median=statistics.median(launch_delays) if launch_delays else None,
+            short_kernels=short,
+            short_kernels_pct=100.0 * short / matched if matched else None,
+        ),
+        top_kernels=top_kernels,
+        top_ops=tuple(ops[:TOP]),
+        cpu_op_self_us=sum(r.self_us for r in ops),
+        host_span_us=host_span,
+        left_out=tuple(left_out),
+        world_size=dist.get("world_size") if type(dist.get("world_size")) is int else None,
+        backend=dist.get("backend") if isinstance(dist.get("backend"), str) else None,
+    )
+
+
+__all__ = [
+    "DTYPES",
+    "GEMM_OPS",
+    "KINDS",
+    "KernelRow",
+    "LaunchStats",
+    "OpRow",
+    "RankGpuTime",
+    "kernel_kind",
+    "keep_events",
+    "rank_gpu_time",
+]
