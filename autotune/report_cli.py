@@ -14,20 +14,33 @@ def add_report_parser(sub: Any, number: Any) -> None:
     """Register ``autotune report``; ``number`` is the CLI's checked-number argparse type factory."""
     p = sub.add_parser(
         "report",
-        help="write the report of a run or a tuning study (HTML, Markdown or JSON)",
+        help="write the report of a run, a tuning study or torch.profiler traces (HTML, Markdown or JSON)",
         description=(
             "Write the report of RUN_DIR (a profile run or a tuning study): recommendations with "
-            "their evidence and savings, cost, step time, timelines, trials. HTML is self-contained "
-            "and works offline; Markdown pastes into a pull request; JSON is for CI."
+            "their evidence and savings, cost, step time, GPU time, timelines, trials. RUN_DIR may "
+            "also be a torch.profiler trace (.json or .json.gz, as export_chrome_trace or "
+            "tensorboard_trace_handler write it) or a folder of per-rank traces: the report then "
+            "shows each rank's GPU time (idle, compute, non-compute, communication overlap, as "
+            "Holistic Trace Analysis defines them), top kernels and operators, launch evidence and "
+            "the advice a trace supports. HTML is self-contained and works offline; Markdown pastes "
+            "into a pull request; JSON is for CI."
         ),
     )
-    p.add_argument("run_dir", metavar="RUN_DIR", type=Path, help="the run or study directory")
+    p.add_argument(
+        "run_dir",
+        metavar="RUN_DIR",
+        type=Path,
+        help="the run or study directory, a trace file or a folder of traces",
+    )
     p.add_argument("--format", choices=FORMATS, default="html", help="html (default), md, json, or all three")
     p.add_argument(
         "-o",
         "--output",
         metavar="FILE",
-        help="where to write it ('-' = standard output; default RUN_DIR/report.<format>)",
+        help=(
+            "where to write it ('-' = standard output; default RUN_DIR/report.<format>, or "
+            "TRACE.report.<format> next to a trace file)"
+        ),
     )
     add_cost_options(p, number)
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
@@ -75,8 +88,9 @@ def cost_options(args: argparse.Namespace) -> Any:
 def cmd_report(args: argparse.Namespace, usage_error: type[Exception]) -> int:
     """Build the report and write it; bad input raises ``usage_error`` (one line, exit 2)."""
     from autotune.cost.prices import PriceTableError
-    from autotune.report.make import REPORT_FILES, make_report, render, write_report
+    from autotune.report.make import make_report, render, report_path, write_report
     from profilers.contract.rundir import RunDirError
+    from profilers.kineto import TraceError
 
     if args.prices is not None and not args.prices.is_file():
         raise usage_error(f"--prices {args.prices}: no such file")
@@ -89,14 +103,14 @@ def cmd_report(args: argparse.Namespace, usage_error: type[Exception]) -> int:
             sys.stdout.write(render(report, formats[0]))
             return 0
         for fmt in formats:
-            path = Path(args.output) if args.output else args.run_dir / REPORT_FILES[fmt]
+            path = Path(args.output) if args.output else report_path(args.run_dir, fmt)
             try:
                 write_report(report, fmt, path)
             except OSError as exc:
                 raise usage_error(f"cannot write {path}: {exc.strerror or exc}") from None
             if not args.quiet:
                 print(f"autotune report: wrote {path}", file=sys.stderr)
-    except (RunDirError, PriceTableError) as exc:
+    except (RunDirError, PriceTableError, TraceError) as exc:
         raise usage_error(str(exc)) from None
     except usage_error:
         raise

@@ -205,7 +205,8 @@ def keep_events(events: Iterable[dict[str, Any]], hta_rounding: bool = False) ->
         if ev.get("ph") != "X":
             continue
         cat = ev.get("cat")
-        ts, dur = ev.get("ts"), ev.get("dur")
+        ts: Any = ev.get("ts")
+        dur: Any = ev.get("dur")
         if not (_number(ts) and _number(dur)):
             if cat in _GPU_CATEGORIES or cat in _HOST_CATEGORIES or cat in _RUNTIME_CATEGORIES:
                 bad["events without a numeric ts/dur"] += 1
@@ -290,6 +291,10 @@ def _self_times(host: list[tuple[float, float, str, Any]]) -> dict[str, list[flo
     return out
 
 
+def _int_or_none(value: Any) -> int | None:
+    return value if type(value) is int else None
+
+
 def _device(props: list[dict[str, Any]], index: int) -> dict[str, Any]:
     for p in props:
         if p.get("id") == index:
@@ -297,9 +302,7 @@ def _device(props: list[dict[str, Any]], index: int) -> dict[str, Any]:
     return props[0] if len(props) == 1 else {}
 
 
-def rank_gpu_time(
-    kept: _Kept, meta: dict[str, Any], source: str, rank_default: int = 0
-) -> RankGpuTime:
+def rank_gpu_time(kept: _Kept, meta: dict[str, Any], source: str, rank_default: int = 0) -> RankGpuTime:
     """The figures of one rank from what :func:`keep_events` kept and the trace's metadata."""
     left_out = [f"{n:,} {what}" for what, n in sorted(kept.bad.items())]
     host_steps = _steps(kept.host)
@@ -387,19 +390,20 @@ def rank_gpu_time(
     ops.sort(key=lambda r: -r.self_us)
     launches = [c for c in kept.runtime.values() if "aunch" in c[2]]
     props = [p for p in meta.get("deviceProperties") or () if isinstance(p, dict)]
-    device = _device(props, devices.most_common(1)[0][0] if devices else 0)
-    dist = meta.get("distributedInfo") if isinstance(meta.get("distributedInfo"), dict) else {}
-    rank = dist.get("rank") if type(dist.get("rank")) is int else rank_default
-    major, minor = device.get("computeMajor"), device.get("computeMinor")
+    gpu_props = _device(props, devices.most_common(1)[0][0] if devices else 0)
+    raw_dist = meta.get("distributedInfo")
+    dist: dict[str, Any] = raw_dist if isinstance(raw_dist, dict) else {}
+    rank = dist["rank"] if type(dist.get("rank")) is int else rank_default
+    major, minor = gpu_props.get("computeMajor"), gpu_props.get("computeMinor")
     host_starts = [h[0] for h in kept.host]
     host_span = (max(h[1] for h in kept.host) - min(host_starts)) if host_starts else 0.0
     step_times = tuple((end - start) / 1e6 for start, end in host_steps)
     return RankGpuTime(
         rank=rank,
         source=source,
-        device_name=device.get("name") if isinstance(device.get("name"), str) else None,
+        device_name=gpu_props.get("name") if isinstance(gpu_props.get("name"), str) else None,
         compute_capability=f"{major}.{minor}" if type(major) is int and type(minor) is int else None,
-        device_memory_bytes=device.get("totalGlobalMem") if type(device.get("totalGlobalMem")) is int else None,
+        device_memory_bytes=_int_or_none(gpu_props.get("totalGlobalMem")),
         idle_pct=pct(idle),
         compute_pct=pct(compute),
         non_compute_pct=pct(non_compute),
@@ -449,7 +453,7 @@ __all__ = [
     "LaunchStats",
     "OpRow",
     "RankGpuTime",
-    "kernel_kind",
     "keep_events",
+    "kernel_kind",
     "rank_gpu_time",
 ]

@@ -144,7 +144,9 @@ def spread_of(ranks: list[RankGpuTime]) -> tuple[RankSpread, ...]:
         if len(known) < 2:
             continue
         low, high = min(known, key=lambda kv: kv[1]), max(known, key=lambda kv: kv[1])
-        out.append(RankSpread(metric, low[0], low[1], high[0], high[1], statistics.median(v for _, v in known)))
+        out.append(
+            RankSpread(metric, low[0], low[1], high[0], high[1], statistics.median(v for _, v in known))
+        )
     return tuple(out)
 
 

@@ -43,7 +43,7 @@ class _Chunks:
         self.path = path
         head = raw.read(2)
         raw.seek(0)
-        self._file: IO[bytes] = gzip.GzipFile(fileobj=raw) if head == b"\x1f\x8b" else raw
+        self._file: Any = gzip.GzipFile(fileobj=raw) if head == b"\x1f\x8b" else raw
         self._text = codecs.getincrementaldecoder("utf-8")()
         self.buf = ""
         self.pos = 0
@@ -95,7 +95,9 @@ class _Chunks:
             except json.JSONDecodeError as exc:
                 if self.eof:
                     if exc.pos >= len(self.buf) - 1 or "Unterminated" in exc.msg:
-                        raise TraceError(f"{self.path}: the file ends inside {where} (a truncated trace)") from None
+                        raise TraceError(
+                            f"{self.path}: the file ends inside {where} (a truncated trace)"
+                        ) from None
                     raise TraceError(f"{self.path}: not valid JSON in {where} ({exc.msg})") from None
                 if len(self.buf) - self.pos > MAX_VALUE_BYTES:
                     raise TraceError(

@@ -259,6 +259,55 @@ BY_KEY: dict[str, Threshold] = {
         "x",
         "this project: trials are measured to ±5% (autotune tune --stable-within 0.05)",
     ),
+    "host_bound.launch_delay": Threshold(
+        "host_bound",
+        "Host-bound (launch overhead)",
+        "median delay from a kernel's launch call to its start, in a trace (GPU idle > 50%)",
+        "<",
+        50.0,
+        "µs",
+        f"this project: {_HTA} puts one launch at 5-20 µs; a kernel that starts within a few launch "
+        "times of its call found no queued work ahead of it, so the GPU was waiting for the host",
+    ),
+    "launch_bound.short_kernels": Threshold(
+        "launch_bound",
+        "Launch-bound (short kernels)",
+        "kernels shorter than the CPU call that launched them, in a trace (GPU idle > 20%)",
+        ">",
+        50.0,
+        "%",
+        f"{_HTA}: a kernel shorter than its launch is a short kernel; this project: over half of them, "
+        "with the GPU idle a fifth of the time, means launches pace the GPU",
+    ),
+    "launch_bound.idle": Threshold(
+        "launch_bound",
+        "Launch-bound (short kernels)",
+        "GPU idle share of the trace's GPU span",
+        ">",
+        20.0,
+        "%",
+        "this project: below a fifth idle, short kernels cost little",
+    ),
+    "precision_fp32.trace_share": Threshold(
+        "precision_fp32",
+        "fp32 on tensor-core GPU",
+        "fp32 GEMM/convolution kernels on CUDA cores, share of compute-kernel time in a trace",
+        ">",
+        20.0,
+        "%",
+        f"{_TB}: AMP recommendation on compute capability ≥ 7.0; this project: a fifth of the compute "
+        "time is where reduced precision pays more than it costs to try",
+    ),
+    "memcpy_heavy.share": Threshold(
+        "memcpy_heavy",
+        "Memory copies",
+        "memcpy and memset kernel time (summed), share of the trace's GPU span",
+        ">",
+        10.0,
+        "%",
+        "this project: the same 10% as communication (torch-tb-profiler's communication_ratio > 0.1); "
+        "copies are non-compute time as collectives are",
+    ),
     "oom_boundary.trials": Threshold(
         "oom_boundary",
         "Out-of-memory boundary",

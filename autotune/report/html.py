@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         AdviceSection,
         CostSection,
         EnvironmentSection,
+        GpuTimeSection,
         Overview,
         Report,
         StepSection,
@@ -180,7 +181,7 @@ def _overview(o: Overview) -> str:
         f'<div class="sub">{esc(sub)}</div></div>'
         for label, value, sub in cards
     )
-    kind = "Tuning study" if o.kind == "tune" else "Profile"
+    kind = {"tune": "Tuning study", "trace": "torch.profiler trace"}.get(o.kind, "Profile")
     state = "finished" if o.finished else "did not finish (the summary was rebuilt from what was written)"
     out = [
         f'<p class="stats">{esc(kind)} <b>{esc(o.name)}</b>, {esc(state)}.</p>',
@@ -288,6 +289,18 @@ def _steps(s: StepSection) -> str:
     return out
 
 
+def _gpu_time(g: GpuTimeSection) -> str:
+    from autotune.report.gpu_time_tables import tables
+
+    parts = [f"<p>From <code>{esc(g.source)}</code> (definitions of Holistic Trace Analysis).</p>"]
+    for t in tables(g):
+        parts.append(f"<h3>{esc(t.title)}</h3>")
+        parts.append(_table(list(t.header), [[esc(c) for c in row] for row in t.rows], t.numeric))
+    if g.problems:
+        parts.append("<p>Not read:</p><ul>" + "".join(f"<li>{esc(p)}</li>" for p in g.problems) + "</ul>")
+    return "".join(parts)
+
+
 def _trials(t: TrialSection) -> str:
     keys: list[str] = []
     for row in t.rows:
@@ -362,6 +375,9 @@ def _body(report: Report, key: str, charts: list[Chart]) -> str | None:
         case "steps":
             s = r.steps
             return None if s is None else _steps_stats(s) + draw(hc.step_charts(s)) + _steps(s)
+        case "gpu_time":
+            g = r.gpu_time
+            return None if g is None else draw(hc.gpu_time_charts(g)) + _gpu_time(g)
         case "timelines":
             return None if r.timelines is None else draw(hc.gpu_charts(r.timelines))
         case "host":
@@ -404,7 +420,7 @@ def render_html(report: Report) -> str:
         "charts": [{"id": c.div_id, **c.figure} for c in charts],
     }
     o = report.overview
-    kind = "Tuning study" if o.kind == "tune" else "Profile"
+    kind = {"tune": "Tuning study", "trace": "torch.profiler trace"}.get(o.kind, "Profile")
     meta = " · ".join(esc(m) for m in (kind, f"generated {report.generated_at}", o.run_dir))
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

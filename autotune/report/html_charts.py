@@ -20,6 +20,7 @@ from plotly.subplots import make_subplots  # type: ignore[import-untyped]
 from autotune.console import format_seconds
 from autotune.report.sections import (
     ConvergenceSection,
+    GpuTimeSection,
     HostTimeline,
     ParetoSection,
     StepSection,
@@ -103,6 +104,37 @@ def _scatter(fig: go.Figure, x: Any, y: Any, name: str, hover: str, **style: Any
 
 
 # ------------------------------------------------------------------------------------------- steps
+
+
+#: Colours of the temporal breakdown, as HTA draws it: idle, compute, non-compute.
+BREAKDOWN_COLOURS = {"idle": "#8c959f", "compute": "#1a7f37", "non-compute": "#d97706"}
+
+
+def gpu_time_charts(g: GpuTimeSection) -> list[Chart]:
+    """Each rank's GPU span as idle, compute and non-compute shares (one stacked bar per rank)."""
+    fig = go.Figure()
+    ranks = [f"rank {r.rank}" for r in g.ranks]
+    for label, attr in (("idle", "idle_pct"), ("compute", "compute_pct"), ("non-compute", "non_compute_pct")):
+        values = [getattr(r, attr) or 0.0 for r in g.ranks]
+        fig.add_bar(
+            x=values,
+            y=ranks,
+            orientation="h",
+            name=label,
+            marker_color=BREAKDOWN_COLOURS[label],
+            text=[f"{label} {v:.0f}%" if v >= 8 else "" for v in values],
+            textposition="inside",
+            insidetextanchor="middle",
+            hovertemplate=f"%{{y}}: {label} %{{x:.1f}}% of the GPU span<extra></extra>",
+        )
+    fig.update_layout(
+        barmode="stack",
+        xaxis={"title": {"text": "Share of the GPU span (%)"}, "range": [0, 100]},
+        yaxis={"autorange": "reversed"},
+    )
+    height = 120 + 40 * len(g.ranks)
+    caption = "Span: the first GPU activity's start to the last one's end, per rank (HTA's breakdown)."
+    return [_chart("chart-gpu-time", "GPU time per rank: idle, compute, non-compute", fig, height, caption)]
 
 
 def step_charts(s: StepSection) -> list[Chart]:

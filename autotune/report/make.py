@@ -30,7 +30,15 @@ class CostOptions:
 
 
 def make_report(run_dir: str | Path, cost: CostOptions | None = None) -> Report:
-    """Load ``run_dir`` and build its report (raises RunDirError, PriceTableError on bad input)."""
+    """Load ``run_dir`` and build its report (raises RunDirError, PriceTableError on bad input).
+
+    A torch.profiler trace file, or a folder of traces that is no run directory, gets the trace
+    report (raises TraceError when no trace in it can be read).
+    """
+    from autotune.report.trace_report import is_trace_path, trace_report
+
+    if is_trace_path(Path(run_dir)):
+        return trace_report(Path(run_dir))
     run = load_run(run_dir)
     return report_of(run, cost or CostOptions())
 
@@ -39,12 +47,21 @@ def report_of(run: RunData, options: CostOptions) -> Report:
     """The report of a loaded run."""
     from autotune.advice.advise import advise
     from autotune.report.build import build_report
+    from autotune.report.trace_report import run_gpu_time
 
     advice = advise(run)
     section, why = price_run(run, options)
     if section is not None:
         advice = with_savings(advice, section)
-    return build_report(run, advice, cost=section, cost_missing=why)
+    report = build_report(run, advice, cost=section, cost_missing=why)
+    profile = run.profile if run.kind == "tune" else run
+    if profile is None:
+        return dataclasses.replace(report, missing={**report.missing, "gpu_time": "no run data"})
+    gpu_time, no_gpu_time = run_gpu_time(Path(profile.run_dir))
+    missing = dict(report.missing)
+    if no_gpu_time is not None:
+        missing["gpu_time"] = no_gpu_time
+    return dataclasses.replace(report, gpu_time=gpu_time, missing=missing)
 
 
 def _device_name(run: RunData) -> tuple[str | None, str | None]:
@@ -99,6 +116,14 @@ def with_savings(advice: AdviceSection, cost: CostSection) -> AdviceSection:
             rec = dataclasses.replace(rec, saving_pct=pct, saving_usd_per_month=usd)
         recs.append(rec)
     return dataclasses.replace(advice, recommendations=tuple(recs))
+
+
+def report_path(target: Path, fmt: str) -> Path:
+    """Where a report goes by default: in the run (or traces) folder, or next to a trace file."""
+    if target.is_file():
+        stem = target.name.removesuffix(".gz").removesuffix(".json")
+        return target.with_name(f"{stem}.{REPORT_FILES[fmt]}")
+    return target / REPORT_FILES[fmt]
 
 
 def render(report: Report, fmt: str) -> str:

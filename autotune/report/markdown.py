@@ -65,7 +65,7 @@ def _overview(report: Report) -> list[str]:
     o = report.overview
     rows = [
         ("run", md_text(o.name)),
-        ("kind", "tuning study" if o.kind == "tune" else "profile"),
+        ("kind", {"tune": "tuning study", "trace": "torch.profiler trace"}.get(o.kind, "profile")),
         ("median step time", format_seconds(o.step_time_median_s)),
         ("throughput", format_rate(o.samples_per_s, "samples/s")),
     ]
@@ -294,6 +294,20 @@ def _trials(report: Report) -> list[str]:
     )
 
 
+def _gpu_time(report: Report) -> list[str]:
+    from autotune.report.gpu_time_tables import tables
+
+    g = report.gpu_time
+    assert g is not None
+    out = [f"From `{md_text(g.source)}` (definitions of Holistic Trace Analysis).", ""]
+    for t in tables(g):
+        out += [f"**{md_text(t.title)}**", ""]
+        out += _table(t.header, (tuple(md_text(c) for c in row) for row in t.rows))
+    if g.problems:
+        out += ["Not read:", ""] + [f"- {md_text(p)}" for p in g.problems] + [""]
+    return out
+
+
 def _environment(report: Report) -> list[str]:
     return _table(("", "value"), ((md_text(k), md_text(v)) for k, v in report.environment.items))
 
@@ -303,6 +317,7 @@ _SECTIONS = {
     "advice": _advice,
     "cost": _cost,
     "steps": _steps,
+    "gpu_time": _gpu_time,
     "timelines": _timelines,
     "host": _host,
     "sweep": _sweep,

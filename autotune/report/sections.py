@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 from autotune.advice.records import AdviceSection
 from autotune.cost.records import CostSection
+from profilers.gpu_time import RankGpuTime
+from profilers.trace_analysis import RankSpread
 
 #: Section keys in report order, with their headings.
 SECTION_TITLES: dict[str, str] = {
@@ -18,6 +20,7 @@ SECTION_TITLES: dict[str, str] = {
     "advice": "Recommendations",
     "cost": "Cost",
     "steps": "Step time",
+    "gpu_time": "GPU time (torch.profiler trace)",
     "timelines": "GPU timelines",
     "host": "Host timeline",
     "sweep": "Throughput and memory against micro-batch",
@@ -63,6 +66,21 @@ class StepSection:
     series_kind: tuple[str, ...]  # "warmup", "measured"…
     outlier_steps: tuple[int, ...] = ()  # steps beyond the outlier threshold
     per_rank_median_s: dict[int, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuTimeSection:
+    """Where each rank's GPU time went, from torch.profiler traces (HTA's definitions).
+
+    ``ranks[i]`` holds ``rank``, ``device_name``, ``idle_pct``, ``compute_pct``,
+    ``non_compute_pct``, ``comm_overlap_pct``, ``kernel_time_us``, ``steps``,
+    ``step_time_s_median`` and the rest of :class:`profilers.gpu_time.RankGpuTime`.
+    """
+
+    source: str  # the trace file or folder
+    ranks: tuple[RankGpuTime, ...]
+    spread: tuple[RankSpread, ...]  # across ranks (2 or more)
+    problems: tuple[str, ...] = ()  # files or parts that could not be read
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +218,7 @@ class Report:
     environment: EnvironmentSection
     cost: CostSection | None = None
     steps: StepSection | None = None
+    gpu_time: GpuTimeSection | None = None
     timelines: TimelineSection | None = None
     host: HostTimeline | None = None
     sweep: SweepSection | None = None

@@ -102,7 +102,10 @@ def test_real_traces_give_the_facts_their_raw_json_shows():
 @pytest.mark.parametrize(
     ("name", "kind"),
     [
-        ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)", KIND_COMMUNICATION),
+        (
+            "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)",
+            KIND_COMMUNICATION,
+        ),
         ("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", KIND_COMMUNICATION),
         ("Memcpy DtoD (Device -> Device)", KIND_MEMORY),
         ("Memset (Device)", KIND_MEMORY),
@@ -172,7 +175,10 @@ def test_bad_events_are_counted_and_left_out(tmp_path):
 
 
 def test_a_cpu_only_trace_reads_with_no_gpu_figures(tmp_path):
-    events = [step(1, 0, 50), {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 5, "dur": 20, "pid": 1, "tid": 1}]
+    events = [
+        step(1, 0, 50),
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 5, "dur": 20, "pid": 1, "tid": 1},
+    ]
     r = analyse_file(write_trace(tmp_path / "t.json", events))
     assert r.kernels == 0 and r.kernel_time_us == 0 and r.idle_pct is None and r.comm_overlap_pct is None
     assert r.top_ops[0].name == "aten::mm" and r.top_ops[0].self_us == 20

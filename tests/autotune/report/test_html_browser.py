@@ -6,15 +6,18 @@ Each page is loaded once per module; the whole file takes about 12 s.
 
 import re
 from html import escape
+from pathlib import Path
 
 import pytest
 
 from autotune.report.html import render_html
+from autotune.report.trace_report import trace_report
 from tests.autotune.report.report_fixtures import XSS_ATTR, XSS_SCRIPT, cpu_report, full_report, xss_report
 from tests.browser import BROWSERS, find_chromium, load_in_browser, non_white_fraction, png_pixels
 
 WINDOW = (1280, 2400)  # CSS pixels; the screenshot is taken at half scale to keep decoding it quick
-REPORTS = {"full": full_report, "cpu": cpu_report, "xss": xss_report}
+TRACE = Path(__file__).resolve().parents[2] / "data" / "gpu_traces" / "a100_ddp2" / "rank-0.json.gz"
+REPORTS = {"full": full_report, "cpu": cpu_report, "xss": xss_report, "trace": lambda: trace_report(TRACE)}
 CONTROL_PAGE = """<!DOCTYPE html><html><head><title>control</title></head><body><p>control</p>
 <script>console.log('a log line is not an error'); console.error('recorded console error');</script>
 <img src="x" onerror="alert(1)">
@@ -63,18 +66,18 @@ def test_the_error_recorder_catches_errors_and_dialogs(chromium, tmp_path):
     assert "control" in result.dom and "__browser_test_log__" not in result.dom
 
 
-@pytest.mark.parametrize("name", ["full", "cpu"])
+@pytest.mark.parametrize("name", ["full", "cpu", "trace"])
 def test_report_loads_without_javascript_errors(loaded, name):
     _page, result = loaded[name]
     assert result.console_errors == []
     assert result.dialogs == []
 
 
-@pytest.mark.parametrize("name", ["full", "cpu"])
+@pytest.mark.parametrize("name", ["full", "cpu", "trace"])
 def test_every_chart_is_drawn_by_plotly(loaded, name):
     page, result = loaded[name]
     ids = emitted_charts(page)
-    assert len(ids) == (7 if name == "full" else 3)
+    assert len(ids) == {"full": 7, "cpu": 3, "trace": 1}[name]
     dom = result.dom
     starts = [dom.index(f'id="{chart_id}"') for chart_id in ids]
     for n, (chart_id, start) in enumerate(zip(ids, starts, strict=True)):
@@ -86,7 +89,7 @@ def test_every_chart_is_drawn_by_plotly(loaded, name):
     assert len(re.findall(r'<div class="chart js-plotly-plot"', dom)) == len(ids)
 
 
-@pytest.mark.parametrize("name", ["full", "cpu"])
+@pytest.mark.parametrize("name", ["full", "cpu", "trace"])
 def test_screenshot_is_not_blank(loaded, name):
     _page, result = loaded[name]
     width, height, channels, pixels = png_pixels(result.screenshot)
