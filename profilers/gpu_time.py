@@ -23,13 +23,14 @@ Pure Python, no torch; memory grows with the kept events (a few tuples each), no
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from profilers.deep import TENSOR_CORE_MARKERS
 from profilers.intervals import length, merge, overlap_merged
@@ -78,8 +79,19 @@ DTYPES = {
 _GPU_CATEGORIES = frozenset(("kernel", "gpu_memcpy", "gpu_memset"))
 _RUNTIME_CATEGORIES = frozenset(("cuda_runtime", "cuda_driver"))
 _HOST_CATEGORIES = frozenset(("cpu_op", "user_annotation"))
+_KEPT_CATEGORIES = _GPU_CATEGORIES | _RUNTIME_CATEGORIES | _HOST_CATEGORIES
+_NUMBERS = frozenset((int, float))
 _STEP = "ProfilerStep#"
 TOP = 15
+
+
+@functools.lru_cache(maxsize=65536)
+def classify(name: str) -> tuple[str, bool, bool, bool]:
+    """(kind, on tensor cores, a GEMM/convolution, an fp32 GEMM on CUDA cores by name) of a kernel."""
+    lower = name.lower()
+    on_tc = any(m in lower for m in _TENSOR_CORE)
+    gemm = on_tc or bool(_GEMM_RE.search(name))
+    return kernel_kind(name), on_tc, gemm, gemm and not on_tc and bool(_FP32_GEMM_RE.search(name))
 
 
 def kernel_kind(name: str) -> str:
@@ -169,12 +181,15 @@ class RankGpuTime:
     backend: str | None = None
 
 
+#: A kept GPU activity: (start, end, name, correlation, external id, device, category).
+_Gpu = tuple[float, float, str, int, int, int, str]
+
+
 @dataclass
 class _Kept:
     """What one pass over a trace keeps (compact tuples, not the event dicts)."""
 
-    # (start, end, name, correlation, external id, device, category)
-    gpu: list[tuple[float, float, str, int, int, int, str]] = field(default_factory=list)
+    gpu: list[_Gpu] = field(default_factory=list)
     # correlation -> (start, duration, name) of the runtime call that launched it
     runtime: dict[int, tuple[float, float, str]] = field(default_factory=dict)
     runtime_calls: int = 0
@@ -184,10 +199,6 @@ class _Kept:
     gemm_dtypes: dict[int, str] = field(default_factory=dict)  # external id -> dtype
     annotations: set[str] = field(default_factory=set)  # names of record_function ranges
     bad: Counter[str] = field(default_factory=Counter)
-
-
-def _number(value: Any) -> bool:
-    return type(value) in (int, float)
 
 
 def keep_events(events: Iterable[dict[str, Any]], hta_rounding: bool = False) -> _Kept:
@@ -202,14 +213,13 @@ def keep_events(events: Iterable[dict[str, Any]], hta_rounding: bool = False) ->
     runtime_calls = 0
     runtime_us = 0.0
     for ev in events:
-        if ev.get("ph") != "X":
-            continue
         cat = ev.get("cat")
+        if cat not in _KEPT_CATEGORIES or ev.get("ph") != "X":
+            continue
         ts: Any = ev.get("ts")
         dur: Any = ev.get("dur")
-        if not (_number(ts) and _number(dur)):
-            if cat in _GPU_CATEGORIES or cat in _HOST_CATEGORIES or cat in _RUNTIME_CATEGORIES:
-                bad["events without a numeric ts/dur"] += 1
+        if type(ts) not in _NUMBERS or type(dur) not in _NUMBERS:
+            bad["events without a numeric ts/dur"] += 1
             continue
         if dur < 0:
             bad["events with a negative duration"] += 1
@@ -261,33 +271,31 @@ def _steps(host: list[tuple[float, float, str, Any]]) -> list[tuple[float, float
 
 
 def _self_times(host: list[tuple[float, float, str, Any]]) -> dict[str, list[float]]:
-    """Per host op name: [calls, self µs, total µs]; runtime calls are children, as in torch."""
+    """Per host op name: [calls, self µs, total µs]; runtime calls are children, as in torch.
+
+    Per thread, events sorted by start (the longer first at a tie, so a parent precedes its
+    children); an event's direct children's durations come off its self time.
+    """
     out: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
-    order = sorted(range(len(host)), key=lambda i: (str(host[i][3]), host[i][0], -(host[i][1] - host[i][0])))
-    stack: list[list[Any]] = []  # [end, name, self]
-    thread: Any = object()
-
-    def close(item: list[Any]) -> None:
-        row = out[item[1]]
-        row[1] += item[2]
-
-    for i in order:
-        start, end, name, tid = host[i]
-        if tid != thread:
-            while stack:
-                close(stack.pop())
-            thread = tid
-        while stack and stack[-1][0] <= start:
-            close(stack.pop())
-        dur = end - start
-        if stack and end <= stack[-1][0]:
-            stack[-1][2] -= dur
-        row = out[name]
-        row[0] += 1
-        row[2] += dur
-        stack.append([end, name, dur])
-    while stack:
-        close(stack.pop())
+    threads: dict[Any, list[tuple[float, float, str, Any]]] = defaultdict(list)
+    for event in host:
+        threads[event[3]].append(event)
+    for events in threads.values():
+        events.sort(key=lambda e: (e[0], e[0] - e[1]))
+        stack: list[list[Any]] = []  # [end, name, self]
+        for start, end, name, _ in events:
+            while stack and stack[-1][0] <= start:
+                done = stack.pop()
+                out[done[1]][1] += done[2]
+            dur = end - start
+            if stack and end <= stack[-1][0]:
+                stack[-1][2] -= dur
+            row = out[name]
+            row[0] += 1
+            row[2] += dur
+            stack.append([end, name, dur])
+        for done in stack:
+            out[done[1]][1] += done[2]
     return out
 
 
@@ -302,145 +310,178 @@ def _device(props: list[dict[str, Any]], index: int) -> dict[str, Any]:
     return props[0] if len(props) == 1 else {}
 
 
+def _analysed(kept: _Kept, host_steps: list[tuple[float, float]]) -> tuple[list[_Gpu], str | None]:
+    """The GPU activities HTA analyses: with 2 steps or more, those launched before the last one."""
+    if len(host_steps) < 2:
+        return kept.gpu, None
+    cutoff = host_steps[-1][0]
+    runtime = kept.runtime
+    before = [g for g in kept.gpu if g[3] in runtime and runtime[g[3]][0] < cutoff]
+    dropped = len(kept.gpu) - len(before)
+    why = (
+        f"{dropped:,} GPU activities launched in the last ProfilerStep or by no launch call in the "
+        "trace (the profiler stops inside its last step; as HTA)"
+    )
+    return before, why if dropped else None
+
+
+class _Temporal(NamedTuple):
+    span: float
+    busy: float
+    compute: float
+    comm: float
+    overlap: float
+
+
+def _temporal(gpu: list[_Gpu], kinds: list[str]) -> _Temporal:
+    """HTA's temporal breakdown and communication overlap of the analysed activities."""
+    merged_all = merge((g[0], g[1]) for g in gpu)
+    comp = merge((g[0], g[1]) for g, k in zip(gpu, kinds, strict=True) if k == KIND_COMPUTE)
+    comm = merge((g[0], g[1]) for g, k in zip(gpu, kinds, strict=True) if k == KIND_COMMUNICATION)
+    span = merged_all[-1][1] - merged_all[0][0] if merged_all else 0.0
+    return _Temporal(span, length(merged_all), length(comp), length(comm), overlap_merged(comp, comm))
+
+
+@dataclass
+class _Mix:
+    """Per-activity sums: time by kind and name, copies, GEMMs, launches."""
+
+    by_kind: dict[str, float] = field(default_factory=lambda: dict.fromkeys(KINDS, 0.0))
+    memcpy: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    names: dict[str, list[float]] = field(default_factory=lambda: defaultdict(lambda: [0, 0.0]))
+    gemm: float = 0.0
+    fp32_gemm: float = 0.0
+    tensor_core: float = 0.0
+    by_dtype: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    kernel_durations: list[float] = field(default_factory=list)
+    launch_delays: list[float] = field(default_factory=list)
+    short: int = 0
+    matched: int = 0
+    devices: Counter[int] = field(default_factory=Counter)
+
+
+def _mix(gpu: list[_Gpu], kept: _Kept) -> _Mix:
+    mix = _Mix()
+    runtime, dtypes = kept.runtime, kept.gemm_dtypes
+    for start, end, name, corr, ext, device, cat in gpu:
+        kind, on_tc, is_gemm, fp32_by_name = classify(name)
+        dur = end - start
+        mix.by_kind[kind] += dur
+        row = mix.names[name]
+        row[0] += 1
+        row[1] += dur
+        mix.devices[device] += 1
+        if kind == KIND_MEMORY:
+            mix.memcpy[name[:6] if name.startswith("Memset") else name[:11].replace("Memcpy ", "")] += dur
+            continue
+        if cat != "kernel":
+            continue
+        mix.kernel_durations.append(dur)
+        call = runtime.get(corr)
+        if call is not None:
+            mix.matched += 1
+            mix.launch_delays.append(start - call[0])
+            mix.short += dur < call[1]
+        if kind != KIND_COMPUTE or not is_gemm:
+            continue
+        mix.tensor_core += dur if on_tc else 0.0
+        mix.gemm += dur
+        dtype = dtypes.get(ext)
+        if dtype is not None:
+            mix.by_dtype[dtype] += dur
+        if fp32_by_name or (dtype == "fp32" and not on_tc):
+            mix.fp32_gemm += dur
+    return mix
+
+
+def _launch_stats(kept: _Kept, mix: _Mix) -> LaunchStats:
+    launches = [c[1] for c in kept.runtime.values() if "aunch" in c[2]]
+    return LaunchStats(
+        runtime_calls=kept.runtime_calls,
+        runtime_us=kept.runtime_us,
+        launches=len(launches),
+        launch_us_median=statistics.median(launches) if launches else None,
+        launch_delay_us_median=statistics.median(mix.launch_delays) if mix.launch_delays else None,
+        short_kernels=mix.short,
+        short_kernels_pct=100.0 * mix.short / mix.matched if mix.matched else None,
+    )
+
+
+def _top_ops(kept: _Kept) -> list[OpRow]:
+    """Host operators by self time (record_function ranges, steps and runtime calls left out)."""
+    runtime_names = {call[2] for call in kept.runtime.values()}
+    ops = [
+        OpRow(name, int(n), s, t)
+        for name, (n, s, t) in _self_times(kept.host).items()
+        if name not in kept.annotations and name not in runtime_names and not name.startswith(_STEP)
+    ]
+    ops.sort(key=lambda r: -r.self_us)
+    return ops
+
+
 def rank_gpu_time(kept: _Kept, meta: dict[str, Any], source: str, rank_default: int = 0) -> RankGpuTime:
     """The figures of one rank from what :func:`keep_events` kept and the trace's metadata."""
     left_out = [f"{n:,} {what}" for what, n in sorted(kept.bad.items())]
     host_steps = _steps(kept.host)
-    gpu = kept.gpu
-    if len(host_steps) >= 2:
-        cutoff = host_steps[-1][0]
-        runtime = kept.runtime
-        before = [g for g in gpu if g[3] in runtime and runtime[g[3]][0] < cutoff]
-        dropped = len(gpu) - len(before)
-        if dropped:
-            left_out.append(
-                f"{dropped:,} GPU activities launched in the last ProfilerStep or by no launch call "
-                "in the trace (the profiler stops inside its last step; as HTA)"
-            )
-        gpu = before
-    merged_all = merge((g[0], g[1]) for g in gpu)
-    kinds = [kernel_kind(g[2]) for g in gpu]
-    comp = merge((g[0], g[1]) for g, k in zip(gpu, kinds, strict=True) if k == KIND_COMPUTE)
-    comm = merge((g[0], g[1]) for g, k in zip(gpu, kinds, strict=True) if k == KIND_COMMUNICATION)
-    span = merged_all[-1][1] - merged_all[0][0] if merged_all else 0.0
-    busy = length(merged_all)
-    compute = length(comp)
-    comm_us = length(comm)
-    overlap = overlap_merged(comp, comm)
-    idle = span - busy
-    non_compute = span - idle - compute
+    gpu, dropped = _analysed(kept, host_steps)
+    if dropped:
+        left_out.append(dropped)
+    t = _temporal(gpu, [classify(g[2])[0] for g in gpu])
+    idle = t.span - t.busy
 
     def pct(part: float) -> float | None:
-        return 100.0 * part / span if span > 0 else None
+        return 100.0 * part / t.span if t.span > 0 else None
 
-    by_kind: dict[str, float] = dict.fromkeys(KINDS, 0.0)
-    memcpy: dict[str, float] = defaultdict(float)
-    names: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
-    gemm = fp32_gemm = tensor_core = 0.0
-    by_dtype: dict[str, float] = defaultdict(float)
-    kernel_durations: list[float] = []
-    launch_delays: list[float] = []
-    launch_durations: list[float] = []
-    short = matched = 0
-    devices: Counter[int] = Counter()
-    for g, kind in zip(gpu, kinds, strict=True):
-        start, end, name, corr, ext, device, cat = g
-        dur = end - start
-        by_kind[kind] += dur
-        row = names[name]
-        row[0] += 1
-        row[1] += dur
-        devices[device] += 1
-        if kind == KIND_MEMORY:
-            memcpy[name[:6] if name.startswith("Memset") else name[:11].replace("Memcpy ", "")] += dur
-            continue
-        if cat != "kernel":
-            continue
-        kernel_durations.append(dur)
-        call = kept.runtime.get(corr)
-        if call is not None:
-            matched += 1
-            launch_delays.append(start - call[0])
-            launch_durations.append(call[1])
-            short += dur < call[1]
-        if kind != KIND_COMPUTE:
-            continue
-        lower = name.lower()
-        on_tc = any(m in lower for m in _TENSOR_CORE)
-        tensor_core += dur if on_tc else 0.0
-        if on_tc or _GEMM_RE.search(name):
-            gemm += dur
-            dtype = kept.gemm_dtypes.get(ext)
-            if dtype is not None:
-                by_dtype[dtype] += dur
-            if not on_tc and (_FP32_GEMM_RE.search(name) or (dtype == "fp32" and not on_tc)):
-                fp32_gemm += dur
-    total = sum(by_kind.values())
+    mix = _mix(gpu, kept)
+    total = sum(mix.by_kind.values())
     top_kernels = tuple(
         KernelRow(name, kernel_kind(name), int(n), us, us / n, 100.0 * us / total if total else 0.0)
-        for name, (n, us) in sorted(names.items(), key=lambda kv: -kv[1][1])[:TOP]
+        for name, (n, us) in sorted(mix.names.items(), key=lambda kv: -kv[1][1])[:TOP]
     )
-    self_times = _self_times(kept.host)
-    runtime_names = {call[2] for call in kept.runtime.values()}
-    ops = [
-        OpRow(name, int(n), s, t)
-        for name, (n, s, t) in self_times.items()
-        if name not in kept.annotations and name not in runtime_names and not name.startswith(_STEP)
-    ]
-    ops.sort(key=lambda r: -r.self_us)
-    launches = [c for c in kept.runtime.values() if "aunch" in c[2]]
+    ops = _top_ops(kept)
     props = [p for p in meta.get("deviceProperties") or () if isinstance(p, dict)]
-    gpu_props = _device(props, devices.most_common(1)[0][0] if devices else 0)
+    gpu_props = _device(props, mix.devices.most_common(1)[0][0] if mix.devices else 0)
     raw_dist = meta.get("distributedInfo")
     dist: dict[str, Any] = raw_dist if isinstance(raw_dist, dict) else {}
-    rank = dist["rank"] if type(dist.get("rank")) is int else rank_default
     major, minor = gpu_props.get("computeMajor"), gpu_props.get("computeMinor")
-    host_starts = [h[0] for h in kept.host]
-    host_span = (max(h[1] for h in kept.host) - min(host_starts)) if host_starts else 0.0
+    host_span = max(h[1] for h in kept.host) - min(h[0] for h in kept.host) if kept.host else 0.0
     step_times = tuple((end - start) / 1e6 for start, end in host_steps)
+    compute_sum = mix.by_kind[KIND_COMPUTE]
     return RankGpuTime(
-        rank=rank,
+        rank=dist["rank"] if type(dist.get("rank")) is int else rank_default,
         source=source,
         device_name=gpu_props.get("name") if isinstance(gpu_props.get("name"), str) else None,
         compute_capability=f"{major}.{minor}" if type(major) is int and type(minor) is int else None,
         device_memory_bytes=_int_or_none(gpu_props.get("totalGlobalMem")),
         idle_pct=pct(idle),
-        compute_pct=pct(compute),
-        non_compute_pct=pct(non_compute),
-        comm_overlap_pct=100.0 * overlap / comm_us if comm_us > 0 else None,
-        kernel_time_us=span,
+        compute_pct=pct(t.compute),
+        non_compute_pct=pct(t.span - idle - t.compute),
+        comm_overlap_pct=100.0 * t.overlap / t.comm if t.comm > 0 else None,
+        kernel_time_us=t.span,
         idle_us=idle,
-        compute_us=compute,
-        non_compute_us=non_compute,
-        busy_us=busy,
-        comm_us=comm_us,
-        comm_exposed_us=comm_us - overlap,
+        compute_us=t.compute,
+        non_compute_us=t.span - idle - t.compute,
+        busy_us=t.busy,
+        comm_us=t.comm,
+        comm_exposed_us=t.comm - t.overlap,
         kernels=len(gpu),
-        time_by_kind_us=by_kind,
-        memcpy_us=dict(memcpy),
-        kernel_median_us=statistics.median(kernel_durations) if kernel_durations else None,
+        time_by_kind_us=mix.by_kind,
+        memcpy_us=dict(mix.memcpy),
+        kernel_median_us=statistics.median(mix.kernel_durations) if mix.kernel_durations else None,
         steps=len(host_steps),
         step_time_s_median=statistics.median(step_times) if step_times else None,
         step_times_s=step_times,
-        tensor_core_pct=100.0 * tensor_core / by_kind[KIND_COMPUTE] if by_kind[KIND_COMPUTE] > 0 else None,
-        gemm_us=gemm,
-        fp32_gemm_us=fp32_gemm,
-        gemm_us_by_dtype=dict(by_dtype),
-        launch=LaunchStats(
-            runtime_calls=kept.runtime_calls,
-            runtime_us=kept.runtime_us,
-            launches=len(launches),
-            launch_us_median=statistics.median(c[1] for c in launches) if launches else None,
-            launch_delay_us_median=statistics.median(launch_delays) if launch_delays else None,
-            short_kernels=short,
-            short_kernels_pct=100.0 * short / matched if matched else None,
-        ),
+        tensor_core_pct=100.0 * mix.tensor_core / compute_sum if compute_sum > 0 else None,
+        gemm_us=mix.gemm,
+        fp32_gemm_us=mix.fp32_gemm,
+        gemm_us_by_dtype=dict(mix.by_dtype),
+        launch=_launch_stats(kept, mix),
         top_kernels=top_kernels,
         top_ops=tuple(ops[:TOP]),
         cpu_op_self_us=sum(r.self_us for r in ops),
         host_span_us=host_span,
         left_out=tuple(left_out),
-        world_size=dist.get("world_size") if type(dist.get("world_size")) is int else None,
+        world_size=_int_or_none(dist.get("world_size")),
         backend=dist.get("backend") if isinstance(dist.get("backend"), str) else None,
     )
 

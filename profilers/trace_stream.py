@@ -147,11 +147,31 @@ def stream_trace(path: Path, meta: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 
 def _events(src: _Chunks) -> Iterator[dict[str, Any]]:
-    """The objects of the ``traceEvents`` array (its '[' consumed), through its ']'."""
+    """The objects of the ``traceEvents`` array (its '[' consumed), through its ']'.
+
+    The fast path decodes an event and its separator inside the buffer; near the buffer's end it
+    falls back on :meth:`_Chunks.value` and :meth:`_Chunks.expect`, which read more.
+    """
     if src.peek() == "]":
         src.pos += 1
         return
+    space, decode = _SPACE.match, _DECODER.raw_decode
     while True:
+        buf = src.buf
+        start = space(buf, src.pos).end()  # type: ignore[union-attr]
+        try:
+            event, end = decode(buf, start)
+        except json.JSONDecodeError:
+            end = len(buf)
+        sep = space(buf, end).end() if end < len(buf) else len(buf)  # type: ignore[union-attr]
+        if sep < len(buf) and buf[sep] in ",]":
+            src.pos = sep + 1
+            if isinstance(event, dict):
+                yield event
+            if buf[sep] == "]":
+                return
+            continue
+        src.pos = start
         event = src.value("traceEvents")
         if isinstance(event, dict):
             yield event
