@@ -7,6 +7,7 @@ import pytest
 
 from autotune.advice import advise as advise_mod
 from autotune.advice.records import Threshold
+from autotune.advice.rules_trace import TRACE_RULES, TRACE_THRESHOLDS
 from autotune.advice.thresholds import BY_KEY, THRESHOLDS, limit, severity_for, thresholds_for
 
 ADVICE = Path(__file__).resolve().parents[3] / "autotune" / "advice"
@@ -37,8 +38,10 @@ def test_the_public_figures_are_the_published_ones():
 
 
 def test_every_rule_has_thresholds_and_every_threshold_a_rule():
-    ids = {r.id for r in advise_mod.RULES}
+    ids = {r.id for r in advise_mod.RULES} | {rule for rule, _ in TRACE_RULES}
     assert {t.rule for t in THRESHOLDS} == ids
+    assert set(TRACE_THRESHOLDS) <= set(BY_KEY)
+    assert {BY_KEY[k].rule for k in TRACE_THRESHOLDS} == {rule for rule, _ in TRACE_RULES}
     for rule_id in ids:
         assert thresholds_for(rule_id)
 
