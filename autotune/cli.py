@@ -1,4 +1,4 @@
-"""The ``autotune`` command line: ``profile``, ``tune``, ``report``, ``demo``, ``doctor``.
+"""The ``autotune`` command line: ``profile``, ``tune``, ``report``, ``compare``, ``demo``, ``doctor``.
 
 Bad input gets one clear line and exit status 2; a script's own exit status is passed through.
 """
@@ -124,6 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
     from autotune.report_cli import add_report_parser
 
     add_report_parser(sub, _number)
+    from autotune.compare_cli import add_compare_parser
+
+    add_compare_parser(sub)
     sub.add_parser("dashboard", help="follow a run or a study in a terminal dashboard (see --help)")
     sub.add_parser("demo", help="profile the built-in models on synthetic data (autotune demo --help)")
     sub.add_parser("doctor", help="say what this machine can measure")
@@ -273,6 +276,10 @@ def main(argv: list[str] | None = None) -> int:
             from autotune.report_cli import cmd_report
 
             return cmd_report(args, UsageError)
+        if args.command == "compare":
+            from autotune.compare_cli import cmd_compare
+
+            return cmd_compare(args, UsageError)
         if args.command == "doctor":
             from autotune.doctor import main as doctor_main
 

@@ -1,8 +1,9 @@
 """Where each rank's GPU time went, from a torch.profiler (Kineto) trace.
 
-One pass over a trace's events (:func:`analyse_events`, fed by :func:`profilers.trace_stream.stream_trace`
-for a file) keeps only what the figures need: the GPU activities (kernels, memcpy, memset), the CUDA
-runtime calls, and the host ops. From them :func:`rank_gpu_time` computes, for one rank:
+One pass over a trace's events (:func:`keep_events`, fed by :func:`profilers.trace_stream.stream_trace`
+for a file) keeps only what the figures need: the GPU activities (as HTA, every complete event on
+a stream: kernels, memcpy, memset, stream syncs, in any of Kineto's category spellings), the
+runtime calls (CUDA, HIP, MTIA), and the host ops. From them :func:`rank_gpu_time` computes, for one rank:
 
 - the temporal breakdown of Holistic Trace Analysis (HTA, ``get_temporal_breakdown``): over the
   span from the first GPU activity's start to the last one's end, **idle** is the time no activity
@@ -76,11 +77,16 @@ DTYPES = {
     "c10::Float8_e4m3fn": "fp8",
     "c10::Float8_e5m2": "fp8",
 }
-_GPU_CATEGORIES = frozenset(("kernel", "gpu_memcpy", "gpu_memset"))
-_RUNTIME_CATEGORIES = frozenset(("cuda_runtime", "cuda_driver"))
-_HOST_CATEGORIES = frozenset(("cpu_op", "user_annotation"))
-_KEPT_CATEGORIES = _GPU_CATEGORIES | _RUNTIME_CATEGORIES | _HOST_CATEGORIES
+#: Host-side categories: runtime/driver calls (CUDA, HIP under ``cuda_runtime``, MTIA, older
+#: Kineto's ``Runtime``) and ops (``cpu_op``, ``record_function`` ranges, older ``Operator``).
+_RUNTIME_CATEGORIES = frozenset(
+    ("cuda_runtime", "cuda_driver", "Runtime", "mtia_runtime", "privateuse1_runtime")
+)
+_HOST_CATEGORIES = frozenset(("cpu_op", "user_annotation", "Operator"))
+#: Never GPU activities, skipped before their arguments are looked at.
+_SKIPPED_CATEGORIES = frozenset(("python_function", "gpu_user_annotation", "Trace", "ac2g", "fwdbwd"))
 _NUMBERS = frozenset((int, float))
+_KERNEL = "kernel"
 _STEP = "ProfilerStep#"
 TOP = 15
 
@@ -214,8 +220,15 @@ def keep_events(events: Iterable[dict[str, Any]], hta_rounding: bool = False) ->
     runtime_us = 0.0
     for ev in events:
         cat = ev.get("cat")
-        if cat not in _KEPT_CATEGORIES or ev.get("ph") != "X":
+        if ev.get("ph") != "X" or cat in _SKIPPED_CATEGORIES:
             continue
+        host_side = cat in _HOST_CATEGORIES
+        runtime_side = not host_side and cat in _RUNTIME_CATEGORIES
+        args = ev.get("args")
+        if not (host_side or runtime_side):
+            stream = args.get("stream") if type(args) is dict else None
+            if type(stream) is not int or stream < 0:  # as HTA: a GPU activity is on a stream
+                continue
         ts: Any = ev.get("ts")
         dur: Any = ev.get("dur")
         if type(ts) not in _NUMBERS or type(dur) not in _NUMBERS:
@@ -228,33 +241,29 @@ def keep_events(events: Iterable[dict[str, Any]], hta_rounding: bool = False) ->
             end = math.floor(ts + dur)
             ts = math.ceil(ts)
             dur = end - ts
-        if cat in _GPU_CATEGORIES:
-            args = ev.get("args") or {}
-            if args.get("stream") is None:  # as HTA: an activity without a stream is no kernel
-                continue
-            corr = args.get("correlation", -1)
-            gpu.append(
-                (ts, ts + dur, str(ev.get("name", "")), corr if type(corr) is int else -1,
-                 args.get("External id", -1), args.get("device", 0), cat)
-            )  # fmt: skip
-        elif cat in _RUNTIME_CATEGORIES:
-            runtime_calls += 1
-            runtime_us += dur
-            name = str(ev.get("name", ""))
-            corr = (ev.get("args") or {}).get("correlation")
-            if type(corr) is int:
-                runtime[corr] = (ts, dur, name)
-            host.append((ts, ts + dur, name, (ev.get("pid"), ev.get("tid"))))
-        elif cat in _HOST_CATEGORIES:
-            name = str(ev.get("name", ""))
+        name = str(ev.get("name", ""))
+        if host_side:
             host.append((ts, ts + dur, name, (ev.get("pid"), ev.get("tid"))))
             if cat == "user_annotation":
                 kept.annotations.add(name)
-            elif name in GEMM_OPS:
-                args = ev.get("args") or {}
+            elif name in GEMM_OPS and type(args) is dict:
                 types = args.get("Input type")
                 if isinstance(types, list) and types and isinstance(types[0], str):
                     dtypes[args.get("External id", -1)] = DTYPES.get(types[0], types[0])
+        elif runtime_side:
+            runtime_calls += 1
+            runtime_us += dur
+            corr = args.get("correlation") if type(args) is dict else None
+            if type(corr) is int:
+                runtime[corr] = (ts, dur, name)
+            host.append((ts, ts + dur, name, (ev.get("pid"), ev.get("tid"))))
+        else:
+            corr = args.get("correlation", -1)  # type: ignore[union-attr]
+            kind = _KERNEL if str(cat).lower() == "kernel" else str(cat)
+            gpu.append(
+                (ts, ts + dur, name, corr if type(corr) is int else -1,
+                 args.get("External id", -1), args.get("device", 0), kind)  # type: ignore[union-attr]
+            )  # fmt: skip
     kept.runtime_calls, kept.runtime_us = runtime_calls, runtime_us
     return kept
 
@@ -419,8 +428,13 @@ def _top_ops(kept: _Kept) -> list[OpRow]:
     return ops
 
 
-def rank_gpu_time(kept: _Kept, meta: dict[str, Any], source: str, rank_default: int = 0) -> RankGpuTime:
-    """The figures of one rank from what :func:`keep_events` kept and the trace's metadata."""
+def rank_gpu_time(
+    kept: _Kept, meta: dict[str, Any], source: str, rank_default: int = 0, top: int = TOP
+) -> RankGpuTime:
+    """The figures of one rank from what :func:`keep_events` kept and the trace's metadata.
+
+    ``top`` is how many kernels and operators the tables keep (most time first).
+    """
     left_out = [f"{n:,} {what}" for what, n in sorted(kept.bad.items())]
     host_steps = _steps(kept.host)
     gpu, dropped = _analysed(kept, host_steps)
@@ -436,7 +450,7 @@ def rank_gpu_time(kept: _Kept, meta: dict[str, Any], source: str, rank_default: 
     total = sum(mix.by_kind.values())
     top_kernels = tuple(
         KernelRow(name, kernel_kind(name), int(n), us, us / n, 100.0 * us / total if total else 0.0)
-        for name, (n, us) in sorted(mix.names.items(), key=lambda kv: -kv[1][1])[:TOP]
+        for name, (n, us) in sorted(mix.names.items(), key=lambda kv: -kv[1][1])[:top]
     )
     ops = _top_ops(kept)
     props = [p for p in meta.get("deviceProperties") or () if isinstance(p, dict)]
@@ -477,7 +491,7 @@ def rank_gpu_time(kept: _Kept, meta: dict[str, Any], source: str, rank_default: 
         gemm_us_by_dtype=dict(mix.by_dtype),
         launch=_launch_stats(kept, mix),
         top_kernels=top_kernels,
-        top_ops=tuple(ops[:TOP]),
+        top_ops=tuple(ops[:top]),
         cpu_op_self_us=sum(r.self_us for r in ops),
         host_span_us=host_span,
         left_out=tuple(left_out),

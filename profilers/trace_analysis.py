@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from profilers.gpu_time import RankGpuTime, keep_events, rank_gpu_time
+from profilers.gpu_time import TOP, RankGpuTime, keep_events, rank_gpu_time
 from profilers.kineto import TraceError
 from profilers.trace_stream import stream_trace
 
@@ -73,14 +73,19 @@ def _guarded(events: Iterator[dict[str, Any]], faults: list[str]) -> Iterator[di
         faults.append(str(exc))
 
 
-def analyse_file(path: Path, rank_default: int = 0, hta_rounding: bool = False) -> RankGpuTime:
-    """One trace file's figures; a fault after some events keeps them and lists it in ``left_out``."""
+def analyse_file(
+    path: Path, rank_default: int = 0, hta_rounding: bool = False, top: int = TOP
+) -> RankGpuTime:
+    """One trace file's figures; a fault after some events keeps them and lists it in ``left_out``.
+
+    ``top``: kernels and operators kept in the tables (``autotune compare`` keeps them all).
+    """
     meta: dict[str, Any] = {}
     faults: list[str] = []
     kept = keep_events(_guarded(stream_trace(path, meta), faults), hta_rounding=hta_rounding)
     if faults and not (kept.gpu or kept.host):
         raise TraceError(faults[0])
-    result = rank_gpu_time(kept, meta, str(path), rank_default)
+    result = rank_gpu_time(kept, meta, str(path), rank_default, top=top)
     if faults:
         result = _with_left_out(result, f"the file could not be read to its end: {faults[0]}")
     return result
@@ -92,14 +97,14 @@ def _with_left_out(result: RankGpuTime, sentence: str) -> RankGpuTime:
     return dataclasses.replace(result, left_out=(*result.left_out, sentence))
 
 
-def analyse_traces(path: Path, hta_rounding: bool = False) -> TraceAnalysis:
+def analyse_traces(path: Path, hta_rounding: bool = False, top: int = TOP) -> TraceAnalysis:
     """Every trace at ``path``, by rank; raises TraceError when none can be read."""
     files = trace_files(path)
     ranks: list[RankGpuTime] = []
     problems: list[str] = []
     for index, file in enumerate(files):
         try:
-            ranks.append(analyse_file(file, rank_default=index, hta_rounding=hta_rounding))
+            ranks.append(analyse_file(file, rank_default=index, hta_rounding=hta_rounding, top=top))
         except TraceError as exc:
             problems.append(str(exc))
     if not ranks:

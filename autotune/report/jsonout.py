@@ -13,14 +13,14 @@ from autotune.report.sections import SECTION_TITLES, Report
 REPORT_SCHEMA = 1
 
 
-def _clean(value: Any) -> Any:
+def clean_json(value: Any) -> Any:
     """JSON has no NaN or infinity: they become null; tuples become lists; keys become strings."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
+        return {str(k): clean_json(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_clean(v) for v in value]
+        return [clean_json(v) for v in value]
     return value
 
 
@@ -32,7 +32,7 @@ def report_dict(report: Report) -> dict[str, Any]:
         section = getattr(report, key)
         out[key] = None if section is None else dataclasses.asdict(section)
     out["missing"] = dict(report.missing)
-    cleaned: dict[str, Any] = _clean(out)
+    cleaned: dict[str, Any] = clean_json(out)
     return cleaned
 
 

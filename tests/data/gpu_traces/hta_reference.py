@@ -1,4 +1,4 @@
-"""Regenerate hta_reference.json: HTA's own figures on this folder's traces.
+"""Regenerate hta_reference.json: HTA's own figures on each folder of traces here, per rank.
 
 Run with Holistic Trace Analysis installed (``pip install holistictraceanalysis``, best in a venv
 of its own: it pulls pandas and plotly):  python tests/data/gpu_traces/hta_reference.py
@@ -13,28 +13,45 @@ from pathlib import Path
 from hta.trace_analysis import TraceAnalysis  # type: ignore[import-not-found]
 
 HERE = Path(__file__).parent
+SOURCE = (
+    "HolisticTraceAnalysis 0.5.0 (pip install holistictraceanalysis): TraceAnalysis(trace_dir=<the "
+    "folder>).get_temporal_breakdown(visualize=False) and get_comm_comp_overlap(visualize=False), "
+    "per rank; regenerate with tests/data/gpu_traces/hta_reference.py"
+)
+
+
+def _number(value: object) -> float | None:
+    number = float(value)  # type: ignore[arg-type]
+    return None if math.isnan(number) else number
 
 
 def main() -> None:
-    out = json.loads((HERE / "hta_reference.json").read_text())
-    for name in out["traces"]:
+    traces: dict[str, list[dict[str, float | None]]] = {}
+    for folder in sorted(p for p in HERE.iterdir() if p.is_dir()):
         with tempfile.TemporaryDirectory() as tmp:
-            shutil.copy(HERE / name / "rank-0.json.gz", tmp)
+            for trace in folder.glob("*.json.gz"):
+                shutil.copy(trace, tmp)
             analysis = TraceAnalysis(trace_dir=tmp)
-            t = analysis.get_temporal_breakdown(visualize=False).iloc[0]
-            o = analysis.get_comm_comp_overlap(visualize=False).iloc[0]
-        overlap = float(o["comp_comm_overlap_pctg"])
-        out["traces"][name] = {
-            "idle_time_us": float(t["idle_time(us)"]),
-            "compute_time_us": float(t["compute_time(us)"]),
-            "non_compute_time_us": float(t["non_compute_time(us)"]),
-            "kernel_time_us": float(t["kernel_time(us)"]),
-            "idle_time_pctg": float(t["idle_time_pctg"]),
-            "compute_time_pctg": float(t["compute_time_pctg"]),
-            "non_compute_time_pctg": float(t["non_compute_time_pctg"]),
-            "comp_comm_overlap_pctg": None if math.isnan(overlap) else overlap,
-        }
-    (HERE / "hta_reference.json").write_text(json.dumps(out, indent=1) + "\n")
+            breakdown = analysis.get_temporal_breakdown(visualize=False)
+            overlap = analysis.get_comm_comp_overlap(visualize=False)
+        rows = []
+        for (_, t), (_, o) in zip(breakdown.iterrows(), overlap.iterrows(), strict=True):
+            rows.append(
+                {
+                    "rank": int(t["rank"]),
+                    "idle_time_us": _number(t["idle_time(us)"]),
+                    "compute_time_us": _number(t["compute_time(us)"]),
+                    "non_compute_time_us": _number(t["non_compute_time(us)"]),
+                    "kernel_time_us": _number(t["kernel_time(us)"]),
+                    "idle_time_pctg": _number(t["idle_time_pctg"]),
+                    "compute_time_pctg": _number(t["compute_time_pctg"]),
+                    "non_compute_time_pctg": _number(t["non_compute_time_pctg"]),
+                    "comp_comm_overlap_pctg": _number(o["comp_comm_overlap_pctg"]),
+                }
+            )
+        traces[folder.name] = rows
+    doc = {"_source": SOURCE, "traces": traces}
+    (HERE / "hta_reference.json").write_text(json.dumps(doc, indent=1) + "\n")
 
 
 if __name__ == "__main__":

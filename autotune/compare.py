@@ -1,0 +1,339 @@
+"""``autotune compare A B``: what changed between two runs, two traces, or a study's baseline and best.
+
+A side is a profile run (its summary and its deep-profile trace), a torch.profiler trace (a file or
+a folder; rank 0's, or the first rank's, figures), or a trial of a study. The comparison gives the
+step time (median and spread) and, where both sides have them, throughput, peak memory, each kind
+of GPU time per step (busy, idle, compute, non-compute, communication, memcpy), host op time per
+step, and the kernels and operators whose time per step changed most. GPU and op figures are per
+step of what the trace covers, so a 3-step trace compares with a 10-step window.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from profilers.gpu_time import KIND_MEMORY, RankGpuTime
+
+#: Kernels and operators listed, most changed first.
+SHOWN = 10
+_ALL = 1_000_000  # the analysis keeps every kernel and op name for a comparison
+
+
+class CompareError(ValueError):
+    """A side that cannot be compared; the message is one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class Side:
+    """One side of a comparison."""
+
+    label: str  # the path, or "trial N" of a study
+    kind: str  # "profile", "trace" or "trial"
+    step_time_s: float | None  # median
+    step_low_s: float | None  # p10 of a run's measured steps, or a trace's shortest step
+    step_high_s: float | None  # p90, or a trace's longest step
+    steps: int  # steps behind the step time
+    samples_per_s: float | None = None
+    peak_memory_bytes: int | None = None
+    device: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    gpu: RankGpuTime | None = None  # the trace's figures (every kernel and op name kept)
+    trace_steps: int = 0  # steps the trace's kernel times are divided by (its last step is left out)
+    op_steps: int = 0  # steps its host op times are divided by (every step of the trace)
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    """One figure on both sides: ``ratio`` is b / a."""
+
+    what: str
+    unit: str  # "s", "samples/s", "bytes", "µs/step"
+    a: float | None
+    b: float | None
+    ratio: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class NameDelta:
+    """One kernel's or operator's time per step on both sides (0 where it did not run)."""
+
+    name: str
+    a_us_per_step: float
+    b_us_per_step: float
+    delta_us_per_step: float  # b − a
+    a_calls_per_step: float
+    b_calls_per_step: float
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """Everything the compare command shows (and writes as JSON)."""
+
+    a: Side
+    b: Side
+    figures: tuple[Delta, ...]
+    kernels: tuple[NameDelta, ...]  # most changed first
+    ops: tuple[NameDelta, ...]
+    verdict: str  # one sentence on the step time
+    notes: tuple[str, ...] = ()
+
+
+def _trace_steps(rank: RankGpuTime) -> int:
+    """Steps a trace's analysed kernels cover: the last ProfilerStep is left out (as HTA)."""
+    return rank.steps - 1 if rank.steps >= 2 else 1
+
+
+def trace_side(path: Path) -> Side:
+    """A side from a trace file or folder (rank 0's figures, or the first rank's)."""
+    from profilers.trace_analysis import analyse_traces
+
+    rank = analyse_traces(path, top=_ALL).ranks[0]
+    times = rank.step_times_s
+    return Side(
+        label=str(path),
+        kind="trace",
+        step_time_s=rank.step_time_s_median,
+        step_low_s=min(times) if times else None,
+        step_high_s=max(times) if times else None,
+        steps=len(times),
+        device=rank.device_name,
+        gpu=rank,
+        trace_steps=_trace_steps(rank),
+        op_steps=max(rank.steps, 1),
+    )
+
+
+def run_side(run_dir: Path, kind: str = "profile", label: str | None = None, params: Any = None) -> Side:
+    """A side from a profile run's directory (its summary, and its deep-profile trace if any)."""
+    from profilers.contract.rundir import load_run
+    from profilers.kineto import TraceError
+    from profilers.trace_analysis import analyse_traces
+
+    run = load_run(run_dir, with_store=False)
+    s = run.summary
+    step = s.get("step_time_s") or {}
+    device = s.get("device") or {}
+    gpu = None
+    window = s.get("profile_window") or {}
+    traces = Path(run_dir) / "traces"
+    if traces.is_dir():
+        try:
+            gpu = analyse_traces(traces, top=_ALL).ranks[0]
+        except TraceError:
+            gpu = None
+    return Side(
+        label=label or str(run_dir),
+        kind=kind,
+        step_time_s=step.get("median"),
+        step_low_s=step.get("p10"),
+        step_high_s=step.get("p90"),
+        steps=int(s.get("measured_steps") or 0),
+        samples_per_s=(s.get("throughput") or {}).get("samples_per_s"),
+        peak_memory_bytes=s.get("peak_memory_bytes"),
+        device=device.get("name"),
+        params=dict(params or s.get("params_used") or {}),
+        gpu=gpu,
+        trace_steps=int(window.get("steps") or 0) or (_trace_steps(gpu) if gpu else 0),
+        op_steps=int(window.get("steps") or 0) or (max(gpu.steps, 1) if gpu else 0),
+    )
+
+
+def side_of(path: Path) -> Side:
+    """A side from a path: a trace, or a profile run (a study needs :func:`study_sides`)."""
+    from autotune.report.trace_report import is_trace_path
+    from profilers.contract.rundir import RunDirError
+
+    if not path.exists():
+        raise CompareError(f"{path}: no such file or directory")
+    if is_trace_path(path):
+        return trace_side(path)
+    try:
+        side = run_side(path)
+    except RunDirError as exc:
+        raise CompareError(str(exc)) from None
+    return side
+
+
+def study_sides(study_dir: Path) -> tuple[Side, Side]:
+    """A study's baseline trial and its best one."""
+    from profilers.contract.rundir import RunDirError, load_run
+    from profilers.contract.schema import resolve_trial_dir
+
+    try:
+        run = load_run(study_dir, with_store=False)
+    except RunDirError as exc:
+        raise CompareError(str(exc)) from None
+    if run.kind != "tune":
+        raise CompareError(f"{study_dir}: a profile run, not a study; give two runs or traces to compare")
+    base, best = run.summary.get("baseline"), run.summary.get("best")
+    if (
+        not isinstance(base, dict)
+        or not isinstance(best, dict)
+        or not base.get("run_dir")
+        or not best.get("run_dir")
+    ):
+        raise CompareError(f"{study_dir}: the study has no baseline and best trial with a run to compare")
+    sides = []
+    for entry in (base, best):
+        trial_dir = resolve_trial_dir(study_dir, str(entry["run_dir"]))
+        try:
+            sides.append(run_side(trial_dir, "trial", f"trial {entry.get('id')}", entry.get("params")))
+        except RunDirError as exc:
+            raise CompareError(f"trial {entry.get('id')}: {exc}") from None
+    return sides[0], sides[1]
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return b / a if a and b is not None else None
+
+
+def _per_step(side: Side, value: float, ops: bool = False) -> float:
+    steps = side.op_steps if ops else side.trace_steps
+    return value / steps if steps else value
+
+
+def _gpu_figures(a: Side, b: Side) -> list[Delta]:
+    """Each kind of GPU time per step, and host op time per step, where both traces have them."""
+    ga, gb = a.gpu, b.gpu
+    if ga is None or gb is None:
+        return []
+    rows: list[tuple[str, float, float]] = []
+    if ga.kernel_time_us > 0 and gb.kernel_time_us > 0:
+        rows += [
+            ("GPU busy", ga.busy_us, gb.busy_us),
+            ("GPU idle", ga.idle_us, gb.idle_us),
+            ("compute", ga.compute_us, gb.compute_us),
+            ("non-compute", ga.non_compute_us, gb.non_compute_us),
+            ("communication", ga.comm_us, gb.comm_us),
+            ("communication exposed", ga.comm_exposed_us, gb.comm_exposed_us),
+            (
+                "memcpy/memset",
+                ga.time_by_kind_us.get(KIND_MEMORY, 0.0),
+                gb.time_by_kind_us.get(KIND_MEMORY, 0.0),
+            ),
+        ]
+    out = []
+    for what, va, vb in rows:
+        pa, pb = _per_step(a, va), _per_step(b, vb)
+        out.append(Delta(what, "µs/step", pa, pb, _ratio(pa, pb)))
+    pa, pb = _per_step(a, ga.cpu_op_self_us, ops=True), _per_step(b, gb.cpu_op_self_us, ops=True)
+    out.append(Delta("host ops (self time)", "µs/step", pa, pb, _ratio(pa, pb)))
+    return out
+
+
+def _name_deltas(a: Side, b: Side, rows_of: str) -> tuple[NameDelta, ...]:
+    """Kernels (``rows_of="kernels"``) or ops whose time per step changed most."""
+    if a.gpu is None or b.gpu is None:
+        return ()
+
+    def table(side: Side) -> dict[str, tuple[float, float]]:
+        assert side.gpu is not None
+        if rows_of == "kernels":
+            return {
+                k.name: (_per_step(side, k.total_us), _per_step(side, k.count)) for k in side.gpu.top_kernels
+            }
+        return {
+            o.name: (_per_step(side, o.self_us, True), _per_step(side, o.count, True))
+            for o in side.gpu.top_ops
+        }
+
+    ta, tb = table(a), table(b)
+    out = []
+    for name in ta.keys() | tb.keys():
+        (us_a, calls_a), (us_b, calls_b) = ta.get(name, (0.0, 0.0)), tb.get(name, (0.0, 0.0))
+        out.append(NameDelta(name, us_a, us_b, us_b - us_a, calls_a, calls_b))
+    out.sort(key=lambda d: (-abs(d.delta_us_per_step), d.name))
+    return tuple(out[:SHOWN])
+
+
+def _verdict(a: Side, b: Side) -> str:
+    from autotune.fmt import format_seconds
+
+    if a.step_time_s is None or b.step_time_s is None:
+        return "one side has no step time, so the two cannot be compared on it"
+    ratio = a.step_time_s / b.step_time_s
+    how = f"{ratio:.2f}x faster" if ratio >= 1 else f"{1 / ratio:.2f}x slower"
+    spread_a = (a.step_low_s, a.step_high_s)
+    spread_b = (b.step_low_s, b.step_high_s)
+    step_a, step_b = format_seconds(a.step_time_s), format_seconds(b.step_time_s)
+    text = f"B's median step ({step_b}) is {how} than A's ({step_a})"
+    if None in spread_a or None in spread_b:
+        return text
+    assert (
+        spread_a[0] is not None
+        and spread_a[1] is not None
+        and spread_b[0] is not None
+        and spread_b[1] is not None
+    )
+    overlap = spread_a[0] <= spread_b[1] and spread_b[0] <= spread_a[1]
+    if overlap:
+        return text + "; the two spreads overlap, so this may be noise: compare longer runs"
+    return text + "; the spreads do not overlap"
+
+
+def compare(a: Side, b: Side) -> Comparison:
+    """The comparison of two sides (B against A)."""
+    figures = [
+        Delta("step time (median)", "s", a.step_time_s, b.step_time_s, _ratio(a.step_time_s, b.step_time_s)),
+    ]
+    if a.samples_per_s is not None or b.samples_per_s is not None:
+        figures.append(Delta("throughput", "samples/s", a.samples_per_s, b.samples_per_s,
+                             _ratio(a.samples_per_s, b.samples_per_s)))  # fmt: skip
+    if a.peak_memory_bytes is not None or b.peak_memory_bytes is not None:
+        pa, pb = a.peak_memory_bytes, b.peak_memory_bytes
+        figures.append(Delta("peak memory", "bytes", pa, pb, _ratio(pa, pb)))
+    figures += _gpu_figures(a, b)
+    notes = []
+    for name, side in (("A", a), ("B", b)):
+        if side.gpu is None:
+            notes.append(
+                f"{name} has no trace: no GPU or operator figures for it (profile with the deep window)"
+            )
+        elif side.gpu.kernel_time_us <= 0:
+            notes.append(f"{name}'s trace has no GPU activity: operators only")
+    if a.device and b.device and a.device != b.device:
+        notes.append(f"different devices: A on {a.device}, B on {b.device}")
+    return Comparison(
+        a,
+        b,
+        tuple(figures),
+        _name_deltas(a, b, "kernels"),
+        _name_deltas(a, b, "ops"),
+        _verdict(a, b),
+        tuple(notes),
+    )
+
+
+def comparison_dict(c: Comparison) -> dict[str, Any]:
+    """The comparison as JSON-ready data (the sides without their full trace tables)."""
+    from autotune.report.jsonout import clean_json
+
+    def side(s: Side) -> dict[str, Any]:
+        data = dataclasses.asdict(dataclasses.replace(s, gpu=None))
+        data.pop("gpu")
+        return data
+
+    out = {"schema": 1, "kind": "comparison", "a": side(c.a), "b": side(c.b), "verdict": c.verdict,
+           "figures": [dataclasses.asdict(d) for d in c.figures],
+           "kernels": [dataclasses.asdict(d) for d in c.kernels],
+           "ops": [dataclasses.asdict(d) for d in c.ops], "notes": list(c.notes)}  # fmt: skip
+    cleaned: dict[str, Any] = clean_json(out)
+    return cleaned
+
+
+__all__ = [
+    "CompareError",
+    "Comparison",
+    "Delta",
+    "NameDelta",
+    "Side",
+    "compare",
+    "comparison_dict",
+    "run_side",
+    "side_of",
+    "study_sides",
+    "trace_side",
+]
