@@ -142,7 +142,9 @@ def _tables(c: Comparison) -> list[_Table]:
     """(title, header, rows) of every table, as plain text."""
     sides: _Table = ("Sides", ("", "kind", "device", "steps", "median step", "spread", "parameters"),
                      [_side_row("A", c.a), _side_row("B", c.b)])  # fmt: skip
-    figures = [(d.what, _value(d, d.a), _value(d, d.b), _ratio(d.ratio)) for d in c.figures]
+    figures: list[tuple[str, ...]] = [
+        (d.what, _value(d, d.a), _value(d, d.b), _ratio(d.ratio)) for d in c.figures
+    ]
     out: list[_Table] = [sides, ("What changed", ("figure", "A", "B", "B / A"), figures)]
     header = ("name", "A per step", "B per step", "change", "calls per step")
     if c.kernels:
