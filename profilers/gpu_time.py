@@ -218,6 +218,7 @@ def keep_events(events: Iterable[dict[str, Any]], hta_rounding: bool = False) ->
     gpu, runtime, host, dtypes, bad = kept.gpu, kept.runtime, kept.host, kept.gemm_dtypes, kept.bad
     runtime_calls = 0
     runtime_us = 0.0
+    base: Any = None
     for ev in events:
         cat = ev.get("cat")
         if ev.get("ph") != "X" or cat in _SKIPPED_CATEGORIES:
@@ -241,6 +242,11 @@ def keep_events(events: Iterable[dict[str, Any]], hta_rounding: bool = False) ->
             end = math.floor(ts + dur)
             ts = math.ceil(ts)
             dur = end - ts
+        # µs since the epoch pass 10^15, where a double's step is 0.25 µs: times are kept from the
+        # first event's, a difference that is exact, so each end is its start plus the exact duration.
+        if base is None:
+            base = ts
+        ts = ts - base
         name = str(ev.get("name", ""))
         if host_side:
             host.append((ts, ts + dur, name, (ev.get("pid"), ev.get("tid"))))
