@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from profilers.contract.traces import TRACES_DIR
 from profilers.gpu_time import KIND_MEMORY, RankGpuTime
 
 #: Kernels and operators listed, most changed first.
@@ -118,7 +119,7 @@ def run_side(run_dir: Path, kind: str = "profile", label: str | None = None, par
     device = s.get("device") or {}
     gpu = None
     window = s.get("profile_window") or {}
-    traces = Path(run_dir) / "traces"
+    traces = Path(run_dir) / TRACES_DIR
     if traces.is_dir():
         try:
             gpu = analyse_traces(traces, top=_ALL).ranks[0]
@@ -143,8 +144,8 @@ def run_side(run_dir: Path, kind: str = "profile", label: str | None = None, par
 
 def side_of(path: Path) -> Side:
     """A side from a path: a trace, or a profile run (a study needs :func:`study_sides`)."""
-    from autotune.report.trace_report import is_trace_path
     from profilers.contract.rundir import RunDirError
+    from profilers.contract.traces import is_trace_path
 
     if not path.exists():
         raise CompareError(f"{path}: no such file or directory")

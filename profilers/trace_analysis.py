@@ -15,13 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from profilers.contract.traces import NoTraceError, trace_files
 from profilers.gpu_time import TOP, RankGpuTime, keep_events, rank_gpu_time
 from profilers.kineto import TraceError
 from profilers.trace_stream import stream_trace
-
-#: Files of a run or report directory that are JSON but no trace.
-NOT_TRACES = frozenset(("summary.json", "report.json", "tuning.json", "study.json", "space.json"))
-TRACE_SUFFIXES = (".json", ".json.gz")
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,25 +41,6 @@ class TraceAnalysis:
     ranks: tuple[RankGpuTime, ...]
     spread: tuple[RankSpread, ...]  # step time and each kind of GPU time, with 2 ranks or more
     problems: tuple[str, ...]  # files or parts that could not be read, one sentence each
-
-
-def trace_files(path: Path) -> list[Path]:
-    """The trace files at ``path``: itself if a file; in a folder its traces (or its ``traces/``)."""
-    if path.is_file():
-        return [path]
-    if not path.is_dir():
-        raise TraceError(f"{path}: no such file or directory")
-    for folder in (path, path / "traces"):
-        if not folder.is_dir():
-            continue
-        found = sorted(
-            p
-            for p in folder.iterdir()
-            if p.is_file() and p.name.endswith(TRACE_SUFFIXES) and p.name not in NOT_TRACES
-        )
-        if found:
-            return found
-    raise TraceError(f"{path}: no trace files (*.json or *.json.gz) in it or in its traces/ folder")
 
 
 def _guarded(events: Iterator[dict[str, Any]], faults: list[str]) -> Iterator[dict[str, Any]]:
@@ -99,7 +77,10 @@ def _with_left_out(result: RankGpuTime, sentence: str) -> RankGpuTime:
 
 def analyse_traces(path: Path, hta_rounding: bool = False, top: int = TOP) -> TraceAnalysis:
     """Every trace at ``path``, by rank; raises TraceError when none can be read."""
-    files = trace_files(path)
+    try:
+        files = trace_files(path)
+    except NoTraceError as exc:
+        raise TraceError(str(exc)) from None
     ranks: list[RankGpuTime] = []
     problems: list[str] = []
     for index, file in enumerate(files):
@@ -156,12 +137,10 @@ def spread_of(ranks: list[RankGpuTime]) -> tuple[RankSpread, ...]:
 
 
 __all__ = [
-    "NOT_TRACES",
     "RankSpread",
     "TraceAnalysis",
     "analyse_file",
     "analyse_traces",
     "compute_per_step_us",
     "spread_of",
-    "trace_files",
 ]

@@ -35,7 +35,8 @@ def make_report(run_dir: str | Path, cost: CostOptions | None = None) -> Report:
     A torch.profiler trace file, or a folder of traces that is no run directory, gets the trace
     report (raises TraceError when no trace in it can be read).
     """
-    from autotune.report.trace_report import is_trace_path, trace_report
+    from autotune.report.trace_report import trace_report
+    from profilers.contract.traces import is_trace_path
 
     if is_trace_path(Path(run_dir)):
         return trace_report(Path(run_dir))

@@ -14,20 +14,8 @@ import statistics
 from pathlib import Path
 
 from autotune.report.sections import EnvironmentSection, GpuTimeSection, Overview, Report
-from profilers.contract.schema import STORE_NAME, SUMMARY_NAME
-from profilers.trace_analysis import NOT_TRACES, TRACE_SUFFIXES, TraceAnalysis, analyse_traces, trace_files
-
-
-def is_trace_path(path: Path) -> bool:
-    """A trace file, or a folder of traces that is no run directory (no summary.json, no run.db)."""
-    if path.is_file():
-        return path.name.endswith(TRACE_SUFFIXES) and path.name not in NOT_TRACES
-    if not path.is_dir() or (path / SUMMARY_NAME).exists() or (path / STORE_NAME).exists():
-        return False
-    try:
-        return bool(trace_files(path))
-    except Exception:  # a folder without traces: not a trace path (the run loader says what it lacks)
-        return False
+from profilers.contract.traces import TRACES_DIR
+from profilers.trace_analysis import TraceAnalysis, analyse_traces
 
 
 def gpu_time_section(analysis: TraceAnalysis) -> GpuTimeSection:
@@ -39,7 +27,7 @@ def run_gpu_time(run_dir: Path) -> tuple[GpuTimeSection | None, str | None]:
     """The GPU-time section of a run's deep-profile trace, or None with why there is none."""
     from profilers.kineto import TraceError
 
-    traces = run_dir / "traces"
+    traces = run_dir / TRACES_DIR
     if not traces.is_dir():
         return (
             None,
@@ -116,4 +104,4 @@ def trace_report(path: Path, now: dt.datetime | None = None) -> Report:
     )
 
 
-__all__ = ["gpu_time_section", "is_trace_path", "run_gpu_time", "trace_report"]
+__all__ = ["gpu_time_section", "run_gpu_time", "trace_report"]

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from profilers import trace_stream
+from profilers.contract.traces import trace_files
 from profilers.gpu_time import (
     KIND_COMMUNICATION,
     KIND_COMPUTE,
@@ -24,7 +25,7 @@ from profilers.gpu_time import (
     kernel_kind,
 )
 from profilers.kineto import TraceError
-from profilers.trace_analysis import analyse_file, analyse_traces, trace_files
+from profilers.trace_analysis import analyse_file, analyse_traces
 from profilers.trace_stream import stream_trace
 
 TRACES = Path(__file__).resolve().parent.parent / "data" / "gpu_traces"

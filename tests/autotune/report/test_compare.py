@@ -1,4 +1,4 @@
-"""``autotune compare``: two traces, two runs, a study's baseline and best; with changes injected and known."""
+"""``autotune compare``: two traces, two runs, a study's baseline and best; injected changes found."""
 
 from __future__ import annotations
 
@@ -80,7 +80,8 @@ def test_a_run_against_itself_changes_nothing(profile_run, tmp_path):
 def test_a_study_alone_compares_its_baseline_with_its_best_trial(study_run):
     summary = json.loads((study_run / "summary.json").read_text())
     base, best = study_sides(study_run)
-    assert (base.label, best.label) == (f"trial {summary['baseline']['id']}", f"trial {summary['best']['id']}")
+    ids = (summary["baseline"]["id"], summary["best"]["id"])
+    assert (base.label, best.label) == (f"trial {ids[0]}", f"trial {ids[1]}")
     assert base.params == summary["baseline"]["params"] and best.params == summary["best"]["params"]
     assert base.kind == best.kind == "trial"
     out = autotune("compare", str(study_run), "--format", "md")
