@@ -90,12 +90,16 @@ def build_parser(prog: str = "autotune dashboard") -> argparse.ArgumentParser:
         usage=f"{prog} [-h] [--runs-root DIR] [--refresh SECONDS] [--log FILE] [RUN_DIR] [-- COMMAND ...]",
         description=(
             "Open the terminal dashboard on RUN_DIR (a profile run or a tuning study): live while it "
-            "is written, browsable once finished. Without RUN_DIR, pick one of the runs under "
-            "--runs-root. With '-- COMMAND ...', run COMMAND (its output goes to --log) while the "
-            "dashboard follows RUN_DIR, which need not exist yet; the exit status is COMMAND's."
+            "is written, browsable once finished. RUN_DIR may also be a torch.profiler trace (a file "
+            "or a folder of per-rank traces): its GPU time per rank, top kernels and ops, and advice. "
+            "Without RUN_DIR, pick one of the runs under --runs-root. With '-- COMMAND ...', run "
+            "COMMAND (its output goes to --log) while the dashboard follows RUN_DIR, which need not "
+            "exist yet; the exit status is COMMAND's."
         ),
     )
-    p.add_argument("run_dir", metavar="RUN_DIR", type=Path, nargs="?", help="the run or study directory")
+    p.add_argument(
+        "run_dir", metavar="RUN_DIR", type=Path, nargs="?", help="the run or study directory, or a trace"
+    )
     p.add_argument(
         "--runs-root", type=Path, default=Path("runs"), help="where to list runs without RUN_DIR (runs)"
     )
@@ -133,6 +137,12 @@ def main(argv: Sequence[str] | None = None, prog: str = "autotune dashboard") ->
     if run_dir is not None:
         if not run_dir.exists():
             return _usage(prog, f"{run_dir}: no such directory")
+        from profilers.contract.traces import is_trace_path
+
+        if is_trace_path(run_dir):
+            from tui.trace_view import run_trace_dashboard
+
+            return run_trace_dashboard(run_dir)
         if not run_dir.is_dir():
             return _usage(prog, f"{run_dir}: not a directory (give the run directory, not a file in it)")
     elif not args.runs_root.is_dir():

@@ -19,7 +19,7 @@ from autotune.advice.thresholds import (
     MIN_GPU_SAMPLES,
     MIN_MEMORY_SAMPLES,
     MIN_STEPS,
-    THRESHOLDS,
+    RUN_THRESHOLDS,
     thresholds_for,
 )
 from profilers.contract.rundir import RunData
@@ -211,7 +211,7 @@ def _sorted(recs: list[Recommendation]) -> tuple[Recommendation, ...]:
 
 
 def _thresholds(rule_ids: set[str]) -> tuple[Threshold, ...]:
-    return tuple(t for t in THRESHOLDS if t.rule in rule_ids)
+    return tuple(t for t in RUN_THRESHOLDS if t.rule in rule_ids)
 
 
 __all__ = ["PROFILE_RULES", "RULES", "STUDY_RULES", "Rule", "advise", "thresholds_for"]

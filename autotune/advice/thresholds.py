@@ -321,6 +321,14 @@ BY_KEY: dict[str, Threshold] = {
 
 #: The rules table, in report order.
 THRESHOLDS: tuple[Threshold, ...] = tuple(BY_KEY.values())
+#: Thresholds only the trace rules read (autotune/advice/rules_trace.py): a profile run's report
+#: does not list them among the rules it checked.
+TRACE_ONLY: frozenset[str] = frozenset(
+    ("host_bound.launch_delay", "launch_bound.short_kernels", "launch_bound.idle",
+     "precision_fp32.trace_share", "memcpy_heavy.share")
+)  # fmt: skip
+#: The thresholds the profile and study rules read.
+RUN_THRESHOLDS: tuple[Threshold, ...] = tuple(t for k, t in BY_KEY.items() if k not in TRACE_ONLY)
 
 #: Measured steps a step-time rule needs (outliers, stragglers per rank).
 MIN_STEPS = 8
