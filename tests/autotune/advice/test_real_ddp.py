@@ -11,6 +11,7 @@ import pytest
 
 from autotune.advice import facts, rules
 from autotune.advice.advise import advise
+from autotune.advice.thresholds import limit
 from profilers.contract.rundir import RunData, load_run
 from tests.profile_run import profile_script
 
@@ -43,7 +44,9 @@ def test_a_wide_model_on_a_tiny_batch_is_communication_bound(comm_run):
     assert rec is not None
     share = window["collective_time_us"] / window["wall_us"]
     assert f"take {100 * share:.1f}% of the profiled window" in rec.evidence[0]
-    assert share > 0.2
+    # the rule's own bar (10%), not a tighter one: on 2 shared cores the share moves with the load
+    # (0.14 to over 0.3 seen on this project's machine), and the rule firing is what is claimed
+    assert share > limit("comm_bound.share") / 100
     # the 2048-wide MLP's 17.4 MB of gradients cross between the processes in every step: its
     # backward (where DDP waits for the all-reduce) is most of the step on both ranks
     for r in facts.rank_times(comm_run):
