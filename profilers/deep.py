@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from profilers.contract.records import OpRecord
+from profilers.gpu_time import KIND_COMMUNICATION, KIND_MEMORY, classify
 from profilers.intervals import overlap_us, union_us
 
 DEFAULT_TRACE_CAP_BYTES = 64 * 1024 * 1024
@@ -124,26 +125,13 @@ def export_trace(prof: Any, trace_dir: Path, stem: str, cap_bytes: int = DEFAULT
 
 
 #: Collective operations, by where torch.profiler records them, most faithful first: NCCL's device
-#: kernels (``ncclKernel_*``, ``ncclDevKernel_*``: the transfer itself); the backend's run of one
-#: collective (``gloo:all_reduce`` on gloo's worker thread, ``nccl:all_reduce`` on the calling
-#: thread); the c10d front-end ops that enqueue it (``c10d::allreduce_``, ``record_param_comms``).
-COLLECTIVE_KERNEL_PREFIXES: tuple[str, ...] = ("nccl",)
+#: kernels (``ncclKernel_*``, ``ncclDevKernel_*``: the transfer itself, classified as the trace
+#: analysis does, :func:`profilers.gpu_time.classify`); the backend's run of one collective
+#: (``gloo:all_reduce`` on gloo's worker thread, ``nccl:all_reduce`` on the calling thread); the
+#: c10d front-end ops that enqueue it (``c10d::allreduce_``, ``record_param_comms``).
 COLLECTIVE_RANGE_PREFIXES: tuple[str, ...] = ("gloo:", "nccl:")
 COLLECTIVE_OP_PREFIXES: tuple[str, ...] = ("c10d::", "record_param_comms")
 
-#: Substrings of the names of kernels that run on tensor cores (a heuristic: cuBLAS, cuDNN,
-#: CUTLASS and flash-attention name their MMA kernels this way). The first group is
-#: torch-tb-profiler's list (pytorch/kineto, tb_plugin/torch_tb_profiler/profiler/tensor_core.py,
-#: from NVIDIA PyProf); the second adds Ampere/Hopper names: CUTLASS ``tensorop``, Hopper
-#: ``wgmma`` and cuBLAS's ``nvjet`` GEMMs, flash-attention and ``fmha`` kernels. A tensor-core
-#: kernel with none of these in its name is missed, so the share is a lower bound.
-TENSOR_CORE_MARKERS: tuple[str, ...] = (
-    "h884", "s884", "h1688", "s1688", "c1688", "hmma", "i8816", "16816", "dgrad_1x1_stride_2x2",
-    "first_layer_wgrad_kernel", "conv1x1", "conv2d_c1_k1", "direct_group", "xmma_",
-    "tensorop", "wgmma", "nvjet", "flash_fwd", "flash_bwd", "fmha",
-)  # fmt: skip
-
-_NOT_KERNELS = ("memcpy", "memset")  # device copies and fills are not kernels here
 _DATALOADER = "enumerate(DataLoader)#"
 
 
@@ -153,19 +141,20 @@ def window_stats(events: Iterable[Any], steps: int, cuda: bool) -> dict[str, Any
     ``events`` are torch.profiler's ``prof.events()`` (``FunctionEvent``: ``name``,
     ``device_type``, ``time_range`` in µs, ``self_cpu_time_total``, ``is_async``); ``steps`` the
     training steps the window covered. Times are µs over the whole window; ``wall_us`` runs from
-    the first CPU event's start to the last one's end. Device kernels (CUDA
-    events other than memcpy/memset) give the kernel count, total, mean and median duration, the
-    GPU's busy time (the union of kernel intervals) and the tensor-core share of kernel time
-    (:data:`TENSOR_CORE_MARKERS`). ``cpu_op_self_us`` is the self CPU time of every synchronous
-    CPU op on every thread. Collective time is the union of the intervals of the most faithful
-    family present (``collective_source``: ``device_kernels`` (:data:`COLLECTIVE_KERNEL_PREFIXES`),
+    the first CPU event's start to the last one's end. Device events are classified as the trace
+    analysis classifies them (:func:`profilers.gpu_time.classify`): kernels (neither communication
+    nor memcpy/memset) give the kernel count, total, mean and median duration, the GPU's busy time
+    (the union of kernel intervals) and the tensor-core share of kernel time (by name).
+    ``cpu_op_self_us`` is the self CPU time of every synchronous CPU op on every thread. Collective
+    time is the union of the intervals of the most faithful family present (``collective_source``:
+    ``device_kernels`` (NCCL kernels),
     else ``backend_ranges``, else ``frontend_ops``). On CUDA, ``collective_exposed_us`` is the part
     of it that no compute kernel overlaps (HTA's communication-computation overlap, seen from the
     other side); on the CPU overlap is unknown (null). ``dataloader_us`` sums the DataLoader's
     ``__next__`` ranges and ``dataloader_iter`` names its iterator class. Kernel fields are None
     without CUDA. Pure: no torch needed.
     """
-    kernels: list[tuple[str, float, float]] = []
+    kernels: list[tuple[str, float, float, bool]] = []
     cpu_ops: list[tuple[str, float, float]] = []
     cpu_self_us = 0.0
     loader_us = 0.0
@@ -186,10 +175,11 @@ def window_stats(events: Iterable[Any], steps: int, cuda: bool) -> dict[str, Any
             # own tables leave it out)
             continue
         if device != "cpu":
-            if lower.startswith(COLLECTIVE_KERNEL_PREFIXES):
+            kind, on_tensor_cores = classify(name)[:2]
+            if kind == KIND_COMMUNICATION:
                 collectives["device_kernels"].append((start, end))
-            elif not lower.startswith(_NOT_KERNELS):
-                kernels.append((name, start, end))
+            elif kind != KIND_MEMORY:  # device copies and fills are not kernels here
+                kernels.append((name, start, end, on_tensor_cores))
             continue
         cpu_ops.append((name, start, end))
         if name.startswith(_DATALOADER):
@@ -225,12 +215,10 @@ def window_stats(events: Iterable[Any], steps: int, cuda: bool) -> dict[str, Any
         "dataloader_iter": loader_iter,
     }
     if cuda:
-        durations = [end - start for _, start, end in kernels]
+        durations = [end - start for _, start, end, _ in kernels]
         total = sum(durations)
-        tensor_core = sum(
-            end - start for name, start, end in kernels if any(m in name.lower() for m in TENSOR_CORE_MARKERS)
-        )
-        compute = [(start, end) for _, start, end in kernels]
+        tensor_core = sum(end - start for _, start, end, on_tc in kernels if on_tc)
+        compute = [(start, end) for _, start, end, _ in kernels]
         out.update(
             kernels=len(kernels),
             kernel_time_us=total,

@@ -33,7 +33,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from profilers.deep import TENSOR_CORE_MARKERS
 from profilers.intervals import length, merge, overlap_merged
 
 KIND_COMPUTE = "compute"
@@ -49,9 +48,18 @@ _COMM_RE = re.compile(r"^nccl.*Kernel")
 _MEMORY_RE = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")
 _NOT_COMPUTE_RE = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
 
-#: Substrings of kernel names that run on tensor cores (see profilers.deep.TENSOR_CORE_MARKERS) and
-#: ROCm's matrix-core kernels (``mfma`` in hipBLASLt/Tensile names).
-_TENSOR_CORE = (*TENSOR_CORE_MARKERS, "mfma")
+#: Substrings of the names of kernels that run on tensor cores (a heuristic: cuBLAS, cuDNN,
+#: CUTLASS and flash-attention name their MMA kernels this way). The first group is
+#: torch-tb-profiler's list (pytorch/kineto, tb_plugin/torch_tb_profiler/profiler/tensor_core.py,
+#: from NVIDIA PyProf); the second adds Ampere/Hopper names: CUTLASS ``tensorop``, Hopper
+#: ``wgmma`` and cuBLAS's ``nvjet`` GEMMs, flash-attention and ``fmha`` kernels, and ROCm's
+#: matrix-core kernels (``mfma`` in hipBLASLt/Tensile names). A tensor-core kernel with none of
+#: these in its name is missed, so the share is a lower bound.
+TENSOR_CORE_MARKERS: tuple[str, ...] = (
+    "h884", "s884", "h1688", "s1688", "c1688", "hmma", "i8816", "16816", "dgrad_1x1_stride_2x2",
+    "first_layer_wgrad_kernel", "conv1x1", "conv2d_c1_k1", "direct_group", "xmma_",
+    "tensorop", "wgmma", "nvjet", "flash_fwd", "flash_bwd", "fmha", "mfma",
+)  # fmt: skip
 #: GEMM and convolution kernels by name: cuBLAS/cuBLASLt (``gemm``, ``nvjet``), cuDNN and CUTLASS
 #: convolutions (``conv``, ``dgrad``, ``wgrad``, ``fprop``, ``scudnn``/``hcudnn``), NVIDIA's
 #: ``xmma``, rocBLAS/Tensile (``Cijk_``), attention (``flash``, ``fmha``).
@@ -95,7 +103,7 @@ TOP = 15
 def classify(name: str) -> tuple[str, bool, bool, bool]:
     """(kind, on tensor cores, a GEMM/convolution, an fp32 GEMM on CUDA cores by name) of a kernel."""
     lower = name.lower()
-    on_tc = any(m in lower for m in _TENSOR_CORE)
+    on_tc = any(m in lower for m in TENSOR_CORE_MARKERS)
     gemm = on_tc or bool(_GEMM_RE.search(name))
     return kernel_kind(name), on_tc, gemm, gemm and not on_tc and bool(_FP32_GEMM_RE.search(name))
 
@@ -144,6 +152,10 @@ class LaunchStats:
     launch_delay_us_median: float | None  # launch call start -> its kernel's start
     short_kernels: int  # kernels shorter than the call that launched them
     short_kernels_pct: float | None  # of the kernels matched to their launch call
+    #: Kernels launched and not yet finished when a kernel is launched (HTA's queue length, over
+    #: all streams): about 0 means the GPU drains every launch at once, waiting for the host.
+    queue_median: float | None = None
+    queue_max: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -370,6 +382,7 @@ class _Mix:
     by_dtype: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     kernel_durations: list[float] = field(default_factory=list)
     launch_delays: list[float] = field(default_factory=list)
+    queue: list[tuple[float, float]] = field(default_factory=list)  # (launch call start, kernel end)
     short: int = 0
     matched: int = 0
     devices: Counter[int] = field(default_factory=Counter)
@@ -396,6 +409,7 @@ def _mix(gpu: list[_Gpu], kept: _Kept) -> _Mix:
         if call is not None:
             mix.matched += 1
             mix.launch_delays.append(start - call[0])
+            mix.queue.append((call[0], end))
             mix.short += dur < call[1]
         if kind != KIND_COMPUTE or not is_gemm:
             continue
@@ -409,8 +423,22 @@ def _mix(gpu: list[_Gpu], kept: _Kept) -> _Mix:
     return mix
 
 
+def _queue_lengths(queue: list[tuple[float, float]]) -> list[int]:
+    """At each launch, how many kernels launched before it have not finished yet."""
+    marks = sorted([(end, 0) for _, end in queue] + [(launch, 1) for launch, _ in queue])
+    depth, out = 0, []
+    for _, is_launch in marks:  # at a tie a kernel's end comes before a launch
+        if is_launch:
+            out.append(depth)
+            depth += 1
+        else:
+            depth -= 1
+    return out
+
+
 def _launch_stats(kept: _Kept, mix: _Mix) -> LaunchStats:
     launches = [c[1] for c in kept.runtime.values() if "aunch" in c[2]]
+    queue = _queue_lengths(mix.queue)
     return LaunchStats(
         runtime_calls=kept.runtime_calls,
         runtime_us=kept.runtime_us,
@@ -419,6 +447,8 @@ def _launch_stats(kept: _Kept, mix: _Mix) -> LaunchStats:
         launch_delay_us_median=statistics.median(mix.launch_delays) if mix.launch_delays else None,
         short_kernels=mix.short,
         short_kernels_pct=100.0 * mix.short / mix.matched if mix.matched else None,
+        queue_median=statistics.median(queue) if queue else None,
+        queue_max=max(queue) if queue else None,
     )
 
 

@@ -53,8 +53,8 @@ def host_bound(analysis: TraceAnalysis) -> Recommendation | None:
         f"{_where(r)}: the GPU is idle {r.idle_pct:.1f}% of its {_us(r.kernel_time_us)} span "
         f"(compute {r.compute_pct:.1f}%, non-compute {r.non_compute_pct:.1f}%)",
         f"a kernel starts a median {_us(r.launch.launch_delay_us_median)} after its launch call "
-        f"({r.launch.launches:,} launches, median call {_us(r.launch.launch_us_median)}): no work "
-        "was queued ahead of it, the GPU waited for the host",
+        f"({r.launch.launches:,} launches, median call {_us(r.launch.launch_us_median)}), with a median "
+        f"{r.launch.queue_median or 0:g} kernels queued ahead of it: the GPU waited for the host",
         f"{r.launch.runtime_calls:,} runtime calls took {_us(r.launch.runtime_us)}; host ops' self time "
         f"{_us(r.cpu_op_self_us)} over a {_us(r.host_span_us)} host span",
     ]

@@ -33,6 +33,10 @@ def us(value: float | None) -> str:
     return NA if value is None else format_seconds(value / 1e6)
 
 
+def _num(value: float | None) -> str:
+    return NA if value is None else f"{value:g}"
+
+
 def short(name: str) -> str:
     """A kernel or op name cut to :data:`NAME_CHARS` (templates make them very long)."""
     return name if len(name) <= NAME_CHARS else name[: NAME_CHARS - 1] + "…"
@@ -79,6 +83,7 @@ def detail_table(r: RankGpuTime) -> TextTable:
         ("runtime calls", f"{launch.runtime_calls:,} taking {us(launch.runtime_us)}"),
         ("kernel launches; median launch call", f"{launch.launches:,}; {us(launch.launch_us_median)}"),
         ("median delay launch → kernel start", us(launch.launch_delay_us_median)),
+        ("kernels queued at a launch: median, max", f"{_num(launch.queue_median)}, {_num(launch.queue_max)}"),
         ("kernels shorter than their launch", f"{launch.short_kernels:,} ({pct(launch.short_kernels_pct)})"),
         ("host ops' self time; host span", f"{us(r.cpu_op_self_us)}; {us(r.host_span_us)}"),
     ]

@@ -108,6 +108,9 @@ def test_real_traces_give_the_facts_their_raw_json_shows():
     # the CPU runs far ahead of a busy GPU: a kernel starts tens of ms after its launch call
     assert v100.launch.launch_delay_us_median is not None and v100.launch.launch_delay_us_median > 10_000
     assert a100.launch.launch_delay_us_median is not None and a100.launch.launch_delay_us_median < 100
+    # and so hundreds of kernels wait in the V100's queue, none in the A100's
+    assert v100.launch.queue_median is not None and v100.launch.queue_median > 100
+    assert a100.launch.queue_median == 0
     assert v100.launch.launches == sum(e.get("name") == "cudaLaunchKernel" for e in raw)
     assert mi250.gemm_us_by_dtype.get("fp32", 0) > 0  # record_shapes: the addmm's input dtype
     assert mi250.device_name == "AMD Radeon Graphics"
@@ -181,6 +184,8 @@ def test_a_constructed_trace_gives_the_figures_worked_out_by_hand(tmp_path):
     assert any("last ProfilerStep" in s for s in r.left_out)
     # kernels 0 and 1 start 9 and 28 µs after their launch calls (which took 5 µs): none is shorter
     assert r.launch.launches == 5 and r.launch.short_kernels == 0
+    # launched at 1, 2, 3 µs, none finished before 40: 0, 1 and 2 kernels ahead of each
+    assert (r.launch.queue_median, r.launch.queue_max) == (1, 2)
 
 
 def test_bad_events_are_counted_and_left_out(tmp_path):
