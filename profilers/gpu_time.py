@@ -94,6 +94,8 @@ _HOST_CATEGORIES = frozenset(("cpu_op", "user_annotation", "Operator"))
 #: Never GPU activities, skipped before their arguments are looked at.
 _SKIPPED_CATEGORIES = frozenset(("python_function", "gpu_user_annotation", "Trace", "ac2g", "fwdbwd"))
 _NUMBERS = frozenset((int, float))
+#: The Kineto trace schemaVersion this reader was written for.
+KNOWN_SCHEMA = 1
 _KERNEL = "kernel"
 _STEP = "ProfilerStep#"
 TOP = 15
@@ -472,6 +474,12 @@ def rank_gpu_time(
     ``top`` is how many kernels and operators the tables keep (most time first).
     """
     left_out = [f"{n:,} {what}" for what, n in sorted(kept.bad.items())]
+    schema = meta.get("schemaVersion")
+    if type(schema) is int and schema > KNOWN_SCHEMA:
+        left_out.append(
+            f"the trace's schemaVersion {schema} is newer than the {KNOWN_SCHEMA} this tool knows: read as "
+            f"version {KNOWN_SCHEMA}, events of kinds it does not know are not counted"
+        )
     host_steps = _steps(kept.host)
     gpu, dropped = _analysed(kept, host_steps)
     if dropped:

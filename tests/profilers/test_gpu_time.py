@@ -196,6 +196,15 @@ def test_bad_events_are_counted_and_left_out(tmp_path):
     assert "1 events without a numeric ts/dur" in r.left_out
 
 
+def test_a_newer_schema_is_read_and_says_so(tmp_path):
+    events = [launch(1, 1), kernel("k", 10, 5, 1)]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"schemaVersion": 7, "traceEvents": events}))
+    r = analyse_file(path)
+    assert r.kernels == 1 and r.busy_us == 5
+    assert any("schemaVersion 7 is newer" in line for line in r.left_out)
+
+
 def test_a_cpu_only_trace_reads_with_no_gpu_figures(tmp_path):
     events = [
         step(1, 0, 50),

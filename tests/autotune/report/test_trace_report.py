@@ -214,6 +214,20 @@ def test_a_live_cpu_trace_of_torch_profiler_reads_its_steps_and_ops(tmp_path):
     assert report.advice.recommendations == ()
 
 
+def test_the_trace_this_tool_wrote_reads_as_any_other(profile_run):
+    """The deep window's own gzip trace (a CPU run): its ops, as the run's summary lists them."""
+    summary = json.loads((profile_run / "summary.json").read_text())
+    trace = profile_run / summary["trace_files"][0]
+    out = autotune("report", str(trace), "--format", "json", "-o", "-")
+    assert out.returncode == 0, out.stderr
+    rank = json.loads(out.stdout)["gpu_time"]["ranks"][0]
+    assert rank["kernels"] == 0 and rank["top_ops"]
+    ops = {o["name"]: o for o in rank["top_ops"]}
+    top = summary["top_ops"][0]
+    assert ops[top["name"]]["count"] == top["calls"]
+    assert ops[top["name"]]["self_us"] == pytest.approx(top["self_time_us"], rel=0.01)
+
+
 def test_a_profile_runs_report_reads_its_deep_window_trace_through_the_same_analysis(profile_run, tmp_path):
     """A CPU run's own trace has no GPU activity, and says so; with a GPU trace in traces/ (the V100's,
     standing in for a GPU run's window) the run's report shows the same figures as the trace report."""
