@@ -1,4 +1,4 @@
-"""The ``autotune`` command line: ``profile``, ``tune``, ``report``, ``compare``, ``demo``, ``doctor``.
+"""The ``autotune`` command line: profile, tune, report, compare, plan, demo, doctor (and dashboard).
 
 Bad input gets one clear line and exit status 2; a script's own exit status is passed through.
 """
@@ -127,6 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
     from autotune.compare_cli import add_compare_parser
 
     add_compare_parser(sub)
+    from autotune.plan_cli import add_plan_parser
+
+    add_plan_parser(sub, _number)
     sub.add_parser("dashboard", help="follow a run or a study in a terminal dashboard (see --help)")
     sub.add_parser("demo", help="profile the built-in models on synthetic data (autotune demo --help)")
     sub.add_parser("doctor", help="say what this machine can measure")
@@ -276,6 +279,10 @@ def main(argv: list[str] | None = None) -> int:
             from autotune.report_cli import cmd_report
 
             return cmd_report(args, UsageError)
+        if args.command == "plan":
+            from autotune.plan_cli import cmd_plan
+
+            return cmd_plan(args, UsageError)
         if args.command == "compare":
             from autotune.compare_cli import cmd_compare
 

@@ -1,0 +1,64 @@
+"""The GPUs a plan can put a job on: memory and memory bandwidth per model, with their sources.
+
+Compute peaks come from :mod:`profilers.flops` (datasheet figures, dense), prices from the price
+table (:mod:`autotune.cost.prices`); this table adds what the memory and time models need. The keys
+are the price table's, so every priced GPU can be planned.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from profilers.flops import DevicePeak, match_device
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSpec:
+    """One GPU model: its memory, its memory bandwidth, its compute peaks."""
+
+    key: str  # the price table's key: "H100-SXM"
+    device_name: str  # a name profilers.flops.match_device knows
+    memory_bytes: int
+    bandwidth_gb_s: float  # GB/s (10^9 bytes/s), the datasheet's peak
+    source: str
+
+    @property
+    def peak(self) -> DevicePeak | None:
+        """The compute peaks (TFLOP/s per precision), or None when not in the table."""
+        return match_device(self.device_name)
+
+
+_GB = 10**9
+_GIB = 2**30
+# Memory and bandwidth as printed by NVIDIA's datasheets and product pages (the same documents as
+# the compute peaks in profilers/flops.py): HBM/GDDR capacity in GB as sold, peak bandwidth in GB/s.
+GPUS: tuple[GpuSpec, ...] = (
+    GpuSpec("H200", "NVIDIA H200", 141 * _GB, 4800.0,
+            "https://www.nvidia.com/en-us/data-center/h200/ (H200 SXM: 141 GB HBM3e, 4.8 TB/s)"),
+    GpuSpec("H100-SXM", "NVIDIA H100 80GB HBM3", 80 * _GB, 3350.0,
+            "NVIDIA H100 Tensor Core GPU Datasheet (H100 SXM: 80 GB, 3.35 TB/s)"),
+    GpuSpec("H100-PCIe", "NVIDIA H100 PCIe", 80 * _GB, 2000.0,
+            "NVIDIA H100 Tensor Core GPU Datasheet (H100 PCIe: 80 GB, 2 TB/s)"),
+    GpuSpec("H100-NVL", "NVIDIA H100 NVL", 94 * _GB, 3900.0,
+            "NVIDIA H100 Tensor Core GPU Datasheet (H100 NVL: 94 GB, 3.9 TB/s)"),
+    GpuSpec("A100-80GB", "NVIDIA A100-SXM4-80GB", 80 * _GB, 2039.0,
+            "NVIDIA A100 Tensor Core GPU Datasheet (A100 80GB SXM: 2,039 GB/s)"),
+    GpuSpec("A100-40GB", "NVIDIA A100-SXM4-40GB", 40 * _GB, 1555.0,
+            "NVIDIA A100 Tensor Core GPU Datasheet (A100 40GB: 1,555 GB/s)"),
+    GpuSpec("L40S", "NVIDIA L40S", 48 * _GB, 864.0, "NVIDIA L40S datasheet (48 GB GDDR6, 864 GB/s)"),
+    GpuSpec("L4", "NVIDIA L4", 24 * _GB, 300.0, "NVIDIA L4 datasheet (24 GB GDDR6, 300 GB/s)"),
+    GpuSpec("A10G", "NVIDIA A10G", 24 * _GB, 600.0, "NVIDIA A10G datasheet, AWS copy (24 GB, 600 GB/s)"),
+    GpuSpec("A10", "NVIDIA A10", 24 * _GB, 600.0, "NVIDIA A10 datasheet (24 GB GDDR6, 600 GB/s)"),
+    GpuSpec("V100", "Tesla V100-SXM2-16GB", 16 * _GB, 900.0,
+            "NVIDIA Tesla V100 datasheet (V100 SXM2 16 GB: 900 GB/s)"),
+    GpuSpec("T4", "Tesla T4", 16 * _GB, 320.0, "NVIDIA T4 datasheet (16 GB GDDR6, 320+ GB/s)"),
+)  # fmt: skip
+
+
+def gpu_spec(key: str) -> GpuSpec | None:
+    """The table row of a GPU key (case-insensitive), or None."""
+    folded = key.casefold()
+    return next((g for g in GPUS if g.key.casefold() == folded), None)
+
+
+__all__ = ["GPUS", "GpuSpec", "gpu_spec"]

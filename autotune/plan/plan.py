@@ -1,0 +1,196 @@
+"""Plan a training job: every configuration on every GPU, predicted, priced and ranked.
+
+:func:`plan` traces the model's training step with fake tensors at the smallest and the largest
+candidate micro-batch for each precision × checkpointing (two traces each, whatever the number of
+GPUs), fits each figure as affine in the micro-batch (:class:`~autotune.plan.model.StepModel`) and
+predicts, per GPU × configuration: peak memory by category and whether it fits with the headroom,
+the largest micro-batch that fits, step time with its interval, samples/s and tokens/s, $ per
+million samples and tokens, $ for the run. Configurations are ranked cheapest first; the ones that
+do not fit, or cannot run on that GPU, come last with the reason.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from autotune.plan.gpus import GPUS, GpuSpec, gpu_spec
+from autotune.plan.model import EFFICIENCY, FRAMEWORK_RESERVE_BYTES, StepModel
+from autotune.plan.step import BatchFn, LossFn, OptimizerFn, trace_step
+
+PRECISIONS = ("fp32", "bf16")
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedConfig:
+    """One configuration on one GPU model, predicted (the JSON's ``configs[i]``)."""
+
+    gpu: str
+    gpus: int
+    params: dict[str, Any]  # micro_batch, grad_accum, precision, activation_checkpointing, layout
+    peak_memory_bytes: int | None
+    memory_by_category: dict[str, int]
+    fits: bool
+    why_not: str | None  # when it does not fit or cannot run
+    largest_micro_batch: int | None
+    step_time_s: float | None
+    step_time_s_interval: tuple[float, float] | None
+    samples_per_s: float | None
+    tokens_per_s: float | None
+    usd_per_gpu_hour: float | None
+    usd_per_million_samples: float | None
+    usd_per_million_tokens: float | None
+    usd_total: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The ranked configurations, the model's figures, and how far the time model can be trusted."""
+
+    configs: tuple[PlannedConfig, ...]
+    model: dict[str, Any]
+    calibration: dict[str, Any]
+    trace_s: float  # time spent tracing
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def plan(
+    model: Any,
+    batch_fn: BatchFn,
+    loss_fn: LossFn,
+    optimizer_fn: OptimizerFn,
+    global_batch: int,
+    gpus: tuple[str, ...] = (),
+    gpus_per_node: int = 1,
+    precisions: tuple[str, ...] = PRECISIONS,
+    checkpointing: tuple[bool, ...] = (False,),
+    headroom: float = 0.1,
+    tokens_per_sample: int | None = None,
+    run_samples: int | None = None,
+    prices: Any = None,
+) -> Plan:
+    """Predict every configuration (see the module's doc). ``model`` is a module or a factory."""
+    from autotune.cost.prices import load_prices, resolve_price
+
+    specs = [_spec(g) for g in gpus] if gpus else list(GPUS)
+    micro = [m for m in _powers_of_two(global_batch) if global_batch % m == 0]
+    lo, hi = micro[0], micro[-1] if micro[-1] != micro[0] else micro[0] + 1
+    started = time.perf_counter()
+    models: dict[tuple[str, bool], StepModel] = {}
+    figures: dict[str, Any] = {}
+    for precision in precisions:
+        for ckpt in checkpointing:
+            a = trace_step(model, batch_fn, loss_fn, optimizer_fn, lo, precision, ckpt)
+            b = trace_step(model, batch_fn, loss_fn, optimizer_fn, hi, precision, ckpt)
+            models[(precision, ckpt)] = StepModel.fit(a, b)
+    figures = {
+        "parameters": a.parameters,
+        "parameter_bytes": a.parameter_bytes,
+        "flops_per_sample": (b.flops - a.flops) / (hi - lo),
+        "ops_per_step": a.ops,
+    }
+    trace_s = time.perf_counter() - started
+    table = prices if prices is not None else load_prices(None)
+    configs = []
+    for spec in specs:
+        quote = resolve_price(spec.key, table=table)
+        price = quote.usd_per_gpu_hour if quote is not None else None
+        for step in models.values():
+            for m in micro:
+                configs.append(
+                    _predict(spec, gpus_per_node, step, m, global_batch // m, headroom, price,
+                             tokens_per_sample, run_samples)
+                )  # fmt: skip
+    configs.sort(key=_rank)
+    calibration = {
+        "calibrated": False,
+        "efficiency": [_eff(e) for e in EFFICIENCY],
+        "framework_reserve_bytes": FRAMEWORK_RESERVE_BYTES,
+        "note": "step times use uncalibrated efficiencies (the interval spans their range); memory is "
+        "traced, with the framework reserve assumed",
+    }
+    return Plan(tuple(configs), figures, calibration, trace_s)
+
+
+def _eff(e: Any) -> dict[str, float]:
+    return {"gemm": e.gemm, "attention": e.attention, "memory": e.memory, "launch_us": e.launch_us}
+
+
+def _spec(key: str) -> GpuSpec:
+    spec = gpu_spec(key)
+    if spec is None:
+        known = ", ".join(g.key for g in GPUS)
+        raise ValueError(f"unknown GPU {key!r} (known: {known})")
+    return spec
+
+
+def _powers_of_two(limit: int) -> list[int]:
+    return [1 << i for i in range(int(math.log2(max(limit, 1))) + 1)]
+
+
+def _predict(
+    spec: GpuSpec,
+    gpus: int,
+    step: StepModel,
+    micro_batch: int,
+    accumulation: int,
+    headroom: float,
+    price: float | None,
+    tokens_per_sample: int | None,
+    run_samples: int | None,
+) -> PlannedConfig:
+    params = {"micro_batch": micro_batch, "grad_accum": accumulation, "precision": step.precision,
+              "activation_checkpointing": step.checkpointing, "layout": "single"}  # fmt: skip
+    peak = step.memory_bytes(micro_batch, gpu=True)
+    budget = spec.memory_bytes / (1 + headroom)
+    largest = step.largest_micro_batch(budget, gpu=True)
+    expected = step.step_time_s(spec, micro_batch, accumulation, EFFICIENCY[1])
+    why = None
+    if expected is None:
+        why = f"{spec.key} has no {step.precision} tensor cores"
+    elif peak > budget:
+        why = (
+            f"needs {peak / 2**30:.1f} GiB, over {budget / 2**30:.1f} GiB "
+            f"({spec.key} less {headroom:.0%} headroom)"
+        )
+    interval = None
+    if expected is not None:
+        slow = step.step_time_s(spec, micro_batch, accumulation, EFFICIENCY[0])
+        fast = step.step_time_s(spec, micro_batch, accumulation, EFFICIENCY[2])
+        interval = (fast, slow) if fast is not None and slow is not None else None
+    samples = micro_batch * accumulation * gpus
+    rate = samples / expected if expected else None
+    tokens = rate * tokens_per_sample if rate is not None and tokens_per_sample else None
+    per_m = price * gpus / 3600 / rate * 1e6 if price is not None and rate else None
+    per_m_tokens = per_m / tokens_per_sample if per_m is not None and tokens_per_sample else None
+    total = per_m * run_samples / 1e6 if per_m is not None and run_samples else None
+    return PlannedConfig(
+        gpu=spec.key,
+        gpus=gpus,
+        params=params,
+        peak_memory_bytes=peak,
+        memory_by_category=step.memory_by_category(micro_batch, gpu=True),
+        fits=why is None,
+        why_not=why,
+        largest_micro_batch=largest,
+        step_time_s=expected,
+        step_time_s_interval=interval,
+        samples_per_s=rate,
+        tokens_per_s=tokens,
+        usd_per_gpu_hour=price,
+        usd_per_million_samples=per_m,
+        usd_per_million_tokens=per_m_tokens,
+        usd_total=total,
+    )
+
+
+def _rank(c: PlannedConfig) -> tuple[bool, float, float]:
+    """Fitting first, then cheapest per sample (unpriced after priced), then fastest."""
+    cost = c.usd_per_million_samples if c.usd_per_million_samples is not None else math.inf
+    speed = -(c.samples_per_s or 0.0)
+    return (not c.fits, cost, speed)
+
+
+__all__ = ["PRECISIONS", "Plan", "PlannedConfig", "plan"]

@@ -1,0 +1,161 @@
+"""One training step of a model at one configuration, traced with fake tensors (or measured with real ones).
+
+:func:`trace_step` builds the model (from a factory, or a copy of a given model), runs two steps
+(the first creates the optimizer's state, the second is the one measured) under
+:class:`~autotune.plan.trace.StepTracer`, inside ``FakeTensorMode`` unless ``fake=False``, and
+returns a :class:`StepFigures`: the peak of live tensor bytes by category and the op totals the
+time model needs. Precision is autocast around the forward and the loss (bf16/fp16), activation
+checkpointing wraps the model's repeated blocks as ``autotune.prepare`` does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from autotune.plan.trace import CATEGORIES, StepTracer, run_step
+
+#: A batch at a micro-batch size: (the model's inputs as a tuple, the loss function's target).
+BatchFn = Callable[[int], tuple[tuple[Any, ...], Any]]
+LossFn = Callable[[Any, Any], torch.Tensor]
+OptimizerFn = Callable[[list[nn.Parameter]], torch.optim.Optimizer]
+_AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+@dataclass(frozen=True, slots=True)
+class StepFigures:
+    """What one traced (or measured) step holds and does."""
+
+    micro_batch: int
+    precision: str
+    checkpointing: bool
+    peak_bytes: int  # live tensor bytes at the step's peak
+    memory_by_category: dict[str, int]  # CATEGORIES -> bytes at the peak
+    peak_phase: str  # "forward", "backward" or "optimizer"
+    ops: int
+    flops: int  # the whole step's
+    flops_by_class: dict[str, int]  # "gemm", "attention", "other"
+    bytes_by_class: dict[str, int]
+    ops_by_class: dict[str, int]
+    dtype_flops: dict[str, int]  # GEMM/attention FLOPs by the dtype they run in
+    parameter_bytes: int
+    parameters: int
+    optimizer_flops: int  # of the optimizer's step alone (it runs once per global batch)
+    optimizer_bytes: int
+    optimizer_ops: int
+    #: Bytes the CUDA caching allocator adds at the peak: every live block rounded up to 512 bytes.
+    rounding_bytes: int
+
+
+def trace_step(
+    model: nn.Module | Callable[[], nn.Module],
+    batch_fn: BatchFn,
+    loss_fn: LossFn,
+    optimizer_fn: OptimizerFn,
+    micro_batch: int,
+    precision: str = "fp32",
+    checkpointing: bool = False,
+    fake: bool = True,
+) -> StepFigures:
+    """Trace one steady-state training step (see the module's doc)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    mode: Any = FakeTensorMode(allow_non_fake_inputs=False) if fake else contextlib.nullcontext()
+    with mode:
+        net = _build(model, mode if fake else None)
+        if checkpointing:
+            from autotune.prepared import _checkpoint_blocks
+
+            _checkpoint_blocks(net)
+        params = [p for p in net.parameters() if p.requires_grad]
+        optimizer = optimizer_fn(params)
+        inputs, target = batch_fn(micro_batch)
+        batch_tensors = [t for t in (*inputs, target) if isinstance(t, torch.Tensor)]
+        autocast: Any = (
+            torch.autocast("cpu", dtype=_AUTOCAST[precision])
+            if precision in _AUTOCAST
+            else contextlib.nullcontext()
+        )
+
+        def forward_loss() -> torch.Tensor:
+            with autocast:
+                out = net(*inputs)
+                return loss_fn(out, target)
+
+        run_step(StepTracer(), forward_loss, params, optimizer)  # creates the optimizer's state
+        tracer = StepTracer()
+        tracer.track(batch_tensors, "activations")  # the batch is live through the step
+        run_step(tracer, forward_loss, params, optimizer)
+    return _figures(tracer, micro_batch, precision, checkpointing, params)
+
+
+def _build(model: nn.Module | Callable[[], nn.Module], mode: Any) -> nn.Module:
+    """The model to trace: built from a factory inside the mode, or a copy with fake tensors.
+
+    A given model is copied and its parameters and buffers replaced by fake tensors (the real ones
+    are left alone).
+    """
+    if not isinstance(model, nn.Module):
+        return model()
+    if mode is None:
+        return copy.deepcopy(model)
+    with torch._subclasses.fake_tensor.unset_fake_temporarily():
+        net = copy.deepcopy(model)
+    for module in net.modules():
+        for name, p in list(module._parameters.items()):
+            if p is not None:
+                module._parameters[name] = nn.Parameter(
+                    mode.from_tensor(p.detach()), requires_grad=p.requires_grad
+                )
+        for name, b in list(module._buffers.items()):
+            if b is not None:
+                module._buffers[name] = mode.from_tensor(b)
+    return net
+
+
+def _figures(
+    tracer: StepTracer, micro_batch: int, precision: str, checkpointing: bool, params: list[nn.Parameter]
+) -> StepFigures:
+    flops: dict[str, int] = defaultdict(int)
+    moved: dict[str, int] = defaultdict(int)
+    count: dict[str, int] = defaultdict(int)
+    dtype_flops: dict[str, int] = defaultdict(int)
+    for op in tracer.ops:
+        flops[op.op_class] += op.flops
+        moved[op.op_class] += op.bytes_moved
+        count[op.op_class] += 1
+        if op.flops and op.dtype:
+            dtype_flops[op.dtype] += op.flops
+    memory = tracer.memory
+    opt = [op for op in tracer.ops if op.phase == "optimizer"]
+    rounding = sum(-n % 512 for n, _ in memory.peak_live.values())
+    return StepFigures(
+        micro_batch=micro_batch,
+        precision=precision,
+        checkpointing=checkpointing,
+        peak_bytes=memory.peak_bytes,
+        memory_by_category=memory.peak_by_category(),
+        peak_phase=memory.peak_phase,
+        ops=len(tracer.ops),
+        flops=sum(flops.values()),
+        flops_by_class=dict(flops),
+        bytes_by_class=dict(moved),
+        ops_by_class=dict(count),
+        dtype_flops=dict(dtype_flops),
+        parameter_bytes=sum(p.numel() * p.element_size() for p in params),
+        parameters=sum(p.numel() for p in params),
+        optimizer_flops=sum(op.flops for op in opt),
+        optimizer_bytes=sum(op.bytes_moved for op in opt),
+        optimizer_ops=len(opt),
+        rounding_bytes=rounding,
+    )
+
+
+__all__ = ["CATEGORIES", "StepFigures", "trace_step"]
