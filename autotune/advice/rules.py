@@ -28,6 +28,15 @@ COLLECTIVE_SOURCES = {
 _BATCH = "a larger micro-batch (autotune tune searches micro_batch)"
 
 
+#: What to do when the GPU waits for the host (the profile and the trace rules say the same).
+HOST_BOUND_ACTIONS = (
+    "fuse the small kernels: torch.compile(model) (autotune.prepare(..., compile=True))",
+    "replay each step as one launch: CUDA graphs (torch.compile(mode='reduce-overhead'))",
+    f"more work per kernel: {_BATCH}",
+    "drop host syncs from the loop (.item(), .cpu()); fused optimizers (AdamW(..., fused=True))",
+)
+
+
 def ms(seconds: float) -> str:
     """Seconds as milliseconds (µs below 1 ms)."""
     return f"{seconds * 1e6:.0f} µs" if abs(seconds) < 1e-3 else f"{seconds * 1e3:.1f} ms"
@@ -153,12 +162,7 @@ def host_bound(run: RunData) -> Recommendation | None:
     ]
     if bound is not None:
         evidence.append(at_most(bound, "if the GPU never waited for the host"))
-    actions = (
-        "fuse the small kernels: torch.compile(model) (autotune.prepare(..., compile=True))",
-        "replay each step as one launch: CUDA graphs (torch.compile(mode='reduce-overhead'))",
-        f"more work per kernel: {_BATCH}",
-        "drop host syncs from the loop (.item(), .cpu()); fused optimizers (AdamW(..., fused=True))",
-    )
+    actions = HOST_BOUND_ACTIONS
     title = f"Host-bound: the GPU is busy {format_pct(w.gpu_busy_share)} of the step"
     figures = figures_of(w, speedup_bound=bound)
     return Recommendation(

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from autotune.advice.records import AdviceSection, Recommendation, Threshold
-from autotune.advice.rules import at_most
+from autotune.advice.rules import HOST_BOUND_ACTIONS, at_most
 from autotune.advice.thresholds import BY_KEY, limit, severity_for
 from autotune.fmt import format_seconds
 from profilers.flops import match_device
@@ -60,12 +60,7 @@ def host_bound(analysis: TraceAnalysis) -> Recommendation | None:
     ]
     if bound is not None:
         evidence.append(at_most(bound, "if the GPU never waited for the host"))
-    actions = (
-        "fuse the small kernels and cut launches: torch.compile(model)",
-        "replay each step as one launch: CUDA graphs (torch.compile(mode='reduce-overhead'))",
-        f"more work per kernel: {_BATCH}",
-        "drop host syncs from the loop (.item(), .cpu()); DataLoader(num_workers>0, pin_memory=True)",
-    )
+    actions = HOST_BOUND_ACTIONS
     figures = {
         "rank": r.rank,
         "idle_pct": r.idle_pct,

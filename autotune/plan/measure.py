@@ -9,7 +9,6 @@ existed before the step (parameters, optimizer state, the batch).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import tempfile
@@ -17,7 +16,7 @@ from typing import Any
 
 import torch
 
-from autotune.plan.step import _AUTOCAST, BatchFn, LossFn, OptimizerFn, StepFigures
+from autotune.plan.step import BatchFn, LossFn, OptimizerFn, StepFigures, prepare_step
 
 
 def measured_step_peak_bytes(
@@ -33,26 +32,14 @@ def measured_step_peak_bytes(
     from torch.profiler import ProfilerActivity, profile
 
     torch.manual_seed(0)
-    net = model_fn()
-    if checkpointing:
-        from autotune.prepared import _checkpoint_blocks
-
-        _checkpoint_blocks(net)
-    params = [p for p in net.parameters() if p.requires_grad]
-    optimizer = optimizer_fn(params)
-    inputs, target = batch_fn(micro_batch)
-    autocast: Any = (
-        torch.autocast("cpu", dtype=_AUTOCAST[precision])
-        if precision in _AUTOCAST
-        else contextlib.nullcontext()
+    prepared = prepare_step(
+        model_fn(), batch_fn, loss_fn, optimizer_fn, micro_batch, precision, checkpointing
     )
 
     def step() -> None:
-        with autocast:
-            loss = loss_fn(net(*inputs), target)
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        prepared.forward_loss().backward()
+        prepared.optimizer.step()
+        prepared.optimizer.zero_grad(set_to_none=True)
 
     step()
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:

@@ -70,30 +70,54 @@ def trace_step(
     mode: Any = FakeTensorMode(allow_non_fake_inputs=False) if fake else contextlib.nullcontext()
     with mode:
         net = _build(model, mode if fake else None)
-        if checkpointing:
-            from autotune.prepared import _checkpoint_blocks
-
-            _checkpoint_blocks(net)
-        params = [p for p in net.parameters() if p.requires_grad]
-        optimizer = optimizer_fn(params)
-        inputs, target = batch_fn(micro_batch)
-        batch_tensors = [t for t in (*inputs, target) if isinstance(t, torch.Tensor)]
-        autocast: Any = (
-            torch.autocast("cpu", dtype=_AUTOCAST[precision])
-            if precision in _AUTOCAST
-            else contextlib.nullcontext()
-        )
-
-        def forward_loss() -> torch.Tensor:
-            with autocast:
-                out = net(*inputs)
-                return loss_fn(out, target)
-
-        run_step(StepTracer(), forward_loss, params, optimizer)  # creates the optimizer's state
+        step = prepare_step(net, batch_fn, loss_fn, optimizer_fn, micro_batch, precision, checkpointing)
+        run_step(
+            StepTracer(), step.forward_loss, step.params, step.optimizer
+        )  # creates the optimizer's state
         tracer = StepTracer()
-        tracer.track(batch_tensors, "activations")  # the batch is live through the step
-        run_step(tracer, forward_loss, params, optimizer)
-    return _figures(tracer, micro_batch, precision, checkpointing, params)
+        tracer.track(step.batch, "activations")  # the batch is live through the step
+        run_step(tracer, step.forward_loss, step.params, step.optimizer)
+    return _figures(tracer, micro_batch, precision, checkpointing, step.params)
+
+
+@dataclass(frozen=True)
+class PreparedStep:
+    """A model ready to step: its trainable parameters, optimizer, batch, and forward-and-loss."""
+
+    params: list[nn.Parameter]
+    optimizer: torch.optim.Optimizer
+    batch: list[torch.Tensor]
+    forward_loss: Callable[[], torch.Tensor]
+
+
+def prepare_step(
+    net: nn.Module,
+    batch_fn: BatchFn,
+    loss_fn: LossFn,
+    optimizer_fn: OptimizerFn,
+    micro_batch: int,
+    precision: str,
+    checkpointing: bool,
+) -> PreparedStep:
+    """Checkpointing applied, the optimizer made, a batch drawn, the forward autocast to ``precision``."""
+    if checkpointing:
+        from autotune.prepared import _checkpoint_blocks
+
+        _checkpoint_blocks(net)
+    params = [p for p in net.parameters() if p.requires_grad]
+    inputs, target = batch_fn(micro_batch)
+    autocast: Any = (
+        torch.autocast("cpu", dtype=_AUTOCAST[precision])
+        if precision in _AUTOCAST
+        else contextlib.nullcontext()
+    )
+
+    def forward_loss() -> torch.Tensor:
+        with autocast:
+            return loss_fn(net(*inputs), target)
+
+    batch = [t for t in (*inputs, target) if isinstance(t, torch.Tensor)]
+    return PreparedStep(params, optimizer_fn(params), batch, forward_loss)
 
 
 def _build(model: nn.Module | Callable[[], nn.Module], mode: Any) -> nn.Module:

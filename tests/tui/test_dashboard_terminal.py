@@ -56,6 +56,14 @@ class Terminal:
             time.sleep(0.2)
         raise AssertionError(f"the terminal never showed {texts!r}; it shows:\n{screen}")
 
+    def exit_status(self, status: Path, timeout: float = 20.0) -> str:
+        """The exit status the command wrote into ``status`` (fails with the screen after ``timeout``)."""
+        deadline = time.monotonic() + timeout
+        while not status.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert status.exists(), self.screen()
+        return status.read_text().strip()
+
     def close(self) -> None:
         """Stop this test's tmux server (only ours: it has its own socket)."""
         self._tmux("kill-server")
@@ -91,11 +99,7 @@ def test_the_dashboard_in_tmux(terminal: tuple[Terminal, Path]) -> None:
     term.keys("Escape")
     time.sleep(0.5)
     term.keys("q")
-    deadline = time.monotonic() + 20
-    while not status.exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert status.exists(), term.screen()
-    assert status.read_text().strip() == "0"
+    assert term.exit_status(status) == "0"
 
 
 WORK = """
@@ -132,10 +136,7 @@ def test_a_command_run_alongside_keeps_its_output_and_exit_status(tmp_path: Path
         term.wait_for("step 40", "alongside")
         term.keys("q")
         term.wait_for("the work says goodbye", "the command's output is in new.log (exit status 3)")
-        deadline = time.monotonic() + 20
-        while not status.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert status.read_text().strip() == "3"
+        assert term.exit_status(status) == "3"
         assert "the work says goodbye" in (tmp_path / "new.log").read_text()
     finally:
         term.close()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shlex
 import sys
-import time
 from pathlib import Path
 
 from textual.widgets import DataTable, Static
@@ -64,10 +63,6 @@ def test_autotune_dashboard_on_a_trace_in_a_real_terminal(tmp_path: Path) -> Non
         screen = term.wait_for("53.6%", "Communication-bound", "Straggler", "q Quit", timeout=60)
         assert "traces of 2 of 128 ranks" in screen
         term.keys("q")
-        deadline = time.monotonic() + 20
-        while not status.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert status.exists(), term.screen()
-        assert status.read_text().strip() == "0"
+        assert term.exit_status(status) == "0"
     finally:
         term.close()
