@@ -34,6 +34,12 @@ def add_plan_parser(sub: Any, number: Any) -> None:
     p.add_argument("--precision", action="append", choices=("fp32", "tf32", "bf16", "fp16"),
                    help="precisions to plan (fp32 and bf16)")  # fmt: skip
     p.add_argument("--checkpointing", action="store_true", help="also plan activation checkpointing")
+    p.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="time real steps here (~15 s), fit this CPU's costs, check them on configurations not "
+        "timed, and add this machine ('this-cpu') to the plan",
+    )
     p.add_argument("--headroom", type=number(float, 0, 1, "a fraction in [0, 1]"), default=0.1,
                    help="memory kept free, as a fraction of the GPU's (0.1)")  # fmt: skip
     p.add_argument("--samples", type=number(int, 1, None, "a positive integer"),
@@ -57,6 +63,7 @@ def cmd_plan(args: argparse.Namespace, usage_error: type[Exception]) -> int:
             checkpointing=(False, True) if args.checkpointing else (False,),
             headroom=args.headroom,
             run_samples=args.samples,
+            calibrate=args.calibrate,
         )
     except ValueError as exc:
         raise usage_error(str(exc)) from None
@@ -106,6 +113,17 @@ def _print_table(result: Any, top: int) -> None:
         )
     console = Console()
     console.print(table)
+    cpu = result.calibration.get("cpu")
+    if cpu:
+        errors = ", ".join(
+            f"{row['config']} {100 * (row['predicted_s'] / row['measured_s'] - 1):+.0f}%"
+            for row in cpu["held_out"]
+        )
+        console.print(
+            f"This CPU, calibrated on {len(cpu['fitted_on'])} timed configurations; on "
+            f"{len(cpu['held_out'])} others: median error "
+            f"{100 * (cpu['held_out_median_error'] or 0):.1f}% ({errors})."
+        )
     console.print(
         f"{len(result.configs)} configurations; traced in {result.trace_s:.1f} s; "
         f"{result.model.get('parameters', 0):,} parameters. {result.calibration['note']}."

@@ -6,8 +6,10 @@ For the demo GPT and CNN and three models the planner was not written around (a 
 residual CNN, an LSTM LM: tests/autotune/plan/workloads.py), at micro-batches 4 and 16, in fp32 and
 bf16 autocast, with and without activation checkpointing where the model has repeated blocks: the
 step's peak predicted from a fake-tensor trace against the CPU allocator's own peak during the
-real step (torch.profiler profile_memory), side by side. Then the time of a whole plan of the demo
-GPT over every GPU of the table × 28 configurations.
+real step (torch.profiler profile_memory), side by side. Then the step time on this CPU after
+calibration (``autotune plan --calibrate``): costs fitted on timed configurations, checked on
+others the fit did not see. Then the time of a whole plan of the demo GPT over every GPU of the
+table × 28 configurations.
 """
 
 from __future__ import annotations
@@ -53,6 +55,16 @@ def main() -> None:
     print("median |error| per model: " + ", ".join(
         f"{name} {100 * statistics.median(abs(e) for e in errs):.2f}%"
         for name, errs in errors.items()))  # fmt: skip
+    from autotune.plan.demo import demo_calibration
+
+    for name in ("gpt", "cnn"):
+        cpu = demo_calibration(name)
+        print(f"step time on this CPU, demo {name}: costs fitted on {len(cpu.fitted_on)} timed configurations, "
+              f"checked on {len(cpu.held_out)} others")  # fmt: skip
+        for label, predicted, measured in cpu.held_out:
+            print(f"  {label:34s} predicted {predicted * 1e3:7.2f} ms  measured {measured * 1e3:7.2f} ms  "
+                  f"{100 * (predicted / measured - 1):+6.1f}%")  # fmt: skip
+        print(f"  median |error| {100 * (cpu.held_out_median_error or 0):.1f}%")
     started = time.perf_counter()
     result = demo_plan("gpt", global_batch=64, checkpointing=(False, True))
     took = time.perf_counter() - started

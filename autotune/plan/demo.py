@@ -40,10 +40,31 @@ def demo_workload(name: str) -> tuple[Any, Any, Any, Any, int | None]:
     return (lambda: make_model(cfg)), cnn_batch, cnn_loss, optimizer_fn, None
 
 
-def demo_plan(name: str, **options: Any) -> Plan:
-    """The plan of demo model ``name`` ("gpt" or "cnn")."""
+#: Configurations timed to calibrate this machine, and the ones held out to check it:
+#: (micro_batch, precision, checkpointing). Checkpointing recomputes the forward, which changes the
+#: mix of FLOPs, bytes and ops, so the fit sees it and the held-out set tests other micro-batches.
+CALIBRATE_ON = [(2, "fp32", False), (32, "fp32", False), (2, "bf16", False), (32, "bf16", False),
+                (8, "fp32", True), (8, "bf16", True)]  # fmt: skip
+HELD_OUT = [(4, "fp32", False), (16, "fp32", False), (4, "bf16", False), (16, "bf16", False),
+            (16, "fp32", True), (32, "bf16", True)]  # fmt: skip
+
+
+def demo_calibration(name: str, steps: int = 12) -> Any:
+    """The calibration of this machine on demo model ``name`` (about 15 s for the GPT here)."""
+    from autotune.plan.calibrate import calibrate
+
+    factory, batch_fn, loss_fn, optimizer_fn, _ = demo_workload(name)
+    blocks = name == "gpt"
+    fit_on = [c for c in CALIBRATE_ON if blocks or not c[2]]
+    held = [c for c in HELD_OUT if blocks or not c[2]]
+    return calibrate(factory, batch_fn, loss_fn, optimizer_fn, fit_on, held, steps=steps)
+
+
+def demo_plan(name: str, calibrate: bool = False, **options: Any) -> Plan:
+    """The plan of demo model ``name`` ("gpt" or "cnn"), with this machine's CPU if ``calibrate``."""
     factory, batch_fn, loss_fn, optimizer_fn, tokens = demo_workload(name)
-    return plan(factory, batch_fn, loss_fn, optimizer_fn, tokens_per_sample=tokens, **options)
+    cpu = demo_calibration(name) if calibrate else None
+    return plan(factory, batch_fn, loss_fn, optimizer_fn, tokens_per_sample=tokens, cpu=cpu, **options)
 
 
-__all__ = ["demo_plan", "demo_workload"]
+__all__ = ["CALIBRATE_ON", "HELD_OUT", "demo_calibration", "demo_plan", "demo_workload"]

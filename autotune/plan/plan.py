@@ -16,8 +16,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from autotune.plan.calibrate import CpuCalibration
 from autotune.plan.gpus import GPUS, GpuSpec, gpu_spec
-from autotune.plan.model import EFFICIENCY, FRAMEWORK_RESERVE_BYTES, StepModel
+from autotune.plan.model import EFFICIENCY, FRAMEWORK_RESERVE_BYTES, Affine, StepModel
 from autotune.plan.step import BatchFn, LossFn, OptimizerFn, trace_step
 
 PRECISIONS = ("fp32", "bf16")
@@ -70,8 +71,13 @@ def plan(
     tokens_per_sample: int | None = None,
     run_samples: int | None = None,
     prices: Any = None,
+    cpu: CpuCalibration | None = None,
 ) -> Plan:
-    """Predict every configuration (see the module's doc). ``model`` is a module or a factory."""
+    """Predict every configuration (see the module's doc). ``model`` is a module or a factory.
+
+    With ``cpu`` (a calibration of this machine, :func:`autotune.plan.calibrate.calibrate`) the
+    plan also predicts each configuration on this machine's CPU (``gpu`` is ``"this-cpu"``).
+    """
     from autotune.cost.prices import load_prices, resolve_price
 
     specs = [_spec(g) for g in gpus] if gpus else list(GPUS)
@@ -79,12 +85,15 @@ def plan(
     lo, hi = micro[0], micro[-1] if micro[-1] != micro[0] else micro[0] + 1
     started = time.perf_counter()
     models: dict[tuple[str, bool], StepModel] = {}
+    cpu_times: dict[tuple[str, bool], Affine] = {}
     figures: dict[str, Any] = {}
     for precision in precisions:
         for ckpt in checkpointing:
             a = trace_step(model, batch_fn, loss_fn, optimizer_fn, lo, precision, ckpt)
             b = trace_step(model, batch_fn, loss_fn, optimizer_fn, hi, precision, ckpt)
             models[(precision, ckpt)] = StepModel.fit(a, b)
+            if cpu is not None:
+                cpu_times[(precision, ckpt)] = Affine.through(lo, cpu.predict_s(a), hi, cpu.predict_s(b))
     figures = {
         "parameters": a.parameters,
         "parameter_bytes": a.parameter_bytes,
@@ -103,14 +112,29 @@ def plan(
                     _predict(spec, gpus_per_node, step, m, global_batch // m, headroom, price,
                              tokens_per_sample, run_samples)
                 )  # fmt: skip
+    for key, step in models.items():
+        if key in cpu_times:
+            configs += [
+                _predict_cpu(step, cpu_times[key], m, global_batch // m, tokens_per_sample) for m in micro
+            ]
     configs.sort(key=_rank)
-    calibration = {
+    calibration: dict[str, Any] = {
         "calibrated": False,
         "efficiency": [_eff(e) for e in EFFICIENCY],
         "framework_reserve_bytes": FRAMEWORK_RESERVE_BYTES,
-        "note": "step times use uncalibrated efficiencies (the interval spans their range); memory is "
-        "traced, with the framework reserve assumed",
+        "note": "GPU step times use uncalibrated efficiencies (the interval spans their range); memory "
+        "is traced, with the framework reserve assumed",
     }
+    if cpu is not None:
+        calibration["cpu"] = {
+            "s_per_fp32_flop": cpu.s_per_fp32_flop,
+            "s_per_low_precision_flop": cpu.s_per_low_flop,
+            "s_per_byte": cpu.s_per_byte,
+            "s_per_op": cpu.s_per_op,
+            "fitted_on": list(cpu.fitted_on),
+            "held_out": [{"config": c, "predicted_s": p, "measured_s": m} for c, p, m in cpu.held_out],
+            "held_out_median_error": cpu.held_out_median_error,
+        }
     return Plan(tuple(configs), figures, calibration, trace_s)
 
 
@@ -183,6 +207,34 @@ def _predict(
         usd_per_million_samples=per_m,
         usd_per_million_tokens=per_m_tokens,
         usd_total=total,
+    )
+
+
+def _predict_cpu(
+    step: StepModel, seconds: Affine, micro_batch: int, accumulation: int, tokens_per_sample: int | None
+) -> PlannedConfig:
+    """A configuration on this machine's CPU, timed by its calibration (no price: it is yours)."""
+    params = {"micro_batch": micro_batch, "grad_accum": accumulation, "precision": step.precision,
+              "activation_checkpointing": step.checkpointing, "layout": "single"}  # fmt: skip
+    step_s = accumulation * seconds.at(micro_batch)
+    rate = micro_batch * accumulation / step_s if step_s > 0 else None
+    return PlannedConfig(
+        gpu="this-cpu",
+        gpus=1,
+        params=params,
+        peak_memory_bytes=step.memory_bytes(micro_batch, gpu=False),
+        memory_by_category=step.memory_by_category(micro_batch, gpu=False),
+        fits=True,
+        why_not=None,
+        largest_micro_batch=None,
+        step_time_s=step_s,
+        step_time_s_interval=None,
+        samples_per_s=rate,
+        tokens_per_s=rate * tokens_per_sample if rate is not None and tokens_per_sample else None,
+        usd_per_gpu_hour=None,
+        usd_per_million_samples=None,
+        usd_per_million_tokens=None,
+        usd_total=None,
     )
 
 

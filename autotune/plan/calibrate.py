@@ -1,0 +1,160 @@
+"""Calibrate the time model on the machine at hand: real steps timed, a cost per FLOP, byte and op fitted.
+
+A step's time here is modelled as ``s_fp32 × FLOPs in fp32 + s_low × FLOPs in bf16/fp16 + s_byte ×
+bytes the other ops move + s_op × ops`` (GEMM and attention FLOPs by the dtype they run in; a CPU's
+bf16 GEMMs can be slower than its fp32 ones). :func:`calibrate` times real steps of the model at
+some configurations (the median of several steps after warm-up), fits the four costs by
+non-negative least squares on their traces, and predicts held-out configurations it did not time,
+so the error it reports is one the fit did not see.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from autotune.plan.step import BatchFn, LossFn, OptimizerFn, StepFigures, prepare_step, trace_step
+from autotune.plan.trace import ATTENTION, GEMM, OTHER
+
+_LOW = ("bfloat16", "float16")
+
+
+def features(f: StepFigures) -> list[float]:
+    """(FLOPs in fp32, FLOPs in bf16/fp16, bytes of the other ops, ops) of a traced step."""
+    low = sum(v for k, v in f.dtype_flops.items() if k in _LOW)
+    fp32 = f.flops_by_class.get(GEMM, 0) + f.flops_by_class.get(ATTENTION, 0) - low
+    return [float(max(fp32, 0)), float(low), float(f.bytes_by_class.get(OTHER, 0)), float(f.ops)]
+
+
+@dataclass(frozen=True, slots=True)
+class CpuCalibration:
+    """Fitted costs (seconds per FLOP, byte, op) and how well they predict configurations not timed."""
+
+    s_per_fp32_flop: float
+    s_per_low_flop: float
+    s_per_byte: float
+    s_per_op: float
+    fitted_on: tuple[str, ...]
+    held_out: tuple[tuple[str, float, float], ...]  # (configuration, predicted s, measured s)
+
+    def predict_s(self, f: StepFigures) -> float:
+        """Predicted seconds of a traced step on this machine."""
+        x = features(f)
+        return (
+            x[0] * self.s_per_fp32_flop
+            + x[1] * self.s_per_low_flop
+            + x[2] * self.s_per_byte
+            + x[3] * self.s_per_op
+        )
+
+    @property
+    def held_out_median_error(self) -> float | None:
+        """Median of |predicted / measured − 1| over the held-out configurations."""
+        errors = [abs(p / m - 1) for _, p, m in self.held_out if m > 0]
+        return statistics.median(errors) if errors else None
+
+
+def time_step_s(
+    model_fn: Any,
+    batch_fn: BatchFn,
+    loss_fn: LossFn,
+    optimizer_fn: OptimizerFn,
+    micro_batch: int,
+    precision: str = "fp32",
+    checkpointing: bool = False,
+    steps: int = 8,
+    warmup: int = 2,
+) -> float:
+    """Median seconds of a real training step here (after ``warmup`` steps)."""
+    torch.manual_seed(0)
+    step = prepare_step(model_fn(), batch_fn, loss_fn, optimizer_fn, micro_batch, precision, checkpointing)
+    times = []
+    for i in range(warmup + steps):
+        start = time.perf_counter()
+        step.forward_loss().backward()
+        step.optimizer.step()
+        step.optimizer.zero_grad(set_to_none=True)
+        if i >= warmup:
+            times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def fit(points: list[tuple[list[float], float]]) -> list[float]:
+    """Non-negative least squares of measured seconds on features.
+
+    Exact for a few features: every subset of them is solved, and the best one whose costs are all
+    non-negative wins.
+    """
+    n = len(points[0][0])
+    scale = [max((abs(p[0][j]) for p in points), default=0.0) or 1.0 for j in range(n)]
+    rows = [([x / scale[j] for j, x in enumerate(p[0])], p[1]) for p in points]
+    best: tuple[float, list[float]] = (math.inf, [0.0] * n)
+    for mask in range(1, 1 << n):
+        cols = [j for j in range(n) if mask >> j & 1]
+        coef = _least_squares([[r[0][j] for j in cols] for r in rows], [r[1] for r in rows])
+        if coef is None or min(coef) < 0:
+            continue
+        full = [0.0] * n
+        for j, c in zip(cols, coef, strict=True):
+            full[j] = c
+        residual = sum((sum(a * c for a, c in zip(r[0], full, strict=True)) - r[1]) ** 2 for r in rows)
+        if residual < best[0]:
+            best = (residual, full)
+    return [c / scale[j] for j, c in enumerate(best[1])]
+
+
+def _least_squares(a: list[list[float]], y: list[float]) -> list[float] | None:
+    """Solve the normal equations AᵀA c = Aᵀy by Gaussian elimination; None when singular."""
+    k = len(a[0])
+    m = [[sum(r[i] * r[j] for r in a) for j in range(k)] + [sum(r[i] * v for r, v in zip(a, y, strict=True))]
+         for i in range(k)]  # fmt: skip
+    for col in range(k):
+        pivot = max(range(col, k), key=lambda r: abs(m[r][col]))
+        if abs(m[pivot][col]) < 1e-12:
+            return None
+        m[col], m[pivot] = m[pivot], m[col]
+        for r in range(k):
+            if r != col:
+                factor = m[r][col] / m[col][col]
+                m[r] = [x - factor * z for x, z in zip(m[r], m[col], strict=True)]
+    return [m[i][k] / m[i][i] for i in range(k)]
+
+
+Config = tuple[int, str, bool]  # (micro_batch, precision, checkpointing)
+
+
+def calibrate(
+    model_fn: Any,
+    batch_fn: BatchFn,
+    loss_fn: LossFn,
+    optimizer_fn: OptimizerFn,
+    fit_on: list[Config],
+    held_out: list[Config],
+    steps: int = 8,
+) -> CpuCalibration:
+    """Time ``fit_on`` and ``held_out`` configurations for real, fit on the first, predict the second."""
+
+    def label(c: Config) -> str:
+        return f"micro_batch={c[0]} {c[1]}{' checkpointing' if c[2] else ''}"
+
+    def measured(c: Config) -> tuple[StepFigures, float]:
+        figures = trace_step(model_fn, batch_fn, loss_fn, optimizer_fn, c[0], c[1], c[2])
+        return figures, time_step_s(model_fn, batch_fn, loss_fn, optimizer_fn, c[0], c[1], c[2], steps=steps)
+
+    fitted = [measured(c) for c in fit_on]
+    fp32, low, per_byte, per_op = fit([(features(f), s) for f, s in fitted])
+    labels = tuple(label(c) for c in fit_on)
+    result = CpuCalibration(fp32, low, per_byte, per_op, fitted_on=labels, held_out=())
+    rows = []
+    for c in held_out:
+        figures, seconds = measured(c)
+        rows.append((label(c), result.predict_s(figures), seconds))
+    return CpuCalibration(fp32, low, per_byte, per_op, fitted_on=labels, held_out=tuple(rows))
+
+
+__all__ = ["CpuCalibration", "calibrate", "features", "fit", "time_step_s"]

@@ -1,0 +1,67 @@
+"""Calibrating the time model on this machine: the fit, the held-out check, the CPU rows of a plan.
+
+How close the calibrated times come is a timing, so it is measured by benchmarks/plan_accuracy.py
+(printed side by side, in the README), not asserted here; these tests check what does not depend on
+the machine's load.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from autotune.plan.calibrate import CpuCalibration, calibrate, features, fit
+from autotune.plan.demo import demo_workload
+from autotune.plan.plan import plan
+from autotune.plan.step import trace_step
+
+GPT = demo_workload("gpt")[:4]
+
+
+def test_the_fit_recovers_known_costs_exactly():
+    """Seconds made from known costs (one of them zero) come back as those costs."""
+    rng = random.Random(1)
+    costs = [2e-11, 0.0, 3e-11, 4e-6]
+    points = []
+    for _ in range(8):
+        x = [rng.uniform(1e8, 1e10), rng.uniform(0, 1e9), rng.uniform(1e7, 1e9), rng.uniform(100, 2000)]
+        points.append((x, sum(a * c for a, c in zip(x, costs, strict=True))))
+    assert fit(points) == pytest.approx(costs, rel=1e-9, abs=1e-20)
+
+
+def test_costs_never_go_negative():
+    """Two collinear features: least squares would take one negative; the fit keeps both ≥ 0."""
+    points = [([1.0, 2.0], 3.0), ([2.0, 4.0], 6.5), ([3.0, 6.0], 9.0)]
+    assert min(fit(points)) >= 0
+
+
+def test_features_split_the_flops_by_the_dtype_they_run_in():
+    fp32 = features(trace_step(*GPT, 8, "fp32", False))
+    bf16 = features(trace_step(*GPT, 8, "bf16", False))
+    assert fp32[1] == 0 and fp32[0] > 0
+    assert bf16[1] > 0.9 * fp32[0]  # under autocast nearly every GEMM FLOP is bf16
+    assert fp32[3] > 0 and fp32[2] > 0
+
+
+def test_calibration_reports_each_held_out_configuration():
+    result = calibrate(*GPT, fit_on=[(2, "fp32", False), (8, "fp32", False), (16, "fp32", False)],
+                       held_out=[(4, "fp32", False)], steps=2)  # fmt: skip
+    assert [row[0] for row in result.held_out] == ["micro_batch=4 fp32"]
+    _, predicted, measured = result.held_out[0]
+    assert predicted > 0 and measured > 0
+    assert result.held_out_median_error == pytest.approx(abs(predicted / measured - 1))
+    assert len(result.fitted_on) == 3
+
+
+def test_a_calibrated_plan_adds_this_cpu_with_its_predicted_times():
+    cpu = CpuCalibration(1e-11, 2e-11, 3e-11, 5e-6, fitted_on=("x",), held_out=())
+    result = plan(*GPT, global_batch=16, gpus=("L4",), precisions=("fp32",), cpu=cpu)
+    rows = [c for c in result.configs if c.gpu == "this-cpu"]
+    assert len(rows) == 5  # micro-batches 1, 2, 4, 8, 16
+    one = next(c for c in rows if c.params["micro_batch"] == 4)
+    traced = trace_step(*GPT, 4, "fp32", False)
+    assert one.step_time_s == pytest.approx(4 * cpu.predict_s(traced), rel=0.02)
+    assert one.memory_by_category.keys() == {"parameters", "gradients", "optimizer_state", "activations",
+                                             "temporaries"}  # fmt: skip
+    assert result.calibration["cpu"]["s_per_op"] == 5e-6
