@@ -59,8 +59,8 @@ def main() -> None:
 
     for name in ("gpt", "cnn"):
         cpu = demo_calibration(name)
-        print(f"step time on this CPU, demo {name}: costs fitted on {len(cpu.fitted_on)} timed configurations, "
-              f"checked on {len(cpu.held_out)} others")  # fmt: skip
+        print(f"step time on this CPU, demo {name}: costs fitted on {len(cpu.fitted_on)} timed "
+              f"configurations, checked on {len(cpu.held_out)} others")  # fmt: skip
         for label, predicted, measured in cpu.held_out:
             print(f"  {label:34s} predicted {predicted * 1e3:7.2f} ms  measured {measured * 1e3:7.2f} ms  "
                   f"{100 * (predicted / measured - 1):+6.1f}%")  # fmt: skip
