@@ -38,6 +38,7 @@ class Side:
     step_high_s: float | None  # p90, or a trace's longest step
     steps: int  # steps behind the step time
     samples_per_s: float | None = None
+    samples_per_s_ci95: tuple[float, float] | None = None  # a run's 95% interval of its throughput
     peak_memory_bytes: int | None = None
     device: str | None = None
     params: dict[str, Any] = field(default_factory=dict)
@@ -133,6 +134,7 @@ def run_side(run_dir: Path, kind: str = "profile", label: str | None = None, par
         step_high_s=step.get("p90"),
         steps=int(s.get("measured_steps") or 0),
         samples_per_s=(s.get("throughput") or {}).get("samples_per_s"),
+        samples_per_s_ci95=_interval((s.get("throughput") or {}).get("samples_per_s_ci95")),
         peak_memory_bytes=s.get("peak_memory_bytes"),
         device=device.get("name"),
         params=dict(params or s.get("params_used") or {}),
@@ -185,6 +187,19 @@ def study_sides(study_dir: Path) -> tuple[Side, Side]:
         except RunDirError as exc:
             raise CompareError(f"trial {entry.get('id')}: {exc}") from None
     return sides[0], sides[1]
+
+
+def _interval(value: Any) -> tuple[float, float] | None:
+    if isinstance(value, list | tuple) and len(value) == 2 and all(isinstance(v, int | float) for v in value):
+        return float(value[0]), float(value[1])
+    return None
+
+
+def _overlap(a: tuple[float | None, float | None], b: tuple[float | None, float | None]) -> bool | None:
+    """Whether two ranges overlap (None when one is unknown)."""
+    if a[0] is None or a[1] is None or b[0] is None or b[1] is None:
+        return None
+    return a[0] <= b[1] and b[0] <= a[1]
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -251,28 +266,37 @@ def _name_deltas(a: Side, b: Side, rows_of: str) -> tuple[NameDelta, ...]:
 
 
 def _verdict(a: Side, b: Side) -> str:
+    """One sentence on which side is faster, and whether beyond the two sides' spreads.
+
+    Throughput when both have it (their steps may hold different batches), with its 95% intervals;
+    else the median step, with the step times' p10–p90 (runs) or shortest–longest (traces).
+    """
     from autotune.fmt import format_seconds
 
     if a.step_time_s is None or b.step_time_s is None:
         return "one side has no step time, so the two cannot be compared on it"
     ratio = a.step_time_s / b.step_time_s
     how = f"{ratio:.2f}x faster" if ratio >= 1 else f"{1 / ratio:.2f}x slower"
-    spread_a = (a.step_low_s, a.step_high_s)
-    spread_b = (b.step_low_s, b.step_high_s)
     step_a, step_b = format_seconds(a.step_time_s), format_seconds(b.step_time_s)
     text = f"B's median step ({step_b}) is {how} than A's ({step_a})"
-    if None in spread_a or None in spread_b:
+    overlap = _overlap((a.step_low_s, a.step_high_s), (b.step_low_s, b.step_high_s))
+    what = "the two step-time spreads"
+    if a.samples_per_s and b.samples_per_s:
+        # steps of different sizes (a larger micro-batch, more accumulation): throughput decides
+        speed = b.samples_per_s / a.samples_per_s
+        faster = f"{speed:.2f}x the throughput" if speed >= 1 else f"{1 / speed:.2f}x less throughput"
+        text = (
+            f"B trains at {faster} of A ({b.samples_per_s:,.1f} against {a.samples_per_s:,.1f} samples/s); "
+            f"its median step ({step_b}) is {how} than A's ({step_a})"
+        )
+        if a.samples_per_s_ci95 is not None and b.samples_per_s_ci95 is not None:
+            overlap = _overlap(a.samples_per_s_ci95, b.samples_per_s_ci95)
+            what = "the throughputs' 95% intervals"
+    if overlap is None:
         return text
-    assert (
-        spread_a[0] is not None
-        and spread_a[1] is not None
-        and spread_b[0] is not None
-        and spread_b[1] is not None
-    )
-    overlap = spread_a[0] <= spread_b[1] and spread_b[0] <= spread_a[1]
     if overlap:
-        return text + "; the two spreads overlap, so this may be noise: compare longer runs"
-    return text + "; the spreads do not overlap"
+        return text + f"; {what} overlap, so this may be noise: compare longer runs"
+    return text + f"; {what} do not overlap"
 
 
 def compare(a: Side, b: Side) -> Comparison:

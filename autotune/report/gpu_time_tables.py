@@ -69,7 +69,9 @@ def detail_table(r: RankGpuTime) -> TextTable:
     kinds = ", ".join(f"{k} {us(v)}" for k, v in r.time_by_kind_us.items() if v > 0) or NA
     copies = ", ".join(f"{k} {us(v)}" for k, v in sorted(r.memcpy_us.items())) or "none"
     dtypes = ", ".join(f"{k} {us(v)}" for k, v in sorted(r.gemm_us_by_dtype.items())) or (
-        "not recorded (record_shapes=False)"
+        "no GEMM kernels"
+        if r.gemm_us <= 0
+        else "not recorded (the trace has no op input types: record_shapes)"
     )
     launch = r.launch
     rows = [

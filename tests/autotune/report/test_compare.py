@@ -77,6 +77,20 @@ def test_a_run_against_itself_changes_nothing(profile_run, tmp_path):
     assert "What changed" in out.stdout and "Operators that changed most" in out.stdout
 
 
+def test_runs_with_different_batches_are_compared_on_throughput():
+    """B's step is longer but holds twice the samples: the verdict goes by samples/s and their
+    95% intervals, not by the step."""
+    from autotune.compare import Side
+
+    a = Side("a", "profile", 0.10, 0.09, 0.11, 30, samples_per_s=100.0, samples_per_s_ci95=(95.0, 105.0))
+    b = Side("b", "profile", 0.15, 0.14, 0.16, 30, samples_per_s=133.0, samples_per_s_ci95=(128.0, 138.0))
+    verdict = compare(a, b).verdict
+    assert verdict.startswith("B trains at 1.33x the throughput of A")
+    assert "1.50x slower" in verdict and "95% intervals do not overlap" in verdict
+    close = Side("c", "profile", 0.15, 0.14, 0.16, 30, samples_per_s=104.0, samples_per_s_ci95=(99.0, 109.0))
+    assert "may be noise" in compare(a, close).verdict
+
+
 def test_a_study_alone_compares_its_baseline_with_its_best_trial(study_run):
     summary = json.loads((study_run / "summary.json").read_text())
     base, best = study_sides(study_run)
