@@ -21,6 +21,10 @@ class GpuSpec:
     memory_bytes: int
     bandwidth_gb_s: float  # GB/s (10^9 bytes/s), the datasheet's peak
     source: str
+    #: GPU-to-GPU bandwidth in one direction, GB/s: half the datasheet's bidirectional NVLink figure
+    #: for SXM parts (and NVL bridges), else half of PCIe x16's (Gen5 128, Gen4 64, Gen3 32 GB/s).
+    link_gb_s: float = 32.0
+    link: str = "PCIe Gen4 x16"
 
     @property
     def peak(self) -> DevicePeak | None:
@@ -32,26 +36,36 @@ _GB = 10**9
 _GIB = 2**30
 # Memory and bandwidth as printed by NVIDIA's datasheets and product pages (the same documents as
 # the compute peaks in profilers/flops.py): HBM/GDDR capacity in GB as sold, peak bandwidth in GB/s.
+_NVLINK_900, _NVLINK_600, _NVLINK_300 = "NVLink 900 GB/s", "NVLink 600 GB/s", "NVLink 300 GB/s"
+_GEN5, _GEN4, _GEN3 = "PCIe Gen5 x16", "PCIe Gen4 x16", "PCIe Gen3 x16"
+_H100_SHEET = "NVIDIA H100 Tensor Core GPU Datasheet"
+_A100_SHEET = "NVIDIA A100 Tensor Core GPU Datasheet"
 GPUS: tuple[GpuSpec, ...] = (
     GpuSpec("H200", "NVIDIA H200", 141 * _GB, 4800.0,
-            "https://www.nvidia.com/en-us/data-center/h200/ (H200 SXM: 141 GB HBM3e, 4.8 TB/s)"),
+            "https://www.nvidia.com/en-us/data-center/h200/ (H200 SXM: 141 GB, 4.8 TB/s, NVLink 900 GB/s)",
+            450.0, _NVLINK_900),
     GpuSpec("H100-SXM", "NVIDIA H100 80GB HBM3", 80 * _GB, 3350.0,
-            "NVIDIA H100 Tensor Core GPU Datasheet (H100 SXM: 80 GB, 3.35 TB/s)"),
+            f"{_H100_SHEET} (H100 SXM: 80 GB, 3.35 TB/s, NVLink 900 GB/s)", 450.0, _NVLINK_900),
     GpuSpec("H100-PCIe", "NVIDIA H100 PCIe", 80 * _GB, 2000.0,
-            "NVIDIA H100 Tensor Core GPU Datasheet (H100 PCIe: 80 GB, 2 TB/s)"),
+            f"{_H100_SHEET} (H100 PCIe: 80 GB, 2 TB/s, PCIe Gen5 128 GB/s)", 64.0, _GEN5),
     GpuSpec("H100-NVL", "NVIDIA H100 NVL", 94 * _GB, 3900.0,
-            "NVIDIA H100 Tensor Core GPU Datasheet (H100 NVL: 94 GB, 3.9 TB/s)"),
+            f"{_H100_SHEET} (H100 NVL: 94 GB, 3.9 TB/s, NVLink 600 GB/s)", 300.0, _NVLINK_600),
     GpuSpec("A100-80GB", "NVIDIA A100-SXM4-80GB", 80 * _GB, 2039.0,
-            "NVIDIA A100 Tensor Core GPU Datasheet (A100 80GB SXM: 2,039 GB/s)"),
+            f"{_A100_SHEET} (A100 80GB SXM: 2,039 GB/s, NVLink 600 GB/s)", 300.0, _NVLINK_600),
     GpuSpec("A100-40GB", "NVIDIA A100-SXM4-40GB", 40 * _GB, 1555.0,
-            "NVIDIA A100 Tensor Core GPU Datasheet (A100 40GB: 1,555 GB/s)"),
-    GpuSpec("L40S", "NVIDIA L40S", 48 * _GB, 864.0, "NVIDIA L40S datasheet (48 GB GDDR6, 864 GB/s)"),
-    GpuSpec("L4", "NVIDIA L4", 24 * _GB, 300.0, "NVIDIA L4 datasheet (24 GB GDDR6, 300 GB/s)"),
-    GpuSpec("A10G", "NVIDIA A10G", 24 * _GB, 600.0, "NVIDIA A10G datasheet, AWS copy (24 GB, 600 GB/s)"),
-    GpuSpec("A10", "NVIDIA A10", 24 * _GB, 600.0, "NVIDIA A10 datasheet (24 GB GDDR6, 600 GB/s)"),
+            f"{_A100_SHEET} (A100 40GB: 1,555 GB/s, NVLink 600 GB/s)", 300.0, _NVLINK_600),
+    GpuSpec("L40S", "NVIDIA L40S", 48 * _GB, 864.0,
+            "NVIDIA L40S datasheet (48 GB GDDR6, 864 GB/s, PCIe Gen4 x16 64 GB/s)", 32.0, _GEN4),
+    GpuSpec("L4", "NVIDIA L4", 24 * _GB, 300.0,
+            "NVIDIA L4 datasheet (24 GB GDDR6, 300 GB/s, PCIe Gen4 x16 64 GB/s)", 32.0, _GEN4),
+    GpuSpec("A10G", "NVIDIA A10G", 24 * _GB, 600.0,
+            "NVIDIA A10G datasheet, AWS copy (24 GB, 600 GB/s, PCIe Gen4 x16)", 32.0, _GEN4),
+    GpuSpec("A10", "NVIDIA A10", 24 * _GB, 600.0,
+            "NVIDIA A10 datasheet (24 GB GDDR6, 600 GB/s, PCIe Gen4 x16 64 GB/s)", 32.0, _GEN4),
     GpuSpec("V100", "Tesla V100-SXM2-16GB", 16 * _GB, 900.0,
-            "NVIDIA Tesla V100 datasheet (V100 SXM2 16 GB: 900 GB/s)"),
-    GpuSpec("T4", "Tesla T4", 16 * _GB, 320.0, "NVIDIA T4 datasheet (16 GB GDDR6, 320+ GB/s)"),
+            "NVIDIA Tesla V100 datasheet (V100 SXM2 16 GB: 900 GB/s, NVLink 300 GB/s)", 150.0, _NVLINK_300),
+    GpuSpec("T4", "Tesla T4", 16 * _GB, 320.0,
+            "NVIDIA T4 datasheet (16 GB GDDR6, 320+ GB/s, PCIe Gen3 x16 32 GB/s)", 16.0, _GEN3),
 )  # fmt: skip
 
 

@@ -19,7 +19,7 @@ from typing import Any
 from autotune.plan.calibrate import CpuCalibration
 from autotune.plan.gpus import GPUS, GpuSpec, gpu_spec
 from autotune.plan.model import EFFICIENCY, FRAMEWORK_RESERVE_BYTES, Affine, StepModel
-from autotune.plan.step import BatchFn, LossFn, OptimizerFn, trace_step
+from autotune.plan.step import BatchFn, LossFn, OptimizerFn, largest_unit_bytes, trace_step
 
 PRECISIONS = ("fp32", "bf16")
 
@@ -81,7 +81,12 @@ def plan(
     from autotune.cost.prices import load_prices, resolve_price
 
     specs = [_spec(g) for g in gpus] if gpus else list(GPUS)
-    micro = [m for m in _powers_of_two(global_batch) if global_batch % m == 0]
+    n = gpus_per_node
+    micro = [m for m in _powers_of_two(global_batch) if global_batch % (m * n) == 0]
+    if not micro:
+        raise ValueError(f"a global batch of {global_batch} does not split over {n} GPUs")
+    unit = largest_unit_bytes(model) if n > 1 else 0
+    layouts = [Layout("single", 1, 0)] if n == 1 else [Layout("ddp", n, unit), Layout("fsdp", n, unit)]
     lo, hi = micro[0], micro[-1] if micro[-1] != micro[0] else micro[0] + 1
     started = time.perf_counter()
     models: dict[tuple[str, bool], StepModel] = {}
@@ -107,13 +112,14 @@ def plan(
         quote = resolve_price(spec.key, table=table)
         price = quote.usd_per_gpu_hour if quote is not None else None
         for step in models.values():
-            for m in micro:
-                configs.append(
-                    _predict(spec, gpus_per_node, step, m, global_batch // m, headroom, price,
-                             tokens_per_sample, run_samples)
-                )  # fmt: skip
+            for layout in layouts:
+                for m in micro:
+                    configs.append(
+                        _predict(spec, layout, step, m, global_batch // (m * n), headroom, price,
+                                 tokens_per_sample, run_samples)
+                    )  # fmt: skip
     for key, step in models.items():
-        if key in cpu_times:
+        if key in cpu_times and n == 1:
             configs += [
                 _predict_cpu(step, cpu_times[key], m, global_batch // m, tokens_per_sample) for m in micro
             ]
@@ -154,9 +160,52 @@ def _powers_of_two(limit: int) -> list[int]:
     return [1 << i for i in range(int(math.log2(max(limit, 1))) + 1)]
 
 
+#: Share of a layout's communication hidden behind compute: (pessimistic, expected, optimistic).
+#: An assumption (DDP overlaps its bucketed all-reduce with the backward, FSDP prefetches the next
+#: unit's all-gather), not a measurement.
+HIDDEN_COMM = (0.0, 0.5, 1.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """How a step spreads over ``gpus`` GPUs of one node."""
+
+    name: str  # "single", "ddp", "fsdp"
+    gpus: int
+    unit_bytes: int  # FSDP: parameter bytes of the largest wrapped unit (gathered whole)
+
+    def memory(self, step: StepModel, micro_batch: int) -> tuple[int, dict[str, int]]:
+        """Peak bytes per GPU and their categories under this layout."""
+        by = step.memory_by_category(micro_batch, gpu=True)
+        peak = step.memory_bytes(micro_batch, gpu=True)
+        if self.name == "ddp":  # DDP's buckets hold a copy of the gradients (without gradient_as_bucket_view)
+            by["ddp_buckets"] = round(step.parameters.at(micro_batch))
+            peak += by["ddp_buckets"]
+        elif self.name == "fsdp":  # parameters, gradients and optimizer state sharded; one unit gathered
+            for key in ("parameters", "gradients", "optimizer_state"):
+                shard = by[key] // self.gpus
+                peak -= by[key] - shard
+                by[key] = shard
+            by["fsdp_gathered_units"] = 2 * self.unit_bytes  # the unit in use and the one prefetched
+            peak += by["fsdp_gathered_units"]
+        return peak, by
+
+    def comm_s(self, spec: GpuSpec, step: StepModel, micro_batch: int, accumulation: int) -> float:
+        """Seconds of communication per optimizer step, none hidden (ring collectives)."""
+        if self.name == "single":
+            return 0.0
+        ring = (self.gpus - 1) / self.gpus
+        link = spec.link_gb_s * 1e9
+        params = step.parameters.at(micro_batch)
+        if self.name == "ddp":  # one all-reduce of the gradients per optimizer step (no_sync between)
+            return 2 * ring * params / link
+        # FSDP, each micro-batch: all-gather in forward and backward, reduce-scatter of gradients
+        return accumulation * 3 * ring * params / link
+
+
 def _predict(
     spec: GpuSpec,
-    gpus: int,
+    layout: Layout,
     step: StepModel,
     micro_batch: int,
     accumulation: int,
@@ -165,12 +214,19 @@ def _predict(
     tokens_per_sample: int | None,
     run_samples: int | None,
 ) -> PlannedConfig:
+    gpus = layout.gpus
     params = {"micro_batch": micro_batch, "grad_accum": accumulation, "precision": step.precision,
-              "activation_checkpointing": step.checkpointing, "layout": "single"}  # fmt: skip
-    peak = step.memory_bytes(micro_batch, gpu=True)
+              "activation_checkpointing": step.checkpointing, "layout": layout.name}  # fmt: skip
+    peak, by_category = layout.memory(step, micro_batch)
     budget = spec.memory_bytes / (1 + headroom)
-    largest = step.largest_micro_batch(budget, gpu=True)
-    expected = step.step_time_s(spec, micro_batch, accumulation, EFFICIENCY[1])
+    extra = peak - step.memory_bytes(micro_batch, gpu=True)  # what the layout adds (or saves)
+    largest = step.largest_micro_batch(budget - extra, gpu=True)
+    comm = layout.comm_s(spec, step, micro_batch, accumulation)
+    times = []
+    for eff, hidden in zip(EFFICIENCY, HIDDEN_COMM, strict=True):
+        compute = step.step_time_s(spec, micro_batch, accumulation, eff)
+        times.append(None if compute is None else compute + comm * (1 - hidden))
+    slow, expected, fast = times
     why = None
     if expected is None:
         why = f"{spec.key} has no {step.precision} tensor cores"
@@ -179,11 +235,7 @@ def _predict(
             f"needs {peak / 2**30:.1f} GiB, over {budget / 2**30:.1f} GiB "
             f"({spec.key} less {headroom:.0%} headroom)"
         )
-    interval = None
-    if expected is not None:
-        slow = step.step_time_s(spec, micro_batch, accumulation, EFFICIENCY[0])
-        fast = step.step_time_s(spec, micro_batch, accumulation, EFFICIENCY[2])
-        interval = (fast, slow) if fast is not None and slow is not None else None
+    interval = (fast, slow) if fast is not None and slow is not None else None
     samples = micro_batch * accumulation * gpus
     rate = samples / expected if expected else None
     tokens = rate * tokens_per_sample if rate is not None and tokens_per_sample else None
@@ -195,7 +247,7 @@ def _predict(
         gpus=gpus,
         params=params,
         peak_memory_bytes=peak,
-        memory_by_category=step.memory_by_category(micro_batch, gpu=True),
+        memory_by_category=by_category,
         fits=why is None,
         why_not=why,
         largest_micro_batch=largest,

@@ -120,6 +120,22 @@ def prepare_step(
     return PreparedStep(params, optimizer_fn(params), batch, forward_loss)
 
 
+def largest_unit_bytes(model: nn.Module | Callable[[], nn.Module]) -> int:
+    """Parameter bytes of the largest unit FSDP would wrap, measured on a fake copy.
+
+    The largest repeated block (``autotune.prepare``'s blocks), or the whole model when it has none.
+    """
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from autotune.prepared import _blocks
+
+    with FakeTensorMode() as mode:
+        net = _build(model, mode)
+        blocks = _blocks(net)
+        units = list(blocks) if blocks is not None else [net]
+        return max(sum(p.numel() * p.element_size() for p in unit.parameters()) for unit in units)
+
+
 def _build(model: nn.Module | Callable[[], nn.Module], mode: Any) -> nn.Module:
     """The model to trace: built from a factory inside the mode, or a copy with fake tensors.
 

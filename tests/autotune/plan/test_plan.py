@@ -133,3 +133,39 @@ def test_an_unknown_gpu_is_one_line_and_exit_2():
     out = autotune("plan", "--demo", "gpt", "--gpu", "RTX-9999")
     assert out.returncode == 2
     assert "unknown GPU 'RTX-9999'" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_layouts_over_several_gpus_add_buckets_shard_state_and_pay_for_the_collectives():
+    """Over 4 GPUs: DDP holds a bucket copy of the gradients; FSDP keeps a quarter of parameters,
+    gradients and optimizer state plus two gathered blocks; their step time adds the ring
+    collectives at the GPU's link bandwidth, half hidden in the expected figure."""
+    from autotune.plan.model import EFFICIENCY
+    from autotune.plan.plan import HIDDEN_COMM, Layout
+    from autotune.plan.step import largest_unit_bytes
+
+    a, b = (trace_step(*GPT, m, "fp32", False) for m in (1, 16))
+    step = StepModel.fit(a, b)
+    h100 = gpu_spec("H100-SXM")
+    unit = largest_unit_bytes(GPT[0])
+    single, _ = Layout("single", 1, 0).memory(step, 4)
+    ddp, ddp_by = Layout("ddp", 4, unit).memory(step, 4)
+    fsdp, fsdp_by = Layout("fsdp", 4, unit).memory(step, 4)
+    assert ddp - single == ddp_by["ddp_buckets"] == a.parameter_bytes
+    full = step.memory_by_category(4, gpu=True)
+    assert fsdp_by["parameters"] == full["parameters"] // 4
+    assert fsdp_by["optimizer_state"] == full["optimizer_state"] // 4
+    assert fsdp_by["fsdp_gathered_units"] == 2 * unit and 0 < unit < a.parameter_bytes
+    sharded = sum(full[k] - full[k] // 4 for k in ("parameters", "gradients", "optimizer_state"))
+    assert fsdp == single - sharded + 2 * unit
+    comm = Layout("ddp", 4, unit).comm_s(h100, step, 4, 2)
+    assert comm == pytest.approx(2 * 0.75 * a.parameter_bytes / (h100.link_gb_s * 1e9))
+    assert Layout("fsdp", 4, unit).comm_s(h100, step, 4, 2) == pytest.approx(
+        2 * 3 * 0.75 * a.parameter_bytes / 450e9
+    )
+    result = plan(*GPT, global_batch=32, gpus=("H100-SXM",), gpus_per_node=4, precisions=("fp32",))
+    assert {c.params["layout"] for c in result.configs} == {"ddp", "fsdp"}
+    row = next(c for c in result.configs if c.params["layout"] == "ddp" and c.params["micro_batch"] == 4)
+    assert row.params["grad_accum"] == 2 and row.gpus == 4
+    compute = step.step_time_s(h100, 4, 2, EFFICIENCY[1])
+    assert row.step_time_s == pytest.approx(compute + comm * (1 - HIDDEN_COMM[1]), rel=0.02)
+    assert row.samples_per_s == pytest.approx(32 / row.step_time_s)
