@@ -42,8 +42,15 @@ def add_plan_parser(sub: Any, number: Any) -> None:
     )
     p.add_argument("--headroom", type=number(float, 0, 1, "a fraction in [0, 1]"), default=0.1,
                    help="memory kept free, as a fraction of the GPU's (0.1)")  # fmt: skip
-    p.add_argument("--samples", type=number(int, 1, None, "a positive integer"),
-                   help="samples the run trains on, for its total $")  # fmt: skip
+    run = p.add_argument_group("the run, for its total $ (one of)")
+    run.add_argument("--samples", type=number(int, 1, None, "a positive integer"),
+                     help="samples the run trains on")  # fmt: skip
+    run.add_argument("--tokens", type=number(int, 1, None, "a positive integer"),
+                     help="tokens the run trains on (samples = tokens / sequence length)")  # fmt: skip
+    run.add_argument("--epochs", type=number(float, 0, None, "a positive number", low_open=True),
+                     help="epochs of --dataset-samples samples each")  # fmt: skip
+    run.add_argument("--dataset-samples", type=number(int, 1, None, "a positive integer"),
+                     help="samples in one epoch (with --epochs)")  # fmt: skip
     p.add_argument("--format", choices=FORMATS, default="table", help="table (default) or json")
     p.add_argument("--top", type=number(int, 1, None, "a positive integer"), default=20,
                    help="rows of the table (20; JSON has every configuration)")  # fmt: skip
@@ -51,8 +58,20 @@ def add_plan_parser(sub: Any, number: Any) -> None:
 
 def cmd_plan(args: argparse.Namespace, usage_error: type[Exception]) -> int:
     """Plan and print; bad input raises ``usage_error`` (one line, exit 2)."""
-    from autotune.plan.demo import demo_plan
+    from autotune.plan.demo import demo_plan, demo_workload
 
+    run_samples = args.samples
+    if sum(x is not None for x in (args.samples, args.tokens, args.epochs)) > 1:
+        raise usage_error("give the run as one of --samples, --tokens, or --epochs with --dataset-samples")
+    if (args.epochs is None) != (args.dataset_samples is None):
+        raise usage_error("--epochs and --dataset-samples go together")
+    if args.epochs is not None:
+        run_samples = round(args.epochs * args.dataset_samples)
+    if args.tokens is not None:
+        per_sample = demo_workload(args.demo)[4]
+        if not per_sample:
+            raise usage_error(f"--tokens: the {args.demo} demo model does not train on tokens; use --samples")
+        run_samples = -(-args.tokens // per_sample)
     try:
         result = demo_plan(
             args.demo,
@@ -62,7 +81,7 @@ def cmd_plan(args: argparse.Namespace, usage_error: type[Exception]) -> int:
             precisions=tuple(args.precision or ("fp32", "bf16")),
             checkpointing=(False, True) if args.checkpointing else (False,),
             headroom=args.headroom,
-            run_samples=args.samples,
+            run_samples=run_samples,
             calibrate=args.calibrate,
         )
     except ValueError as exc:

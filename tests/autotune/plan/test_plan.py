@@ -169,3 +169,22 @@ def test_layouts_over_several_gpus_add_buckets_shard_state_and_pay_for_the_colle
     compute = step.step_time_s(h100, 4, 2, EFFICIENCY[1])
     assert row.step_time_s == pytest.approx(compute + comm * (1 - HIDDEN_COMM[1]), rel=0.02)
     assert row.samples_per_s == pytest.approx(32 / row.step_time_s)
+
+
+def test_the_run_is_priced_from_tokens_or_epochs():
+    out = autotune("plan", "--demo", "gpt", "--gpu", "L4", "--tokens", "1000000000", "--format", "json")
+    assert out.returncode == 0, out.stderr
+    first = json.loads(out.stdout)["configs"][0]
+    assert first["usd_total"] == pytest.approx(first["usd_per_million_tokens"] * 1000, rel=1e-6)
+    out = autotune("plan", "--demo", "cnn", "--gpu", "L4", "--epochs", "3", "--dataset-samples", "50000",
+                   "--format", "json")  # fmt: skip
+    first = json.loads(out.stdout)["configs"][0]
+    assert first["usd_total"] == pytest.approx(first["usd_per_million_samples"] * 0.15, rel=1e-6)
+    bad_runs = [
+        (["--epochs", "2"], "go together"),
+        (["--tokens", "5"], "does not train on tokens"),
+        (["--samples", "5", "--epochs", "1", "--dataset-samples", "9"], "one of"),
+    ]
+    for bad, message in bad_runs:
+        out = autotune("plan", "--demo", "cnn", *bad)
+        assert out.returncode == 2 and message in out.stderr
