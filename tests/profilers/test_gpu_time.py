@@ -196,6 +196,62 @@ def test_bad_events_are_counted_and_left_out(tmp_path):
     assert "1 events without a numeric ts/dur" in r.left_out
 
 
+def test_nested_self_times_on_a_constructed_trace(tmp_path):
+    """A child's time comes off its parent's on the same thread only; runtime calls are children;
+    record_function ranges and steps are not operators."""
+    events = [
+        step(1, 0, 100),
+        {"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": 1, "ts": 10, "dur": 50},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": 20, "dur": 30},
+        launch(40, 1),
+        {"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": 1, "tid": 2, "ts": 20, "dur": 40},
+        {"ph": "i", "cat": "cpu_instant_event", "name": "x", "pid": 1, "tid": 1, "ts": 5},
+    ]
+    ops = {o.name: o for o in analyse_file(write_trace(tmp_path / "t.json", events)).top_ops}
+    assert set(ops) == {"aten::linear", "aten::addmm", "aten::relu"}
+    assert (ops["aten::linear"].self_us, ops["aten::linear"].total_us) == (20, 50)
+    assert ops["aten::addmm"].self_us == 25 and ops["aten::relu"].self_us == 40
+
+
+def test_a_live_trace_has_torchs_own_self_times(tmp_path):
+    """A trace torch.profiler writes here: each operator's self time is torch's own. (Calls can be
+    more than key_averages' count: an op that calls itself, aten::sum's overloads, is two events.)"""
+    import torch
+    from torch import nn
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(32, 64)
+    path = tmp_path / "trace.json"
+    averages: dict = {}
+
+    def ready(prof) -> None:
+        prof.export_chrome_trace(str(path))
+        averages.update({a.key: (a.count, a.self_cpu_time_total) for a in prof.key_averages()})
+
+    plan = schedule(wait=0, warmup=1, active=3, repeat=1)
+    with profile(activities=[ProfilerActivity.CPU], schedule=plan, on_trace_ready=ready) as prof:
+        for _ in range(5):
+            loss = model(x).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            prof.step()
+    rank = analyse_file(path, top=1000)
+    assert rank.steps == 3
+    for op in rank.top_ops:
+        count, self_us = averages[op.name]
+        assert op.count >= count, op.name
+        assert op.self_us == pytest.approx(self_us, rel=1e-3, abs=1.0), op.name
+
+
+def test_a_missing_file_is_one_line(tmp_path):
+    with pytest.raises(TraceError, match="cannot read it"):
+        analyse_file(tmp_path / "absent.json")
+
+
 def test_a_newer_schema_is_read_and_says_so(tmp_path):
     events = [launch(1, 1), kernel("k", 10, 5, 1)]
     path = tmp_path / "t.json"
