@@ -6,9 +6,10 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from autotune.compare import Comparison, Delta, NameDelta, Side
+if TYPE_CHECKING:  # the parser is built for every command; the comparison loads only for `compare`
+    from autotune.compare import Comparison, Delta, NameDelta, Side
 
 FORMATS = ("text", "md", "json")
 
