@@ -11,6 +11,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar, overload
 
+from autotune.knobs import param, param_env_var, used_params
 from profilers.session import ProfileOptions, Session, active_session
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -53,7 +54,6 @@ class Profile:
             print(f"autotune: warning: {exc}; this one measures nothing", file=sys.stderr)
             return None
         self.run_dir = session.run_dir
-        from autotune.knobs import used_params
 
         session.note_params_used(used_params())  # read before the session started
         return session
@@ -104,8 +104,6 @@ def _with_trial_params(
     tunable: list[tuple[int | None, str]], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> dict[str, Any]:
     """``kwargs`` plus the trial's value of each tunable parameter the caller left out."""
-    from autotune.knobs import param, param_env_var
-
     out = dict(kwargs)
     for position, name in tunable:
         given = name in kwargs or (position is not None and position < len(args))

@@ -21,6 +21,11 @@ from autotune.cli_support import (
     run_tui,
     wants_dashboard,
 )
+from autotune.compare_cli import add_compare_parser, cmd_compare
+from autotune.plan_cli import add_plan_parser, cmd_plan
+from autotune.report_cli import add_report_parser, cmd_report
+from autotune.tune_cli import add_tune_parser, cmd_tune, default_run_dir, study_name
+from profilers.options import PROFILE_OPTIONS
 
 
 class _Parser(argparse.ArgumentParser):
@@ -53,8 +58,6 @@ def _number(
 
 def add_profile_options(p: argparse.ArgumentParser) -> None:
     """The measurement options of ``profile``, from the one table (``profilers.options``)."""
-    from profilers.options import PROFILE_OPTIONS
-
     budgets = p.add_argument_group(
         "step budgets",
         "stop early once the answer is known (tuning trials); the run is saved, exit status 0. Under "
@@ -117,17 +120,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_dashboard_option(p)
     p.add_argument("script", metavar="SCRIPT", help="the training script (or module with -m)")
     p.add_argument("script_args", metavar="ARGS", nargs=argparse.REMAINDER, help="arguments for the script")
-    from autotune.tune_cli import add_tune_parser
 
     add_tune_parser(sub, _number)
     add_dashboard_option(sub.choices["tune"])
-    from autotune.report_cli import add_report_parser
 
     add_report_parser(sub, _number)
-    from autotune.compare_cli import add_compare_parser
 
     add_compare_parser(sub)
-    from autotune.plan_cli import add_plan_parser
 
     add_plan_parser(sub, _number)
     sub.add_parser("dashboard", help="follow a run or a study in a terminal dashboard (see --help)")
@@ -148,8 +147,6 @@ def _check_writable(path: Path) -> None:
 
 
 def _profile_options(args: argparse.Namespace, name: str) -> dict[str, Any]:
-    from profilers.options import PROFILE_OPTIONS
-
     options = {spec.field: getattr(args, spec.field) for spec in PROFILE_OPTIONS if spec.flag is not None}
     options["name"] = args.name or name
     return options
@@ -245,8 +242,6 @@ def _with_run_dir(args: argparse.Namespace, argv: list[str]) -> tuple[Path, list
     from profilers.rundir import slug
 
     if args.command == "tune":
-        from autotune.tune_cli import default_run_dir, study_name
-
         run_dir = default_run_dir(args.runs_root, study_name(args))
     else:
         name = args.name or (args.script.rsplit(".", 1)[-1] if args.module else Path(args.script).stem)
@@ -272,20 +267,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "profile":
             return cmd_profile(args)
         if args.command == "tune":
-            from autotune.tune_cli import cmd_tune
-
             return cmd_tune(args, UsageError)
         if args.command == "report":
-            from autotune.report_cli import cmd_report
-
             return cmd_report(args, UsageError)
         if args.command == "plan":
-            from autotune.plan_cli import cmd_plan
-
             return cmd_plan(args, UsageError)
         if args.command == "compare":
-            from autotune.compare_cli import cmd_compare
-
             return cmd_compare(args, UsageError)
         if args.command == "doctor":
             from autotune.doctor import main as doctor_main

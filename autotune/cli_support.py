@@ -6,6 +6,7 @@ command modules).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -20,8 +21,6 @@ class UsageError(Exception):
 
 def check_module(name: str) -> None:
     """``-m NAME``: the module must be importable from here, as ``python -m`` would find it."""
-    import importlib.util
-
     sys.path.insert(0, os.getcwd())
     try:
         found = importlib.util.find_spec(name) is not None
@@ -39,8 +38,7 @@ NO_DASHBOARD_ENV = "AUTOTUNE_NO_DASHBOARD"
 
 def run_tui(args: list[str]) -> int:
     """``python -m tui ARGS``: the dashboard runs in its own process (autotune never imports tui)."""
-    import subprocess
-
+    import subprocess  # only the dashboard needs it: every command's start-up does not
     env = {**os.environ, "AUTOTUNE_DASHBOARD_PROG": "autotune dashboard", NO_DASHBOARD_ENV: "1"}
     try:
         return subprocess.call([sys.executable, "-m", "tui", *args], env=env)

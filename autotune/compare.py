@@ -15,8 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from profilers.contract.traces import TRACES_DIR
+from autotune.fmt import format_seconds
+from autotune.report.jsonout import clean_json
+from profilers.contract.rundir import RunDirError, load_run
+from profilers.contract.schema import resolve_trial_dir
+from profilers.contract.traces import TRACES_DIR, is_trace_path
 from profilers.gpu_time import KIND_MEMORY, RankGpuTime
+from profilers.kineto import TraceError
+from profilers.trace_analysis import analyse_traces
 
 #: Kernels and operators listed, most changed first.
 SHOWN = 10
@@ -90,8 +96,6 @@ def _trace_steps(rank: RankGpuTime) -> int:
 
 def trace_side(path: Path) -> Side:
     """A side from a trace file or folder (rank 0's figures, or the first rank's)."""
-    from profilers.trace_analysis import analyse_traces
-
     rank = analyse_traces(path, top=_ALL).ranks[0]
     times = rank.step_times_s
     return Side(
@@ -110,10 +114,6 @@ def trace_side(path: Path) -> Side:
 
 def run_side(run_dir: Path, kind: str = "profile", label: str | None = None, params: Any = None) -> Side:
     """A side from a profile run's directory (its summary, and its deep-profile trace if any)."""
-    from profilers.contract.rundir import load_run
-    from profilers.kineto import TraceError
-    from profilers.trace_analysis import analyse_traces
-
     run = load_run(run_dir, with_store=False)
     s = run.summary
     step = s.get("step_time_s") or {}
@@ -146,9 +146,6 @@ def run_side(run_dir: Path, kind: str = "profile", label: str | None = None, par
 
 def side_of(path: Path) -> Side:
     """A side from a path: a trace, or a profile run (a study needs :func:`study_sides`)."""
-    from profilers.contract.rundir import RunDirError
-    from profilers.contract.traces import is_trace_path
-
     if not path.exists():
         raise CompareError(f"{path}: no such file or directory")
     if is_trace_path(path):
@@ -162,9 +159,6 @@ def side_of(path: Path) -> Side:
 
 def study_sides(study_dir: Path) -> tuple[Side, Side]:
     """A study's baseline trial and its best one."""
-    from profilers.contract.rundir import RunDirError, load_run
-    from profilers.contract.schema import resolve_trial_dir
-
     try:
         run = load_run(study_dir, with_store=False)
     except RunDirError as exc:
@@ -271,8 +265,6 @@ def _verdict(a: Side, b: Side) -> str:
     Throughput when both have it (their steps may hold different batches), with its 95% intervals;
     else the median step, with the step times' p10–p90 (runs) or shortest–longest (traces).
     """
-    from autotune.fmt import format_seconds
-
     if a.step_time_s is None or b.step_time_s is None:
         return "one side has no step time, so the two cannot be compared on it"
     ratio = a.step_time_s / b.step_time_s
@@ -334,7 +326,6 @@ def compare(a: Side, b: Side) -> Comparison:
 
 def comparison_dict(c: Comparison) -> dict[str, Any]:
     """The comparison as JSON-ready data (the sides without their full trace tables)."""
-    from autotune.report.jsonout import clean_json
 
     def side(s: Side) -> dict[str, Any]:
         data = dataclasses.asdict(dataclasses.replace(s, gpu=None))

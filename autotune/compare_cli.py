@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from io import StringIO
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -71,7 +72,6 @@ def render(c: Comparison, fmt: str) -> str:
             out.append("")
         out += [f"- {md_text(n)}" for n in c.notes]
         return "\n".join(out).rstrip() + "\n"
-    from io import StringIO
 
     from rich.console import Console
     from rich.table import Table

@@ -13,6 +13,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from profilers.backends import get_backend, libnvml
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -56,8 +58,6 @@ def _torch_facts() -> tuple[str | None, str | None, bool, list[str], str | None]
 
 def collect() -> DoctorInfo:
     """Inspect this machine: Python, torch and CUDA, NVML, nvtx, psutil and the sampling backend."""
-    from profilers.backends import get_backend, libnvml
-
     missing: list[tuple[str, str]] = []
     torch_version, torch_cuda, cuda_ok, names, torch_error = _torch_facts()
     if torch_version is None:

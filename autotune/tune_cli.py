@@ -15,7 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from autotune.tuner.space import Value
+from autotune.cli_support import check_module
+from autotune.tuner.space import Space, Value
+from profilers.contract.schema import TRIALS_DIR
 
 DEFAULT_TRIALS = 12
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
@@ -116,7 +118,6 @@ def positive_or_zero(number: Any) -> Any:
 def cmd_tune(args: argparse.Namespace, usage_error: type[Exception]) -> int:
     """Run ``autotune tune``; bad input raises ``usage_error`` (one line, exit 2)."""
     from autotune.tuner.objectives import Scoring
-    from autotune.tuner.space import Space
     from autotune.tuner.trials import TrialSettings
     from autotune.tuner.tune import TuneConfig, TuneError, Tuner, settings_from_info, stored_config
     from autotune.tuner.tune_checks import check_space
@@ -231,7 +232,6 @@ def _saved_where(run_dir: Path) -> str:
     """Where what a stopped study measured can be read (a study only once it has a summary)."""
     if (run_dir / "summary.json").is_file():
         return f"Run directory: {run_dir}"
-    from profilers.contract.schema import TRIALS_DIR
 
     baseline = run_dir / TRIALS_DIR / "trial-0000"
     if (baseline / "summary.json").is_file():
@@ -241,8 +241,6 @@ def _saved_where(run_dir: Path) -> str:
 
 def _check_script(args: argparse.Namespace, usage_error: type[Exception]) -> None:
     if args.module:
-        from autotune.cli_support import check_module
-
         check_module(args.script)
     elif not Path(args.script).is_file():
         raise usage_error(f"script not found: {args.script}")

@@ -9,6 +9,7 @@ statistics leave them out.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import threading
 import time
@@ -17,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from profilers.contract.records import OpRecord
+from profilers.deep import DeepProfiler, export_trace, top_ops, warm_up_profiler, window_stats
+from profilers.flops import FlopCounter, warm_up_flop_counter
 
 
 class StepInstruments:
@@ -88,8 +91,6 @@ class StepInstruments:
             return False
         if self.count_flops and self.flops_per_step is None and self._flops_step is None:
             try:
-                from profilers.flops import FlopCounter
-
                 self._warm_up("flops")
                 counter = FlopCounter()
                 counter.start()
@@ -103,8 +104,6 @@ class StepInstruments:
         if self.deep_profile and self._trace_steps_done < self.profile_steps:
             try:
                 if self._deep is None:
-                    from profilers.deep import DeepProfiler
-
                     self._warm_up("profiler", cuda)
                     self._deep = DeepProfiler(cuda=cuda)
                     if self.before_window is not None:
@@ -126,9 +125,6 @@ class StepInstruments:
         2.13). Done here, outside the user's step, that memory is counted as the profiler's
         (``tool_rss``) instead of showing up in the training's peak and growth.
         """
-        from profilers.deep import warm_up_profiler
-        from profilers.flops import warm_up_flop_counter
-
         before = _rss_bytes()
         if what == "flops":  # its backward would reach the hooks on this thread: on a helper thread
             thread = threading.Thread(target=_quietly, args=(warm_up_flop_counter,), name="autotune-warm-up")
@@ -187,7 +183,6 @@ class StepInstruments:
         except Exception as exc:
             self.on_fault("deep-profile window", exc)
             return
-        from profilers.deep import export_trace, top_ops, window_stats
 
         try:
             self.top_ops = top_ops(prof, cuda=cuda)
@@ -228,9 +223,5 @@ def _quietly(work: Callable[[], Any]) -> None:
 
 def release_freed_memory() -> None:
     """Give memory freed by the profiler back to the OS (glibc ``malloc_trim``), so RSS shows training."""
-    try:
-        import ctypes
-
+    with contextlib.suppress(Exception):
         ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except Exception:
-        pass

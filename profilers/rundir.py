@@ -8,6 +8,7 @@ directory that holds another run is refused unless the user asks to overwrite it
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import re
 import shutil
@@ -17,6 +18,9 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
+
+from profilers.contract.reader import read_meta
+from profilers.contract.schema import STORE_NAME
 
 
 class RunDirOptions(Protocol):
@@ -71,8 +75,6 @@ def job_id(world_size: int) -> str:
 @contextlib.contextmanager
 def run_dir_lock(run_dir: Path) -> Iterator[None]:
     """An exclusive lock on the run directory, so ranks claim it one at a time."""
-    import fcntl
-
     with (run_dir / ".lock").open("a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
@@ -86,9 +88,6 @@ RUN_FILES = ("run.db", "run.db-wal", "run.db-shm", "summary.json", "summary.json
 
 def claim_run_dir(run_dir: Path, this_job: str, overwrite: bool) -> None:
     """Make sure ``run_dir`` holds no other run: join our own job's, replace or refuse another's."""
-    from profilers.contract.reader import read_meta
-    from profilers.contract.schema import STORE_NAME
-
     db = run_dir / STORE_NAME
     if not db.exists():
         return

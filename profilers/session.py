@@ -11,6 +11,8 @@ import contextlib
 import functools
 import json
 import os
+import platform
+import resource
 import socket
 import sys
 import threading
@@ -19,8 +21,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from profilers.backends import get_backend
+from profilers.contract.reader import Snapshot, read_ranks, read_steps
 from profilers.contract.records import DeviceSample, StepRecord, mean_loss
-from profilers.contract.schema import SCHEMA_VERSION
+from profilers.contract.schema import SCHEMA_VERSION, STORE_NAME
 from profilers.contract.summarize import (
     build_summary,
     combine_ranks,
@@ -28,10 +32,15 @@ from profilers.contract.summarize import (
     run_statistics,
     step_statistics,
 )
+from profilers.flops import detect_precision, mfu, model_facts, peak_flops_per_s
+from profilers.gpu_match import cuda_uuids, job_cuda_indexes, match_uuids, visible_nvml_indexes
 from profilers.instrument import StepInstruments
+from profilers.nvtx_ranges import NvtxRanges, nvtx_available
 from profilers.options import ProfileOptions
+from profilers.recorder import Recorder
 from profilers.rundir import claim_run_dir, job_id, resolve_run_dir, run_dir_lock
 from profilers.stopping import StepBudgetReached, StepBudgets
+from profilers.store import RunStore
 from profilers.timeline import Event, step_record
 from profilers.tracker import ClosedStep, StepTracker
 
@@ -151,9 +160,6 @@ class Session:
         self._guard("step hooks", self._install_hooks)
 
     def _open_run_dir(self) -> None:
-        from profilers.contract.schema import STORE_NAME
-        from profilers.store import RunStore
-
         run_dir = resolve_run_dir(self.options, self.name, self.world_size)
         with run_dir_lock(run_dir):
             claim_run_dir(run_dir, self.job_id, self.options.overwrite)
@@ -176,7 +182,6 @@ class Session:
         self._store.set_rank(self.world_size, socket.gethostname(), os.getpid(), None, None)
 
     def _memory_baseline(self) -> None:
-
         import psutil
         import torch  # imported first, so its own footprint is not counted as training memory
 
@@ -190,9 +195,7 @@ class Session:
             torch.cuda.reset_peak_memory_stats()
 
     def _start_recorder(self) -> None:
-        from profilers.backends import get_backend
         from profilers.backends.host import HostBackend
-        from profilers.recorder import Recorder
 
         backends: list[Any] = []
         if self.local_rank == 0:
@@ -204,7 +207,6 @@ class Session:
             own = HostBackend()
             self._owned_backends.append(own)
             backends.append(own)
-        from profilers.gpu_match import visible_nvml_indexes
 
         gpus = [d for b in backends for d in b.devices() if d.kind == "gpu"]
         if gpus:  # CUDA_VISIBLE_DEVICES may already say which GPUs are the job's
@@ -228,8 +230,6 @@ class Session:
 
     def _select_job_gpus(self, cuda_index: int) -> None:
         """Sample only the job's GPUs from now on, matched to NVML's by UUID (``gpu_match``)."""
-        from profilers.gpu_match import cuda_uuids, job_cuda_indexes, match_uuids
-
         if self._recorder is None:
             return
         gpus = [d for b in self._recorder.backends for d in b.devices() if d.kind == "gpu"]
@@ -246,8 +246,6 @@ class Session:
         self._recorder.keep_gpus(keep, self._device_infos(self._recorder.backends))
 
     def _start_nvtx(self) -> None:
-        from profilers.nvtx_ranges import NvtxRanges, nvtx_available
-
         if nvtx_available():
             self._nvtx = NvtxRanges(self.fault)
 
@@ -294,8 +292,6 @@ class Session:
     def _note_model(self, module: Any) -> None:
         """The step's model: its parameters and gradient bytes (what data parallelism all-reduces)."""
         try:
-            from profilers.flops import model_facts
-
             self.model = model_facts(module)
         except Exception as exc:
             self.fault("model size", exc)
@@ -305,8 +301,6 @@ class Session:
         if self._hooks is not None:
             self._hooks.precision_probe = None
         try:
-            from profilers.flops import detect_precision
-
             self.precision = detect_precision(module)
         except Exception as exc:
             self.precision = "unknown"
@@ -471,8 +465,6 @@ class Session:
         memory: dict[str, Any] = {}
         peak: int | None = None
         try:
-            import resource
-
             # Peak RSS from the samples of the training's own steps: leaving out the FLOP-counting
             # step and the torch.profiler window (their buffers and decompositions are the profiler's
             # memory, trimmed after the window), and less what the profiler's own imports hold.
@@ -520,7 +512,6 @@ class Session:
                 "index": self._cuda_device,
                 "nvml_indexes": self.job_gpus,
             }
-        import platform
 
         name = platform.processor() or platform.machine()
         try:
@@ -540,8 +531,6 @@ class Session:
         }
 
     def _mfu(self, step_time_s: float | None, device: dict[str, Any]) -> tuple[float | None, float | None]:
-        from profilers.flops import mfu, peak_flops_per_s
-
         if self.options.peak_tflops is not None:
             peak: float | None = self.options.peak_tflops * 1e12
         elif device["kind"] == "cuda":
@@ -567,9 +556,6 @@ class Session:
             return []
         if recorder.store is not None and self.run_dir is not None:
             try:
-                from profilers.contract.reader import Snapshot
-                from profilers.contract.schema import STORE_NAME
-
                 with Snapshot(self.run_dir / STORE_NAME) as snap:
                     return snap.samples(rank=self.rank)[2]
             except Exception as exc:
@@ -632,8 +618,6 @@ class Session:
         return summary
 
     def _write_rank(self, summary: dict[str, Any]) -> None:
-        from profilers.store import RunStore
-
         store: RunStore = self._store
         for w in self.warnings:
             store.add_warning(time.time_ns(), "profiler", w)
@@ -641,9 +625,6 @@ class Session:
 
     def _gather_ranks(self, summary: dict[str, Any], mine: dict[str, Any]) -> dict[str, Any]:
         """Rank 0: wait for the other ranks' own summaries, then add the per-rank figures."""
-        from profilers.contract.reader import read_ranks, read_steps
-        from profilers.contract.schema import STORE_NAME
-
         entries = {0: mine}
         if self.run_dir is not None:
             deadline = time.monotonic() + RANK_WAIT_S

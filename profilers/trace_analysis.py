@@ -9,6 +9,7 @@ analysis says so; a path where no trace can be read raises :class:`TraceError` (
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -70,8 +71,6 @@ def analyse_file(
 
 
 def _with_left_out(result: RankGpuTime, sentence: str) -> RankGpuTime:
-    import dataclasses
-
     return dataclasses.replace(result, left_out=(*result.left_out, sentence))
 
 

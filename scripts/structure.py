@@ -2,9 +2,15 @@
 
     python scripts/structure.py            # the figures
     python scripts/structure.py --cycles   # also every module-level import cycle found
+    python scripts/structure.py --local    # also every function-local import and why it is local
 
 Imports are read from the source (``ast``), module-level and function-local alike, so a cycle
-hidden behind a function-local import still counts. A "package" is the first two parts of a
+hidden behind a function-local import still counts. A function-local import must have one of three
+reasons, checked here rather than written next to each (``tests/test_structure.py`` fails on one
+with none): at module level it would close an import cycle; it would bring a third-party package
+(torch, plotly, textual, scikit-optimize...) into a module that does not import it at module level;
+or the module is loaded at a start-up (``import autotune``, every command's start-up, the
+dashboard's) and the import would add modules to that start-up. A "package" is the first two parts of a
 module's name under ``autotune`` (``autotune.report``, ``autotune.cli``...) and the first two under
 ``profilers`` and ``tui``; ``tests/test_structure.py`` keeps autotune's packages acyclic.
 """
@@ -13,12 +19,20 @@ from __future__ import annotations
 
 import argparse
 import ast
+import json
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("autotune", "profilers", "tui")
+#: The start-ups kept light: what each runs, in a fresh interpreter.
+START_UPS: dict[str, str] = {
+    "import autotune": "import autotune",
+    "every command's start-up": "from autotune.cli import build_parser; build_parser()",
+    "the dashboard's start-up": "import tui.app",
+}
 
 
 def modules() -> dict[str, Path]:
@@ -142,6 +156,96 @@ def local_imports(path: Path) -> int:
     return sum(1 for node in statements if id(node) not in skip)
 
 
+def start_up_modules() -> dict[str, set[str]]:
+    """Each start-up of :data:`START_UPS` to the modules it loads (``sys.modules`` after it)."""
+    out = {}
+    for label, code in START_UPS.items():
+        listing = "; import json, sys; print(json.dumps(sorted(sys.modules)))"
+        done = subprocess.run(
+            [sys.executable, "-c", code + listing], capture_output=True, text=True, check=True, cwd=ROOT
+        )
+        out[label] = set(json.loads(done.stdout.splitlines()[-1]))
+    return out
+
+
+def _closure(all_modules: dict[str, Path], module: str) -> tuple[set[str], set[str]]:
+    """(project modules, third-party packages) that importing ``module`` loads at module level."""
+    seen: set[str] = set()
+    third: set[str] = set()
+    stack = [module]
+    while stack:
+        name = stack.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        parts = name.split(".")
+        stack.extend(p for p in (".".join(parts[:i]) for i in range(1, len(parts))) if p in all_modules)
+        for target, at_top, _ in imports(all_modules[name], name):
+            if not at_top:
+                continue
+            found = _project_module(all_modules, target)
+            if found:
+                stack.append(found)
+            elif target.split(".")[0] not in sys.stdlib_module_names:
+                third.add(target.split(".")[0])
+    return seen, third
+
+
+def _project_module(all_modules: dict[str, Path], target: str) -> str:
+    while target and target not in all_modules:
+        target = target.rpartition(".")[0]
+    return target
+
+
+def local_import_reasons(
+    all_modules: dict[str, Path], start_ups: dict[str, set[str]]
+) -> list[tuple[str, str, int, str]]:
+    """(reason, module, line, statement) of every function-local import; reason "none" when it has none."""
+    closures: dict[str, tuple[set[str], set[str]]] = {}
+
+    def closure(module: str) -> tuple[set[str], set[str]]:
+        if module not in closures:
+            closures[module] = _closure(all_modules, module)
+        return closures[module]
+
+    out = []
+    for name, path in all_modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        skip = {id(node) for node in tree.body} | _type_only(tree)
+        own_third = closure(name)[1]
+        loaded_by = {label: mods for label, mods in start_ups.items() if name in mods}
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Import | ast.ImportFrom) or id(node) in skip:
+                continue
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                targets = [f"{node.module}.{alias.name}" for alias in node.names]
+            reason = _reason(targets, name, own_third, loaded_by, all_modules, closure)
+            out.append((reason, name, node.lineno, ast.unparse(node)))
+    return out
+
+
+def _reason(targets, name, own_third, loaded_by, all_modules, closure) -> str:  # type: ignore[no-untyped-def]
+    for target in targets:
+        found = _project_module(all_modules, target)
+        if found:
+            seen, third = closure(found)
+            if name in seen:
+                return "cycle"
+            if third - own_third:
+                return "third-party: " + ", ".join(sorted(third - own_third))
+            added = {label for label, mods in loaded_by.items() if seen - mods}
+        else:
+            top = target.split(".")[0]
+            if top not in sys.stdlib_module_names:
+                return f"third-party: {top}"
+            added = {label for label, mods in loaded_by.items() if target not in mods and top not in mods}
+        if added:
+            return "start-up: " + ", ".join(sorted(added))
+    return "none"
+
+
 def longest(all_modules: dict[str, Path], kind: type[ast.AST], count: int) -> list[tuple[int, str]]:
     """The ``count`` longest definitions of ``kind`` (lines, name)."""
     sizes = []
@@ -157,6 +261,7 @@ def main() -> int:
     """Print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cycles", action="store_true", help="list the module-level import cycles")
+    parser.add_argument("--local", action="store_true", help="list the function-local imports and why")
     args = parser.parse_args()
     mods = modules()
     local = sum(local_imports(path) for path in mods.values())
@@ -169,7 +274,15 @@ def main() -> int:
     if args.cycles:
         for component in module_cycles + hidden:
             print("   ", " <-> ".join(component))
-    print(f"function-local import statements: {local}")
+    reasons = local_import_reasons(mods, start_up_modules())
+    kinds: dict[str, int] = {}
+    for reason, *_ in reasons:
+        kinds[reason.split(":")[0]] = kinds.get(reason.split(":")[0], 0) + 1
+    by_kind = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))
+    print(f"function-local import statements: {local} ({by_kind})")
+    if args.local:
+        for reason, module, line, statement in sorted(reasons, key=lambda r: (r[1], r[2])):
+            print(f"    {module}:{line}  {statement}  [{reason}]")
     print("longest classes:", ", ".join(f"{n} ({k} lines)" for k, n in longest(mods, ast.ClassDef, 5)))
     functions = longest(mods, ast.FunctionDef, 5)
     print("longest functions:", ", ".join(f"{n} ({k} lines)" for k, n in functions))

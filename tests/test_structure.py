@@ -35,3 +35,24 @@ def test_the_cycle_finder_finds_a_cycle():
     s = structure()
     edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert s.cycles(edges) == [["a", "b", "c"]]
+
+
+def test_every_function_local_import_has_a_reason():
+    # local only to keep a start-up light, to keep a third-party package (torch, plotly...) out of a
+    # module that does not need it at import, or to break a cycle; any other belongs at the top
+    s = structure()
+    reasons = s.local_import_reasons(s.modules(), s.start_up_modules())
+    assert [r for r in reasons if r[0] == "none"] == []
+    assert len(reasons) > 50  # the walk saw them (138 when written)
+
+
+def test_a_local_import_with_no_reason_is_found(tmp_path):
+    s = structure()
+    (tmp_path / "light.py").write_text("def f():\n    import heavy\n\ndef g():\n    import plain\n")
+    (tmp_path / "heavy.py").write_text("import torch\n")
+    (tmp_path / "plain.py").write_text("import json\n")
+    mods = {name: tmp_path / f"{name}.py" for name in ("light", "heavy", "plain")}
+    reasons = {r[3]: r[0] for r in s.local_import_reasons(mods, {"start": {"light"}})}
+    assert reasons == {"import heavy": "third-party: torch", "import plain": "start-up: start"}
+    reasons = {r[3]: r[0] for r in s.local_import_reasons(mods, {"start": {"light", "plain", "json"}})}
+    assert reasons["import plain"] == "none"

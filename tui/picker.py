@@ -18,6 +18,7 @@ from textual.widgets import DataTable, Footer, Header, Input, Static
 from tui.common import FilterBar
 from tui.draw import STATE_STYLES
 from tui.rundir import RunEntry, list_runs
+from tui.screen import DashboardScreen
 
 #: Orders ``s`` cycles through.
 SORTS = ("newest", "name", "kind", "state")
@@ -145,8 +146,6 @@ class PickerScreen(Screen[None]):
         self._open(Path(str(event.row_key.value)))
 
     def _open(self, run_dir: Path) -> None:
-        from tui.screen import DashboardScreen
-
         refresh_s = getattr(self.app, "refresh_s", 1.0)
         self.app.push_screen(DashboardScreen(run_dir, refresh_s=refresh_s, can_go_back=True))
 

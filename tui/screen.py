@@ -19,7 +19,7 @@ from textual.widgets import DataTable, Footer, Header, Input, Static, TabbedCont
 from tui.advice import AdvicePane, RunPane
 from tui.common import FilterBar
 from tui.live import LivePane
-from tui.report import ChildTask
+from tui.report import ChildTask, build_report, environment_items, export_html, failure_line
 from tui.source import RunSource, Snapshot
 from tui.trials import TrialsPane
 
@@ -171,8 +171,6 @@ class DashboardScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="advice", exit_on_error=False)
     def _advice_worker(self) -> None:
-        from tui.report import build_report, failure_line
-
         report, problem = None, None
         try:
             report = build_report(self.run_dir, self._children)
@@ -193,8 +191,6 @@ class DashboardScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="environment", exit_on_error=False)
     def _environment_worker(self, snap: Snapshot) -> None:
-        from tui.report import environment_items
-
         assert snap.facts is not None
         try:
             items = environment_items(snap.facts)
@@ -212,8 +208,6 @@ class DashboardScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="export", exit_on_error=False)
     def _export_worker(self) -> None:
-        from tui.report import export_html, failure_line
-
         try:
             path = export_html(self.run_dir, self._children)
         except Exception as exc:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
+from autotune.advice.records import AdviceSection
 from rich.console import Group
 from rich.text import Text
 from textual import work
@@ -173,8 +174,6 @@ class TraceApp(App[int]):
             )
 
     def _show_advice(self, advice: dict[str, Any]) -> None:
-        from autotune.advice.records import AdviceSection
-
         section = AdviceSection.from_dict(advice)
         text = self.query_one("#advice-text", Static)
         if not section.recommendations:

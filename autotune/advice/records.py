@@ -6,6 +6,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from autotune.fmt import format_usd
+
 #: Severity order, most urgent first.
 SEVERITIES: tuple[str, ...] = ("high", "medium", "low")
 
@@ -55,8 +57,6 @@ class Recommendation:
 
     def gain_parts(self) -> tuple[str, ...]:
         """The expected gain in words, for every renderer: ``("up to 1.30× throughput", "23% cheaper")``."""
-        from autotune.fmt import format_usd
-
         parts = []
         if self.speedup_estimate is not None:
             how = "measured" if self.measured else "up to"

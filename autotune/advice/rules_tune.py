@@ -16,6 +16,7 @@ from autotune.advice.records import Recommendation
 from autotune.advice.rules import gib
 from autotune.advice.thresholds import limit, severity_for
 from autotune.tuner.memory_model import study_batch_param
+from autotune.tuner.presets import PRESETS, preset_args
 from profilers.contract.rundir import RunData
 from profilers.contract.study import ran_with
 from profilers.contract.summarize import ratio_interval
@@ -112,7 +113,6 @@ def apply_tuned(run: RunData) -> Recommendation | None:
     changed = {k: v for k, v in params.items() if k not in ran or ran[k] != v} or params
     preset = run.summary.get("preset")
     if isinstance(preset, str):  # the framework's own flags, as the trials got them
-        from autotune.tuner.presets import PRESETS, preset_args
 
         flags = preset_args(preset, params, run.summary.get("preset_per_rank")) if preset in PRESETS else []
         actions = [f"run with {' '.join(flags) or 'its own defaults'}"]

@@ -9,12 +9,17 @@ and its speedup over the baseline.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
 from rich.console import Console
 
+import autotune
+from autotune.cli_support import dashboard_alongside, wants_dashboard
+from autotune.console import render_summary
 from autotune.demo.tuning import DEFAULT_TRIALS, tune_demo
+from autotune.report.terminal import advise_at_end
 
 #: Models ``--model all`` runs, in order.
 DEMO_MODELS: tuple[str, ...] = ("gpt", "cnn")
@@ -72,11 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``autotune demo``; returns the process exit status."""
-    import sys
-
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
-    from autotune.cli_support import dashboard_alongside, wants_dashboard
 
     if wants_dashboard(args.dashboard):
         return dashboard_alongside(None, args.run_root or Path("runs"), ["demo", *argv])
@@ -91,8 +93,6 @@ def main(argv: list[str] | None = None) -> int:
     # Imported here so `autotune demo --help` stays fast.
     import torch
 
-    import autotune
-    from autotune.console import render_summary
     from autotune.demo.models import default_config, train
 
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -138,7 +138,6 @@ def main(argv: list[str] | None = None) -> int:
             + (f", {speedup:.2f}× the baseline's throughput" if speedup else "")
             + f" ({tuned['run_dir']})"
         )
-    from autotune.report.terminal import advise_at_end
 
     advised = Path(tuned["run_dir"]) if tuned is not None else next((d for _, d in run_dirs if d), None)
     advise_at_end(advised, console, write=("html", "md", "json"))

@@ -39,6 +39,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import autotune
 from autotune.tuner.space import Choice, Int, Space
 
 if TYPE_CHECKING:
@@ -177,7 +178,6 @@ def train(
     import torch
     from torch.utils.data import DataLoader
 
-    import autotune
     from autotune.demo.models import default_config, make_dataset, make_model, resolve_device
 
     if steps < 1:

@@ -15,6 +15,11 @@ from typing import Any
 
 from rich.console import Console
 
+from autotune.demo.target import demo_space
+from autotune.tune_cli import Progress
+from autotune.tuner.trials import TrialSettings
+from autotune.tuner.tune import TuneConfig, TuneError, Tuner
+
 #: Trials of the demo study, the baseline included.
 DEFAULT_TRIALS = 12
 #: Steps in one trial at most (warm-up included); most trials stop earlier, once stable.
@@ -33,11 +38,6 @@ def tune_demo(
     confirm_rounds: int = 3,
 ) -> dict[str, Any] | None:
     """Run the demo study; its summary (None when it stopped without a best configuration)."""
-    from autotune.demo.target import demo_space
-    from autotune.tune_cli import Progress
-    from autotune.tuner.trials import TrialSettings
-    from autotune.tuner.tune import TuneConfig, TuneError, Tuner
-
     ranks = 2 if device == "cpu" or _cuda_devices() >= 2 else 1
     settings = TrialSettings(
         script="autotune.demo.target",

@@ -8,20 +8,19 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from autotune.demo.models import default_config, make_model
+from autotune.plan.calibrate import calibrate
 from autotune.plan.plan import Plan, plan
 
 
 def demo_workload(name: str) -> tuple[Any, Any, Any, Any, int | None]:
     """(model factory, batch_fn, loss_fn, optimizer_fn, tokens per sample) of a demo model."""
-    from autotune.demo.models import default_config, make_model
-
     cfg: Any = default_config(name)
 
     def optimizer_fn(params: list[nn.Parameter]) -> torch.optim.Optimizer:
         return torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
 
     if name == "gpt":
-
         def gpt_batch(b: int) -> tuple[tuple[Any, ...], Any]:
             tokens = torch.randint(0, cfg.vocab_size, (b, cfg.seq_len))
             return (tokens,), tokens
@@ -51,8 +50,6 @@ HELD_OUT = [(4, "fp32", False), (16, "fp32", False), (4, "bf16", False), (16, "b
 
 def demo_calibration(name: str, steps: int = 12) -> Any:
     """The calibration of this machine on demo model ``name`` (about 15 s for the GPT here)."""
-    from autotune.plan.calibrate import calibrate
-
     factory, batch_fn, loss_fn, optimizer_fn, _ = demo_workload(name)
     blocks = name == "gpt"
     fit_on = [c for c in CALIBRATE_ON if blocks or not c[2]]

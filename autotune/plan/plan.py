@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from autotune.cost.prices import load_prices, resolve_price
 from autotune.plan.calibrate import CpuCalibration
 from autotune.plan.gpus import GPUS, GpuSpec, gpu_spec
 from autotune.plan.model import EFFICIENCY, FRAMEWORK_RESERVE_BYTES, Affine, StepModel
@@ -78,8 +79,6 @@ def plan(
     With ``cpu`` (a calibration of this machine, :func:`autotune.plan.calibrate.calibrate`) the
     plan also predicts each configuration on this machine's CPU (``gpu`` is ``"this-cpu"``).
     """
-    from autotune.cost.prices import load_prices, resolve_price
-
     specs = [_spec(g) for g in gpus] if gpus else list(GPUS)
     n = gpus_per_node
     micro = [m for m in _powers_of_two(global_batch) if global_batch % (m * n) == 0]

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from autotune.plan.trace import CATEGORIES, StepTracer, run_step
+from autotune.prepared import _blocks, _checkpoint_blocks
 
 #: A batch at a micro-batch size: (the model's inputs as a tuple, the loss function's target).
 BatchFn = Callable[[int], tuple[tuple[Any, ...], Any]]
@@ -101,8 +102,6 @@ def prepare_step(
 ) -> PreparedStep:
     """Checkpointing applied, the optimizer made, a batch drawn, the forward autocast to ``precision``."""
     if checkpointing:
-        from autotune.prepared import _checkpoint_blocks
-
         _checkpoint_blocks(net)
     params = [p for p in net.parameters() if p.requires_grad]
     inputs, target = batch_fn(micro_batch)
@@ -127,7 +126,6 @@ def largest_unit_bytes(model: nn.Module | Callable[[], nn.Module]) -> int:
     """
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from autotune.prepared import _blocks
 
     with FakeTensorMode() as mode:
         net = _build(model, mode)

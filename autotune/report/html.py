@@ -18,6 +18,7 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from autotune.fmt import NA, format_bytes, format_pct, format_rate, format_seconds, format_usd
+from autotune.report.gpu_time_tables import tables
 from autotune.report.sections import SECTION_TITLES
 from autotune.report.style import OTHER_STATUS_COLOUR, STATUS_COLOURS, metric_label
 
@@ -290,8 +291,6 @@ def _steps(s: StepSection) -> str:
 
 
 def _gpu_time(g: GpuTimeSection) -> str:
-    from autotune.report.gpu_time_tables import tables
-
     parts = [f"<p>From <code>{esc(g.source)}</code> (definitions of Holistic Trace Analysis).</p>"]
     for t in tables(g):
         parts.append(f"<h3>{esc(t.title)}</h3>")

@@ -11,8 +11,17 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from autotune.advice.advise import advise
+from autotune.cost.model import cost_section, saving_from_speedup, study_cost_section
+from autotune.cost.prices import load_prices, resolve_price, unavailable_reason
+from autotune.report.build import build_report
+from autotune.report.html import render_html
+from autotune.report.jsonout import render_json
+from autotune.report.markdown import render_markdown
 from autotune.report.sections import AdviceSection, CostSection, Report
+from autotune.report.trace_report import run_gpu_time, trace_report
 from profilers.contract.rundir import RunData, load_run
+from profilers.contract.traces import is_trace_path
 
 #: Report file names, next to the run's summary.json.
 REPORT_FILES: dict[str, str] = {"html": "report.html", "md": "report.md", "json": "report.json"}
@@ -35,9 +44,6 @@ def make_report(run_dir: str | Path, cost: CostOptions | None = None) -> Report:
     A torch.profiler trace file, or a folder of traces that is no run directory, gets the trace
     report (raises TraceError when no trace in it can be read).
     """
-    from autotune.report.trace_report import trace_report
-    from profilers.contract.traces import is_trace_path
-
     if is_trace_path(Path(run_dir)):
         return trace_report(Path(run_dir))
     run = load_run(run_dir)
@@ -46,10 +52,6 @@ def make_report(run_dir: str | Path, cost: CostOptions | None = None) -> Report:
 
 def report_of(run: RunData, options: CostOptions) -> Report:
     """The report of a loaded run."""
-    from autotune.advice.advise import advise
-    from autotune.report.build import build_report
-    from autotune.report.trace_report import run_gpu_time
-
     advice = advise(run)
     section, why = price_run(run, options)
     if section is not None:
@@ -73,9 +75,6 @@ def _device_name(run: RunData) -> tuple[str | None, str | None]:
 
 def price_run(run: RunData, options: CostOptions) -> tuple[CostSection | None, str | None]:
     """The cost section, or None with the sentence that says why there is none."""
-    from autotune.cost.model import cost_section, study_cost_section
-    from autotune.cost.prices import load_prices, resolve_price, unavailable_reason
-
     kind, name = _device_name(run)
     explicit = options.price_per_gpu_hour
     if explicit is None and run.kind == "tune":
@@ -103,8 +102,6 @@ def with_savings(advice: AdviceSection, cost: CostSection) -> AdviceSection:
     (which counts each configuration's devices); any other speedup on the same devices saves
     ``1 - 1/speedup`` of the monthly cost.
     """
-    from autotune.cost.model import saving_from_speedup
-
     recs = []
     for rec in advice.recommendations:
         if rec.measured and rec.params and cost.saving_pct is not None:
@@ -130,16 +127,10 @@ def report_path(target: Path, fmt: str) -> Path:
 def render(report: Report, fmt: str) -> str:
     """The report in ``fmt``: ``html``, ``md`` or ``json``."""
     if fmt == "html":
-        from autotune.report.html import render_html
-
         return render_html(report)
     if fmt == "md":
-        from autotune.report.markdown import render_markdown
-
         return render_markdown(report)
     if fmt == "json":
-        from autotune.report.jsonout import render_json
-
         return render_json(report)
     raise ValueError(f"unknown report format {fmt!r}")
 

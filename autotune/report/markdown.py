@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from autotune.fmt import NA, format_bytes, format_pct, format_rate, format_seconds, format_usd
+from autotune.report.gpu_time_tables import tables
 from autotune.report.sections import SECTION_TITLES, Report
 
 _MD_SPECIAL = str.maketrans(
@@ -295,8 +296,6 @@ def _trials(report: Report) -> list[str]:
 
 
 def _gpu_time(report: Report) -> list[str]:
-    from autotune.report.gpu_time_tables import tables
-
     g = report.gpu_time
     assert g is not None
     out = [f"From `{md_text(g.source)}` (definitions of Holistic Trace Analysis).", ""]

@@ -7,7 +7,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from autotune.report.make import REPORT_FILES, CostOptions, report_of, write_report
 from autotune.report.sections import AdviceSection
+from profilers.contract.rundir import load_run
 
 _COLOURS = {"high": "red", "medium": "yellow", "low": "cyan"}
 #: Evidence lines shown per recommendation in the terminal (the report has them all).
@@ -47,8 +49,6 @@ def advise_at_end(
     """
     if run_dir is None:
         return None
-    from autotune.report.make import REPORT_FILES, CostOptions, report_of, write_report
-    from profilers.contract.rundir import load_run
 
     try:
         report = report_of(load_run(run_dir), cost if isinstance(cost, CostOptions) else CostOptions())

@@ -13,8 +13,10 @@ import datetime as dt
 import statistics
 from pathlib import Path
 
+from autotune.advice.rules_trace import advise_trace
 from autotune.report.sections import EnvironmentSection, GpuTimeSection, Overview, Report
 from profilers.contract.traces import TRACES_DIR
+from profilers.kineto import TraceError
 from profilers.trace_analysis import TraceAnalysis, analyse_traces
 
 
@@ -25,8 +27,6 @@ def gpu_time_section(analysis: TraceAnalysis) -> GpuTimeSection:
 
 def run_gpu_time(run_dir: Path) -> tuple[GpuTimeSection | None, str | None]:
     """The GPU-time section of a run's deep-profile trace, or None with why there is none."""
-    from profilers.kineto import TraceError
-
     traces = run_dir / TRACES_DIR
     if not traces.is_dir():
         return (
@@ -52,8 +52,6 @@ def _device(analysis: TraceAnalysis) -> str | None:
 
 def trace_report(path: Path, now: dt.datetime | None = None) -> Report:
     """The report of the traces at ``path`` (raises TraceError when none can be read)."""
-    from autotune.advice.rules_trace import advise_trace
-
     analysis = analyse_traces(path)
     medians = [r.step_time_s_median for r in analysis.ranks if r.step_time_s_median is not None]
     world = max([len({r.rank for r in analysis.ranks}), *(r.world_size or 0 for r in analysis.ranks)])

@@ -26,6 +26,7 @@ from typing import Any
 from autotune.knobs import PARAM_ENV_PREFIX, param_env_var
 from autotune.tuner.host_load import OtherLoad
 from autotune.tuner.objectives import Scoring
+from autotune.tuner.presets import preset_args
 from autotune.tuner.space import Space, Value
 from autotune.tuner.study import Infeasible
 from profilers.options import option_args
@@ -143,8 +144,6 @@ def trial_command(
     if settings.module:
         profile.append("-m")
     if settings.preset is not None:
-        from autotune.tuner.presets import preset_args
-
         args = preset_args(settings.preset, params, settings.preset_per_rank, run_dir / "framework")
     else:
         args = space.command_args(params) if space is not None and params else []

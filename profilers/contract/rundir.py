@@ -14,7 +14,8 @@ from typing import Any
 
 from profilers.contract.reader import RunStoreError, Snapshot, read_summary
 from profilers.contract.records import DeviceSample, OpRecord, StepRecord
-from profilers.contract.schema import STORE_NAME, SUMMARY_NAME
+from profilers.contract.schema import STORE_NAME, SUMMARY_NAME, resolve_trial_dir
+from profilers.contract.summarize import build_summary, run_statistics
 
 
 class RunDirError(Exception):
@@ -156,8 +157,6 @@ def _rebuild_summary(
     run would have written for them; what only the live process knew (memory, MFU, device, the
     other ranks) is missing.
     """
-    from profilers.contract.summarize import build_summary, run_statistics
-
     rank = min((s.rank for s in steps), default=0)
     own_steps = [s for s in steps if s.rank == rank]
     own_samples = samples
@@ -188,8 +187,6 @@ def _load_study(path: Path, summary: dict[str, Any]) -> RunData:
     chosen = summary.get("best") or summary.get("baseline")
     profile = None
     if isinstance(chosen, dict) and chosen.get("run_dir"):
-        from profilers.contract.schema import resolve_trial_dir
-
         trial_dir = resolve_trial_dir(path, str(chosen["run_dir"]))
         try:
             profile = load_run(trial_dir)
