@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from profilers.contract.reader import Snapshot
 from profilers.contract.summarize import ratio_interval
 
 ROLES = ("baseline", "best")
@@ -123,13 +124,8 @@ def stored(path: Path) -> list[ConfirmRun]:
     """Every re-measurement stored in ``path`` (none for a study without them)."""
     if not path.exists():
         return []
-    conn = sqlite3.connect(path, timeout=30.0)
-    try:
-        has = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'confirmations'").fetchone()
-        rows = conn.execute("SELECT record FROM confirmations ORDER BY seq").fetchall() if has else []
-    finally:
-        conn.close()
-    return [ConfirmRun.from_dict(json.loads(r[0])) for r in rows]
+    with Snapshot(path) as snap:
+        return [ConfirmRun.from_dict(record) for record in snap.confirmation_records()]
 
 
 def done(runs: Sequence[ConfirmRun], best_id: int) -> set[tuple[int, str]]:

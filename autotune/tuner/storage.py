@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from autotune.tuner.records import Trial
+from profilers.contract.reader import RunStoreError, Snapshot
 from profilers.contract.schema import STUDY_SQL, STUDY_STORE_SCHEMA
 
 STORAGE_SCHEMA = STUDY_STORE_SCHEMA
@@ -71,32 +72,29 @@ class SqliteStorage:
         return conn
 
     def read(self) -> tuple[dict[str, Any] | None, list[Trial]]:
-        """The study metadata and trials in the file (None and [] for a new file)."""
+        """The study metadata and trials in the file (None and [] for a new file).
+
+        Read through the run directory's one reader (:class:`profilers.contract.reader.Snapshot`:
+        read-only, one transaction); a damaged store is a ValueError with one line.
+        """
         if not self.path.exists():
             return None, []
         try:
-            conn = self._connect()
-        except sqlite3.DatabaseError as exc:
-            raise ValueError(f"{self.path}: not a readable run store ({exc})") from None
-        try:
-            rows = conn.execute("SELECT schema, meta FROM study").fetchall()
-            records = conn.execute("SELECT id, record FROM trials ORDER BY id").fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise ValueError(f"{self.path}: not a readable run store ({exc})") from None
-        finally:
-            conn.close()
+            with Snapshot(self.path) as snap:
+                rows, records = snap.study_rows(), snap.trial_rows()
+        except RunStoreError as exc:
+            raise ValueError(str(exc)) from None
         if len(rows) > 1:
             raise ValueError(f"{self.path}: {len(rows)} study records, expected one")
         meta = None
         if rows:
-            schema, text = rows[0]
+            schema, meta = rows[0]
             if schema != STORAGE_SCHEMA:
                 raise ValueError(f"{self.path}: storage schema {schema!r}, expected {STORAGE_SCHEMA}")
-            meta = json.loads(text)
         trials: list[Trial] = []
-        for trial_id, text in records:
+        for trial_id, record in records:
             try:
-                trials.append(Trial.from_dict(json.loads(text)))
+                trials.append(Trial.from_dict(record))
             except ValueError as exc:
                 raise ValueError(f"{self.path}: trial {trial_id} is damaged ({exc}); not resuming") from None
         return meta, trials

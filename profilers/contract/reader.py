@@ -236,9 +236,37 @@ class Snapshot:
 
     def trial_records(self) -> list[dict[str, Any]]:
         """A study store's trial records (each trial's JSON record), in id order."""
+        return [record for _, record in self.trial_rows()]
+
+    def trial_rows(self) -> list[tuple[int, dict[str, Any]]]:
+        """(id, JSON record) of a study store's trials, in id order; RunStoreError for a damaged one."""
         if "trials" not in self.tables:
             return []
-        return [json.loads(text) for (text,) in self._rows("SELECT record FROM trials ORDER BY id")]
+        out = []
+        for trial_id, text in self._rows("SELECT id, record FROM trials ORDER BY id"):
+            try:
+                out.append((int(trial_id), json.loads(text)))
+            except (TypeError, ValueError) as exc:
+                raise RunStoreError(f"{self.path}: trial {trial_id} is damaged ({_short(exc)})") from None
+        return out
+
+    def study_rows(self) -> list[tuple[Any, dict[str, Any]]]:
+        """(storage schema, metadata) of each row of a study store's ``study`` table (one, or none)."""
+        if "study" not in self.tables:
+            return []
+        out = []
+        for schema, text in self._rows("SELECT schema, meta FROM study"):
+            try:
+                out.append((schema, json.loads(text)))
+            except (TypeError, ValueError) as exc:
+                raise RunStoreError(f"{self.path}: damaged study record ({_short(exc)})") from None
+        return out
+
+    def confirmation_records(self) -> list[dict[str, Any]]:
+        """A study's re-measurements of its best and baseline (JSON records), in the order written."""
+        if "confirmations" not in self.tables:
+            return []
+        return [json.loads(text) for (text,) in self._rows("SELECT record FROM confirmations ORDER BY seq")]
 
     # -- steps ------------------------------------------------------------------------------------
     def _step_select(self) -> str:

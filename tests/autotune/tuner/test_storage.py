@@ -120,10 +120,10 @@ def test_a_second_study_record_is_refused(tmp_path: Path) -> None:
 def test_a_file_that_is_not_sqlite_is_a_value_error_naming_it(tmp_path: Path) -> None:
     path = tmp_path / "run.db"
     path.write_text("this is a plain text file, certainly not a SQLite database\n" * 4)
-    with pytest.raises(ValueError, match="not a readable run store") as info:
+    with pytest.raises(ValueError, match="unreadable run store") as info:
         SqliteStorage(path).read()
     assert str(path) in str(info.value)
-    with pytest.raises(ValueError, match="not a readable run store"):
+    with pytest.raises(ValueError, match="unreadable run store"):
         Study(LINE, storage=path)
 
 
