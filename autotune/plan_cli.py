@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 FORMATS = ("table", "json")
@@ -22,17 +23,18 @@ def add_plan_parser(sub: Any, number: Any) -> None:
             "× gradient accumulation at the global batch, precision, activation checkpointing): peak "
             "memory by category and whether it fits, the largest micro-batch that fits, step time "
             "with an interval, samples/s, $ per million samples and for the run; cheapest first. "
-            "This version plans the built-in demo models (--demo) and, from Python, any model "
-            "(autotune.plan.plan.plan); unmodified scripts are next."
+            "SCRIPT runs unmodified, under fake tensors, up to its second optimizer step (a few "
+            "seconds, any model size); its own micro-batch and accumulation are the starting point. "
+            "--demo plans a built-in model instead; from Python, any model (autotune.plan.plan.plan)."
         ),
     )
-    p.add_argument("--demo", choices=("gpt", "cnn"), required=True, help="plan a built-in demo model")
+    p.add_argument("--demo", choices=("gpt", "cnn"), help="plan a built-in demo model instead of SCRIPT")
     p.add_argument("--gpu", action="append", default=[], metavar="KEY", help="a GPU to plan for (repeatable)")
     p.add_argument("--gpus", type=number(int, 1, 1024, "a GPU count"), default=1, help="GPUs per job (1)")
-    p.add_argument("--global-batch", type=number(int, 1, None, "a positive integer"), default=64,
-                   help="samples per optimizer step (64)")  # fmt: skip
+    p.add_argument("--global-batch", type=number(int, 1, None, "a positive integer"),
+                   help="samples per optimizer step (the script's own; 64 for --demo)")  # fmt: skip
     p.add_argument("--precision", action="append", choices=("fp32", "tf32", "bf16", "fp16"),
-                   help="precisions to plan (fp32 and bf16)")  # fmt: skip
+                   help="precisions to plan (the script's own; fp32 and bf16 for --demo)")  # fmt: skip
     p.add_argument("--checkpointing", action="store_true", help="also plan activation checkpointing")
     p.add_argument(
         "--calibrate",
@@ -54,38 +56,47 @@ def add_plan_parser(sub: Any, number: Any) -> None:
     p.add_argument("--format", choices=FORMATS, default="table", help="table (default) or json")
     p.add_argument("--top", type=number(int, 1, None, "a positive integer"), default=20,
                    help="rows of the table (20; JSON has every configuration)")  # fmt: skip
+    p.add_argument("script", metavar="SCRIPT", nargs="?", help="the training script to plan")
+    p.add_argument("script_args", metavar="ARGS", nargs=argparse.REMAINDER, help="arguments for the script")
 
 
 def cmd_plan(args: argparse.Namespace, usage_error: type[Exception]) -> int:
     """Plan and print; bad input raises ``usage_error`` (one line, exit 2)."""
-    from autotune.plan.demo import demo_plan, demo_workload
+    from autotune.plan.plan import with_run
+    from autotune.plan.script import ScriptError, plan_script
 
-    run_samples = args.samples
+    if (args.demo is None) == (args.script is None):
+        raise usage_error("give a SCRIPT to plan, or --demo gpt|cnn")
+    if args.script is not None and not Path(args.script).is_file():
+        raise usage_error(f"{args.script}: no such script")
+    if args.script is not None and args.calibrate:
+        raise usage_error("--calibrate times the built-in demo models (with --demo); not yet a script")
     if sum(x is not None for x in (args.samples, args.tokens, args.epochs)) > 1:
         raise usage_error("give the run as one of --samples, --tokens, or --epochs with --dataset-samples")
     if (args.epochs is None) != (args.dataset_samples is None):
         raise usage_error("--epochs and --dataset-samples go together")
-    if args.epochs is not None:
-        run_samples = round(args.epochs * args.dataset_samples)
-    if args.tokens is not None:
-        per_sample = demo_workload(args.demo)[4]
-        if not per_sample:
-            raise usage_error(f"--tokens: the {args.demo} demo model does not train on tokens; use --samples")
-        run_samples = -(-args.tokens // per_sample)
+    common: dict[str, Any] = {"gpus": tuple(args.gpu), "gpus_per_node": args.gpus, "headroom": args.headroom}
+    checkpointing = (False, True) if args.checkpointing else (False,)
+    if args.demo is not None:  # a bad --tokens for a demo model is known before planning
+        _run_samples(args, demo_tokens_per_sample(args.demo), usage_error)
     try:
-        result = demo_plan(
-            args.demo,
-            global_batch=args.global_batch,
-            gpus=tuple(args.gpu),
-            gpus_per_node=args.gpus,
-            precisions=tuple(args.precision or ("fp32", "bf16")),
-            checkpointing=(False, True) if args.checkpointing else (False,),
-            headroom=args.headroom,
-            run_samples=run_samples,
-            calibrate=args.calibrate,
-        )
+        if args.script is not None:
+            result = plan_script(
+                args.script, list(args.script_args), global_batch=args.global_batch,
+                precisions=tuple(args.precision or ("as-is",)), checkpointing=checkpointing, **common,
+            )  # fmt: skip
+            per_sample = result.model.get("tokens_per_sample")
+        else:
+            result = _demo(args, checkpointing, common)
+            per_sample = demo_tokens_per_sample(args.demo)
+    except ScriptError as exc:
+        print(f"autotune plan: {exc}", file=sys.stderr)
+        return 1
     except ValueError as exc:
         raise usage_error(str(exc)) from None
+    run_samples = _run_samples(args, per_sample, usage_error)
+    if run_samples is not None:
+        result = with_run(result, run_samples)
     if args.format == "json":
         sys.stdout.write(json.dumps(plan_dict(result), indent=2, allow_nan=False) + "\n")
         return 0
@@ -93,12 +104,45 @@ def cmd_plan(args: argparse.Namespace, usage_error: type[Exception]) -> int:
     return 0
 
 
+def _demo(args: argparse.Namespace, checkpointing: tuple[bool, ...], common: dict[str, Any]) -> Any:
+    from autotune.plan.demo import demo_plan
+
+    return demo_plan(
+        args.demo,
+        global_batch=args.global_batch or 64,
+        precisions=tuple(args.precision or ("fp32", "bf16")),
+        checkpointing=checkpointing,
+        calibrate=args.calibrate,
+        **common,
+    )
+
+
+def demo_tokens_per_sample(name: str) -> int | None:
+    """Tokens per sample of a demo model (None for the CNN)."""
+    from autotune.demo.models import default_config
+
+    return int(getattr(default_config(name), "seq_len", 0)) or None
+
+
+def _run_samples(
+    args: argparse.Namespace, per_sample: int | None, usage_error: type[Exception]
+) -> int | None:
+    if args.epochs is not None:
+        return round(args.epochs * args.dataset_samples)
+    if args.tokens is not None:
+        if not per_sample:
+            raise usage_error("--tokens: this model does not train on tokens; use --samples")
+        return -(-args.tokens // per_sample)
+    return args.samples
+
+
 def plan_dict(result: Any) -> dict[str, Any]:
-    """The plan as JSON: ``configs``, ``model``, ``calibration``."""
+    """The plan as JSON: ``configs``, ``model``, ``calibration``, ``trace_s``, ``notes``."""
     from autotune.report.jsonout import clean_json
 
     data = {"configs": [dataclasses.asdict(c) for c in result.configs], "model": result.model,
-            "calibration": result.calibration, "trace_s": result.trace_s}  # fmt: skip
+            "calibration": result.calibration, "trace_s": result.trace_s,
+            "notes": list(result.notes)}  # fmt: skip
     cleaned: dict[str, Any] = clean_json(data)
     return cleaned
 
@@ -112,8 +156,10 @@ def _print_table(result: Any, top: int) -> None:
     table = Table(
         title="Plan: cheapest first (uncalibrated step times; see the interval)", title_justify="left"
     )
-    for name in ("GPU", "micro-batch × accum", "precision", "ckpt", "peak memory", "fits", "step",
-                 "interval", "samples/s", "$/M samples"):  # fmt: skip
+    run_total = any(c.usd_total is not None for c in result.configs)
+    columns = ["GPU", "micro-batch × accum", "precision", "ckpt", "peak memory", "fits", "step", "interval",
+               "samples/s", "$/M samples", *(["$ for the run"] if run_total else [])]  # fmt: skip
+    for name in columns:
         table.add_column(name, justify="left" if name in ("GPU", "precision", "fits") else "right")
     for c in result.configs[:top]:
         p = c.params
@@ -129,6 +175,7 @@ def _print_table(result: Any, top: int) -> None:
             f"{format_seconds(low_high[0])}–{format_seconds(low_high[1])}" if low_high else NA,
             NA if c.samples_per_s is None else f"{c.samples_per_s:,.0f}",
             format_usd(c.usd_per_million_samples) if c.usd_per_million_samples is not None else NA,
+            *([format_usd(c.usd_total) if c.usd_total is not None else NA] if run_total else []),
         )
     console = Console()
     console.print(table)
@@ -143,6 +190,8 @@ def _print_table(result: Any, top: int) -> None:
             f"{len(cpu['held_out'])} others: median error "
             f"{100 * (cpu['held_out_median_error'] or 0):.1f}% ({errors})."
         )
+    for note in result.notes:
+        console.print(f"Note: {note}.")
     console.print(
         f"{len(result.configs)} configurations; traced in {result.trace_s:.1f} s; "
         f"{result.model.get('parameters', 0):,} parameters. {result.calibration['note']}."

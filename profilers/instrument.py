@@ -17,8 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from profilers import deep
 from profilers.contract.records import OpRecord
-from profilers.deep import DeepProfiler, export_trace, top_ops, warm_up_profiler, window_stats
 from profilers.flops import FlopCounter, warm_up_flop_counter
 
 
@@ -105,7 +105,7 @@ class StepInstruments:
             try:
                 if self._deep is None:
                     self._warm_up("profiler", cuda)
-                    self._deep = DeepProfiler(cuda=cuda)
+                    self._deep = deep.DeepProfiler(cuda=cuda)
                     if self.before_window is not None:
                         self.before_window()
                     self.window_ns = (time.time_ns(), time.time_ns())
@@ -131,7 +131,7 @@ class StepInstruments:
             thread.start()
             thread.join()
         else:  # Kineto must be initialized on the thread that profiles; no op here reaches the hooks
-            _quietly(functools.partial(warm_up_profiler, cuda))
+            _quietly(functools.partial(deep.warm_up_profiler, cuda))
         after = _rss_bytes()
         if before is not None and after is not None and after > before:
             total = (self.tool_rss[-1][1] if self.tool_rss else 0) + after - before
@@ -175,28 +175,27 @@ class StepInstruments:
 
     def finish_trace(self, last_step: int, run_dir: Path | None, rank: int, cuda: bool) -> None:
         """Stop torch.profiler, keep its top operators and window statistics, export its trace."""
-        deep, self._deep = self._deep, None
-        if deep is None:
+        window, self._deep = self._deep, None
+        if window is None:
             return
         try:
-            prof = deep.stop()
+            prof = window.stop()
         except Exception as exc:
             self.on_fault("deep-profile window", exc)
             return
-
         try:
-            self.top_ops = top_ops(prof, cuda=cuda)
+            self.top_ops = deep.top_ops(prof, cuda=cuda)
         except Exception as exc:
             self.on_fault("top operators", exc)
         try:
-            first = deep.first_step if deep.first_step is not None else last_step
-            self.window_stats = window_stats(prof.events(), max(1, last_step - first + 1), cuda)
+            first = window.first_step if window.first_step is not None else last_step
+            self.window_stats = deep.window_stats(prof.events(), max(1, last_step - first + 1), cuda)
         except Exception as exc:
             self.on_fault("window statistics", exc)
         if run_dir is not None:
             try:
-                stem = f"rank{rank}-steps{deep.first_step}-{last_step}"
-                out = export_trace(prof, run_dir / "traces", stem, self.trace_cap_bytes)
+                stem = f"rank{rank}-steps{window.first_step}-{last_step}"
+                out = deep.export_trace(prof, run_dir / "traces", stem, self.trace_cap_bytes)
                 self.trace_files.append(str(out.relative_to(run_dir)))
             except Exception as exc:
                 self.on_fault("trace export", exc)

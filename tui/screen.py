@@ -16,10 +16,11 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Static, TabbedContent, TabPane
 
+from tui import report as report_layer
 from tui.advice import AdvicePane, RunPane
 from tui.common import FilterBar
 from tui.live import LivePane
-from tui.report import ChildTask, build_report, environment_items, export_html, failure_line
+from tui.report import ChildTask
 from tui.source import RunSource, Snapshot
 from tui.trials import TrialsPane
 
@@ -173,9 +174,9 @@ class DashboardScreen(Screen[None]):
     def _advice_worker(self) -> None:
         report, problem = None, None
         try:
-            report = build_report(self.run_dir, self._children)
+            report = report_layer.build_report(self.run_dir, self._children)
         except Exception as exc:  # any failure is one line on the screen
-            problem = failure_line(exc)
+            problem = report_layer.failure_line(exc)
         self._post(self._advice_done, report, problem)
 
     def _advice_done(self, report: object, problem: str | None) -> None:
@@ -193,7 +194,7 @@ class DashboardScreen(Screen[None]):
     def _environment_worker(self, snap: Snapshot) -> None:
         assert snap.facts is not None
         try:
-            items = environment_items(snap.facts)
+            items = report_layer.environment_items(snap.facts)
         except Exception as exc:  # the raw facts are still shown
             items = (("run directory", snap.facts.run_dir), ("environment", f"unavailable ({exc})"))
         self._post(self._environment_done, items)
@@ -209,9 +210,9 @@ class DashboardScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="export", exit_on_error=False)
     def _export_worker(self) -> None:
         try:
-            path = export_html(self.run_dir, self._children)
+            path = report_layer.export_html(self.run_dir, self._children)
         except Exception as exc:
-            self._post(self.notify, f"report not written: {failure_line(exc)}", severity="error")
+            self._post(self.notify, f"report not written: {report_layer.failure_line(exc)}", severity="error")
         else:
             self._post(self.notify, f"wrote {path}", title="Report")
 

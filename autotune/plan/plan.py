@@ -11,6 +11,7 @@ do not fit, or cannot run on that GPU, come last with the reason.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
@@ -79,18 +80,11 @@ def plan(
     With ``cpu`` (a calibration of this machine, :func:`autotune.plan.calibrate.calibrate`) the
     plan also predicts each configuration on this machine's CPU (``gpu`` is ``"this-cpu"``).
     """
-    specs = [_spec(g) for g in gpus] if gpus else list(GPUS)
-    n = gpus_per_node
-    micro = [m for m in _powers_of_two(global_batch) if global_batch % (m * n) == 0]
-    if not micro:
-        raise ValueError(f"a global batch of {global_batch} does not split over {n} GPUs")
-    unit = largest_unit_bytes(model) if n > 1 else 0
-    layouts = [Layout("single", 1, 0)] if n == 1 else [Layout("ddp", n, unit), Layout("fsdp", n, unit)]
+    micro = micro_batches(global_batch, gpus_per_node)
     lo, hi = micro[0], micro[-1] if micro[-1] != micro[0] else micro[0] + 1
     started = time.perf_counter()
     models: dict[tuple[str, bool], StepModel] = {}
     cpu_times: dict[tuple[str, bool], Affine] = {}
-    figures: dict[str, Any] = {}
     for precision in precisions:
         for ckpt in checkpointing:
             a = trace_step(model, batch_fn, loss_fn, optimizer_fn, lo, precision, ckpt)
@@ -105,6 +99,62 @@ def plan(
         "ops_per_step": a.ops,
     }
     trace_s = time.perf_counter() - started
+    unit = largest_unit_bytes(model) if gpus_per_node > 1 else 0
+    result = plan_models(
+        models, figures, global_batch, gpus=gpus, gpus_per_node=gpus_per_node, unit_bytes=unit,
+        headroom=headroom, tokens_per_sample=tokens_per_sample, run_samples=run_samples, prices=prices,
+        cpu_times=cpu_times,
+    )  # fmt: skip
+    calibration = dict(result.calibration)
+    if cpu is not None:
+        calibration["cpu"] = {
+            "s_per_fp32_flop": cpu.s_per_fp32_flop,
+            "s_per_low_precision_flop": cpu.s_per_low_flop,
+            "s_per_byte": cpu.s_per_byte,
+            "s_per_op": cpu.s_per_op,
+            "fitted_on": list(cpu.fitted_on),
+            "held_out": [{"config": c, "predicted_s": p, "measured_s": m} for c, p, m in cpu.held_out],
+            "held_out_median_error": cpu.held_out_median_error,
+        }
+    return dataclasses.replace(result, calibration=calibration, trace_s=trace_s)
+
+
+def micro_batches(global_batch: int, gpus_per_node: int, extra: tuple[int, ...] = ()) -> list[int]:
+    """Candidate micro-batches: powers of two (and ``extra``) that split ``global_batch`` over the GPUs."""
+    candidates = sorted({*_powers_of_two(global_batch), *extra})
+    micro = [m for m in candidates if global_batch % (m * gpus_per_node) == 0]
+    if not micro:
+        raise ValueError(f"a global batch of {global_batch} does not split over {gpus_per_node} GPUs")
+    return micro
+
+
+def plan_models(
+    models: dict[tuple[str, bool], StepModel],
+    figures: dict[str, Any],
+    global_batch: int,
+    gpus: tuple[str, ...] = (),
+    gpus_per_node: int = 1,
+    unit_bytes: int = 0,
+    headroom: float = 0.1,
+    tokens_per_sample: int | None = None,
+    run_samples: int | None = None,
+    prices: Any = None,
+    cpu_times: dict[tuple[str, bool], Affine] | None = None,
+    notes: tuple[str, ...] = (),
+    extra_micro_batches: tuple[int, ...] = (),
+) -> Plan:
+    """Predict, price and rank every configuration of fitted step models (precision, checkpointing).
+
+    ``unit_bytes`` is the parameter bytes of the largest unit FSDP would wrap (with several GPUs);
+    ``cpu_times`` this machine's calibrated seconds per micro-batch of each model, when known;
+    ``extra_micro_batches`` are planned beside the powers of two (a script's own micro-batch).
+    """
+    specs = [_spec(g) for g in gpus] if gpus else list(GPUS)
+    n = gpus_per_node
+    micro = micro_batches(global_batch, n, extra_micro_batches)
+    layouts = [Layout("single", 1, 0)]
+    if n > 1:
+        layouts = [Layout("ddp", n, unit_bytes), Layout("fsdp", n, unit_bytes)]
     table = prices if prices is not None else load_prices(None)
     configs = []
     for spec in specs:
@@ -118,7 +168,7 @@ def plan(
                                  tokens_per_sample, run_samples)
                     )  # fmt: skip
     for key, step in models.items():
-        if key in cpu_times and n == 1:
+        if cpu_times and key in cpu_times and n == 1:
             configs += [
                 _predict_cpu(step, cpu_times[key], m, global_batch // m, tokens_per_sample) for m in micro
             ]
@@ -130,17 +180,16 @@ def plan(
         "note": "GPU step times use uncalibrated efficiencies (the interval spans their range); memory "
         "is traced, with the framework reserve assumed",
     }
-    if cpu is not None:
-        calibration["cpu"] = {
-            "s_per_fp32_flop": cpu.s_per_fp32_flop,
-            "s_per_low_precision_flop": cpu.s_per_low_flop,
-            "s_per_byte": cpu.s_per_byte,
-            "s_per_op": cpu.s_per_op,
-            "fitted_on": list(cpu.fitted_on),
-            "held_out": [{"config": c, "predicted_s": p, "measured_s": m} for c, p, m in cpu.held_out],
-            "held_out_median_error": cpu.held_out_median_error,
-        }
-    return Plan(tuple(configs), figures, calibration, trace_s)
+    return Plan(tuple(configs), figures, calibration, 0.0, notes)
+
+
+def with_run(result: Plan, run_samples: int) -> Plan:
+    """``result`` with each configuration's $ for a run of ``run_samples`` samples."""
+    def total(c: PlannedConfig) -> float | None:
+        return None if c.usd_per_million_samples is None else c.usd_per_million_samples * run_samples / 1e6
+
+    configs = tuple(dataclasses.replace(c, usd_total=total(c)) for c in result.configs)
+    return dataclasses.replace(result, configs=configs)
 
 
 def _eff(e: Any) -> dict[str, float]:
@@ -296,4 +345,4 @@ def _rank(c: PlannedConfig) -> tuple[bool, float, float]:
     return (not c.fits, cost, speed)
 
 
-__all__ = ["PRECISIONS", "Plan", "PlannedConfig", "plan"]
+__all__ = ["PRECISIONS", "Plan", "PlannedConfig", "micro_batches", "plan", "plan_models", "with_run"]

@@ -78,7 +78,7 @@ def trace_step(
         tracer = StepTracer()
         tracer.track(step.batch, "activations")  # the batch is live through the step
         run_step(tracer, step.forward_loss, step.params, step.optimizer)
-    return _figures(tracer, micro_batch, precision, checkpointing, step.params)
+    return figures_of(tracer, micro_batch, precision, checkpointing, step.params)
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,6 @@ def largest_unit_bytes(model: nn.Module | Callable[[], nn.Module]) -> int:
     """
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-
     with FakeTensorMode() as mode:
         net = _build(model, mode)
         blocks = _blocks(net)
@@ -158,9 +157,10 @@ def _build(model: nn.Module | Callable[[], nn.Module], mode: Any) -> nn.Module:
     return net
 
 
-def _figures(
-    tracer: StepTracer, micro_batch: int, precision: str, checkpointing: bool, params: list[nn.Parameter]
+def figures_of(
+    tracer: StepTracer, micro_batch: int, precision: str, checkpointing: bool, params: list[Any]
 ) -> StepFigures:
+    """The figures of a traced step: its peak by category, its ops by class, the optimizer's share."""
     flops: dict[str, int] = defaultdict(int)
     moved: dict[str, int] = defaultdict(int)
     count: dict[str, int] = defaultdict(int)
@@ -196,4 +196,4 @@ def _figures(
     )
 
 
-__all__ = ["CATEGORIES", "StepFigures", "trace_step"]
+__all__ = ["CATEGORIES", "StepFigures", "figures_of", "trace_step"]

@@ -56,6 +56,12 @@ class MemoryTimeline:
     #: Storages whose category became known later (a gradient made in the backward is one from
     #: the op that wrote it): the peak's breakdown uses the final category.
     final: dict[int, str] = field(default_factory=dict)
+    #: Storages with a key from this one on were made during the step (see ``peak_new_bytes``).
+    new_from: int = 0
+    new_live_bytes: int = 0
+    #: The peak of the bytes made during the step and still live: what an allocator that counts from
+    #: the step's start sees (torch.profiler's ``profile_memory`` total), frees of older tensors aside.
+    peak_new_bytes: int = 0
 
     def add(self, key: int, nbytes: int, category: str) -> None:
         """A storage is live from now on."""
@@ -63,12 +69,16 @@ class MemoryTimeline:
             return
         self.live[key] = (nbytes, category)
         self.by_category[category] += nbytes
+        if key >= self.new_from:
+            self.new_live_bytes += nbytes
 
     def free(self, key: int) -> None:
         """A storage was freed."""
         nbytes, category = self.live.pop(key, (0, ""))
         if category:
             self.by_category[category] -= nbytes
+            if key >= self.new_from:
+                self.new_live_bytes -= nbytes
 
     def recategorize(self, key: int, category: str) -> None:
         """A live storage is ``category`` from now on (and at the peak, if it was live then)."""
@@ -81,6 +91,7 @@ class MemoryTimeline:
 
     def mark(self, phase: str) -> None:
         """After an op: a new peak keeps what is live."""
+        self.peak_new_bytes = max(self.peak_new_bytes, self.new_live_bytes)
         total = sum(self.by_category.values())
         if total > self.peak_bytes:
             self.peak_bytes = total
@@ -141,6 +152,11 @@ class StepTracer(TorchDispatchMode):
             del self._serial[storage_id]
         self.memory.free(key)
 
+    def start_step(self) -> None:
+        """What is tracked from now on was made during the step (``MemoryTimeline.peak_new_bytes``)."""
+        self.memory.new_from = self._next
+        self.memory.new_live_bytes = self.memory.peak_new_bytes = 0
+
     def set_phase(self, phase: str) -> None:
         """The step's next phase: ``backward``, ``optimizer``."""
         self.phase = phase
@@ -157,6 +173,8 @@ class StepTracer(TorchDispatchMode):
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
+        if func.namespace == "prim":  # metadata (a fake tensor's device), never a kernel
+            return out
         packet = func._overloadpacket
         flops = 0
         if packet in flop_registry:
@@ -210,7 +228,7 @@ def run_step(
     """
     tracer.track(params, "parameters")
     if optimizer is not None:
-        tracer.track(_state_tensors(optimizer), "optimizer_state")
+        tracer.track(state_tensors(optimizer), "optimizer_state")
     tracer.set_phase("forward")
     with tracer:
         loss = forward_loss()
@@ -222,12 +240,13 @@ def run_step(
     if optimizer is not None:
         with tracer:
             optimizer.step()
-        tracer.recategorize(_state_tensors(optimizer), "optimizer_state")
+        tracer.recategorize(state_tensors(optimizer), "optimizer_state")
         optimizer.zero_grad(set_to_none=True)
 
 
-def _state_tensors(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
+def state_tensors(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
+    """The tensors of an optimizer's state (moments, step counts...)."""
     return [v for state in optimizer.state.values() for v in state.values() if isinstance(v, torch.Tensor)]
 
 
-__all__ = ["CATEGORIES", "MemoryTimeline", "OpRecord", "StepTracer", "run_step"]
+__all__ = ["CATEGORIES", "MemoryTimeline", "OpRecord", "StepTracer", "run_step", "state_tensors"]

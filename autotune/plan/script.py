@@ -1,0 +1,226 @@
+"""``autotune plan SCRIPT ARGS``: an unmodified script's step, traced in a child process, then planned.
+
+Each precision × checkpointing to plan is one run of :mod:`autotune.plan.script_child` (the script
+under fake tensors up to its second optimizer step; a few seconds). Its trace holds one optimizer
+step: ``accumulation`` micro-batches of the script's own size and one optimizer update. The plan
+needs every figure as a function of the micro-batch: from the one traced size, activations, the
+forward and backward's FLOPs and bytes grow in proportion to it, parameters, gradients, optimizer
+state, the optimizer's work and the number of kernels do not (:func:`scaled`). That is exact for
+the figures when every activation has the batch as a dimension (checked on the demo GPT against two
+real traces: tests/autotune/plan/test_script.py); the peak's temporaries are scaled with it when
+the peak is in the forward or backward.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from autotune.plan.model import StepModel
+from autotune.plan.plan import Plan, plan_models
+from autotune.plan.step import StepFigures
+from autotune.plan.trace import ATTENTION, GEMM, OTHER
+
+#: A script's trace in the child may take this long (its imports, its data, two steps).
+CHILD_TIMEOUT_S = 600
+
+
+class ScriptError(Exception):
+    """The script could not be traced; the message is one line for the user."""
+
+
+@dataclass(frozen=True)
+class ScriptTrace:
+    """One optimizer step of a script, traced (what :mod:`autotune.plan.script_child` writes)."""
+
+    figures: StepFigures
+    accumulation: int  # micro-batches the script runs per optimizer step
+    tokens_per_sample: int | None
+    model_class: str
+    unit_bytes: int  # parameter bytes of the largest block (what FSDP gathers at once)
+    has_blocks: bool
+    start_bytes: int
+    step_new_peak_bytes: int
+    scalar_stand_ins: int
+
+    @property
+    def micro_batch(self) -> int:
+        """The script's own micro-batch."""
+        return self.figures.micro_batch
+
+
+def run_child(
+    script: str,
+    args: list[str],
+    precision: str = "as-is",
+    checkpointing: bool = False,
+    measure: bool = False,
+    timeout_s: float = CHILD_TIMEOUT_S,
+) -> dict[str, Any]:
+    """Run the script in a child (see the module's doc); its JSON, or ScriptError with its last line."""
+    fd, out = tempfile.mkstemp(prefix="autotune-plan-", suffix=".json")
+    os.close(fd)
+    command = [sys.executable, "-m", "autotune.plan.script_child", "--out", out, "--precision", precision]
+    command += ["--checkpointing"] * checkpointing + ["--measure"] * measure + ["--", script, *args]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (_root(), os.environ.get("PYTHONPATH"))))}
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=env)
+        text = Path(out).read_text(encoding="utf-8") if done.returncode == 0 else ""
+    except subprocess.TimeoutExpired:
+        raise ScriptError(f"{script}: not at its second optimizer step after {timeout_s:.0f} s") from None
+    finally:
+        os.unlink(out)
+    if done.returncode != 0 or not text:
+        lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
+        why = lines[-1] if lines else f"exit status {done.returncode}"
+        raise ScriptError(f"cannot trace {script}: {why}")
+    result: dict[str, Any] = json.loads(text)
+    return result
+
+
+def _root() -> str:
+    """The directory holding the autotune package, so the child imports this very copy."""
+    return str(Path(__file__).resolve().parents[2])
+
+
+def trace_script(
+    script: str, args: list[str], precision: str = "as-is", checkpointing: bool = False
+) -> ScriptTrace:
+    """The script's second optimizer step, traced under fake tensors in a child process."""
+    data = run_child(script, args, precision, checkpointing)
+    figures = dict(data["figures"])
+    if figures["precision"] == "as-is":
+        figures["precision"] = detected_precision(figures["dtype_flops"])
+    return ScriptTrace(
+        figures=StepFigures(**figures),
+        accumulation=int(data["accumulation"]),
+        tokens_per_sample=data.get("tokens_per_sample") or None,
+        model_class=str(data["model_class"]),
+        unit_bytes=int(data["unit_bytes"]),
+        has_blocks=bool(data["has_blocks"]),
+        start_bytes=int(data["start_bytes"]),
+        step_new_peak_bytes=int(data["step_new_peak_bytes"]),
+        scalar_stand_ins=int(data.get("scalar_stand_ins", 0)),
+    )
+
+
+def detected_precision(dtype_flops: dict[str, int]) -> str:
+    """The precision most of a step's matrix FLOPs run in: ``bf16``, ``fp16``, else ``fp32``."""
+    names = {"bfloat16": "bf16", "float16": "fp16"}
+    if not dtype_flops:
+        return "fp32"
+    dtype = max(dtype_flops, key=lambda d: dtype_flops[d])
+    return names.get(dtype, "fp32")
+
+
+def per_micro_batch(trace: ScriptTrace) -> StepFigures:
+    """The traced step as one micro-batch and one optimizer update (the script's accumulation undone)."""
+    f, a = trace.figures, trace.accumulation
+    if a == 1:
+        return f
+
+    def split(by_class: dict[str, int], optimizer_part: int) -> dict[str, int]:
+        out = {k: v // a for k, v in by_class.items()}
+        if OTHER in by_class:
+            out[OTHER] = (by_class[OTHER] - optimizer_part) // a + optimizer_part
+        return out
+
+    flops = split(f.flops_by_class, f.optimizer_flops)
+    return dataclasses.replace(
+        f,
+        flops_by_class=flops,
+        bytes_by_class=split(f.bytes_by_class, f.optimizer_bytes),
+        ops_by_class=split(f.ops_by_class, f.optimizer_ops),
+        ops=(f.ops - f.optimizer_ops) // a + f.optimizer_ops,
+        flops=sum(flops.values()),
+        dtype_flops={k: v // a for k, v in f.dtype_flops.items()},
+    )
+
+
+def scaled(f: StepFigures, micro_batch: int) -> StepFigures:
+    """``f`` (one micro-batch and the optimizer) at another micro-batch (see the module's doc)."""
+    r = micro_batch / f.micro_batch
+
+    def grow(by_class: dict[str, int], optimizer_part: int) -> dict[str, int]:
+        out = {k: round(v * r) for k, v in by_class.items() if k in (GEMM, ATTENTION)}
+        if OTHER in by_class:
+            out[OTHER] = round((by_class[OTHER] - optimizer_part) * r) + optimizer_part
+        return out
+
+    memory = dict(f.memory_by_category)
+    memory["activations"] = round(memory["activations"] * r)
+    if f.peak_phase in ("forward", "backward"):
+        memory["temporaries"] = round(memory["temporaries"] * r)
+    peak = sum(memory.values())
+    flops = grow(f.flops_by_class, f.optimizer_flops)
+    return dataclasses.replace(
+        f,
+        micro_batch=micro_batch,
+        peak_bytes=peak,
+        memory_by_category=memory,
+        flops=sum(flops.values()),
+        flops_by_class=flops,
+        bytes_by_class=grow(f.bytes_by_class, f.optimizer_bytes),
+        dtype_flops={k: round(v * r) for k, v in f.dtype_flops.items()},
+        rounding_bytes=round(f.rounding_bytes * peak / f.peak_bytes) if f.peak_bytes else 0,
+    )
+
+
+def step_model(trace: ScriptTrace) -> StepModel:
+    """The step as a function of the micro-batch, from the one traced size."""
+    one = per_micro_batch(trace)
+    return StepModel.fit(one, scaled(one, 2 * one.micro_batch))
+
+
+def plan_script(
+    script: str,
+    args: list[str],
+    global_batch: int | None = None,
+    precisions: tuple[str, ...] = ("as-is",),
+    checkpointing: tuple[bool, ...] = (False,),
+    **options: Any,
+) -> Plan:
+    """Plan an unmodified training script (``options``: :func:`autotune.plan.plan.plan_models`'s)."""
+    started = time.perf_counter()
+    traces = {(p, c): trace_script(script, args, p, c) for p in precisions for c in checkpointing}
+    trace_s = time.perf_counter() - started
+    first = next(iter(traces.values()))
+    models = {(t.figures.precision, c): step_model(t) for (_, c), t in traces.items()}
+    batch = global_batch or first.micro_batch * first.accumulation
+    notes = [
+        f"traced {script} at its own micro-batch of {first.micro_batch} × {first.accumulation} "
+        f"accumulated; other micro-batches are scaled from it (activations and compute in proportion)"
+    ]
+    if first.scalar_stand_ins:
+        notes.append(
+            f"{first.scalar_stand_ins} value(s) the script read from the model's fake tensors "
+            "(a loss's item()) got a stand-in: branches on them may differ from a real run"
+        )
+    figures = {
+        "script": script,
+        "model_class": first.model_class,
+        "parameters": first.figures.parameters,
+        "parameter_bytes": first.figures.parameter_bytes,
+        "flops_per_sample": per_micro_batch(first).flops / first.micro_batch,
+        "ops_per_step": first.figures.ops,
+        "micro_batch": first.micro_batch,
+        "accumulation": first.accumulation,
+        "tokens_per_sample": first.tokens_per_sample,
+    }
+    options.setdefault("tokens_per_sample", first.tokens_per_sample)
+    result = plan_models(
+        models, figures, batch, unit_bytes=first.unit_bytes, notes=tuple(notes),
+        extra_micro_batches=(first.micro_batch,), **options,
+    )  # fmt: skip
+    return dataclasses.replace(result, trace_s=trace_s)
+
+
+__all__ = ["ScriptError", "ScriptTrace", "plan_script", "step_model", "trace_script"]

@@ -1,0 +1,451 @@
+"""Run an unmodified training script with fake tensors and trace one of its optimizer steps.
+
+``python -m autotune.plan.script_child --out F.json [--precision P] [--checkpointing] -- SCRIPT ARGS``
+is what ``autotune plan SCRIPT ARGS`` runs, once per precision × checkpointing, in a child process
+of its own. The script runs from its start inside ``FakeTensorMode``: every tensor it makes (the
+model's parameters, the optimizer's state, its batches) has a shape, a dtype and a device but no
+memory, so a model of any size runs here in seconds. Real tensors it reads (a memory-mapped dataset)
+are turned fake where they meet the model.
+
+The script's own optimizer marks the steps (torch's global optimizer-step hooks). The first step
+creates the optimizer's state; the second is traced op by op by
+:class:`~autotune.plan.trace.StepTracer`, from the end of the first ``optimizer.step()`` to the end
+of the second: data, forward, loss, backward (as many micro-batches as the script accumulates),
+gradient clipping, the optimizer. Then the script is stopped. The step's model is the first module
+called at the top level for training (gradients on, training mode), as ``autotune profile`` finds
+it; its input gives the micro-batch (the batch dimension; dimension 1 when the model holds a
+time-major recurrent or attention layer) and, for token ids, the tokens per sample.
+
+A fake tensor has no value. Small tensors (indexes, counters, random offsets into a dataset) are
+also computed for real beside their fake twins, so the values a loop reads from them are the real
+ones; ``loss.item()`` and other reads of a value computed from the model get a stand-in
+(:class:`ScalarStandIn`): 1 for numbers, and for a truth value whatever keeps a training loop going
+(``isnan``/``isinf`` checks read false, ``isfinite`` true, others true). ``--precision bf16``/``fp16``
+runs the step model's forward under autocast; ``--checkpointing`` wraps its repeated blocks for
+activation checkpointing as ``autotune.prepare`` does: the script is not changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import os
+import runpy
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils.weak import WeakIdKeyDictionary
+
+from autotune.plan.step import figures_of
+from autotune.plan.trace import StepTracer, state_tensors
+from autotune.prepared import _blocks, _checkpoint_blocks
+from profilers.hooks import input_tensor
+
+_NAN_CHECKS = frozenset(("isnan", "isinf", "isposinf", "isneginf"))
+_PASS_THROUGH = frozenset((
+    "any", "all", "logical_or", "logical_and", "bitwise_or", "bitwise_and", "squeeze", "view", "reshape",
+    "clone",
+))  # fmt: skip
+_NEGATIONS = frozenset(("logical_not", "bitwise_not"))
+_AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
+#: Tensors up to this many elements are also computed for real (:class:`ScalarStandIn`).
+SHADOW_ELEMENTS = 4096
+#: Optimizer steps before the traced one (the first creates the optimizer's state).
+WARM_STEPS = 1
+
+
+class PlanDone(BaseException):
+    """Raised from the optimizer's step hook once the traced step ended: it stops the script.
+
+    A BaseException, so the script's own ``except Exception`` does not swallow it.
+    """
+
+
+class ScalarStandIn(TorchDispatchMode):
+    """Gives fake tensors the values a training loop reads from them (see the module's doc).
+
+    Small tensors (at most :data:`SHADOW_ELEMENTS` elements: indexes, counters, a random batch of
+    offsets) are also computed for real, op by op, beside their fake twin (a *shadow*), so
+    ``data[i:i + block]`` slices what it would. ``item()`` of a tensor with a shadow reads the
+    shadow; of one without (a loss computed from the model's fake activations), a stand-in: 1, and for
+    a truth value what keeps a training loop going.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.truths: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        self.shadows: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        self.stand_ins = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        if func is torch.ops.aten._local_scalar_dense.default:
+            tensor = args[0]
+            shadow = self.shadows.get(tensor)
+            if shadow is not None:
+                from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+                with unset_fake_temporarily():
+                    return shadow.item()
+            self.stand_ins += 1
+            if tensor.dtype == torch.bool:
+                return self.truths.get(tensor, True)
+            return 1.0 if tensor.is_floating_point() or tensor.is_complex() else 1
+        out = func(*args, **kwargs)
+        self._shadow(func, args, kwargs, out)
+        if isinstance(out, torch.Tensor) and out.dtype == torch.bool and out not in self.shadows:
+            name = func._overloadpacket.__name__
+            if name in _NAN_CHECKS:
+                self.truths[out] = False
+            elif name == "isfinite":
+                self.truths[out] = True
+            elif name in _PASS_THROUGH or name in _NEGATIONS:
+                known = [self.truths[a] for a in args if isinstance(a, torch.Tensor) and a in self.truths]
+                if known:
+                    self.truths[out] = (not known[0]) if name in _NEGATIONS else known[0]
+        return out
+
+    def _shadow(self, func: Any, args: Any, kwargs: Any, out: Any) -> None:
+        """Run ``func`` for real on the inputs' shadows when its outputs are small."""
+        from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
+
+        outputs = [t for t in tree_flatten(out)[0] if isinstance(t, FakeTensor)]
+        if not outputs or any(t.numel() > SHADOW_ELEMENTS for t in outputs):
+            return
+        missing = False
+
+        def real(value: Any) -> Any:
+            nonlocal missing
+            if isinstance(value, FakeTensor):
+                shadow = self.shadows.get(value)
+                if shadow is None:
+                    missing = True
+                return shadow
+            return value
+
+        real_args, real_kwargs = tree_map(real, (args, kwargs))
+        if missing:
+            return
+        try:
+            with unset_fake_temporarily():
+                real_out = func(*real_args, **real_kwargs)
+        except Exception:  # a device this machine does not have, an op with no CPU kernel...
+            return
+        for fake, shadow in zip(tree_flatten(out)[0], tree_flatten(real_out)[0], strict=False):
+            if isinstance(fake, FakeTensor) and isinstance(shadow, torch.Tensor):
+                self.shadows[fake] = shadow
+
+
+@dataclasses.dataclass
+class _Trace:
+    """What the hooks learn while the script runs."""
+
+    precision: str
+    checkpointing: bool
+    model: nn.Module | None = None
+    optimizer: torch.optim.Optimizer | None = None
+    steps: int = 0
+    depth: int = 0
+    tracer: StepTracer | None = None
+    micro_batch: int | None = None
+    tokens_per_sample: int | None = None
+    batch_dim: int = 0
+    forwards: int = 0  # of the step model, during the traced step
+    autocast: Any = None
+    result: dict[str, Any] | None = None
+    measure: bool = False  # real tensors: the allocator's own peak of the step instead of a trace
+    profiler: Any = None
+    start_bytes: int = 0  # live tensor bytes the traced step starts with
+    after_backward: int | None = None  # ops recorded when the last backward ended
+
+
+def trace_script(
+    script: str,
+    argv: list[str],
+    precision: str,
+    checkpointing: bool,
+    measure: bool = False,
+    fake: bool = True,
+) -> dict[str, Any]:
+    """Run ``script`` with ``argv`` under fake tensors and return its traced step (see the module's doc).
+
+    With ``measure``, the script runs with real tensors and the step is measured instead: the peak
+    of the CPU allocator's own running total over the step, above its start (torch.profiler's
+    ``profile_memory``), to check a plan against. With ``fake=False`` the tracer follows a real step.
+    """
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+    state = _Trace(precision, checkpointing, measure=measure)
+    stand_in = ScalarStandIn()
+    original_backward = torch.autograd.backward
+
+    def backward(*args: Any, **kwargs: Any) -> Any:
+        if state.tracer is not None:
+            state.tracer.set_phase("backward")
+        try:
+            return original_backward(*args, **kwargs)
+        finally:
+            if state.tracer is not None and state.optimizer is not None:
+                params = _params(state.optimizer)
+                state.tracer.recategorize([p.grad for p in params if p.grad is not None], "gradients")
+                # clipping, unscaling: once per step, unless another micro-batch follows
+                state.tracer.set_phase("optimizer")
+                state.after_backward = len(state.tracer.ops)
+
+    handles = [
+        register_optimizer_step_pre_hook(lambda opt, a, k: _before_step(state, opt)),
+        register_optimizer_step_post_hook(lambda opt, a, k: _after_step(state, opt)),
+        nn.modules.module.register_module_forward_pre_hook(lambda m, a: _forward_in(state, m)),
+        # torch calls an always-call hook without the kwargs when the forward raised (a
+        # checkpoint's recomputation stops that way): (module, args, output) then
+        nn.modules.module.register_module_forward_hook(
+            lambda m, a, *rest: _forward_out(state, m, a, rest[0] if len(rest) == 2 else {}),
+            with_kwargs=True,
+            always_call=True,
+        ),
+    ]
+    original_swap = torch.utils.swap_tensors
+
+    def swap_tensors(t1: torch.Tensor, t2: torch.Tensor) -> None:
+        # Module.to() swaps every fake parameter for its converted copy, and the swap fails for a
+        # parameter two modules share (tied embeddings) even when the conversion changed nothing
+        try:
+            original_swap(t1, t2)
+        except Exception:
+            if (t1.device, t1.dtype, t1.shape) != (t2.device, t2.dtype, t2.shape):
+                raise
+
+    original_format = FakeTensor.__format__
+
+    def format_scalar(tensor: torch.Tensor, spec: str) -> str:
+        # f"{loss:.4f}": a real 0-d tensor formats its value; a fake one, its stand-in
+        return format(tensor.item(), spec) if tensor.dim() == 0 else original_format(tensor, spec)
+
+    restore_loader = _real_data_loader_workers()
+    torch.autograd.backward = backward
+    torch.utils.swap_tensors = swap_tensors
+    FakeTensor.__format__ = format_scalar  # type: ignore[method-assign]
+    sys.argv = [script, *argv]
+    sys.path.insert(0, str(Path(script).resolve().parent))
+    try:
+        with contextlib.ExitStack() as modes:
+            if fake and not measure:  # fake tensors, and the stand-ins above them
+                modes.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
+                modes.enter_context(stand_in)
+            runpy.run_path(script, run_name="__main__")
+    except PlanDone:
+        pass
+    finally:
+        torch.autograd.backward = original_backward
+        torch.utils.swap_tensors = original_swap
+        restore_loader()
+        FakeTensor.__format__ = original_format  # type: ignore[method-assign]
+        for handle in handles:
+            handle.remove()
+        if state.tracer is not None:  # the script ended or failed inside the traced step
+            state.tracer.__exit__(None, None, None)
+        if state.profiler is not None and state.result is None:
+            state.profiler.__exit__(None, None, None)
+    if state.result is None:
+        raise RuntimeError(
+            f"the script ended after {state.steps} optimizer step(s); the plan traces the step after "
+            f"the first, so it needs {WARM_STEPS + 1} (give it enough steps or data)"
+        )
+    state.result["scalar_stand_ins"] = stand_in.stand_ins
+    return state.result
+
+
+def _real_data_loader_workers() -> Any:
+    """DataLoader worker processes load real batches, and their batches arrive real.
+
+    A forked worker inherits the fake mode; its tensors could not be shared. The worker loop and
+    the main process's reading of its queue run with no mode; the batch meets the fake model later.
+    Returns the function that puts things back.
+    """
+    from torch.utils._python_dispatch import _disable_current_modes
+    from torch.utils.data import _utils
+    from torch.utils.data.dataloader import _MultiProcessingDataLoaderIter
+
+    original_loop = _utils.worker._worker_loop
+    original_get = _MultiProcessingDataLoaderIter._try_get_data
+
+    def worker_loop(*args: Any, **kwargs: Any) -> Any:
+        with _disable_current_modes():
+            return original_loop(*args, **kwargs)
+
+    def try_get_data(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with _disable_current_modes():
+            return original_get(self, *args, **kwargs)
+
+    _utils.worker._worker_loop = worker_loop
+    _MultiProcessingDataLoaderIter._try_get_data = try_get_data  # type: ignore[method-assign]
+
+    def restore() -> None:
+        _utils.worker._worker_loop = original_loop
+        _MultiProcessingDataLoaderIter._try_get_data = original_get  # type: ignore[method-assign]
+
+    return restore
+
+
+def _params(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
+    return [p for group in optimizer.param_groups for p in group["params"]]
+
+
+def _forward_in(state: _Trace, module: nn.Module) -> None:
+    state.depth += 1
+    if state.depth != 1 or not (torch.is_grad_enabled() and module.training):
+        return
+    if state.model is None:
+        state.model = module
+        if state.checkpointing:
+            _checkpoint_blocks(module)
+        time_major = any(
+            isinstance(m, nn.RNNBase | nn.MultiheadAttention) and not m.batch_first for m in module.modules()
+        )
+        state.batch_dim = 1 if time_major else 0
+    if module is not state.model:
+        return
+    if state.tracer is not None:
+        state.tracer.set_phase("forward")
+        state.forwards += 1
+        if state.after_backward is not None:  # the ops since the backward got the next micro-batch
+            ops, since = state.tracer.ops, state.after_backward
+            ops[since:] = [dataclasses.replace(op, phase="forward") for op in ops[since:]]
+            state.after_backward = None
+    if state.precision in _AUTOCAST:
+        device = next((p.device.type for p in module.parameters()), "cpu")
+        state.autocast = torch.autocast(device, dtype=_AUTOCAST[state.precision])
+        state.autocast.__enter__()
+
+
+def _forward_out(state: _Trace, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    state.depth = max(0, state.depth - 1)
+    if state.depth != 0 or module is not state.model:
+        return
+    if state.autocast is not None:
+        autocast, state.autocast = state.autocast, None
+        autocast.__exit__(None, None, None)
+    if state.tracer is not None and state.micro_batch is None:
+        tensor, _ = input_tensor(args, kwargs)
+        if tensor is not None and tensor.dim() > state.batch_dim:
+            state.micro_batch = int(tensor.shape[state.batch_dim])
+            if not tensor.is_floating_point() and tensor.dim() >= 2 and state.micro_batch:
+                state.tokens_per_sample = tensor.numel() // state.micro_batch
+
+
+def _before_step(state: _Trace, optimizer: torch.optim.Optimizer) -> None:
+    if state.optimizer is None:
+        state.optimizer = optimizer
+    if optimizer is state.optimizer and state.tracer is not None:
+        state.tracer.set_phase("optimizer")
+        state.after_backward = None
+
+
+def _after_step(state: _Trace, optimizer: torch.optim.Optimizer) -> None:
+    if optimizer is not state.optimizer:
+        return
+    state.steps += 1
+    if state.measure:
+        _measure(state)
+        return
+    if state.steps == WARM_STEPS:
+        tracer = StepTracer()
+        params = _params(optimizer)
+        tracer.track(params, "parameters")
+        if state.model is not None:
+            tracer.track(list(state.model.buffers()), "parameters")
+        tracer.track(state_tensors(optimizer), "optimizer_state")
+        tracer.track([p.grad for p in params if p.grad is not None], "gradients")
+        state.start_bytes = sum(tracer.memory.by_category.values())
+        tracer.start_step()
+        tracer.set_phase("forward")
+        state.tracer = tracer
+        tracer.__enter__()
+    elif state.steps == WARM_STEPS + 1 and state.tracer is not None:
+        tracer, state.tracer = state.tracer, None
+        tracer.__exit__(None, None, None)
+        tracer.recategorize(state_tensors(optimizer), "optimizer_state")
+        state.result = _result(state, tracer, optimizer)
+        raise PlanDone
+
+
+def _result(state: _Trace, tracer: StepTracer, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    if state.micro_batch is None or state.model is None:
+        raise RuntimeError("no training forward of a model with a tensor input was seen in the traced step")
+    params = [p for p in _params(optimizer) if isinstance(p, nn.Parameter | torch.Tensor)]
+    figures = figures_of(tracer, state.micro_batch, state.precision, state.checkpointing, params)
+    blocks = _blocks(state.model)
+    units = list(blocks) if blocks is not None else [state.model]
+    return {
+        "figures": dataclasses.asdict(figures),
+        "accumulation": max(1, state.forwards),
+        "tokens_per_sample": state.tokens_per_sample,
+        "batch_dim": state.batch_dim,
+        "model_class": type(state.model).__name__,
+        "unit_bytes": max(sum(p.numel() * p.element_size() for p in u.parameters()) for u in units),
+        "has_blocks": blocks is not None,
+        "start_bytes": state.start_bytes,
+        "step_new_peak_bytes": tracer.memory.peak_new_bytes,
+    }
+
+
+def _measure(state: _Trace) -> None:
+    """Measure mode, at the end of an optimizer step: start the allocator's record, or read it."""
+    from torch.profiler import ProfilerActivity, profile
+
+    if state.steps == WARM_STEPS:
+        state.profiler = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+        state.profiler.__enter__()
+        return
+    if state.steps != WARM_STEPS + 1 or state.profiler is None:
+        return
+    prof, state.profiler = state.profiler, None
+    prof.__exit__(None, None, None)
+    fd, path = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        prof.export_chrome_trace(path)
+        events = json.loads(Path(path).read_text(encoding="utf-8"))["traceEvents"]
+    finally:
+        os.unlink(path)
+    totals = [e["args"]["Total Allocated"] for e in events if e.get("name") == "[memory]"]
+    state.result = {"measured_step_peak_bytes": max([0, *totals]), "micro_batch": state.micro_batch}
+    raise PlanDone
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The child's command line; writes the trace as JSON to ``--out``, or a one-line error to stderr."""
+    parser = argparse.ArgumentParser(prog="python -m autotune.plan.script_child")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--precision", default="as-is")
+    parser.add_argument("--checkpointing", action="store_true")
+    parser.add_argument("--measure", action="store_true")
+    parser.add_argument("script")
+    parser.add_argument("args", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    args_of_script = args.args[1:] if args.args[:1] == ["--"] else args.args
+    try:
+        result = trace_script(args.script, args_of_script, args.precision, args.checkpointing, args.measure)
+    except SystemExit as exc:  # the script exited before its second step
+        print(f"the script exited ({exc.code}) before its second optimizer step", file=sys.stderr)
+        return 3
+    except Exception as exc:
+        line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        print(f"{type(exc).__name__}: {line}"[:500], file=sys.stderr)
+        return 3
+    Path(args.out).write_text(json.dumps(result), encoding="utf-8")
+    sys.stdout.flush()
+    os._exit(0)  # the script's own threads and atexit handlers are not the plan's
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""``autotune plan SCRIPT``: an unmodified script traced under fake tensors, checked against real runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autotune.plan.script import ScriptError, per_micro_batch, run_child, step_model, trace_script
+from autotune.plan.trace import GEMM
+
+ROOT = Path(__file__).resolve().parents[3]
+LM = str(ROOT / "tests" / "scripts" / "plan_lm.py")
+CNN = str(ROOT / "tests" / "scripts" / "plan_cnn.py")
+
+
+def test_the_traced_step_is_the_allocators_own_peak_of_the_real_step():
+    # the same script run for real, its second step measured by the CPU allocator (torch.profiler
+    # profile_memory): what the fake-tensor trace says the step allocates at its peak
+    traced = trace_script(LM, ["--batch", "8"])
+    measured = run_child(LM, ["--batch", "8"], measure=True)["measured_step_peak_bytes"]
+    assert measured > 1_000_000  # a real step was measured
+    assert traced.step_new_peak_bytes == pytest.approx(measured, rel=0.01)
+    assert traced.micro_batch == 8 and traced.accumulation == 1
+    assert traced.tokens_per_sample == 32
+    assert traced.model_class == "TinyGPT"
+    # the NaN guard read false (the step was not skipped) and loss.item() got a stand-in
+    assert traced.figures.memory_by_category["gradients"] > 0
+    assert traced.scalar_stand_ins >= 1
+
+
+def test_one_traced_micro_batch_predicts_another():
+    # memory and FLOPs at micro-batch 16 scaled from a trace at 4, against a trace at 16
+    small = step_model(trace_script(LM, ["--batch", "4"]))
+    big = trace_script(LM, ["--batch", "16"]).figures
+    assert small.memory_bytes(16, gpu=False) == pytest.approx(big.peak_bytes, rel=0.05)
+    assert small.flops[GEMM].at(16) == pytest.approx(big.flops_by_class[GEMM], rel=0.01)
+    # the model's kernels do not grow with the batch; the script's per-row data ops do (560 vs 596)
+    assert small.ops.at(16) == pytest.approx(big.ops, rel=0.1)
+
+
+def test_accumulated_micro_batches_are_one_micro_batch_and_one_update():
+    once = trace_script(LM, ["--batch", "4"])
+    twice = trace_script(LM, ["--batch", "4", "--accum", "2"])
+    assert twice.accumulation == 2 and twice.micro_batch == 4
+    assert twice.figures.flops == pytest.approx(2 * once.figures.flops, rel=0.05)  # two forwards+backwards
+    assert per_micro_batch(twice).flops == pytest.approx(once.figures.flops, rel=0.01)
+    # the next micro-batch's data, read between the two, is the micro-batch's, not the optimizer's
+    assert per_micro_batch(twice).optimizer_bytes == pytest.approx(once.figures.optimizer_bytes, rel=0.001)
+    assert per_micro_batch(twice).optimizer_ops == once.figures.optimizer_ops
+
+
+def test_precision_and_checkpointing_reach_the_unmodified_model():
+    plain = trace_script(LM, ["--batch", "8", "--layers", "3"])
+    bf16 = trace_script(LM, ["--batch", "8", "--layers", "3"], precision="bf16")
+    ckpt = trace_script(LM, ["--batch", "8", "--layers", "3"], checkpointing=True)
+    assert plain.figures.precision == "fp32" and set(plain.figures.dtype_flops) == {"float32"}
+    assert bf16.figures.precision == "bf16"
+    assert bf16.figures.dtype_flops["bfloat16"] > 0.9 * sum(bf16.figures.dtype_flops.values())
+    assert ckpt.figures.checkpointing
+    activations = plain.figures.memory_by_category["activations"]
+    assert ckpt.figures.memory_by_category["activations"] < 0.6 * activations
+    assert ckpt.figures.flops > plain.figures.flops  # the forward runs again in the backward
+
+
+def test_a_dataloader_with_worker_processes_feeds_the_fake_model():
+    traced = trace_script(CNN, ["--batch", "16", "--workers", "2"])
+    assert traced.micro_batch == 16
+    assert traced.tokens_per_sample is None  # images, not token ids
+    assert traced.figures.flops_by_class[GEMM] > 0
+
+
+def _plan(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "autotune", "plan", *args],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+
+
+def test_plan_prints_every_configuration_of_a_script_as_json():
+    out = _plan("--gpu", "H100-SXM", "--gpu", "T4", "--tokens", "1000000", "--format", "json", LM,
+                "--batch", "8")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    config = data["configs"][0]
+    assert set(config) >= {"gpu", "gpus", "params", "peak_memory_bytes", "memory_by_category", "fits",
+                           "step_time_s", "samples_per_s", "tokens_per_s", "usd_per_million_samples",
+                           "usd_per_million_tokens", "usd_total"}  # fmt: skip
+    assert data["model"]["micro_batch"] == 8 and data["model"]["tokens_per_sample"] == 32
+    micro = sorted({c["params"]["micro_batch"] for c in data["configs"]})
+    assert micro == [1, 2, 4, 8]  # the powers of two that split the script's own global batch of 8
+    # 1M tokens at 32 per sample are 31,250 samples
+    assert config["usd_total"] == pytest.approx(config["usd_per_million_samples"] * 31_250 / 1e6)
+    assert any("stand-in" in note for note in data["notes"])
+
+
+def test_a_script_that_fails_before_its_second_step_is_one_line():
+    with pytest.raises(ScriptError, match=r"cannot trace .*plan_lm.py: RuntimeError: the data ran out"):
+        trace_script(LM, ["--fail-at", "1"])
+    out = _plan(LM, "--fail-at", "1")
+    assert out.returncode == 1
+    assert out.stderr.strip().count("\n") == 0 and "the data ran out" in out.stderr
+    out = _plan(LM, "--steps", "1")
+    assert out.returncode == 1 and "needs 2" in out.stderr
+    out = _plan("no_such_script.py")
+    assert out.returncode == 2 and "no such script" in out.stderr
+    out = _plan("--demo", "gpt", LM)
+    assert out.returncode == 2 and "or --demo" in out.stderr
