@@ -166,6 +166,7 @@ class _Trace:
     profiler: Any = None
     start_bytes: int = 0  # live tensor bytes the traced step starts with
     after_backward: int | None = None  # ops recorded when the last backward ended
+    optimizers_made: int = 0  # torch.optim optimizers the script built (none: it updates by hand)
 
 
 def trace_script(
@@ -191,15 +192,17 @@ def trace_script(
     def backward(*args: Any, **kwargs: Any) -> Any:
         if state.tracer is not None:
             state.tracer.set_phase("backward")
-        try:
-            return original_backward(*args, **kwargs)
-        finally:
-            if state.tracer is not None and state.optimizer is not None:
-                params = _params(state.optimizer)
-                state.tracer.recategorize([p.grad for p in params if p.grad is not None], "gradients")
-                # clipping, unscaling: once per step, unless another micro-batch follows
-                state.tracer.set_phase("optimizer")
+        result = original_backward(*args, **kwargs)
+        params = _params(state.optimizer) if state.optimizer is not None else _own_params(state)
+        if state.tracer is not None:
+            state.tracer.recategorize([p.grad for p in params if p.grad is not None], "gradients")
+            # clipping, unscaling: once per step, unless another micro-batch follows
+            state.tracer.set_phase("optimizer")
+            if state.optimizers_made:
                 state.after_backward = len(state.tracer.ops)
+        if not state.optimizers_made and state.model is not None:  # updated by hand: a backward is a step
+            _step_boundary(state, params, None)
+        return result
 
     handles = [
         register_optimizer_step_pre_hook(lambda opt, a, k: _before_step(state, opt)),
@@ -231,7 +234,24 @@ def trace_script(
         return format(tensor.item(), spec) if tensor.dim() == 0 else original_format(tensor, spec)
 
     restore_loader = _real_data_loader_workers()
+    original_init = torch.optim.Optimizer.__init__
+
+    def optimizer_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        state.optimizers_made += 1
+        original_init(self, *args, **kwargs)
+
+    original_deepcopy = FakeTensor.__deepcopy__
+
+    def deepcopy_fake(tensor: torch.Tensor, memo: dict[int, Any]) -> torch.Tensor:
+        # torch's deepcopy of a tensor rebuilds it on a copy of its storage, which a fake tensor
+        # cannot take (a metric's default value, an EMA's buffers): a detached clone is the same
+        copied = tensor.detach().clone().requires_grad_(tensor.requires_grad)
+        memo[id(tensor)] = copied
+        return copied
+
     torch.autograd.backward = backward
+    torch.optim.Optimizer.__init__ = optimizer_init  # type: ignore[method-assign]
+    FakeTensor.__deepcopy__ = deepcopy_fake  # type: ignore[method-assign]
     torch.utils.swap_tensors = swap_tensors
     FakeTensor.__format__ = format_scalar  # type: ignore[method-assign]
     sys.argv = [script, *argv]
@@ -246,6 +266,8 @@ def trace_script(
         pass
     finally:
         torch.autograd.backward = original_backward
+        torch.optim.Optimizer.__init__ = original_init  # type: ignore[method-assign]
+        FakeTensor.__deepcopy__ = original_deepcopy  # type: ignore[method-assign]
         torch.utils.swap_tensors = original_swap
         restore_loader()
         FakeTensor.__format__ = original_format  # type: ignore[method-assign]
@@ -294,6 +316,11 @@ def _real_data_loader_workers() -> Any:
         _MultiProcessingDataLoaderIter._try_get_data = original_get  # type: ignore[method-assign]
 
     return restore
+
+
+def _own_params(state: _Trace) -> list[torch.Tensor]:
+    """The step model's trainable parameters (a script that updates them by hand has no optimizer)."""
+    return [p for p in state.model.parameters() if p.requires_grad] if state.model is not None else []
 
 
 def _params(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
@@ -351,37 +378,43 @@ def _before_step(state: _Trace, optimizer: torch.optim.Optimizer) -> None:
 
 
 def _after_step(state: _Trace, optimizer: torch.optim.Optimizer) -> None:
-    if optimizer is not state.optimizer:
-        return
+    if optimizer is state.optimizer:
+        _step_boundary(state, _params(optimizer), optimizer)
+
+
+def _step_boundary(
+    state: _Trace, params: list[torch.Tensor], optimizer: torch.optim.Optimizer | None
+) -> None:
+    """The end of an optimizer step (or, in a script that updates by hand, of a backward)."""
     state.steps += 1
     if state.measure:
         _measure(state)
         return
     if state.steps == WARM_STEPS:
         tracer = StepTracer()
-        params = _params(optimizer)
         tracer.track(params, "parameters")
         if state.model is not None:
             tracer.track(list(state.model.buffers()), "parameters")
-        tracer.track(state_tensors(optimizer), "optimizer_state")
+        if optimizer is not None:
+            tracer.track(state_tensors(optimizer), "optimizer_state")
         tracer.track([p.grad for p in params if p.grad is not None], "gradients")
         state.start_bytes = sum(tracer.memory.by_category.values())
         tracer.start_step()
-        tracer.set_phase("forward")
+        tracer.set_phase("optimizer" if optimizer is None else "forward")  # a hand-made update comes next
         state.tracer = tracer
         tracer.__enter__()
     elif state.steps == WARM_STEPS + 1 and state.tracer is not None:
         tracer, state.tracer = state.tracer, None
         tracer.__exit__(None, None, None)
-        tracer.recategorize(state_tensors(optimizer), "optimizer_state")
-        state.result = _result(state, tracer, optimizer)
+        if optimizer is not None:
+            tracer.recategorize(state_tensors(optimizer), "optimizer_state")
+        state.result = _result(state, tracer, params)
         raise PlanDone
 
 
-def _result(state: _Trace, tracer: StepTracer, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+def _result(state: _Trace, tracer: StepTracer, params: list[torch.Tensor]) -> dict[str, Any]:
     if state.micro_batch is None or state.model is None:
         raise RuntimeError("no training forward of a model with a tensor input was seen in the traced step")
-    params = [p for p in _params(optimizer) if isinstance(p, nn.Parameter | torch.Tensor)]
     figures = figures_of(tracer, state.micro_batch, state.precision, state.checkpointing, params)
     blocks = _blocks(state.model)
     units = list(blocks) if blocks is not None else [state.model]

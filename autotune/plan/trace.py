@@ -201,8 +201,10 @@ class StepTracer(TorchDispatchMode):
         dtype = next((str(t.dtype).removeprefix("torch.") for t in outputs if t.is_floating_point()), "")
         self.ops.append(OpRecord(name, op_class, self.phase, flops, moved, dtype))
         new = "activations" if self.phase == "forward" else "temporaries"
+        # a view of an input (a row of a dataset made before the step) allocates nothing
+        viewed = {id(t.untyped_storage()) for t in inputs}
         for t in outputs:
-            if self._key(t) is None:
+            if self._key(t) is None and id(t.untyped_storage()) not in viewed:
                 self._track(t, new)
         self.memory.mark(self.phase)
         return out

@@ -13,8 +13,9 @@ from autotune.plan.script import ScriptError, per_micro_batch, run_child, step_m
 from autotune.plan.trace import GEMM
 
 ROOT = Path(__file__).resolve().parents[3]
-LM = str(ROOT / "tests" / "scripts" / "plan_lm.py")
-CNN = str(ROOT / "tests" / "scripts" / "plan_cnn.py")
+SCRIPTS = ROOT / "tests" / "scripts"
+LM = str(SCRIPTS / "plan_lm.py")
+CNN = str(SCRIPTS / "plan_cnn.py")
 
 
 def test_the_traced_step_is_the_allocators_own_peak_of_the_real_step():
@@ -30,6 +31,28 @@ def test_the_traced_step_is_the_allocators_own_peak_of_the_real_step():
     # the NaN guard read false (the step was not skipped) and loss.item() got a stand-in
     assert traced.figures.memory_by_category["gradients"] > 0
     assert traced.scalar_stand_ins >= 1
+
+
+@pytest.mark.parametrize(
+    ("script", "args", "micro_batch", "accumulation"),
+    [
+        # rows of a TensorDataset are views of tensors made before the step: no allocation
+        ("plan_cnn.py", ["--workers", "0"], 16, 1),
+        # no optimizer: a backward and a hand-written update are a step
+        ("loop_manual_sgd.py", ["--steps", "4"], 64, 1),
+        # Lightning: forward and backward inside optimizer.step(closure), accumulation 2, validation
+        ("fw_lightning.py", [], 16, 2),
+        # Hugging Face Trainer: keyword inputs, accumulation 2
+        ("fw_hf_trainer.py", [], 8, 2),
+    ],
+)
+def test_frameworks_and_loops_trace_what_the_allocator_measures(script, args, micro_batch, accumulation):
+    path = str(SCRIPTS / script)
+    traced = trace_script(path, args)
+    measured = run_child(path, args, measure=True)["measured_step_peak_bytes"]
+    assert measured > 10_000
+    assert traced.step_new_peak_bytes == pytest.approx(measured, rel=0.01)
+    assert (traced.micro_batch, traced.accumulation) == (micro_batch, accumulation)
 
 
 def test_one_traced_micro_batch_predicts_another():
