@@ -417,11 +417,14 @@ def step_outliers(run: RunData) -> Recommendation | None:
     if share * 100 <= limit("step_outliers.excess"):
         return None
     bound = o.total_s / (o.total_s - o.excess_s)
-    shown = ", ".join(f"{s} ({ms(d)})" for s, d in list(zip(o.steps, o.durations_s, strict=True))[:8])
+    # the slowest 8, in step order: with many outliers, the ones that cost most are the ones shown
+    slowest = sorted(zip(o.steps, o.durations_s, strict=True), key=lambda sd: -sd[1])[:8]
+    shown = ", ".join(f"{s} ({ms(d)})" for s, d in sorted(slowest))
+    more = f" and {len(o.steps) - 8} shorter ones" if len(o.steps) > 8 else ""
     evidence = [
         f"{len(o.steps)} of {o.measured_steps} measured steps took longer than {ms(o.threshold_s)} (median "
         f"{ms(o.median_s)} + {limit('step_outliers.sigma'):g}σ, σ = 1.4826 × MAD = {ms(o.sigma_s)}): steps "
-        f"{shown}{' …' if len(o.steps) > 8 else ''}",
+        f"{shown}{more}",
         f"they cost {o.excess_s:.3g} s above the median step, {format_pct(share)} of the measured time",
     ]
     gaps = {b - a for a, b in zip(o.steps, o.steps[1:], strict=False)}

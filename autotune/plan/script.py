@@ -64,13 +64,20 @@ def run_child(
     checkpointing: bool = False,
     measure: bool = False,
     timeout_s: float = CHILD_TIMEOUT_S,
+    env: dict[str, str] | None = None,
+    module: bool = False,
 ) -> dict[str, Any]:
-    """Run the script in a child (see the module's doc); its JSON, or ScriptError with its last line."""
+    """Run the script in a child (see the module's doc); its JSON, or ScriptError with its last line.
+
+    ``env``: the child's environment (this process's by default); ``module``: ``script`` is a module.
+    """
     fd, out = tempfile.mkstemp(prefix="autotune-plan-", suffix=".json")
     os.close(fd)
     command = [sys.executable, "-m", "autotune.plan.script_child", "--out", out, "--precision", precision]
-    command += ["--checkpointing"] * checkpointing + ["--measure"] * measure + ["--", script, *args]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (_root(), os.environ.get("PYTHONPATH"))))}
+    command += ["--checkpointing"] * checkpointing + ["--measure"] * measure + ["--module"] * module
+    command += ["--", script, *args]
+    base = dict(os.environ if env is None else env)
+    env = {**base, "PYTHONPATH": os.pathsep.join(filter(None, (_root(), base.get("PYTHONPATH"))))}
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=env)
         text = Path(out).read_text(encoding="utf-8") if done.returncode == 0 else ""
@@ -92,10 +99,15 @@ def _root() -> str:
 
 
 def trace_script(
-    script: str, args: list[str], precision: str = "as-is", checkpointing: bool = False
+    script: str,
+    args: list[str],
+    precision: str = "as-is",
+    checkpointing: bool = False,
+    env: dict[str, str] | None = None,
+    module: bool = False,
 ) -> ScriptTrace:
     """The script's second optimizer step, traced under fake tensors in a child process."""
-    data = run_child(script, args, precision, checkpointing)
+    data = run_child(script, args, precision, checkpointing, env=env, module=module)
     figures = dict(data["figures"])
     if figures["precision"] == "as-is":
         figures["precision"] = detected_precision(figures["dtype_flops"])

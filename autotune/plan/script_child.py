@@ -176,12 +176,14 @@ def trace_script(
     checkpointing: bool,
     measure: bool = False,
     fake: bool = True,
+    module: bool = False,
 ) -> dict[str, Any]:
     """Run ``script`` with ``argv`` under fake tensors and return its traced step (see the module's doc).
 
     With ``measure``, the script runs with real tensors and the step is measured instead: the peak
     of the CPU allocator's own running total over the step, above its start (torch.profiler's
     ``profile_memory``), to check a plan against. With ``fake=False`` the tracer follows a real step.
+    With ``module``, ``script`` is a module name run as ``python -m`` would.
     """
     from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
@@ -255,13 +257,16 @@ def trace_script(
     torch.utils.swap_tensors = swap_tensors
     FakeTensor.__format__ = format_scalar  # type: ignore[method-assign]
     sys.argv = [script, *argv]
-    sys.path.insert(0, str(Path(script).resolve().parent))
+    sys.path.insert(0, os.getcwd() if module else str(Path(script).resolve().parent))
     try:
         with contextlib.ExitStack() as modes:
             if fake and not measure:  # fake tensors, and the stand-ins above them
                 modes.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
                 modes.enter_context(stand_in)
-            runpy.run_path(script, run_name="__main__")
+            if module:
+                runpy.run_module(script, run_name="__main__", alter_sys=True)
+            else:
+                runpy.run_path(script, run_name="__main__")
     except PlanDone:
         pass
     finally:
@@ -462,12 +467,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--precision", default="as-is")
     parser.add_argument("--checkpointing", action="store_true")
     parser.add_argument("--measure", action="store_true")
+    parser.add_argument("--module", action="store_true")
     parser.add_argument("script")
     parser.add_argument("args", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     args_of_script = args.args[1:] if args.args[:1] == ["--"] else args.args
     try:
-        result = trace_script(args.script, args_of_script, args.precision, args.checkpointing, args.measure)
+        result = trace_script(
+            args.script, args_of_script, args.precision, args.checkpointing, args.measure, module=args.module
+        )
     except SystemExit as exc:  # the script exited before its second step
         print(f"the script exited ({exc.code}) before its second optimizer step", file=sys.stderr)
         return 3

@@ -9,7 +9,7 @@ precision, checkpointing...), two rules predict an out-of-memory trial without r
    ``margin`` (extrapolation is only trusted that far).
 
 The batch parameter is ``micro_batch`` when the space has it, else the first integer parameter
-whose name contains "batch"; a space with neither gets no predictions.
+(or choice of integers) whose name contains "batch"; a space with neither gets no predictions.
 """
 
 from __future__ import annotations
@@ -18,17 +18,25 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from autotune.tuner.params import Choice, Int
 from autotune.tuner.records import Trial
-from autotune.tuner.space import Int, Space, Value
+from autotune.tuner.space import Space, Value
 
 GIB = 2**30
 
 
 def batch_param(space: Space) -> str | None:
-    """The parameter peak memory is modelled against, or None."""
-    if "micro_batch" in space.names and isinstance(space["micro_batch"], Int):
+    """The parameter peak memory is modelled against (integers, or a choice of integers), or None."""
+
+    def whole(name: str) -> bool:
+        p = space[name]
+        if isinstance(p, Choice):
+            return all(isinstance(c, int) and not isinstance(c, bool) for c in p.choices)
+        return isinstance(p, Int)
+
+    if "micro_batch" in space.names and whole("micro_batch"):
         return "micro_batch"
-    return next((n for n in space.names if "batch" in n.lower() and isinstance(space[n], Int)), None)
+    return next((n for n in space.names if "batch" in n.lower() and whole(n)), None)
 
 
 @dataclass(frozen=True)
@@ -39,8 +47,13 @@ class MemoryModel:
     budget_bytes: int | None = None
     margin: float = 1.1
 
-    def predict_oom(self, params: Mapping[str, Value], trials: Sequence[Trial]) -> str | None:
-        """Why ``params`` would run out of memory, or None when nothing says so."""
+    def predict_oom(
+        self, params: Mapping[str, Value], trials: Sequence[Trial], fit_line: bool = True
+    ) -> str | None:
+        """Why ``params`` would run out of memory, or None when nothing says so.
+
+        ``fit_line=False`` keeps the certain rule only (a better prediction of the peak is known).
+        """
         batch = batch_param(self.space)
         if batch is None or batch not in params:
             return None
@@ -54,7 +67,7 @@ class MemoryModel:
                 f"{batch}={params[batch]} is at least {first.params[batch]}, which ran out of memory "
                 f"with the same other parameters (trial {first.id})"
             )
-        if self.budget_bytes is None:
+        if self.budget_bytes is None or not fit_line:
             return None
         points = [
             (float(t.params[batch]), float(peak))

@@ -29,6 +29,7 @@ from autotune.tuner import confirm
 from autotune.tuner.confirm import ConfirmRun
 from autotune.tuner.memory_model import MemoryModel
 from autotune.tuner.objectives import Scoring
+from autotune.tuner.plan_memory import PlanMemory
 from autotune.tuner.presets import preset_space
 from autotune.tuner.records import Infeasible, Measured, Trial
 from autotune.tuner.space import Space, Value
@@ -125,6 +126,7 @@ class Tuner:
         self.on_confirm = on_confirm
         self.study: Study | None = None
         self.stopped: str | None = None
+        self._plan_memory: PlanMemory | None = None
 
     # ------------------------------------------------------------------ the study
 
@@ -304,7 +306,7 @@ class Tuner:
         impossible = batch_split_problem(params, baseline_used, world_size)
         if impossible is not None:
             raise Infeasible(impossible, "skipped", attrs={"world_size": world_size, "impossible": True})
-        skip = MemoryModel(study.space, self._memory_budget()).predict_oom(params, study.trials)
+        skip = self._predicted_oom(params)
         if skip is not None:
             raise Infeasible(skip, status="skipped", attrs={"world_size": world_size})
         if self.on_start is not None:
@@ -354,6 +356,25 @@ class Tuner:
         best = self.study.best
         assert best.value is not None
         return self.config.scoring.throughput_floor(best.value, world_size, self.config.early_stop_ratio)
+
+    def _predicted_oom(self, params: dict[str, Value]) -> str | None:
+        """Why ``params`` would not fit the memory budget, predicted without running it, or None.
+
+        The plan's fake-tensor trace of the configuration when it can be made, else a line
+        through the finished trials; an out-of-memory trial at a smaller batch always counts.
+        """
+        study = self.study
+        assert study is not None
+        budget = self._memory_budget()
+        if self._plan_memory is None or self._plan_memory.budget_bytes != budget:
+            self._plan_memory = PlanMemory(self.config.settings, study.space, budget)
+        baseline = study.trials[0] if study.trials else None
+        if baseline is not None and baseline.ok:
+            used = baseline.attrs.get("params_used") or {}
+            self._plan_memory.calibrate(used, baseline.metrics.get("peak_memory_bytes"))
+        planned = self._plan_memory.predicted_peak_bytes(params)
+        history = MemoryModel(study.space, budget).predict_oom(params, study.trials, fit_line=planned is None)
+        return history or self._plan_memory.predict_oom(params)
 
     def _memory_budget(self) -> int | None:
         budget = self.config.settings.memory_budget_bytes

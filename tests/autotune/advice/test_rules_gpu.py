@@ -212,6 +212,18 @@ def test_step_outliers_fire_with_the_slow_steps_and_their_cost():
     assert rec.speedup_estimate == pytest.approx(total / (total - excess))
 
 
+def test_with_many_outliers_the_costliest_are_the_ones_shown():
+    # ten mild outliers first (steps 10-19, 1.5x), then three costly ones late (30, 33, 36, 10x):
+    # the evidence names the eight slowest, the three costly ones among them, and counts the rest
+    def step_ms(rank: int, step: int) -> float:
+        return 1200.0 if step in (30, 33, 36) else 180.0 if 10 <= step < 20 else 120.0
+
+    rec = rules.step_outliers(h200_run(step_ms=step_ms))
+    assert "13 of 32 measured steps" in rec.evidence[0]
+    assert "30 (1200.0 ms), 33 (1200.0 ms), 36 (1200.0 ms)" in rec.evidence[0]
+    assert rec.evidence[0].endswith("and 5 shorter ones")
+
+
 def test_a_cheap_outlier_is_not_worth_a_recommendation():
     # one step twice as long costs 3% of the measured time
     assert rules.step_outliers(h200_run(step_ms=lambda rank, step: 240.0 if step == 20 else 120.0)) is None

@@ -1,0 +1,102 @@
+"""Skip a configuration the plan predicts will not fit the memory budget, before it runs.
+
+With a memory budget, the first time a study proposes a combination of the other parameters
+(precision, checkpointing...), the trial's own command, with its parameters, runs under fake
+tensors (:mod:`autotune.plan.script_child`: the script up to its second optimizer step, seconds,
+no memory used) and its step is fitted in the batch parameter (:func:`autotune.plan.script.step_model`).
+The predicted peak is the step's live tensors at their peak, with the CUDA caching allocator's
+512-byte rounding, plus what the baseline trial measured above its own trace (the measured peak is
+the process's resident growth on the CPU, ~100 MiB of libraries and buffers above the tensors of
+the demo GPT; on a GPU ``max_memory_allocated``, close to the trace): a configuration predicted over
+the budget is skipped with that figure. Another batch size of the same combination is predicted
+from the same trace.
+
+Where no trace can be made (several ranks per trial, a framework preset, the script failed under
+fake tensors), it says nothing and the study falls back to the finished trials
+(:class:`autotune.tuner.memory_model.MemoryModel`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from autotune.tuner.memory_model import GIB, batch_param
+from autotune.tuner.space import Space, Value
+from autotune.tuner.trials import TrialSettings, trial_env, trial_world_size
+
+#: Parameters that change the micro-batch, not what is traced: one trace serves them all.
+SCALED = ("grad_accum",)
+
+
+@dataclass
+class PlanMemory:
+    """Predicted peaks of a study's configurations, one fake-tensor trace per combination."""
+
+    settings: TrialSettings
+    space: Space
+    budget_bytes: int | None
+    traces: dict[tuple[tuple[str, str], ...], Any] = field(default_factory=dict)  # key -> StepModel | None
+    #: Why the last trace could not be made, for the progress output.
+    problems: list[str] = field(default_factory=list)
+    #: What the baseline measured above its own traced peak (None until calibrated).
+    offset_bytes: int | None = None
+
+    def calibrate(self, baseline_params: Mapping[str, Value], measured_peak_bytes: float | None) -> None:
+        """Learn the measured-over-traced offset from the baseline (its parameters as it ran)."""
+        if measured_peak_bytes is None or self.offset_bytes is not None:
+            return
+        own = {k: v for k, v in baseline_params.items() if k in self.space.names}
+        traced = self.predicted_peak_bytes(own, offset=False)
+        if traced is not None:
+            self.offset_bytes = max(0, int(measured_peak_bytes) - traced)
+
+    def predict_oom(self, params: Mapping[str, Value]) -> str | None:
+        """Why ``params`` would not fit the budget, or None (unknown, or it fits)."""
+        peak = self.predicted_peak_bytes(params)
+        if peak is None or self.budget_bytes is None or peak <= self.budget_bytes:
+            return None
+        batch = batch_param(self.space)
+        return (
+            f"the plan predicts a peak of {peak / GIB:.2f} GiB at {batch}={params.get(str(batch))}, over the "
+            f"budget of {self.budget_bytes / GIB:.2f} GiB (the step traced under fake tensors)"
+        )
+
+    def predicted_peak_bytes(self, params: Mapping[str, Value], offset: bool = True) -> int | None:
+        """The step's predicted peak at ``params`` (with the baseline's offset), or None when unknown."""
+        batch = batch_param(self.space)
+        if (
+            self.budget_bytes is None
+            or batch is None
+            or batch not in params
+            or self.settings.preset is not None
+            or trial_world_size(self.settings, params) > 1
+        ):
+            return None
+        key = tuple(sorted((k, repr(v)) for k, v in params.items() if k != batch and k not in SCALED))
+        if key not in self.traces:
+            self.traces[key] = self._trace(params)
+        model = self.traces[key]
+        if model is None:
+            return None
+        size = int(params[batch])
+        extra = (self.offset_bytes or 0) if offset else 0
+        return round(model.peak.at(size) + model.rounding.at(size)) + extra
+
+    def _trace(self, params: Mapping[str, Value]) -> Any:
+        from autotune.plan.script import ScriptError, step_model, trace_script  # torch: only with a budget
+
+        args = [*self.settings.script_args, *self.space.command_args(params)]
+        try:
+            trace = trace_script(
+                self.settings.script, args, env=trial_env(self.settings, self.space, params),
+                module=self.settings.module,
+            )  # fmt: skip
+        except ScriptError as exc:
+            self.problems.append(str(exc))
+            return None
+        return step_model(trace)
+
+
+__all__ = ["PlanMemory"]

@@ -1,0 +1,78 @@
+"""The tuner skips configurations the plan predicts over the memory budget, before they run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autotune.demo.target import demo_space
+from autotune.tuner.plan_memory import PlanMemory
+from autotune.tuner.trials import TrialSettings
+
+ROOT = Path(__file__).resolve().parents[3]
+DEMO_ARGS = ("--model", "gpt", "--device", "cpu", "--micro-batch", "4")
+SETTINGS = TrialSettings(script="autotune.demo.target", module=True, script_args=DEMO_ARGS)
+SPACE = demo_space("gpt")
+
+
+def _profile(run_dir: Path, micro_batch: int) -> dict:
+    out = subprocess.run(
+        [sys.executable, "-m", "autotune", "profile", "--run-dir", str(run_dir), "--quiet",
+         "--max-steps", "10", "--no-deep-profile", "-m", "autotune.demo.target", *DEMO_ARGS[:-1],
+         str(micro_batch)],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    summary: dict = json.loads((run_dir / "summary.json").read_text())
+    return summary
+
+
+def test_one_trace_per_combination_predicts_every_micro_batch(tmp_path):
+    plan = PlanMemory(SETTINGS, SPACE, budget_bytes=2**40)
+    fp32 = [plan.predicted_peak_bytes({"micro_batch": m, "precision": "fp32", "layout": "single"})
+            for m in (2, 4, 8)]  # fmt: skip
+    assert len(plan.traces) == 1  # the micro-batch is scaled, not traced again
+    assert fp32[0] is not None and fp32[0] < fp32[1] < fp32[2]
+    # activations grow in proportion: the steps between micro-batches are equal
+    assert fp32[2] - fp32[1] == pytest.approx(2 * (fp32[1] - fp32[0]), rel=0.02)
+    plan.predicted_peak_bytes({"micro_batch": 4, "precision": "bf16", "layout": "single"})
+    assert len(plan.traces) == 2  # another precision is another trace
+    # a layout of several ranks is not traced (one process cannot run it): no prediction
+    assert plan.predicted_peak_bytes({"micro_batch": 4, "precision": "fp32", "layout": "ddp"}) is None
+    # calibrated on a real run of the same configuration, the prediction there is that run's peak
+    measured = _profile(tmp_path / "run", 4)
+    plan.calibrate(measured["params_used"], measured["peak_memory_bytes"])
+    assert plan.offset_bytes is not None and plan.offset_bytes > 0  # the process's RSS above its tensors
+    same = {"micro_batch": 4, "precision": "fp32", "layout": "single"}
+    assert plan.predicted_peak_bytes(same) == measured["peak_memory_bytes"]
+
+
+def test_tune_skips_a_micro_batch_the_plan_puts_over_the_budget(tmp_path):
+    # a budget halfway between the predicted peaks of micro-batches 4 (the baseline's) and 16 (the
+    # traced step grows ~18 MiB from 4 to 16 here): 16 is skipped before it runs, 2 runs
+    plan = PlanMemory(SETTINGS, SPACE, budget_bytes=2**40)
+    low = plan.predicted_peak_bytes({"micro_batch": 4, "precision": "fp32", "layout": "single"})
+    high = plan.predicted_peak_bytes({"micro_batch": 16, "precision": "fp32", "layout": "single"})
+    assert low is not None and high is not None and high > low
+    baseline = _profile(tmp_path / "reference", 4)["peak_memory_bytes"]
+    budget = baseline + (high - low) // 2
+    space = tmp_path / "space.toml"
+    space.write_text(
+        '[space.micro_batch]\ntype = "choice"\nchoices = [16, 2]\n'
+        '[space.precision]\ntype = "choice"\nchoices = ["fp32"]\n'
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "autotune", "tune", "--space", str(space), "--trials", "3",
+         "--searcher", "grid", "--memory-budget", str(budget), "--confirm-rounds", "0", "--trial-steps",
+         "10", "--run-dir", str(tmp_path / "study"), "-m", "autotune.demo.target", *DEMO_ARGS],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    summary = json.loads((tmp_path / "study" / "summary.json").read_text())
+    by_batch = {t["params"].get("micro_batch"): t for t in summary["trials"] if t["params"]}
+    assert by_batch[16]["status"] == "skipped", (out.stderr, by_batch[16])
+    assert "the plan predicts" in by_batch[16]["error"]
+    assert by_batch[2]["status"] == "ok", by_batch[2]
