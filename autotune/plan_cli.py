@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-FORMATS = ("table", "json")
+FORMATS = ("table", "json", "md", "html")
 
 
 def add_plan_parser(sub: Any, number: Any) -> None:
@@ -53,7 +53,9 @@ def add_plan_parser(sub: Any, number: Any) -> None:
                      help="epochs of --dataset-samples samples each")  # fmt: skip
     run.add_argument("--dataset-samples", type=number(int, 1, None, "a positive integer"),
                      help="samples in one epoch (with --epochs)")  # fmt: skip
-    p.add_argument("--format", choices=FORMATS, default="table", help="table (default) or json")
+    p.add_argument("--format", choices=FORMATS, default="table",
+                   help="table (default), json (for CI), md (for a pull request) or html (with its chart)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write it there (json, md, html; default: stdout)")
     p.add_argument("--top", type=number(int, 1, None, "a positive integer"), default=20,
                    help="rows of the table (20; JSON has every configuration)")  # fmt: skip
     p.add_argument("script", metavar="SCRIPT", nargs="?", help="the training script to plan")
@@ -97,10 +99,25 @@ def cmd_plan(args: argparse.Namespace, usage_error: type[Exception]) -> int:
     run_samples = _run_samples(args, per_sample, usage_error)
     if run_samples is not None:
         result = with_run(result, run_samples)
-    if args.format == "json":
-        sys.stdout.write(json.dumps(plan_dict(result), indent=2, allow_nan=False) + "\n")
+    if args.format == "table":
+        _print_table(result, args.top)
         return 0
-    _print_table(result, args.top)
+    data = plan_dict(result)
+    if args.format == "json":
+        text = json.dumps(data, indent=2, allow_nan=False) + "\n"
+    else:
+        from autotune.report.plan_report import plan_html, plan_markdown
+
+        text = plan_markdown(data) if args.format == "md" else plan_html(data)
+    if args.output in (None, "-"):
+        sys.stdout.write(text)
+        return 0
+    try:
+        Path(args.output).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        print(f"autotune plan: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    print(f"Plan: {args.output}", file=sys.stderr)
     return 0
 
 

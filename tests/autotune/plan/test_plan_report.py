@@ -1,0 +1,86 @@
+"""``autotune plan --format md|html``: the plan as a pull-request table and a page with its chart."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autotune.report.plan_report import cost_time_points, plan_html, plan_markdown
+from tests.browser import find_chromium, load_in_browser
+
+ROOT = Path(__file__).resolve().parents[3]
+LM = str(ROOT / "tests" / "scripts" / "plan_lm.py")
+
+
+@pytest.fixture(scope="module")
+def plan_data() -> dict:
+    """A real plan of a script on three GPUs, in bf16 (which a T4 cannot run)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "autotune", "plan", "--gpu", "H100-SXM", "--gpu", "L4", "--gpu", "T4",
+         "--precision", "bf16", "--tokens", "10000000", "--format", "json", LM, "--batch", "8"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    data: dict = json.loads(out.stdout)
+    return data
+
+
+def test_markdown_has_every_configuration_cheapest_first_and_why_some_cannot_run(plan_data):
+    text = plan_markdown(plan_data)
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert len(rows) == len(plan_data["configs"]) == 3 * 4  # 3 GPUs x micro-batches 1, 2, 4, 8
+    # bf16 on a T4 cannot run: said in the row, and those rows come last
+    t4 = [r for r in rows if r.startswith("| T4 ")]
+    assert all("no: T4 has no bf16 tensor cores" in r for r in t4)
+    assert rows[-len(t4) :] == t4
+    assert "stand-in" in text and "uncalibrated" in text
+
+
+def test_the_chart_points_are_the_fitting_configurations_with_their_run_cost(plan_data):
+    series = cost_time_points(plan_data)
+    assert set(series) == {"H100-SXM", "L4"}  # no T4 point: nothing fits there
+    for gpu, points in series.items():
+        configs = [c for c in plan_data["configs"] if c["gpu"] == gpu]
+        assert sorted(u for _, u, _ in points) == sorted(c["usd_total"] for c in configs)
+        for hours, usd, _ in points:
+            match = next(c for c in configs if c["usd_total"] == usd)
+            samples = -(-10_000_000 // 32)  # the run's tokens over 32 tokens per sample
+            assert hours == pytest.approx(samples / match["samples_per_s"] / 3600)
+
+
+def test_the_page_draws_its_chart_in_a_browser_and_runs_no_injected_markup(plan_data, tmp_path):
+    chromium = find_chromium()
+    if chromium is None:
+        pytest.skip("no Chromium-family browser on PATH: not loaded in a browser")
+    hostile = json.loads(json.dumps(plan_data))
+    hostile["model"]["script"] = '<img src=x onerror="alert(1)">.py'
+    hostile["notes"] = ["<script>alert(2)</script>"]
+    page = plan_html(hostile)
+    path = tmp_path / "plan.html"
+    path.write_text(page, encoding="utf-8")
+    result = load_in_browser(path, tmp_path / "loaded", window=(1280, 1600), scale=0.5, budget_ms=2000)
+    assert result.console_errors == []
+    assert result.dialogs == []  # the markup in the names was shown, not run
+    assert re.search(r'id="plan-cost-time"[^>]*>.*?class="[^"]*plot-container', result.dom, re.S)
+    assert "&lt;img src=x" in page
+
+
+def test_md_and_html_are_written_where_asked(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "autotune", "plan", "--demo", "cnn", "--gpu", "L4", "--precision", "fp32",
+         "--format", "html", "-o", str(tmp_path / "plan.html")],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "plan.html").read_text().startswith("<!DOCTYPE html>")
+    bad = subprocess.run(
+        [sys.executable, "-m", "autotune", "plan", "--demo", "cnn", "--gpu", "L4", "--precision", "fp32",
+         "--format", "md", "-o", str(tmp_path / "no" / "such" / "dir" / "plan.md")],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert bad.returncode == 1 and "cannot write" in bad.stderr and bad.stderr.count("\n") == 1
