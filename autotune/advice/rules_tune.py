@@ -19,6 +19,7 @@ from autotune.tuner.memory_model import study_batch_param
 from autotune.tuner.presets import PRESETS, preset_args
 from profilers.contract.rundir import RunData
 from profilers.contract.study import ran_with
+from profilers.contract.summaries import TrialEntry
 from profilers.contract.summarize import ratio_interval
 
 REDUCED = ("bf16", "fp16")
@@ -161,13 +162,13 @@ def _settings(trial: Mapping[str, Any], names: list[str]) -> dict[str, Any]:
     return {n: ran.get(n) for n in names if n != "precision"}
 
 
-def _twin(trial: Mapping[str, Any], run: RunData) -> dict[str, Any] | None:
+def _twin(trial: Mapping[str, Any], run: RunData) -> TrialEntry | None:
     """The ok fp32/tf32 trial that ran the same settings as ``trial`` but its precision, if any."""
     names = sorted({*(run.summary.get("space") or {}), *(trial.get("params") or {})})
     mine = _settings(trial, names)
     for other in run.trials:
         if (
-            other.get("status") == "ok"
+            other.ok
             and (_precision(other) or "fp32") in FULL
             and _settings(other, names) == mine
         ):
@@ -290,14 +291,14 @@ def oom_boundary(run: RunData) -> Recommendation | None:
     """Trials that ran out of memory: the largest batch that fit next to the smallest that did not."""
     if run.kind != "tune":
         return None
-    ooms = [t for t in run.trials if t.get("status") == "oom"]
+    ooms = [t for t in run.trials if t.status == "oom"]
     if len(ooms) <= limit("oom_boundary.trials"):
         return None
     batch = study_batch_param(run.summary)
     evidence = []
-    groups: dict[str, list[dict[str, Any]]] = {}
+    groups: dict[str, list[TrialEntry]] = {}
     for t in run.trials:
-        params = dict(t.get("params") or {})
+        params = dict(t.params)
         if batch is None or batch not in params:
             continue
         key = _label({k: v for k, v in params.items() if k != batch})

@@ -35,30 +35,21 @@ import os
 import runpy
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten, tree_map
-from torch.utils.weak import WeakIdKeyDictionary
 
+from autotune.plan.stand_in import ScalarStandIn
 from autotune.plan.step import figures_of
 from autotune.plan.trace import StepTracer, state_tensors
 from autotune.prepared import _blocks, _checkpoint_blocks
 from profilers.hooks import input_tensor
 
-_NAN_CHECKS = frozenset(("isnan", "isinf", "isposinf", "isneginf"))
-_PASS_THROUGH = frozenset((
-    "any", "all", "logical_or", "logical_and", "bitwise_or", "bitwise_and", "squeeze", "view", "reshape",
-    "clone",
-))  # fmt: skip
-_NEGATIONS = frozenset(("logical_not", "bitwise_not"))
 _AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
-#: Tensors up to this many elements are also computed for real (:class:`ScalarStandIn`).
-SHADOW_ELEMENTS = 4096
 #: Optimizer steps before the traced one (the first creates the optimizer's state).
 WARM_STEPS = 1
 
@@ -68,81 +59,6 @@ class PlanDone(BaseException):
 
     A BaseException, so the script's own ``except Exception`` does not swallow it.
     """
-
-
-class ScalarStandIn(TorchDispatchMode):
-    """Gives fake tensors the values a training loop reads from them (see the module's doc).
-
-    Small tensors (at most :data:`SHADOW_ELEMENTS` elements: indexes, counters, a random batch of
-    offsets) are also computed for real, op by op, beside their fake twin (a *shadow*), so
-    ``data[i:i + block]`` slices what it would. ``item()`` of a tensor with a shadow reads the
-    shadow; of one without (a loss computed from the model's fake activations), a stand-in: 1, and for
-    a truth value what keeps a training loop going.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.truths: WeakIdKeyDictionary = WeakIdKeyDictionary()
-        self.shadows: WeakIdKeyDictionary = WeakIdKeyDictionary()
-        self.stand_ins = 0
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        kwargs = kwargs or {}
-        if func is torch.ops.aten._local_scalar_dense.default:
-            tensor = args[0]
-            shadow = self.shadows.get(tensor)
-            if shadow is not None:
-                from torch._subclasses.fake_tensor import unset_fake_temporarily
-
-                with unset_fake_temporarily():
-                    return shadow.item()
-            self.stand_ins += 1
-            if tensor.dtype == torch.bool:
-                return self.truths.get(tensor, True)
-            return 1.0 if tensor.is_floating_point() or tensor.is_complex() else 1
-        out = func(*args, **kwargs)
-        self._shadow(func, args, kwargs, out)
-        if isinstance(out, torch.Tensor) and out.dtype == torch.bool and out not in self.shadows:
-            name = func._overloadpacket.__name__
-            if name in _NAN_CHECKS:
-                self.truths[out] = False
-            elif name == "isfinite":
-                self.truths[out] = True
-            elif name in _PASS_THROUGH or name in _NEGATIONS:
-                known = [self.truths[a] for a in args if isinstance(a, torch.Tensor) and a in self.truths]
-                if known:
-                    self.truths[out] = (not known[0]) if name in _NEGATIONS else known[0]
-        return out
-
-    def _shadow(self, func: Any, args: Any, kwargs: Any, out: Any) -> None:
-        """Run ``func`` for real on the inputs' shadows when its outputs are small."""
-        from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
-
-        outputs = [t for t in tree_flatten(out)[0] if isinstance(t, FakeTensor)]
-        if not outputs or any(t.numel() > SHADOW_ELEMENTS for t in outputs):
-            return
-        missing = False
-
-        def real(value: Any) -> Any:
-            nonlocal missing
-            if isinstance(value, FakeTensor):
-                shadow = self.shadows.get(value)
-                if shadow is None:
-                    missing = True
-                return shadow
-            return value
-
-        real_args, real_kwargs = tree_map(real, (args, kwargs))
-        if missing:
-            return
-        try:
-            with unset_fake_temporarily():
-                real_out = func(*real_args, **real_kwargs)
-        except Exception:  # a device this machine does not have, an op with no CPU kernel...
-            return
-        for fake, shadow in zip(tree_flatten(out)[0], tree_flatten(real_out)[0], strict=False):
-            if isinstance(fake, FakeTensor) and isinstance(shadow, torch.Tensor):
-                self.shadows[fake] = shadow
 
 
 @dataclasses.dataclass
@@ -185,25 +101,49 @@ def trace_script(
     ``profile_memory``), to check a plan against. With ``fake=False`` the tracer follows a real step.
     With ``module``, ``script`` is a module name run as ``python -m`` would.
     """
-    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+    from torch._subclasses.fake_tensor import FakeTensorMode
 
     state = _Trace(precision, checkpointing, measure=measure)
     stand_in = ScalarStandIn()
+    sys.argv = [script, *argv]
+    sys.path.insert(0, os.getcwd() if module else str(Path(script).resolve().parent))
+    try:
+        with _patched(state), contextlib.ExitStack() as modes:
+            if fake and not measure:  # fake tensors, and the stand-ins above them
+                modes.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
+                modes.enter_context(stand_in)
+            if module:
+                runpy.run_module(script, run_name="__main__", alter_sys=True)
+            else:
+                runpy.run_path(script, run_name="__main__")
+    except PlanDone:
+        pass
+    finally:
+        if state.tracer is not None:  # the script ended or failed inside the traced step
+            state.tracer.__exit__(None, None, None)
+        if state.profiler is not None and state.result is None:
+            state.profiler.__exit__(None, None, None)
+    if state.result is None:
+        raise RuntimeError(
+            f"the script ended after {state.steps} optimizer step(s); the plan traces the step after "
+            f"the first, so it needs {WARM_STEPS + 1} (give it enough steps or data)"
+        )
+    state.result["scalar_stand_ins"] = stand_in.stand_ins
+    return state.result
+
+
+@contextlib.contextmanager
+def _patched(state: _Trace) -> Iterator[None]:
+    """Torch's hooks and the few patches a fake run of a whole script needs, undone after it."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
     original_backward = torch.autograd.backward
 
     def backward(*args: Any, **kwargs: Any) -> Any:
         if state.tracer is not None:
             state.tracer.set_phase("backward")
         result = original_backward(*args, **kwargs)
-        params = _params(state.optimizer) if state.optimizer is not None else _own_params(state)
-        if state.tracer is not None:
-            state.tracer.recategorize([p.grad for p in params if p.grad is not None], "gradients")
-            # clipping, unscaling: once per step, unless another micro-batch follows
-            state.tracer.set_phase("optimizer")
-            if state.optimizers_made:
-                state.after_backward = len(state.tracer.ops)
-        if not state.optimizers_made and state.model is not None:  # updated by hand: a backward is a step
-            _step_boundary(state, params, None)
+        _after_backward(state)
         return result
 
     handles = [
@@ -235,7 +175,6 @@ def trace_script(
         # f"{loss:.4f}": a real 0-d tensor formats its value; a fake one, its stand-in
         return format(tensor.item(), spec) if tensor.dim() == 0 else original_format(tensor, spec)
 
-    restore_loader = _real_data_loader_workers()
     original_init = torch.optim.Optimizer.__init__
 
     def optimizer_init(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -251,44 +190,35 @@ def trace_script(
         memo[id(tensor)] = copied
         return copied
 
+    restore_loader = _real_data_loader_workers()
     torch.autograd.backward = backward
     torch.optim.Optimizer.__init__ = optimizer_init  # type: ignore[method-assign]
     FakeTensor.__deepcopy__ = deepcopy_fake  # type: ignore[method-assign]
     torch.utils.swap_tensors = swap_tensors
     FakeTensor.__format__ = format_scalar  # type: ignore[method-assign]
-    sys.argv = [script, *argv]
-    sys.path.insert(0, os.getcwd() if module else str(Path(script).resolve().parent))
     try:
-        with contextlib.ExitStack() as modes:
-            if fake and not measure:  # fake tensors, and the stand-ins above them
-                modes.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
-                modes.enter_context(stand_in)
-            if module:
-                runpy.run_module(script, run_name="__main__", alter_sys=True)
-            else:
-                runpy.run_path(script, run_name="__main__")
-    except PlanDone:
-        pass
+        yield
     finally:
         torch.autograd.backward = original_backward
         torch.optim.Optimizer.__init__ = original_init  # type: ignore[method-assign]
         FakeTensor.__deepcopy__ = original_deepcopy  # type: ignore[method-assign]
         torch.utils.swap_tensors = original_swap
-        restore_loader()
         FakeTensor.__format__ = original_format  # type: ignore[method-assign]
+        restore_loader()
         for handle in handles:
             handle.remove()
-        if state.tracer is not None:  # the script ended or failed inside the traced step
-            state.tracer.__exit__(None, None, None)
-        if state.profiler is not None and state.result is None:
-            state.profiler.__exit__(None, None, None)
-    if state.result is None:
-        raise RuntimeError(
-            f"the script ended after {state.steps} optimizer step(s); the plan traces the step after "
-            f"the first, so it needs {WARM_STEPS + 1} (give it enough steps or data)"
-        )
-    state.result["scalar_stand_ins"] = stand_in.stand_ins
-    return state.result
+
+
+def _after_backward(state: _Trace) -> None:
+    """Gradients are gradients; what follows is per step, unless another micro-batch does."""
+    params = _params(state.optimizer) if state.optimizer is not None else _own_params(state)
+    if state.tracer is not None:
+        state.tracer.recategorize([p.grad for p in params if p.grad is not None], "gradients")
+        state.tracer.set_phase("optimizer")  # clipping, unscaling
+        if state.optimizers_made:
+            state.after_backward = len(state.tracer.ops)
+    if not state.optimizers_made and state.model is not None:  # updated by hand: a backward is a step
+        _step_boundary(state, params, None)
 
 
 def _real_data_loader_workers() -> Any:

@@ -34,6 +34,7 @@ from profilers.contract.records import DeviceSample, StepRecord
 from profilers.contract.rundir import RunData
 from profilers.contract.schema import PHASES
 from profilers.contract.study import convergence, pareto_front, ran_with, usd_per_million
+from profilers.contract.summaries import TrialEntry
 from profilers.contract.summarize import quantile
 
 #: Most points a series keeps for drawing (a 100k-step run is drawn from this many).
@@ -320,16 +321,16 @@ def pareto_section(run: RunData, price_per_gpu_hour: float | None) -> ParetoSect
     """
     if not price_per_gpu_hour:
         return None
-    points: list[tuple[dict[str, Any], float, float]] = []
+    points: list[tuple[TrialEntry, float, float]] = []
     for trial in run.trials:
-        rate = trial.get("throughput")
+        rate = trial.throughput
         usd = usd_per_million(rate, int(trial.get("world_size") or 1), price_per_gpu_hour) if rate else None
-        if trial.get("status") != "ok" or usd is None or rate is None:
+        if not trial.ok or usd is None or rate is None:
             continue
-        points.append((trial, float(rate), usd))
+        points.append((trial, rate, usd))
     if len(points) < 2:
         return None
-    front = set(pareto_front({int(t["id"]): (-rate, usd) for t, rate, usd in points}))
+    front = set(pareto_front({t.id: (-rate, usd) for t, rate, usd in points}))
     out = [
         ParetoPoint(
             trial_id=int(trial["id"]),

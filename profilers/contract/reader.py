@@ -25,6 +25,7 @@ from typing import Any
 
 from profilers.contract.records import SAMPLE_FIELDS, DeviceSample, OpRecord, StepRecord
 from profilers.contract.schema import ADDED_STEP_COLUMNS, SCHEMA_VERSION, STEP_COLUMNS, TUNE_SUMMARY_SCHEMA
+from profilers.contract.summaries import SummaryError, TuningSummary, profile_summary_problem
 
 #: Seconds a reader waits for a writer's lock before giving up on this read.
 BUSY_TIMEOUT_S = 30.0
@@ -427,7 +428,11 @@ class Snapshot:
 
 # -- summary.json ---------------------------------------------------------------------------------
 def summary_problem(summary: dict[str, Any], path: Path) -> str | None:
-    """Why a summary.json object cannot be read by this version (no or a newer schema), or None."""
+    """Why a summary.json object cannot be read by this version, or None.
+
+    No or a newer schema; a figure of the wrong type; a tuning summary's trial entry without its id
+    or with an unknown status (:mod:`profilers.contract.summaries`).
+    """
     schema = summary.get("schema")
     newest = TUNE_SUMMARY_SCHEMA if summary.get("kind") == "tune" else SCHEMA_VERSION
     if not isinstance(schema, int):
@@ -437,7 +442,13 @@ def summary_problem(summary: dict[str, Any], path: Path) -> str | None:
             f"{path}: written by a newer gpu-autotune (schema {schema}; this version reads up to "
             f"{newest}); upgrade to read it"
         )
-    return None
+    if summary.get("kind") == "tune":
+        try:
+            TuningSummary.parse(summary, str(path))
+        except SummaryError as exc:
+            return str(exc)
+        return None
+    return profile_summary_problem(summary, str(path))
 
 
 def read_summary(path: Path) -> dict[str, Any] | None:

@@ -15,6 +15,7 @@ from typing import Any
 from profilers.contract.reader import RunStoreError, Snapshot, read_summary
 from profilers.contract.records import DeviceSample, OpRecord, StepRecord
 from profilers.contract.schema import STORE_NAME, SUMMARY_NAME, resolve_trial_dir
+from profilers.contract.summaries import SummaryError, TrialEntry, TuningSummary
 from profilers.contract.summarize import build_summary, run_statistics
 
 
@@ -42,7 +43,7 @@ class RunData:
     sample_ranks: tuple[int, ...] = ()  # the rank that wrote each sample (same order), when known
     ops: tuple[tuple[int, OpRecord], ...] = ()  # (rank, op)
     devices: tuple[dict[str, Any], ...] = ()
-    trials: tuple[dict[str, Any], ...] = ()
+    trials: tuple[TrialEntry, ...] = ()  # checked entries; each also reads as summary.json's dict
     profile: RunData | None = None
     notes: tuple[str, ...] = ()  # what was missing or rebuilt, for the report to say
     #: Facts derived from this run, computed once each (``autotune.advice.facts`` fills it). Not an
@@ -180,24 +181,25 @@ def _rebuild_summary(
 
 
 def _load_study(path: Path, summary: dict[str, Any]) -> RunData:
-    trials = summary.get("trials")
-    if not isinstance(trials, list) or not all(isinstance(t, dict) for t in trials):
-        raise RunDirError(f"{path / SUMMARY_NAME}: a tuning summary without its list of trials")
+    try:
+        study = TuningSummary.parse(summary, str(path / SUMMARY_NAME))
+    except SummaryError as exc:
+        raise RunDirError(str(exc)) from None
     notes: list[str] = []
-    chosen = summary.get("best") or summary.get("baseline")
+    chosen = study.best or study.baseline
     profile = None
-    if isinstance(chosen, dict) and chosen.get("run_dir"):
-        trial_dir = resolve_trial_dir(path, str(chosen["run_dir"]))
+    if chosen is not None and chosen.run_dir:
+        trial_dir = resolve_trial_dir(path, chosen.run_dir)
         try:
             profile = load_run(trial_dir)
         except RunDirError as exc:
-            notes.append(f"the profile of trial {chosen.get('id')} cannot be read: {exc}")
+            notes.append(f"the profile of trial {chosen.id} cannot be read: {exc}")
     return RunData(
         run_dir=path,
         kind="tune",
         summary=summary,
         finished=summary.get("stopped") is None,
-        trials=tuple(trials),
+        trials=study.trials,
         profile=profile,
         notes=tuple(notes),
     )

@@ -48,6 +48,16 @@ def test_a_study_loads_its_best_trials_profile(study_run):
     assert run.name == "tune train_unmodified.py"
 
 
+def test_a_studys_trial_entries_are_typed_and_still_read_as_the_summarys(study_run):
+    run = load_run(study_run)
+    summary = json.loads((study_run / "summary.json").read_text())
+    for entry, raw in zip(run.trials, summary["trials"], strict=True):
+        assert dict(entry) == raw  # every key the tuner wrote, as written
+        assert (entry.id, entry.status, entry.params) == (raw["id"], raw["status"], raw["params"])
+        assert entry.get("speedup_vs_baseline") == raw.get("speedup_vs_baseline")
+        assert entry.throughput == raw["throughput"] and entry.ok == (raw["status"] == "ok")
+
+
 def test_a_study_whose_trial_runs_are_gone_still_loads(study_run, tmp_path):
     copy = tmp_path / "study"
     shutil.copytree(study_run, copy, ignore=shutil.ignore_patterns("trials"))
@@ -57,6 +67,15 @@ def test_a_study_whose_trial_runs_are_gone_still_loads(study_run, tmp_path):
     run = load_run(copy)
     assert run.profile is None
     assert "cannot be read" in run.notes[0] and "no such directory" in run.notes[0]
+
+
+def _summary(directory, data):
+    (directory / "summary.json").write_text(json.dumps({"schema": 1, **data}))
+    return directory
+
+
+BAD_RATE = {"kind": "tune", "trials": [{"id": 2, "status": "ok", "throughput": "fast"}]}
+BAD_BEST = {"kind": "tune", "trials": [], "best": {"id": 1, "status": "ok", "params": 3}}
 
 
 @pytest.mark.parametrize(
@@ -81,6 +100,19 @@ def test_a_study_whose_trial_runs_are_gone_still_loads(study_run, tmp_path):
         (
             lambda d: (d / "summary.json").write_text('{"schema": 7, "kind": "tune", "trials": []}') and d,
             "newer gpu-autotune",
+        ),
+        # figures of the wrong type: refused where read, naming the entry and the field
+        (lambda d: _summary(d, {"kind": "tune", "trials": [{"id": "x"}]}), "has no id (a whole number)"),
+        (
+            lambda d: _summary(d, {"kind": "tune", "trials": [{"id": 0, "status": "fine"}]}),
+            "trial 0: unknown status 'fine'",
+        ),
+        (lambda d: _summary(d, BAD_RATE), "trial 2: 'throughput' must be a number or null"),
+        (lambda d: _summary(d, BAD_BEST), "best, trial 1: 'params' must be an object"),
+        (lambda d: _summary(d, {"name": "x", "steps": "12"}), "'steps' must be int or null, not '12'"),
+        (
+            lambda d: _summary(d, {"name": "x", "phases": {"forward": "most"}}),
+            "phases.forward must be a number",
         ),
     ],
 )
