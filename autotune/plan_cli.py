@@ -122,7 +122,7 @@ def cmd_plan(args: argparse.Namespace, usage_error: type[Exception]) -> int:
 
 
 def _demo(args: argparse.Namespace, checkpointing: tuple[bool, ...], common: dict[str, Any]) -> Any:
-    from autotune.plan.demo import demo_plan
+    from autotune.demo.plan import demo_plan
 
     return demo_plan(
         args.demo,

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 
 def main() -> None:
-    from autotune.plan.demo import demo_plan, demo_workload
+    from autotune.demo.plan import demo_plan, demo_workload
     from autotune.plan.gpus import GPUS
     from autotune.plan.measure import batch_bytes, measured_step_peak_bytes, predicted_step_peak_bytes
     from autotune.plan.step import trace_step
@@ -55,7 +55,7 @@ def main() -> None:
     print("median |error| per model: " + ", ".join(
         f"{name} {100 * statistics.median(abs(e) for e in errs):.2f}%"
         for name, errs in errors.items()))  # fmt: skip
-    from autotune.plan.demo import demo_calibration
+    from autotune.demo.plan import demo_calibration
 
     for name in ("gpt", "cnn"):
         cpu = demo_calibration(name)

@@ -23,8 +23,7 @@ from typing import Any
 
 from autotune.cost.prices import PriceQuote
 from autotune.cost.records import CostSection
-from autotune.tuner.objectives import energy_per_sample
-from profilers.contract.study import usd_per_million
+from profilers.contract.study import energy_per_sample, usd_per_million
 
 #: Hours in a month: 365 days × 24 hours / 12 months.
 HOURS_PER_MONTH = 730.0
@@ -105,7 +104,7 @@ def joules_per_sample(gpus: object, samples_per_s: float | None) -> float | None
     """Joules per sample from a summary's ``gpu`` list (NVML energy counter, else mean power).
 
     The same figure the tuner scores the ``energy`` objective with
-    (:func:`autotune.tuner.objectives.energy_per_sample`); None without NVML figures.
+    (:func:`profilers.contract.study.energy_per_sample`); None without NVML figures.
     """
     return energy_per_sample(gpus, samples_per_s)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from autotune.fmt import NA, format_bytes, format_seconds, format_usd
+from autotune.report.html import _CSS, _JS, _chart_div, _table, esc, script_json
 from autotune.report.markdown import md_text
 
 #: Rows of the table in a report (the JSON keeps every configuration).
@@ -111,7 +112,6 @@ def plan_html(data: dict[str, Any], rows: int = REPORT_ROWS) -> str:
     import plotly.graph_objects as go  # type: ignore[import-untyped]
     import plotly.offline  # type: ignore[import-untyped]
 
-    from autotune.report.html import _CSS, _JS, _chart_div, _table, esc, script_json
     from autotune.report.html_charts import _chart, plot_text, template_json
 
     series = cost_time_points(data)

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from profilers.contract.study import usd_per_million
+from profilers.contract.study import energy_per_sample, usd_per_million
 
 ObjectiveName = Literal["throughput", "cost", "energy"]
 #: Each objective and whether larger or smaller is better.
@@ -94,22 +94,6 @@ class Scoring:
             # the rate at which a trial costs best / ratio: the same formula, solved for the rate
             return usd_per_million(best_value / ratio, devices, self.price_per_gpu_hour)
         return None
-
-
-def energy_per_sample(gpus: object, samples_per_s: float | None) -> float | None:
-    """Joules per sample: the GPUs' summed power (energy counter, else mean power) / samples/s."""
-    if not isinstance(gpus, list) or not gpus or not samples_per_s:
-        return None
-    watts = 0.0
-    for gpu in gpus:
-        energy_j, duration_s = gpu.get("energy_j"), gpu.get("duration_s")
-        if energy_j is not None and duration_s:
-            watts += energy_j / duration_s
-        elif gpu.get("power_w_mean") is not None:
-            watts += gpu["power_w_mean"]
-        else:
-            return None
-    return watts / samples_per_s
 
 
 def _float(value: object) -> float | None:

@@ -1,4 +1,4 @@
-"""What a study's trials say, derived once: the cost at a price, the Pareto front, the best so far.
+"""What a study's trials say, derived once: cost and energy per sample, the Pareto front, the best so far.
 
 The tuning summary, the report and the dashboard all derive these from the same trial entries
 (summary.json's ``trials``) through these functions, so they cannot show different fronts, prices
@@ -22,6 +22,22 @@ def usd_per_million(rate_per_s: float | None, devices: int, usd_per_gpu_hour: fl
     if rate_per_s is None or not rate_per_s > 0:
         return None
     return usd_per_gpu_hour * devices / SECONDS_PER_HOUR / rate_per_s * 1e6
+
+
+def energy_per_sample(gpus: object, samples_per_s: float | None) -> float | None:
+    """Joules per sample: the GPUs' summed power (energy counter, else mean power) / samples/s."""
+    if not isinstance(gpus, list) or not gpus or not samples_per_s:
+        return None
+    watts = 0.0
+    for gpu in gpus:
+        energy_j, duration_s = gpu.get("energy_j"), gpu.get("duration_s")
+        if energy_j is not None and duration_s:
+            watts += energy_j / duration_s
+        elif gpu.get("power_w_mean") is not None:
+            watts += gpu["power_w_mean"]
+        else:
+            return None
+    return watts / samples_per_s
 
 
 def pareto_front(points: Mapping[int, tuple[float, ...]]) -> list[int]:
@@ -87,6 +103,7 @@ def convergence(
 __all__ = [
     "SECONDS_PER_HOUR",
     "convergence",
+    "energy_per_sample",
     "pareto_front",
     "ran_with",
     "trial_objective",

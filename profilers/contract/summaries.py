@@ -143,7 +143,7 @@ _PROFILE_FIELDS: dict[str, tuple[type, ...]] = {
     "phases": (dict,),
     "peak_memory_bytes": (int, float),
     "memory": (dict,),
-    "gpu": (dict,),
+    "gpu": (list,),  # one aggregate per GPU
     "host": (dict,),
     "device": (dict,),
     "loss": (dict,),

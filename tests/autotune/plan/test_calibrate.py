@@ -11,8 +11,8 @@ import random
 
 import pytest
 
+from autotune.demo.plan import demo_workload
 from autotune.plan.calibrate import CpuCalibration, calibrate, features, fit
-from autotune.plan.demo import demo_workload
 from autotune.plan.plan import plan
 from autotune.plan.step import trace_step
 

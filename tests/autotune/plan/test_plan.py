@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from autotune.plan.demo import demo_workload
+from autotune.demo.plan import demo_workload
 from autotune.plan.gpus import GPUS, gpu_spec
 from autotune.plan.measure import batch_bytes, measured_step_peak_bytes, predicted_step_peak_bytes
 from autotune.plan.model import FRAMEWORK_RESERVE_BYTES, StepModel

@@ -37,9 +37,11 @@ def failed(trial_id: int, micro_batch: int, status: str = "oom", precision: str 
         (Space(batch_size=Int(1, 64), micro_batch=Int(1, 8)), "micro_batch"),
         (Space(precision=Choice("fp32", "bf16"), global_batch=Int(8, 64)), "global_batch"),
         (Space(lr=Float(0.001, 0.1), BatchSize=Int(2, 32, power_of_two=True)), "BatchSize"),
-        (Space(micro_batch=Choice(8, 16), batch_size=Int(8, 64)), "batch_size"),  # a Choice is not modelled
+        (Space(micro_batch=Choice(8, 16), batch_size=Int(8, 64)), "micro_batch"),  # a choice of integers is
+        (Space(micro_batch=Choice("8", "16"), batch_size=Int(8, 64)), "batch_size"),  # ... of strings is not
         (Space(batch=Float(1.0, 64.0), depth=Int(1, 4)), None),
-        (Space(batch=Choice(8, 16), lr=Float(0.001, 0.1)), None),
+        (Space(batch=Choice(8, 16), lr=Float(0.001, 0.1)), "batch"),
+        (Space(batch_mode=Choice(True, False), lr=Float(0.001, 0.1)), None),  # booleans are no batch
         (Space(lr=Float(0.001, 0.1), precision=Choice("fp32", "bf16")), None),
     ],
 )

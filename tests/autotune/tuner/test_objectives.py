@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from autotune.tuner.objectives import Scoring, energy_per_sample
-from profilers.contract.study import pareto_front
+from autotune.tuner.objectives import Scoring
+from profilers.contract.study import energy_per_sample, pareto_front
 
 GIB = 2**30
 
