@@ -50,6 +50,19 @@ class RunData:
     #: init field: a copy made with ``dataclasses.replace`` (other data) starts with an empty one.
     memo: dict[Any, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
 
+    def __post_init__(self) -> None:
+        # trials given as summary.json's dicts (a report built from data, a test) are checked and
+        # typed here, so every reader of a RunData gets TrialEntry records
+        if any(not isinstance(t, TrialEntry) for t in self.trials):
+            where = str(self.run_dir / SUMMARY_NAME)
+            try:
+                trials = tuple(
+                    t if isinstance(t, TrialEntry) else TrialEntry.parse(t, where) for t in self.trials
+                )
+            except SummaryError as exc:
+                raise RunDirError(str(exc)) from None
+            object.__setattr__(self, "trials", trials)
+
     @property
     def name(self) -> str:
         """The run's name (a study is named after its script)."""

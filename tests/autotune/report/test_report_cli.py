@@ -148,8 +148,10 @@ def test_a_malformed_study_is_one_line_never_a_traceback(tmp_path):
     summary = {"schema": 1, "kind": "tune", "trials": [{"id": "not-a-number", "status": "ok"}]}
     (run / "summary.json").write_text(json.dumps(summary))
     out = autotune("report", str(run), "--format", "md", "-o", "-")
-    assert out.returncode == 1 and out.stdout == ""
+    # checked where it is read: bad input, exit 2, the line names the file and the field
+    assert out.returncode == 2 and out.stdout == ""
     assert "Traceback" not in out.stderr
     lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1 and "internal error" in lines[0] and "unchanged" in lines[0]
+    assert len(lines) == 1 and "summary.json: a trial entry has no id" in lines[0]
+    assert "'not-a-number'" in lines[0]
     assert sorted(p.name for p in run.iterdir()) == ["summary.json"]
