@@ -30,7 +30,11 @@ def add_plan_parser(sub: Any, number: Any) -> None:
     )
     p.add_argument("--demo", choices=("gpt", "cnn"), help="plan a built-in demo model instead of SCRIPT")
     p.add_argument("--gpu", action="append", default=[], metavar="KEY", help="a GPU to plan for (repeatable)")
-    p.add_argument("--gpus", type=number(int, 1, 1024, "a GPU count"), default=1, help="GPUs per job (1)")
+    p.add_argument("--gpus", type=number(int, 1, 1024, "a GPU count"), default=1, help="GPUs per node (1)")
+    p.add_argument("--nodes", type=number(int, 1, 4096, "a node count"), default=1, help="nodes (1)")
+    p.add_argument("--inter-node-gb-s", type=number(float, 0, None, "a positive number", low_open=True),
+                   default=50.0, metavar="GB_S",
+                   help="GB/s per GPU between nodes, one direction (50: one 400 Gb/s NDR adapter per GPU)")
     p.add_argument("--global-batch", type=number(int, 1, None, "a positive integer"),
                    help="samples per optimizer step (the script's own; 64 for --demo)")  # fmt: skip
     p.add_argument("--precision", action="append", choices=("fp32", "tf32", "bf16", "fp16"),
@@ -77,7 +81,10 @@ def cmd_plan(args: argparse.Namespace, usage_error: type[Exception]) -> int:
         raise usage_error("give the run as one of --samples, --tokens, or --epochs with --dataset-samples")
     if (args.epochs is None) != (args.dataset_samples is None):
         raise usage_error("--epochs and --dataset-samples go together")
-    common: dict[str, Any] = {"gpus": tuple(args.gpu), "gpus_per_node": args.gpus, "headroom": args.headroom}
+    common: dict[str, Any] = {
+        "gpus": tuple(args.gpu), "gpus_per_node": args.gpus, "headroom": args.headroom, "nodes": args.nodes,
+        "inter_node_gb_s": args.inter_node_gb_s,
+    }  # fmt: skip
     checkpointing = (False, True) if args.checkpointing else (False,)
     if args.demo is not None:  # a bad --tokens for a demo model is known before planning
         _run_samples(args, demo_tokens_per_sample(args.demo), usage_error)
@@ -164,6 +171,13 @@ def plan_dict(result: Any) -> dict[str, Any]:
     return cleaned
 
 
+def gpu_label(gpu: str, gpus: int, nodes: int) -> str:
+    """``H100-SXM``, ``H100-SXM × 8``, ``H100-SXM × 16 (2 nodes)``."""
+    if gpus == 1:
+        return gpu
+    return f"{gpu} × {gpus}" + (f" ({nodes} nodes)" if nodes > 1 else "")
+
+
 def _print_table(result: Any, top: int) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -182,7 +196,7 @@ def _print_table(result: Any, top: int) -> None:
         p = c.params
         low_high = c.step_time_s_interval
         table.add_row(
-            f"{c.gpu} × {c.gpus}" if c.gpus > 1 else c.gpu,
+            gpu_label(c.gpu, c.gpus, c.nodes),
             f"{p['micro_batch']} × {p['grad_accum']}",
             p["precision"],
             "yes" if p["activation_checkpointing"] else "no",

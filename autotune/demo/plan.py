@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
@@ -61,7 +62,8 @@ def demo_plan(name: str, calibrate: bool = False, **options: Any) -> Plan:
     """The plan of demo model ``name`` ("gpt" or "cnn"), with this machine's CPU if ``calibrate``."""
     factory, batch_fn, loss_fn, optimizer_fn, tokens = demo_workload(name)
     cpu = demo_calibration(name) if calibrate else None
-    return plan(factory, batch_fn, loss_fn, optimizer_fn, tokens_per_sample=tokens, cpu=cpu, **options)
+    result = plan(factory, batch_fn, loss_fn, optimizer_fn, tokens_per_sample=tokens, cpu=cpu, **options)
+    return dataclasses.replace(result, model={"demo": f"the demo {name.upper()}", **result.model})
 
 
 __all__ = ["CALIBRATE_ON", "HELD_OUT", "demo_calibration", "demo_plan", "demo_workload"]

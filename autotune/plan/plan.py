@@ -24,6 +24,18 @@ from autotune.plan.model import EFFICIENCY, FRAMEWORK_RESERVE_BYTES, Affine, Ste
 from autotune.plan.step import BatchFn, LossFn, OptimizerFn, largest_unit_bytes, trace_step
 
 PRECISIONS = ("fp32", "bf16")
+#: Share of the all-reduce time a real DDP job hid behind compute: the NCCL kernels' overlap with
+#: compute kernels on rank 0 of an A100 DDP trace (HTA's nccl_data test trace, ResNet, world size
+#: 2: tests/data/gpu_traces/a100_ddp2), as :mod:`profilers.gpu_time` measures it, 14.8%. One job:
+#: the interval around it runs from none hidden to all.
+MEASURED_HIDDEN_SHARE = 0.148
+#: Share of a layout's communication hidden behind compute: (pessimistic, expected, optimistic).
+HIDDEN_COMM = (0.0, MEASURED_HIDDEN_SHARE, 1.0)
+#: GPU-to-GPU bandwidth between nodes, one direction, GB/s per GPU: one 400 Gb/s InfiniBand NDR
+#: adapter per GPU, as in NVIDIA's DGX H100 datasheet (8 × ConnectX-7 400 Gb/s), and AWS p5
+#: (3,200 Gb/s EFA for 8 GPUs). Clouds differ (AWS p4d: 400 Gb/s for 8 A100s, 6.25 GB/s per GPU):
+#: ``--inter-node-gb-s`` sets it.
+INTER_NODE_GB_S = 50.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +43,8 @@ class PlannedConfig:
     """One configuration on one GPU model, predicted (the JSON's ``configs[i]``)."""
 
     gpu: str
-    gpus: int
+    gpus: int  # every GPU of the job (nodes × per node)
+    nodes: int
     params: dict[str, Any]  # micro_batch, grad_accum, precision, activation_checkpointing, layout
     peak_memory_bytes: int | None
     memory_by_category: dict[str, int]
@@ -74,13 +87,15 @@ def plan(
     run_samples: int | None = None,
     prices: Any = None,
     cpu: CpuCalibration | None = None,
+    nodes: int = 1,
+    inter_node_gb_s: float = INTER_NODE_GB_S,
 ) -> Plan:
     """Predict every configuration (see the module's doc). ``model`` is a module or a factory.
 
     With ``cpu`` (a calibration of this machine, :func:`autotune.plan.calibrate.calibrate`) the
     plan also predicts each configuration on this machine's CPU (``gpu`` is ``"this-cpu"``).
     """
-    micro = micro_batches(global_batch, gpus_per_node)
+    micro = micro_batches(global_batch, gpus_per_node * nodes)
     lo, hi = micro[0], micro[-1] if micro[-1] != micro[0] else micro[0] + 1
     started = time.perf_counter()
     models: dict[tuple[str, bool], StepModel] = {}
@@ -99,11 +114,11 @@ def plan(
         "ops_per_step": a.ops,
     }
     trace_s = time.perf_counter() - started
-    unit = largest_unit_bytes(model) if gpus_per_node > 1 else 0
+    unit = largest_unit_bytes(model) if gpus_per_node * nodes > 1 else 0
     result = plan_models(
         models, figures, global_batch, gpus=gpus, gpus_per_node=gpus_per_node, unit_bytes=unit,
         headroom=headroom, tokens_per_sample=tokens_per_sample, run_samples=run_samples, prices=prices,
-        cpu_times=cpu_times,
+        cpu_times=cpu_times, nodes=nodes, inter_node_gb_s=inter_node_gb_s,
     )  # fmt: skip
     calibration = dict(result.calibration)
     if cpu is not None:
@@ -142,19 +157,22 @@ def plan_models(
     cpu_times: dict[tuple[str, bool], Affine] | None = None,
     notes: tuple[str, ...] = (),
     extra_micro_batches: tuple[int, ...] = (),
+    nodes: int = 1,
+    inter_node_gb_s: float = INTER_NODE_GB_S,
 ) -> Plan:
     """Predict, price and rank every configuration of fitted step models (precision, checkpointing).
 
     ``unit_bytes`` is the parameter bytes of the largest unit FSDP would wrap (with several GPUs);
     ``cpu_times`` this machine's calibrated seconds per micro-batch of each model, when known;
-    ``extra_micro_batches`` are planned beside the powers of two (a script's own micro-batch).
+    ``extra_micro_batches`` are planned beside the powers of two (a script's own micro-batch);
+    ``nodes`` of ``gpus_per_node`` GPUs each, joined at ``inter_node_gb_s`` per GPU.
     """
     specs = [_spec(g) for g in gpus] if gpus else list(GPUS)
-    n = gpus_per_node
+    n = gpus_per_node * nodes
     micro = micro_batches(global_batch, n, extra_micro_batches)
     layouts = [Layout("single", 1, 0)]
     if n > 1:
-        layouts = [Layout("ddp", n, unit_bytes), Layout("fsdp", n, unit_bytes)]
+        layouts = [Layout(name, n, unit_bytes, nodes, inter_node_gb_s) for name in ("ddp", "fsdp")]
     table = prices if prices is not None else load_prices(None)
     configs = []
     for spec in specs:
@@ -208,19 +226,17 @@ def _powers_of_two(limit: int) -> list[int]:
     return [1 << i for i in range(int(math.log2(max(limit, 1))) + 1)]
 
 
-#: Share of a layout's communication hidden behind compute: (pessimistic, expected, optimistic).
-#: An assumption (DDP overlaps its bucketed all-reduce with the backward, FSDP prefetches the next
-#: unit's all-gather), not a measurement.
-HIDDEN_COMM = (0.0, 0.5, 1.0)
 
 
 @dataclass(frozen=True, slots=True)
 class Layout:
-    """How a step spreads over ``gpus`` GPUs of one node."""
+    """How a step spreads over ``gpus`` GPUs, on ``nodes`` nodes."""
 
     name: str  # "single", "ddp", "fsdp"
-    gpus: int
+    gpus: int  # all of them, every node's
     unit_bytes: int  # FSDP: parameter bytes of the largest wrapped unit (gathered whole)
+    nodes: int = 1
+    inter_node_gb_s: float = INTER_NODE_GB_S
 
     def memory(self, step: StepModel, micro_batch: int) -> tuple[int, dict[str, int]]:
         """Peak bytes per GPU and their categories under this layout."""
@@ -243,7 +259,8 @@ class Layout:
         if self.name == "single":
             return 0.0
         ring = (self.gpus - 1) / self.gpus
-        link = spec.link_gb_s * 1e9
+        # a ring across nodes runs at its slowest hop: the link between nodes, when it is slower
+        link = (spec.link_gb_s if self.nodes == 1 else min(spec.link_gb_s, self.inter_node_gb_s)) * 1e9
         params = step.parameters.at(micro_batch)
         if self.name == "ddp":  # one all-reduce of the gradients per optimizer step (no_sync between)
             return 2 * ring * params / link
@@ -293,6 +310,7 @@ def _predict(
     return PlannedConfig(
         gpu=spec.key,
         gpus=gpus,
+        nodes=layout.nodes,
         params=params,
         peak_memory_bytes=peak,
         memory_by_category=by_category,
@@ -321,6 +339,7 @@ def _predict_cpu(
     return PlannedConfig(
         gpu="this-cpu",
         gpus=1,
+        nodes=1,
         params=params,
         peak_memory_bytes=step.memory_bytes(micro_batch, gpu=False),
         memory_by_category=step.memory_by_category(micro_batch, gpu=False),

@@ -18,13 +18,20 @@ from autotune.report.markdown import md_text
 REPORT_ROWS = 40
 
 
+def _gpu(c: dict[str, Any]) -> str:
+    gpus, nodes = int(c["gpus"]), int(c.get("nodes") or 1)
+    if gpus == 1:
+        return str(c["gpu"])
+    return f"{c['gpu']} × {gpus}" + (f" ({nodes} nodes)" if nodes > 1 else "")
+
+
 def _config_cells(c: dict[str, Any]) -> list[str]:
     p = c["params"]
     interval = c.get("step_time_s_interval")
     rate = c.get("samples_per_s")
     tokens = c.get("tokens_per_s")
     return [
-        f"{c['gpu']} × {c['gpus']}" if c["gpus"] > 1 else str(c["gpu"]),
+        _gpu(c),
         f"{p['micro_batch']} × {p['grad_accum']}",
         str(p["precision"]),
         "yes" if p["activation_checkpointing"] else "no",
@@ -102,7 +109,7 @@ def cost_time_points(data: dict[str, Any]) -> dict[str, list[tuple[float, float,
         p = c["params"]
         ckpt = " ckpt" if p["activation_checkpointing"] else ""
         label = f"{p['micro_batch']}×{p['grad_accum']} {p['precision']}{ckpt} {p['layout']}"
-        gpu = f"{c['gpu']} × {c['gpus']}" if c["gpus"] > 1 else str(c["gpu"])
+        gpu = _gpu(c)
         series.setdefault(gpu, []).append((samples / rate / 3600, usd, label))
     return series
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import resource
+from pathlib import Path
 
 import pytest
 import torch
@@ -138,7 +139,7 @@ def test_an_unknown_gpu_is_one_line_and_exit_2():
 def test_layouts_over_several_gpus_add_buckets_shard_state_and_pay_for_the_collectives():
     """Over 4 GPUs: DDP holds a bucket copy of the gradients; FSDP keeps a quarter of parameters,
     gradients and optimizer state plus two gathered blocks; their step time adds the ring
-    collectives at the GPU's link bandwidth, half hidden in the expected figure."""
+    collectives at the GPU's link bandwidth, the measured DDP share hidden in the expected figure."""
     from autotune.plan.model import EFFICIENCY
     from autotune.plan.plan import HIDDEN_COMM, Layout
     from autotune.plan.step import largest_unit_bytes
@@ -169,6 +170,38 @@ def test_layouts_over_several_gpus_add_buckets_shard_state_and_pay_for_the_colle
     compute = step.step_time_s(h100, 4, 2, EFFICIENCY[1])
     assert row.step_time_s == pytest.approx(compute + comm * (1 - HIDDEN_COMM[1]), rel=0.02)
     assert row.samples_per_s == pytest.approx(32 / row.step_time_s)
+
+
+def test_across_nodes_the_ring_runs_at_the_link_between_nodes_and_state_shards_over_all_gpus():
+    from autotune.plan.plan import INTER_NODE_GB_S, Layout
+    from autotune.plan.step import largest_unit_bytes
+
+    a, b = (trace_step(*GPT, m, "fp32", False) for m in (1, 16))
+    step = StepModel.fit(a, b)
+    h100 = gpu_spec("H100-SXM")
+    unit = largest_unit_bytes(GPT[0])
+    one_node = Layout("ddp", 8, unit).comm_s(h100, step, 4, 1)
+    two_nodes = Layout("ddp", 16, unit, nodes=2).comm_s(h100, step, 4, 1)
+    assert one_node == pytest.approx(2 * (7 / 8) * a.parameter_bytes / 450e9)  # NVLink within the node
+    assert two_nodes == pytest.approx(2 * (15 / 16) * a.parameter_bytes / (INTER_NODE_GB_S * 1e9))
+    slow = Layout("ddp", 16, unit, nodes=2, inter_node_gb_s=6.25).comm_s(h100, step, 4, 1)
+    assert slow == pytest.approx(two_nodes * INTER_NODE_GB_S / 6.25)
+    _, by = Layout("fsdp", 16, unit, nodes=2).memory(step, 4)
+    assert by["optimizer_state"] == step.memory_by_category(4, gpu=True)["optimizer_state"] // 16
+    result = plan(*GPT, global_batch=64, gpus=("H100-SXM",), gpus_per_node=8, nodes=2, precisions=("fp32",))
+    row = next(c for c in result.configs if c.params["layout"] == "ddp" and c.params["micro_batch"] == 2)
+    assert (row.gpus, row.nodes, row.params["grad_accum"]) == (16, 2, 2)  # 64 = 2 × 2 × 16
+    assert row.samples_per_s == pytest.approx(64 / row.step_time_s)
+
+
+def test_the_expected_hidden_share_is_what_a_real_ddp_trace_hid():
+    from autotune.plan.plan import HIDDEN_COMM, MEASURED_HIDDEN_SHARE
+    from profilers.trace_analysis import analyse_file
+
+    trace = Path(__file__).resolve().parents[2] / "data" / "gpu_traces" / "a100_ddp2" / "rank-0.json.gz"
+    measured = analyse_file(trace).comm_overlap_pct / 100
+    assert pytest.approx(measured, abs=0.0005) == MEASURED_HIDDEN_SHARE
+    assert HIDDEN_COMM == (0.0, MEASURED_HIDDEN_SHARE, 1.0)
 
 
 def test_the_run_is_priced_from_tokens_or_epochs():
