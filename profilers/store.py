@@ -14,6 +14,7 @@ SQLite has no NaN (it would store NULL, "no loss"), so non-finite losses are sto
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import sqlite3
@@ -47,6 +48,10 @@ def connect(path: Path) -> sqlite3.Connection:
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA busy_timeout=30000")
     return conn
+
+
+#: How long closing the store waits for a reader mid-read, to merge the WAL into run.db (ms).
+CLOSE_WAIT_MS = 2000
 
 
 class RunStore:
@@ -191,7 +196,18 @@ class RunStore:
             raise
 
     def close(self) -> None:
-        """Close the connection (checkpointing the WAL)."""
+        """Close the connection, with the WAL merged into run.db first.
+
+        SQLite removes the WAL when its last connection closes, unless a reader is in a read
+        transaction at that instant (the dashboard mid-poll, a report of a running run): then the
+        WAL stays, and no read-only reader ever merges it, so the run's last rows would live in
+        run.db-wal alone. A TRUNCATE checkpoint waits for such a reader (up to
+        :data:`CLOSE_WAIT_MS`), copies every row into run.db and empties the WAL; other ranks'
+        short write transactions are waited for the same way. Past the wait, the close goes on.
+        """
+        with contextlib.suppress(sqlite3.Error):
+            self.conn.execute(f"PRAGMA busy_timeout={CLOSE_WAIT_MS}")
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
         self.conn.close()
 
 

@@ -182,3 +182,29 @@ def test_a_runs_state_has_one_definition():
     assert all(state == name for name, state in cases.items()) and set(cases) == set(RUN_STATES)
     assert run_state(finished=False, idle_s=29.0, running_within_s=within) == "running"  # another host
     assert run_state(finished=True, stopped=True, running_within_s=within) == "stopped"  # study stopped early
+
+
+def test_a_reader_mid_read_when_the_run_ends_leaves_no_data_in_the_wal(tmp_path):
+    # The dashboard polls a running run; if its read transaction is open at the instant the
+    # profiler closes the store, SQLite cannot remove the WAL, and no read-only reader ever will:
+    # the run's last rows would live in run.db-wal only (a copied run.db would lose them).
+    import threading
+
+    from profilers.contract.reader import open_readonly
+
+    path = tmp_path / STORE_NAME
+    store = RunStore(path)
+    store.add_steps([step(n) for n in range(1, 41)])
+    reader = open_readonly(path)
+    reader.execute("BEGIN")
+    assert reader.execute("SELECT count(*) FROM steps").fetchone() == (40,)
+    release = threading.Timer(0.3, reader.close)  # the poll ends a moment after the close began
+    release.start()
+    store.close()
+    release.join()
+    wal = path.with_name(path.name + "-wal")
+    assert not wal.exists() or wal.stat().st_size == 0
+    # run.db alone holds every row: opened ignoring any WAL
+    alone = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro&immutable=1", uri=True)
+    assert alone.execute("SELECT count(*) FROM steps").fetchone() == (40,)
+    alone.close()
