@@ -5,10 +5,10 @@ under fake tensors up to its second optimizer step; a few seconds). Its trace ho
 step: ``accumulation`` micro-batches of the script's own size and one optimizer update. The plan
 needs every figure as a function of the micro-batch: from the one traced size, activations, the
 forward and backward's FLOPs and bytes grow in proportion to it, parameters, gradients, optimizer
-state, the optimizer's work and the number of kernels do not (:func:`scaled`). That is exact for
-the figures when every activation has the batch as a dimension (checked on the demo GPT against two
-real traces: tests/autotune/plan/test_script.py); the peak's temporaries are scaled with it when
-the peak is in the forward or backward.
+state, the optimizer's work and the number of kernels do not (:func:`scaled`). That holds when
+every activation has the batch as a dimension: a GPT script traced at micro-batch 4 and scaled to 16
+is within 5% of its trace at 16 (tests/autotune/plan/test_script.py); the peak's temporaries are
+scaled with it when the peak is in the forward or backward.
 """
 
 from __future__ import annotations
