@@ -1,9 +1,11 @@
 """Trace one training step op by op: its FLOPs, bytes and live tensor memory, with fake or real tensors.
 
 :class:`StepTracer` is a ``TorchDispatchMode``: every aten op the step runs passes through it, with
-its FLOPs (``torch.utils.flop_counter``'s formulas), the bytes it reads and writes, and the
-storages it creates. A storage is live from the op that created it until Python frees it (a
-``weakref`` callback), so the tracer knows the live tensor bytes after every op and their peak,
+its FLOPs (``torch.utils.flop_counter``'s formulas; the CPU's flash attention counted as the CUDA
+kernel is), the bytes it reads and writes, and the storages it creates. Views (and fake tensors'
+metadata queries) make no kernel and move no bytes: they are not recorded. A storage is live from
+the op that created it until Python frees it (a ``weakref`` callback), so the tracer knows the live
+tensor bytes after every op and their peak,
 split by what the bytes are: parameters, gradients, optimizer state, activations (kept from the
 forward for the backward) and temporaries (everything else).
 
@@ -173,18 +175,19 @@ class StepTracer(TorchDispatchMode):
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        if func.namespace == "prim":  # metadata (a fake tensor's device), never a kernel
-            return out
         packet = func._overloadpacket
+        if func.namespace == "prim" or func.is_view or packet in _NO_KERNEL:
+            return out  # metadata (a fake tensor's device) or a view: no kernel, no bytes moved
+        formula = flop_registry.get(_FLOP_ALIASES.get(packet, packet))
         flops = 0
-        if packet in flop_registry:
+        if formula is not None:
 
             def shape(x: Any) -> Any:
                 return x.shape if isinstance(x, torch.Tensor) else x
 
             try:
-                flops = int(flop_registry[packet](*tree_map(shape, args), **tree_map(shape, kwargs),
-                                                  out_val=tree_map(shape, out)))  # fmt: skip
+                flops = int(formula(*tree_map(shape, args), **tree_map(shape, kwargs),
+                                    out_val=tree_map(shape, out)))  # fmt: skip
             except Exception:  # a formula that does not take these arguments: no FLOPs counted
                 flops = 0
         inputs = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
@@ -209,6 +212,17 @@ class StepTracer(TorchDispatchMode):
         self.memory.mark(self.phase)
         return out
 
+
+_aten = torch.ops.aten
+#: Views the op's ``is_view`` flag does not mark: they make no kernel either.
+_NO_KERNEL = frozenset((_aten._unsafe_view,))
+#: Ops whose FLOPs are another op's formula: the CPU's flash attention has the CUDA kernel's shapes.
+_FLOP_ALIASES = {
+    _aten._scaled_dot_product_flash_attention_for_cpu: _aten._scaled_dot_product_flash_attention,
+    _aten._scaled_dot_product_flash_attention_for_cpu_backward: (
+        _aten._scaled_dot_product_flash_attention_backward
+    ),
+}
 
 _GEMM_OPS = frozenset(
     ("mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "linear", "convolution", "convolution_backward",
