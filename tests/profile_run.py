@@ -14,23 +14,24 @@ def profile_script(
     cwd: Path | None = None,
     timeout: float = 240,
     options: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
 ) -> Path:
     """``autotune profile --quiet --run-dir RUN_DIR OPTIONS SCRIPT ARGS`` (through torchrun for ranks > 1).
 
     Fails the test with the end of stderr unless it exits 0; returns ``run_dir``. What the script
-    printed is kept in ``run_dir.with_name(run_dir.name + ".stdout")``.
+    printed is kept in ``run_dir.with_name(run_dir.name + ".stdout")``. ``env``: variables added to
+    the environment.
     """
     launcher = (
         ["-m", "torch.distributed.run", "--nproc-per-node", str(ranks), "--standalone"] if ranks > 1 else []
     )
     cmd = [sys.executable, *launcher, "-m", "autotune", "profile", "--quiet", "--run-dir", str(run_dir)]
     cmd += options
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
     out = subprocess.run(
         [*cmd, str(script), *args],
         capture_output=True,
         text=True,
-        env=env,
+        env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})},
         cwd=cwd,
         timeout=timeout,
         check=False,
