@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 from torch.utils.weak import WeakIdKeyDictionary
@@ -46,8 +47,6 @@ class ScalarStandIn(TorchDispatchMode):
             tensor = args[0]
             shadow = self.shadows.get(tensor)
             if shadow is not None:
-                from torch._subclasses.fake_tensor import unset_fake_temporarily
-
                 with unset_fake_temporarily():
                     return shadow.item()
             self.stand_ins += 1
@@ -70,8 +69,6 @@ class ScalarStandIn(TorchDispatchMode):
 
     def _shadow(self, func: Any, args: Any, kwargs: Any, out: Any) -> None:
         """Run ``func`` for real on the inputs' shadows when its outputs are small."""
-        from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
-
         outputs = [t for t in tree_flatten(out)[0] if isinstance(t, FakeTensor)]
         if not outputs or any(t.numel() > SHADOW_ELEMENTS for t in outputs):
             return
