@@ -185,7 +185,8 @@ def _print_table(result: Any, top: int) -> None:
     from autotune.fmt import NA, format_bytes, format_seconds, format_usd
 
     table = Table(
-        title="Plan: cheapest first (uncalibrated step times; see the interval)", title_justify="left"
+        title="Plan: cheapest first (step times calibrated on published runs; see the interval)",
+        title_justify="left",
     )
     run_total = any(c.usd_total is not None for c in result.configs)
     columns = ["GPU", "micro-batch × accum", "precision", "ckpt", "peak memory", "fits", "step", "interval",

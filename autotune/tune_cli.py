@@ -104,6 +104,11 @@ def add_tune_parser(sub: Any, number: Any) -> None:
         type=non_negative_int,
         help="re-measure the best against the baseline, interleaved, this many rounds, 0 = off (3)",
     )
+    p.add_argument(
+        "--no-plan-prior",
+        action="store_true",
+        help="search without the plan's prediction of each configuration (random first trials instead)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("-m", dest="module", action="store_true", help="SCRIPT is a module name, as in python -m")
     p.add_argument("script", metavar="SCRIPT", nargs="?", help="the training script (or module with -m)")
@@ -192,6 +197,8 @@ def cmd_tune(args: argparse.Namespace, usage_error: type[Exception]) -> int:
         confirm_rounds=(
             args.confirm_rounds if args.confirm_rounds is not None else int(info.get("confirm_rounds", 3))
         ),
+        # a resumed study keeps the search it started with (studies before the prior had none)
+        plan_prior=not args.no_plan_prior if stored is None else bool(info.get("plan_prior", False)),
     )
     run_dir = args.run_dir or default_run_dir(args.runs_root, args.name or _name(settings))
     progress = Progress(quiet=args.quiet)
@@ -285,6 +292,18 @@ def _spread(ci: Any, rate: float | None) -> str:
     if ci[1] is None:
         return f"95% interval from {_number(ci[0])} samples/s up, open-ended"
     return f"±{100 * (ci[1] - ci[0]) / 2 / rate:.0f}% at 95%"
+
+
+def prior_line(prior: Any) -> str | None:
+    """How the search was ordered, and how far the plan's predictions were from the trials."""
+    if not isinstance(prior, dict) or not prior.get("note"):
+        return None
+    rows = [r for r in prior.get("predicted_vs_measured") or [] if r.get("measured")]
+    line = f"Search: {prior['note']}"
+    if rows:
+        errors = sorted(abs(r["predicted"] / r["measured"] - 1) for r in rows)
+        line += f"; predictions within {100 * errors[len(errors) // 2]:.0f}% of {len(rows)} trials (median)"
+    return line
 
 
 def confirmation_line(best: dict[str, Any]) -> str:
@@ -388,6 +407,9 @@ class Progress:
         note = f"; the {skipped} skipped took trial ids but never ran" if skipped else ""
         runs = f"{summary.get('trials_run')} trials run{again}"
         self.console.print(f"{runs} ({counts}) in {elapsed:.0f} s{note}")
+        prior = prior_line(summary.get("search_prior"))
+        if prior:
+            self.console.print(prior)
         if best is None:
             self.console.print("[red]No trial finished ok.[/red]")
             return

@@ -39,6 +39,12 @@ evaluations than random search).
 Run from the repository root::
 
     python benchmarks/searchers.py [--seeds 20] [--budget 60] [--searchers bayes,random,grid]
+    python benchmarks/searchers.py --landscapes gpt-cpu,cnn-cpu --searchers bayes,bayes+plan,random
+
+``bayes+plan`` (measured grids only): the Bayesian searcher with the plan's prediction of every
+configuration as its prior mean, as ``autotune tune`` runs it (:mod:`autotune.tuner.plan_prior`);
+the plan traces the demo target under fake tensors once per precision (about 5 s each) and probes
+this CPU's costs at the grid's threads per rank.
 """
 
 from __future__ import annotations
@@ -76,6 +82,8 @@ class Landscape:
     fn: Callable[[dict[str, Value]], float | None]
     optimum: float
     skipped: Callable[[dict[str, Value]], bool] = lambda params: False
+    #: The plan's prediction of each configuration (measured grids of a demo model), made on demand.
+    plan: Callable[[], Callable[[dict[str, Value]], float | None]] | None = None
 
 
 # --------------------------------------------------------------------------- landscapes
@@ -160,7 +168,43 @@ def measured(path: Path) -> Landscape | None:
         lambda p: table[space.key(p)],
         optimum,
         lambda p: space.key(p) in impossible,
+        lambda: plan_prior(doc, space),
     )
+
+
+def plan_prior(doc: dict[str, object], space: Space) -> Callable[[dict[str, Value]], float | None]:
+    """What ``autotune tune`` gives its searcher for this grid: the plan's prediction of each configuration.
+
+    The demo target traced under fake tensors per precision, this CPU's probed costs at the grid's
+    threads per rank, scaled to the measured baseline; made once.
+    """
+    import torch
+
+    from autotune.plan.probe import probe_costs
+    from autotune.tuner.plan_memory import PlanTraces
+    from autotune.tuner.plan_prior import PlanPrior
+    from autotune.tuner.trials import TrialSettings
+
+    settings = doc["settings"]
+    baseline = doc["baseline"]
+    assert isinstance(settings, dict) and isinstance(baseline, dict)
+    batch = str(settings["global_batch"])
+    script_args = ("--model", str(doc["model"]), "--device", "cpu", "--global-batch", batch)
+    trial = TrialSettings(
+        "autotune.demo.target", script_args, module=True, distributed_world_size=int(settings["world_size"])
+    )
+    threads = torch.get_num_threads()
+    torch.set_num_threads(int(settings["threads_per_rank"]))
+    try:
+        costs = probe_costs()
+    finally:
+        torch.set_num_threads(threads)
+    prior = PlanPrior(PlanTraces(trial, space), "throughput", "cpu", costs, None, int(batch))
+    prior.calibrate(baseline["params"], baseline["samples_per_s"])
+    for p in space.points():  # every trace now, so the searchers' timing does not include them
+        prior.predict(p)
+    return prior.predict
+
 
 
 def landscapes() -> list[Landscape]:
@@ -184,9 +228,17 @@ def landscapes() -> list[Landscape]:
 # --------------------------------------------------------------------------- measuring
 
 
-def build(variant: str, space: Space, seed: int, points_per_dim: int) -> Searcher:
-    """``bayes``, ``random``, ``grid``, or ``bayes:key=value,...`` for Bayesian options."""
+def build(
+    variant: str,
+    space: Space,
+    seed: int,
+    points_per_dim: int,
+    prior: Callable[[dict[str, Value]], float | None] | None = None,
+) -> Searcher:
+    """``bayes``, ``bayes+plan`` (with ``prior``), ``random``, ``grid``, or ``bayes:key=value;...``."""
     name, _, opts = variant.partition(":")
+    if name == "bayes+plan":
+        return make_searcher("bayes", space, seed, "maximize", prior=prior)
     options: dict[str, object] = {}
     for item in filter(None, opts.split(";")):
         key, _, raw = item.partition("=")
@@ -209,7 +261,12 @@ def evals_to_target(
     Skipped configurations are told to the searcher as impossible (``penalize``: as infeasible,
     which the Bayesian searcher models as a penalty) but are no evaluation.
     """
-    searcher = build(variant, land.space, seed, points_per_dim)
+    prior = None
+    if variant == "bayes+plan" and land.plan is not None:
+        if land.name not in _priors:
+            _priors[land.name] = land.plan()
+        prior = _priors[land.name]
+    searcher = build(variant, land.space, seed, points_per_dim, prior)
     best, n = -math.inf, 0
     while n < budget and not searcher.done:
         params = searcher.ask()
@@ -224,6 +281,23 @@ def evals_to_target(
         if best >= TARGET * land.optimum:
             return n
     return math.inf
+
+
+_priors: dict[str, Callable[[dict[str, Value]], float | None]] = {}
+
+
+def spearman(xs: list[float], ys: list[float]) -> float:
+    """Spearman's rank correlation (ties by their order)."""
+    def ranks(v: list[float]) -> list[int]:
+        order = sorted(range(len(v)), key=lambda i: v[i])
+        out = [0] * len(v)
+        for r, i in enumerate(order):
+            out[i] = r
+        return out
+
+    rx, ry = ranks(xs), ranks(ys)
+    n = len(xs)
+    return 1 - 6 * sum((a - b) ** 2 for a, b in zip(rx, ry, strict=True)) / (n * (n * n - 1))
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -308,6 +382,8 @@ def main() -> None:
         grid = [p for p in land.space.grid(args.points_per_dim) if not land.skipped(p)]
         grid_best = max(v for v in map(land.fn, grid) if v is not None) / land.optimum
         for variant in chosen:
+            if variant == "bayes+plan" and land.plan is None:
+                continue  # an analytic landscape: no script to plan
             budget = args.budget if variant.startswith("bayes") else args.cheap_budget
             never = variant == "grid" and grid_best < TARGET
             runs = [
@@ -330,6 +406,23 @@ def main() -> None:
     for land in lands:
         told, mean_s, max_s = overhead_s(land)
         print(f"  {land.name:<11} {told:>3} told: mean {mean_s:.3f}  max {max_s:.3f}")
+
+    if "bayes" in chosen and "bayes+plan" in chosen:
+        print("\nIssue 14: the plan as the search's prior (measured grids; median evaluations to target):")
+        for land in lands:
+            if land.name not in _priors:
+                continue
+            prior = _priors[land.name]
+            points = [p for p in land.space.points() if not land.skipped(p) and land.fn(p) is not None]
+            rho = spearman([prior(p) or 0.0 for p in points], [land.fn(p) or 0.0 for p in points])
+            top = max(points, key=lambda p: prior(p) or 0.0)
+            without, with_plan = results[(land.name, "bayes")], results[(land.name, "bayes+plan")]
+            print(
+                f"  {land.name:<11} without {fmt(without, args.budget)}, with the plan "
+                f"{fmt(with_plan, args.budget)}; the plan's rank correlation with the measured grid "
+                f"{rho:.2f}, its top pick {top} measured {(land.fn(top) or 0) / land.optimum:.0%} of the "
+                "optimum"
+            )
 
     if "bayes" in chosen:
         print("\nIssue 3 criteria (Bayesian, median over seeds):")

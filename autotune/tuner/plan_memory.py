@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from autotune.tuner.memory_model import GIB, batch_param
 from autotune.tuner.space import Space, Value
@@ -30,6 +30,59 @@ from autotune.tuner.trials import TrialSettings, trial_env, trial_world_size
 SCALED = ("grad_accum",)
 
 
+class Traced(NamedTuple):
+    """A combination's step, fitted in the batch parameter, and what its trace ran."""
+
+    model: Any  # autotune.plan.model.StepModel
+    accumulation: int  # micro-batches per optimizer step in the traced run
+    tokens_per_sample: int | None
+
+
+@dataclass
+class PlanTraces:
+    """The trial command's step, traced under fake tensors once per combination of parameters.
+
+    The combinations are of the parameters that change what runs (not the batch parameter, not
+    :data:`SCALED`); with several ranks, the single-device step of the same combination
+    (``layout`` set to ``single``): each rank runs it.
+    """
+
+    settings: TrialSettings
+    space: Space
+    traces: dict[tuple[tuple[str, str], ...], Traced | None] = field(default_factory=dict)
+    #: Why traces could not be made, for the progress output.
+    problems: list[str] = field(default_factory=list)
+
+    def traced(self, params: Mapping[str, Value]) -> Traced | None:
+        """The step of ``params``'s combination (traced at its first use), None when it cannot be."""
+        batch = batch_param(self.space)
+        if batch is None or batch not in params or self.settings.preset is not None:
+            return None
+        own = dict(params)
+        if trial_world_size(self.settings, own) > 1 and own.get("layout") in ("ddp", "fsdp"):
+            own["layout"] = "single"
+        if trial_world_size(self.settings, own) > 1:
+            return None
+        key = tuple(sorted((k, repr(v)) for k, v in own.items() if k != batch and k not in SCALED))
+        if key not in self.traces:
+            self.traces[key] = self._trace(own)
+        return self.traces[key]
+
+    def _trace(self, params: Mapping[str, Value]) -> Traced | None:
+        from autotune.plan.script import ScriptError, step_model, trace_script  # torch: only when planning
+
+        args = [*self.settings.script_args, *self.space.command_args(params)]
+        try:
+            trace = trace_script(
+                self.settings.script, args, env=trial_env(self.settings, self.space, params),
+                module=self.settings.module,
+            )  # fmt: skip
+        except ScriptError as exc:
+            self.problems.append(str(exc))
+            return None
+        return Traced(step_model(trace), trace.accumulation, trace.tokens_per_sample)
+
+
 @dataclass
 class PlanMemory:
     """Predicted peaks of a study's configurations, one fake-tensor trace per combination."""
@@ -37,11 +90,19 @@ class PlanMemory:
     settings: TrialSettings
     space: Space
     budget_bytes: int | None
-    traces: dict[tuple[tuple[str, str], ...], Any] = field(default_factory=dict)  # key -> StepModel | None
-    #: Why the last trace could not be made, for the progress output.
-    problems: list[str] = field(default_factory=list)
+    plans: PlanTraces | None = None
     #: What the baseline measured above its own traced peak (None until calibrated).
     offset_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.plans is None:
+            self.plans = PlanTraces(self.settings, self.space)
+
+    @property
+    def traces(self) -> dict[tuple[tuple[str, str], ...], Traced | None]:
+        """The traces made so far (shared with the search's prior)."""
+        assert self.plans is not None
+        return self.plans.traces
 
     def calibrate(self, baseline_params: Mapping[str, Value], measured_peak_bytes: float | None) -> None:
         """Learn the measured-over-traced offset from the baseline (its parameters as it ran)."""
@@ -65,38 +126,16 @@ class PlanMemory:
 
     def predicted_peak_bytes(self, params: Mapping[str, Value], offset: bool = True) -> int | None:
         """The step's predicted peak at ``params`` (with the baseline's offset), or None when unknown."""
+        assert self.plans is not None
         batch = batch_param(self.space)
-        if (
-            self.budget_bytes is None
-            or batch is None
-            or batch not in params
-            or self.settings.preset is not None
-            or trial_world_size(self.settings, params) > 1
-        ):
+        if self.budget_bytes is None or batch is None or trial_world_size(self.settings, params) > 1:
             return None
-        key = tuple(sorted((k, repr(v)) for k, v in params.items() if k != batch and k not in SCALED))
-        if key not in self.traces:
-            self.traces[key] = self._trace(params)
-        model = self.traces[key]
-        if model is None:
+        traced = self.plans.traced(params)
+        if traced is None:
             return None
         size = int(params[batch])
         extra = (self.offset_bytes or 0) if offset else 0
-        return round(model.peak.at(size) + model.rounding.at(size)) + extra
-
-    def _trace(self, params: Mapping[str, Value]) -> Any:
-        from autotune.plan.script import ScriptError, step_model, trace_script  # torch: only with a budget
-
-        args = [*self.settings.script_args, *self.space.command_args(params)]
-        try:
-            trace = trace_script(
-                self.settings.script, args, env=trial_env(self.settings, self.space, params),
-                module=self.settings.module,
-            )  # fmt: skip
-        except ScriptError as exc:
-            self.problems.append(str(exc))
-            return None
-        return step_model(trace)
+        return round(traced.model.peak.at(size) + traced.model.rounding.at(size)) + extra
 
 
-__all__ = ["PlanMemory"]
+__all__ = ["PlanMemory", "PlanTraces", "Traced"]

@@ -26,6 +26,7 @@ import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar, Literal, NamedTuple
 
+from autotune.tuner.search_prior import Prior, PriorLoss, Shifted, best_predicted, prior_weight
 from autotune.tuner.space import Space, Value
 
 Direction = Literal["maximize", "minimize"]
@@ -265,6 +266,13 @@ class BayesSearcher(Searcher):
     too, while the best configuration often sits right beside them (the largest micro-batch that
     splits). On the demo grids measured on the CPU (``benchmarks/data``), a penalty made the
     searcher slower than random search; see ``benchmarks/searchers.py`` for the figures.
+
+    ``prior``: a prediction of each configuration's objective (the plan's, :mod:`autotune.tuner.
+    search_prior`). With one, there is no random initial phase: the first ask takes the best
+    predicted configuration, and from the first feasible trial on the GP models the residual
+    between measurement and prediction, so untried configurations are scored by their prediction
+    corrected by what the trials so far showed. Configurations are then always scored one by one
+    (the untried ones of a finite space, else ``n_candidates`` random untried ones).
     """
 
     name = "bayes"
@@ -279,6 +287,7 @@ class BayesSearcher(Searcher):
         acq_func: Literal["EI", "gp_hedge", "LCB", "PI"] = "EI",
         n_candidates: int = 2000,
         penalty_margin: float = 0.1,
+        prior: Prior | None = None,
     ) -> None:
         super().__init__(space, seed, direction)
         if not isinstance(n_initial_points, int) or n_initial_points < 1:
@@ -293,6 +302,7 @@ class BayesSearcher(Searcher):
         self.acq_func = acq_func
         self.n_candidates = n_candidates
         self.penalty_margin = penalty_margin
+        self.prior = prior
 
     def penalty(self, feasible_losses: list[float]) -> float:
         """The loss told to the GP for an infeasible trial (see the class docstring)."""
@@ -304,6 +314,8 @@ class BayesSearcher(Searcher):
         rng = self._rng()
         usable = [o for o in self._history if self.space.contains(o.params) and not o.impossible]
         feasible_losses = [self._loss(o.value) for o in usable if o.feasible and o.value is not None]
+        if self.prior is not None:
+            return self._prior_suggest(usable, rng)
         if len(usable) < self.n_initial_points or not feasible_losses:
             return self._random_untried(rng)
 
@@ -351,6 +363,57 @@ class BayesSearcher(Searcher):
                 if not self.is_seen(p):
                     candidates.setdefault(self.space.key(p), p)
             return self._best_of(list(candidates.values()), optimizer, optimizer.models[-1], min(ys), rng)
+
+    def _prior_suggest(self, usable: list[Observation], rng: random.Random) -> dict[str, Value]:
+        """The untried configuration best by prediction, corrected by the GP of the residuals."""
+        assert self.prior is not None
+        candidates = self._candidates(rng)
+        if not candidates:
+            return self._random_untried(rng)
+        maximize = self.direction == "maximize"
+        feasible = [o for o in usable if o.feasible and o.value is not None]
+        if not feasible:  # the prediction's best first; after a failure, as without a prior
+            first = best_predicted(self.prior, candidates, maximize) if not usable else None
+            return dict(first) if first is not None else self._random_untried(rng)
+        measured = [float(o.value) for o in feasible if o.value is not None]
+        losses = PriorLoss(self.prior, maximize, measured, [*(o.params for o in usable), *candidates])
+        feasible_losses = [losses.loss(v) for v in measured]
+        penalty = self.penalty(feasible_losses)
+        ys = [losses.loss(o.value) if o.feasible and o.value is not None else penalty for o in usable]
+        prior_losses = losses.prior_losses()
+        weight = prior_weight(prior_losses[: len(usable)], ys)
+        prior_losses = [weight * p for p in prior_losses]
+        told, offsets = prior_losses[: len(usable)], prior_losses[len(usable) :]
+        residuals = [y - p for y, p in zip(ys, told, strict=True)]
+
+        from threadpoolctl import threadpool_limits  # via scikit-learn: only for a model-based ask
+
+        with threadpool_limits(limits=1), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from sklearn.base import clone  # the search's libraries: only for a model-based ask
+            from skopt import Optimizer
+
+            optimizer = Optimizer(
+                self.space.to_skopt(),
+                base_estimator="GP",
+                n_initial_points=0,
+                random_state=derive_seed(self.name, self.seed, len(self._history), "skopt"),
+            )
+            xs = optimizer.space.transform([self.space.to_skopt_point(o.params) for o in usable])
+            model = clone(optimizer.base_estimator_).fit(xs, residuals)
+            return self._best_of(candidates, optimizer, Shifted(model, offsets), min(ys), rng)
+
+    def _candidates(self, rng: random.Random) -> list[dict[str, Value]]:
+        """Every untried configuration of a small finite space, else ``n_candidates`` random ones."""
+        size = self.space.size
+        if size is not None and size <= SCORE_ALL_LIMIT:
+            return self._untried_points() or []
+        found: dict[tuple[Any, ...], dict[str, Value]] = {}
+        for _ in range(self.n_candidates):
+            p = self.space.sample(rng)
+            if not self.is_seen(p):
+                found.setdefault(self.space.key(p), p)
+        return list(found.values())
 
     def _best_of(
         self,

@@ -29,9 +29,11 @@ from autotune.tuner import confirm
 from autotune.tuner.confirm import ConfirmRun
 from autotune.tuner.memory_model import MemoryModel
 from autotune.tuner.objectives import Scoring
-from autotune.tuner.plan_memory import PlanMemory
+from autotune.tuner.plan_memory import PlanMemory, PlanTraces
+from autotune.tuner.plan_prior import PlanPrior, make_prior
 from autotune.tuner.presets import preset_space
 from autotune.tuner.records import Infeasible, Measured, Trial
+from autotune.tuner.searchers import BayesSearcher
 from autotune.tuner.space import Space, Value
 from autotune.tuner.storage import SqliteStorage
 from autotune.tuner.study import Study
@@ -77,6 +79,8 @@ class TuneConfig:
     layouts: bool = False  # a derived space tries ddp/fsdp over settings.distributed_world_size
     #: Rounds of re-measuring the best configuration against the baseline (autotune.tuner.confirm).
     confirm_rounds: int = 3
+    #: The plan's predictions as the Bayesian search's prior mean (autotune.tuner.plan_prior).
+    plan_prior: bool = True
 
     def info(self) -> dict[str, Any]:
         """What is stored with the study, so ``resume`` can rebuild the settings."""
@@ -89,6 +93,7 @@ class TuneConfig:
             "early_stop_ratio": self.early_stop_ratio,
             "loss_tolerance": self.loss_tolerance,
             "confirm_rounds": self.confirm_rounds,
+            "plan_prior": self.plan_prior,
         }
 
 
@@ -127,6 +132,10 @@ class Tuner:
         self.study: Study | None = None
         self.stopped: str | None = None
         self._plan_memory: PlanMemory | None = None
+        self._plans: PlanTraces | None = None
+        #: What the search's prior is (or why there is none), for the summary and the progress.
+        self.prior_note: str | None = None
+        self._prior: PlanPrior | None = None
 
     # ------------------------------------------------------------------ the study
 
@@ -165,6 +174,7 @@ class Tuner:
                 raise TuneError(self.stopped)
             try:
                 self._check(study)
+                self._use_plan_prior(study, baseline)
                 study.optimize(self._evaluate, self.config.n_trials, callbacks=[self._after])
                 self._confirm(study)
             finally:
@@ -175,7 +185,17 @@ class Tuner:
         """The study's summary as it stands (what summary.json holds)."""
         assert self.study is not None
         runs = confirm.stored(self.run_dir / STORE_NAME)
-        return tune_summary(self.study, self.config, self.run_dir, self.stopped, runs)
+        out = tune_summary(self.study, self.config, self.run_dir, self.stopped, runs)
+        if self.prior_note is not None:
+            out["search_prior"] = {
+                "note": self.prior_note,
+                "predicted_vs_measured": [
+                    {"trial": t.id, "predicted": t.attrs["plan_predicted"], "measured": t.value}
+                    for t in self.study.trials
+                    if t.ok and t.attrs.get("plan_predicted") is not None
+                ],
+            }
+        return out
 
     def _write_summary(self) -> None:
         if self.study is not None:
@@ -323,6 +343,8 @@ class Tuner:
         drift = self._drift(study, params, outcome)
         if drift is not None:
             raise Infeasible(drift, status="diverged", attrs=attrs)
+        if self._prior is not None:
+            attrs["plan_predicted"] = self._prior.predict(params)
         return Measured(metrics, attrs)
 
     def _trial_dir(self, trial_id: int) -> Path:
@@ -346,6 +368,7 @@ class Tuner:
             "stable": measured_stably(summary, self.config.settings.stable_within),
             "other_load_cores": outcome.other_load_cores,
             "device_kind": (summary.get("device") or {}).get("kind"),
+            "device_name": (summary.get("device") or {}).get("name"),
         }
 
     def _stop_below(self, world_size: int) -> float | None:
@@ -357,6 +380,31 @@ class Tuner:
         assert best.value is not None
         return self.config.scoring.throughput_floor(best.value, world_size, self.config.early_stop_ratio)
 
+    def _plan_traces(self, space: Space) -> PlanTraces:
+        if self._plans is None or self._plans.space != space:
+            self._plans = PlanTraces(self.config.settings, space)
+        return self._plans
+
+    def _use_plan_prior(self, study: Study, baseline: Trial) -> None:
+        """Give the Bayesian searcher the plan's prediction of every configuration (see plan_prior)."""
+        if not self.config.plan_prior or not isinstance(study.searcher, BayesSearcher):
+            return
+        used = baseline.attrs.get("params_used") or {}
+        global_batch = used.get("global_batch")
+        prior, self.prior_note = make_prior(
+            self._plan_traces(study.space),
+            self.config.scoring.objective,
+            baseline.attrs.get("device_kind") or self.config.device_kind,
+            baseline.attrs.get("device_name"),
+            self.config.scoring.price_per_gpu_hour,
+            global_batch if isinstance(global_batch, int) and not isinstance(global_batch, bool) else None,
+        )
+        if prior is None:
+            return
+        prior.calibrate(used, baseline.value)
+        self._prior = prior
+        study.searcher.prior = prior.predict
+
     def _predicted_oom(self, params: dict[str, Value]) -> str | None:
         """Why ``params`` would not fit the memory budget, predicted without running it, or None.
 
@@ -367,7 +415,9 @@ class Tuner:
         assert study is not None
         budget = self._memory_budget()
         if self._plan_memory is None or self._plan_memory.budget_bytes != budget:
-            self._plan_memory = PlanMemory(self.config.settings, study.space, budget)
+            self._plan_memory = PlanMemory(
+                self.config.settings, study.space, budget, plans=self._plan_traces(study.space)
+            )
         baseline = study.trials[0] if study.trials else None
         if baseline is not None and baseline.ok:
             used = baseline.attrs.get("params_used") or {}

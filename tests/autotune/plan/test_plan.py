@@ -108,7 +108,7 @@ def test_the_plan_ranks_what_fits_cheapest_first_and_says_why_the_rest_does_not(
         assert low <= c.step_time_s <= high
         assert c.samples_per_s == pytest.approx(32 / c.step_time_s)
         assert c.params["micro_batch"] * c.params["grad_accum"] == 32
-    assert result.calibration["calibrated"] is False
+    assert result.calibration["calibrated"] is True
 
 
 def test_every_priced_gpu_has_its_peaks_and_bandwidth():

@@ -76,3 +76,25 @@ def test_tune_skips_a_micro_batch_the_plan_puts_over_the_budget(tmp_path):
     assert by_batch[16]["status"] == "skipped", (out.stderr, by_batch[16])
     assert "the plan predicts" in by_batch[16]["error"]
     assert by_batch[2]["status"] == "ok", by_batch[2]
+
+
+def test_the_plan_orders_the_search_the_first_trial_is_its_best_prediction(tmp_path):
+    # global batch 16 (the demo's): micro-batch 16 runs it in one pass, 1 in sixteen, each paying
+    # the step's per-op overhead again; the plan (ops and bytes probed on this CPU) predicts 16 the
+    # fastest, so the study's first trial after the baseline is 16, not a random draw (1 in 4)
+    space = tmp_path / "space.toml"
+    space.write_text('[space.micro_batch]\ntype = "choice"\nchoices = [1, 2, 8, 16]\n')
+    out = subprocess.run(
+        [sys.executable, "-m", "autotune", "tune", "--space", str(space), "--trials", "2",
+         "--confirm-rounds", "0", "--trial-steps", "10", "--run-dir", str(tmp_path / "study"),
+         "-m", "autotune.demo.target", *DEMO_ARGS],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    summary = json.loads((tmp_path / "study" / "summary.json").read_text())
+    first = next(t for t in summary["trials"] if t["params"])
+    assert first["params"] == {"micro_batch": 16}, first
+    prior = summary["search_prior"]
+    assert prior["note"] == "plan prior: this CPU's probed costs"
+    (row,) = prior["predicted_vs_measured"]
+    assert row["trial"] == first["id"] and row["predicted"] > 0

@@ -1,0 +1,164 @@
+"""The plan's prediction of every configuration, as the Bayesian search's prior mean.
+
+After the baseline, the study predicts each configuration's objective the way ``autotune plan``
+does: the trial's own command traced under fake tensors once per combination of the parameters
+that change what runs (:class:`autotune.tuner.plan_memory.PlanTraces`, shared with the memory
+prediction), the step's FLOPs, bytes and ops priced at this device's costs, and the micro-batch ×
+accumulation that keeps the script's global batch. The device's costs:
+
+- a CPU: :func:`autotune.plan.probe.probe_costs` (a second of tiny kernels: fp32 and bf16 matrix
+  products, a large add, a one-element add), ops one after another; ranks of a ddp/fsdp trial share
+  the cores, so the same work split over them takes as long (their communication is not modelled);
+- a GPU of the plan's table (by its name): the plan's roofline with its expected efficiencies and,
+  over several GPUs, its ring collectives less the measured overlap.
+
+Every prediction is then scaled so the baseline's equals its measurement: what the search needs is
+the ranking and the ratios, which the GP's residual corrects where trials show them wrong
+(:mod:`autotune.tuner.search_prior`). Only the throughput and cost objectives get a prior; a
+configuration whose trace could not be made gets none (a neutral guess in the search).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from autotune.tuner.memory_model import batch_param
+from autotune.tuner.plan_memory import PlanTraces, Traced
+from autotune.tuner.space import Value
+from autotune.tuner.trials import trial_world_size
+from profilers.contract.study import usd_per_million
+
+#: Combinations of the non-batch parameters the prior will trace at most (each trace takes seconds).
+MAX_COMBINATIONS = 24
+
+
+@dataclass
+class PlanPrior:
+    """Predicted objective of each configuration (``predict``), scaled to the baseline's measurement."""
+
+    plans: PlanTraces
+    objective: str  # "throughput" or "cost"
+    device: str  # "cpu" or the plan's key of the GPU the trials run on
+    costs: Any = None  # CpuCalibration on a CPU
+    price_per_gpu_hour: float | None = None
+    #: Samples per optimizer step the script holds fixed (its ``batch_plan``'s), or None.
+    global_batch: int | None = None
+    scale: float = 1.0
+    predictions: dict[tuple[Any, ...], float | None] = field(default_factory=dict)
+
+    def calibrate(self, baseline_params: Mapping[str, Value], measured: float | None) -> None:
+        """Scale every prediction so that the baseline's configuration predicts ``measured``."""
+        own = {k: v for k, v in baseline_params.items() if k in self.plans.space.names}
+        predicted = self._predict(own) if measured else None
+        if predicted and measured:
+            self.scale = measured / predicted if self.objective == "throughput" else predicted / measured
+            self.predictions.clear()
+
+    def predict(self, params: Mapping[str, Value]) -> float | None:
+        """The objective predicted at ``params`` (None: no prediction); never raises."""
+        key = self.plans.space.key(params)
+        if key not in self.predictions:
+            try:
+                self.predictions[key] = self._predict(params)
+            except Exception as exc:  # a prior is advice to the search: it never stops a study
+                self.plans.problems.append(f"the plan's prediction failed: {type(exc).__name__}: {exc}")
+                self.predictions[key] = None
+        return self.predictions[key]
+
+    def samples_per_s(self, params: Mapping[str, Value]) -> float | None:
+        """Predicted samples/s of ``params`` (unscaled), None when it cannot be predicted."""
+        batch = batch_param(self.plans.space)
+        traced = self.plans.traced(params)
+        if batch is None or traced is None:
+            return None
+        ranks = trial_world_size(self.plans.settings, params)
+        micro = int(params[str(batch)])
+        accumulation = self._accumulation(params, traced, micro, ranks)
+        if self.device == "cpu":
+            seconds = traced.model.cpu_step_time_s(self.costs, micro, accumulation)  # each rank, its share
+        else:
+            seconds = self._gpu_step_s(traced, micro, accumulation, ranks, str(params.get("layout", "ddp")))
+        if not seconds or seconds <= 0:
+            return None
+        return micro * accumulation * ranks / seconds
+
+    def _predict(self, params: Mapping[str, Value]) -> float | None:
+        rate = self.samples_per_s(params)
+        if rate is None:
+            return None
+        if self.objective == "throughput":
+            return rate * self.scale
+        if self.price_per_gpu_hour is None:
+            return None
+        ranks = trial_world_size(self.plans.settings, params)
+        usd = usd_per_million(rate, ranks, self.price_per_gpu_hour)
+        return None if usd is None else usd * self.scale
+
+    def _accumulation(self, params: Mapping[str, Value], traced: Traced, micro: int, ranks: int) -> int:
+        if "grad_accum" in params:
+            return max(1, int(params["grad_accum"]))
+        if self.global_batch:  # the script splits a fixed global batch (batch_plan)
+            return max(1, self.global_batch // (micro * ranks))
+        return traced.accumulation
+
+    def _gpu_step_s(
+        self, traced: Traced, micro: int, accumulation: int, ranks: int, layout: str
+    ) -> float | None:
+        from autotune.plan.gpus import gpu_spec  # the plan's tables: only on a GPU
+        from autotune.plan.plan import Layout
+
+        spec = gpu_spec(self.device)
+        if spec is None:
+            return None
+        name = "single" if ranks == 1 else layout if layout in ("ddp", "fsdp") else "ddp"
+        return Layout(name, ranks, 0).step_s(spec, traced.model, micro, accumulation)
+
+
+def make_prior(
+    plans: PlanTraces,
+    objective: str,
+    device_kind: str | None,
+    device_name: str | None,
+    price_per_gpu_hour: float | None,
+    global_batch: int | None,
+) -> tuple[PlanPrior | None, str]:
+    """The prior of a study, or None and why not (shown with the study's progress)."""
+    space = plans.space
+    if objective not in ("throughput", "cost"):
+        return None, f"no plan prior for the {objective} objective (throughput and cost only)"
+    if batch_param(space) is None:
+        return None, "no plan prior: the space has no batch parameter to scale a trace in"
+    combinations = _combinations(space)
+    if combinations is None or combinations > MAX_COMBINATIONS:
+        return None, f"no plan prior: over {MAX_COMBINATIONS} combinations of the other parameters to trace"
+    if device_kind == "cuda":
+        from autotune.cost.prices import match_gpu  # the plan's tables: only on a GPU
+        from autotune.plan.gpus import gpu_spec
+
+        key = match_gpu(device_name)
+        spec = gpu_spec(key) if key else None
+        if spec is None:
+            return None, f"no plan prior: {device_name or 'this GPU'} is not in the plan's GPU table"
+        prior = PlanPrior(plans, objective, spec.key, None, price_per_gpu_hour, global_batch)
+        return prior, f"plan prior: {spec.key}"
+    from autotune.plan.probe import probe_costs  # torch: only when a study plans
+
+    return (
+        PlanPrior(plans, objective, "cpu", probe_costs(), price_per_gpu_hour, global_batch),
+        "plan prior: this CPU's probed costs",
+    )
+
+
+def _combinations(space: Any) -> int | None:
+    """Distinct combinations of the parameters that are traced separately (None: not finite)."""
+    from autotune.tuner.plan_memory import SCALED
+
+    skip = (batch_param(space), *SCALED, "layout")
+    sizes = [param.size for name, param in space.params.items() if name not in skip]
+    return None if None in sizes else math.prod(sizes)
+
+
+__all__ = ["MAX_COMBINATIONS", "PlanPrior", "make_prior"]
