@@ -20,7 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from autotune.plan.calibrate import CpuCalibration
+from autotune.plan.calibrate import CpuCalibration, time_step_s
+from autotune.plan.step import trace_step
 
 #: Matrix side of the FLOP probes; elements of the bandwidth probe.
 GEMM_SIDE = 256
@@ -65,9 +66,6 @@ class _Tiny(nn.Module):
 
 def _op_s() -> float:
     """Seconds per op as the plan's tracer counts them: the tiny network's real step over its ops."""
-    from autotune.plan.calibrate import time_step_s
-    from autotune.plan.step import trace_step
-
     def batch(b: int) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
         return (torch.randint(0, 32, (b, 4)),), torch.randn(b, 4, 16)
 

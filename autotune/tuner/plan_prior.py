@@ -6,9 +6,11 @@ that change what runs (:class:`autotune.tuner.plan_memory.PlanTraces`, shared wi
 prediction), the step's FLOPs, bytes and ops priced at this device's costs, and the micro-batch ×
 accumulation that keeps the script's global batch. The device's costs:
 
-- a CPU: :func:`autotune.plan.probe.probe_costs` (a second of tiny kernels: fp32 and bf16 matrix
-  products, a large add, a one-element add), ops one after another; ranks of a ddp/fsdp trial share
-  the cores, so the same work split over them takes as long (their communication is not modelled);
+- a CPU: :func:`autotune.plan.probe.probe_costs` (about 2 s: fp32 and bf16 matrix products, a
+  large add, a tiny network's step for the cost of an op), ops one after another; the ranks of a
+  ddp/fsdp trial run at once as far as the cores hold them at their threads each (torchrun gives a
+  rank one unless ``OMP_NUM_THREADS`` says otherwise), each its share of the global batch; their
+  communication (gloo) is not modelled;
 - a GPU of the plan's table (by its name): the plan's roofline with its expected efficiencies and,
   over several GPUs, its ring collectives less the measured overlap.
 
@@ -21,12 +23,15 @@ configuration whose trace could not be made gets none (a neutral guess in the se
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from autotune.cost.prices import match_gpu
+from autotune.plan.gpus import gpu_spec
 from autotune.tuner.memory_model import batch_param
-from autotune.tuner.plan_memory import PlanTraces, Traced
+from autotune.tuner.plan_memory import SCALED, PlanTraces, Traced
 from autotune.tuner.space import Value
 from autotune.tuner.trials import trial_world_size
 from profilers.contract.study import usd_per_million
@@ -76,9 +81,13 @@ class PlanPrior:
             return None
         ranks = trial_world_size(self.plans.settings, params)
         micro = int(params[str(batch)])
+        if self.global_batch and self.global_batch % (micro * ranks):
+            return None  # the micro-batch cannot split the global batch: the study skips it
         accumulation = self._accumulation(params, traced, micro, ranks)
         if self.device == "cpu":
-            seconds = traced.model.cpu_step_time_s(self.costs, micro, accumulation)  # each rank, its share
+            # every rank its share; as many ranks at once as the cores hold at their threads each
+            per_rank = traced.model.cpu_step_time_s(self.costs, micro, accumulation)
+            seconds = per_rank * ranks / self._at_once(ranks)
         else:
             seconds = self._gpu_step_s(traced, micro, accumulation, ranks, str(params.get("layout", "ddp")))
         if not seconds or seconds <= 0:
@@ -97,6 +106,14 @@ class PlanPrior:
         usd = usd_per_million(rate, ranks, self.price_per_gpu_hour)
         return None if usd is None else usd * self.scale
 
+    def _at_once(self, ranks: int) -> int:
+        """Ranks of a CPU trial that run at once: the cores over each rank's threads (torchrun's 1)."""
+        if ranks == 1:
+            return 1
+        raw = self.plans.settings.extra_env.get("OMP_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS") or "1"
+        threads = int(raw) if raw.isdigit() and int(raw) > 0 else 1
+        return max(1, min(ranks, (os.cpu_count() or 1) // threads))
+
     def _accumulation(self, params: Mapping[str, Value], traced: Traced, micro: int, ranks: int) -> int:
         if "grad_accum" in params:
             return max(1, int(params["grad_accum"]))
@@ -107,8 +124,7 @@ class PlanPrior:
     def _gpu_step_s(
         self, traced: Traced, micro: int, accumulation: int, ranks: int, layout: str
     ) -> float | None:
-        from autotune.plan.gpus import gpu_spec  # the plan's tables: only on a GPU
-        from autotune.plan.plan import Layout
+        from autotune.plan.plan import Layout  # torch: only on a GPU
 
         spec = gpu_spec(self.device)
         if spec is None:
@@ -135,9 +151,6 @@ def make_prior(
     if combinations is None or combinations > MAX_COMBINATIONS:
         return None, f"no plan prior: over {MAX_COMBINATIONS} combinations of the other parameters to trace"
     if device_kind == "cuda":
-        from autotune.cost.prices import match_gpu  # the plan's tables: only on a GPU
-        from autotune.plan.gpus import gpu_spec
-
         key = match_gpu(device_name)
         spec = gpu_spec(key) if key else None
         if spec is None:
@@ -154,8 +167,6 @@ def make_prior(
 
 def _combinations(space: Any) -> int | None:
     """Distinct combinations of the parameters that are traced separately (None: not finite)."""
-    from autotune.tuner.plan_memory import SCALED
-
     skip = (batch_param(space), *SCALED, "layout")
     sizes = [param.size for name, param in space.params.items() if name not in skip]
     return None if None in sizes else math.prod(sizes)
