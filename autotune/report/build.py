@@ -20,6 +20,7 @@ from autotune.report.sections import (
     Overview,
     ParetoPoint,
     ParetoSection,
+    PlanSection,
     Report,
     StepSection,
     SweepPoint,
@@ -32,7 +33,7 @@ from autotune.report.sections import (
 from autotune.tuner.memory_model import study_batch_param
 from profilers.contract.records import DeviceSample, StepRecord
 from profilers.contract.rundir import RunData
-from profilers.contract.schema import PHASES
+from profilers.contract.schema import PHASES, PLAN_NAME
 from profilers.contract.study import convergence, pareto_front, ran_with, usd_per_million
 from profilers.contract.summaries import TrialEntry
 from profilers.contract.summarize import quantile
@@ -90,6 +91,12 @@ def build_report(
     else:
         reason = "this is a profile run, not a tuning study (run `autotune tune` for these)"
         missing.update(sweep=reason, convergence=reason, pareto=reason, trials=reason)
+    plan = plan_section(run)
+    if plan is None:
+        missing["plan"] = (
+            f"no {PLAN_NAME} in the run directory: `autotune plan SCRIPT ARGS --format json -o "
+            f"{run.run_dir / PLAN_NAME}` adds what this training would need and cost on every GPU"
+        )
     overview = overview_section(run, tuple(notes))
     when = (now or dt.datetime.now(dt.UTC)).replace(microsecond=0)
     return Report(
@@ -106,7 +113,22 @@ def build_report(
         convergence=convergence,
         pareto=pareto,
         trials=trials,
+        plan=plan,
         missing=missing,
+    )
+
+
+def plan_section(run: RunData) -> PlanSection | None:
+    """The plan saved in the run directory, as the report shows it (None without one)."""
+    doc = run.plan
+    if not doc:
+        return None
+    return PlanSection(
+        configs=tuple(c for c in doc.get("configs") or [] if isinstance(c, dict)),
+        model=dict(doc.get("model") or {}),
+        calibration=dict(doc.get("calibration") or {}),
+        notes=tuple(str(n) for n in doc.get("notes") or []),
+        trace_s=float(doc.get("trace_s") or 0.0),
     )
 
 

@@ -14,11 +14,20 @@ unicode escapes, so no string can close the script element.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from html import escape
 from typing import TYPE_CHECKING, Any
 
 from autotune.fmt import NA, format_bytes, format_pct, format_rate, format_seconds, format_usd
 from autotune.report.gpu_time_tables import tables
+from autotune.report.plan_cells import (
+    HEADERS,
+    NUMERIC_COLUMNS,
+    REPORT_ROWS,
+    config_cells,
+    summary_lines,
+    trust_notes,
+)
 from autotune.report.sections import SECTION_TITLES
 from autotune.report.style import OTHER_STATUS_COLOUR, STATUS_COLOURS, metric_label
 
@@ -339,6 +348,20 @@ def _trials(t: TrialSection) -> str:
     return _table(headers, rows, nums, classes)
 
 
+def plan_body(data: dict[str, Any], draw: Callable[[list[Chart]], str]) -> str:
+    """The plan (its JSON) in HTML: the model, the $-against-time chart, the table, what it rests on."""
+    from autotune.report import html_charts as hc  # plotly: only when rendering
+
+    summary = "".join(f"<li>{esc(line)}</li>" for line in summary_lines(data))
+    cells = [[esc(cell) for cell in config_cells(c)] for c in (data.get("configs") or [])[:REPORT_ROWS]]
+    trust = "".join(f"<li>{esc(n)}</li>" for n in trust_notes(data))
+    return (
+        f"<h3>The model</h3><ul>{summary}</ul>{draw(hc.plan_charts(data))}"
+        f"<h3>Configurations, cheapest first</h3>{_table(HEADERS, cells, num_cols=NUMERIC_COLUMNS)}"
+        + (f"<h3>How far to trust it</h3><ul>{trust}</ul>" if trust else "")
+    )
+
+
 def _environment(e: EnvironmentSection) -> str:
     return _kv_table([(k, f'<span class="mono">{esc(v)}</span>') for k, v in e.items])
 
@@ -389,6 +412,8 @@ def _body(report: Report, key: str, charts: list[Chart]) -> str | None:
             return None if r.pareto is None else draw(hc.pareto_charts(r.pareto))
         case "trials":
             return None if r.trials is None else _trials(r.trials)
+        case "plan":
+            return None if r.plan is None else plan_body(r.plan.as_plan(), draw)
         case "rules":
             return _rules(r.advice)
         case "environment":

@@ -18,6 +18,7 @@ import plotly.io as pio  # type: ignore[import-untyped]
 from plotly.subplots import make_subplots  # type: ignore[import-untyped]
 
 from autotune.console import format_seconds
+from autotune.report.plan_cells import cost_time_points
 from autotune.report.sections import (
     ConvergenceSection,
     GpuTimeSection,
@@ -463,3 +464,24 @@ def pareto_charts(p: ParetoSection) -> list[Chart]:
     )
     caption = "Up and to the left is better; the front holds the trials no other beats on both."
     return [_chart("chart-pareto", "Throughput against cost per million samples", fig, 380, caption)]
+
+
+def plan_charts(data: dict[str, Any]) -> list[Chart]:
+    """$ against time to train, one series per GPU, each point a configuration that fits."""
+    series = cost_time_points(data)
+    if not series:
+        return []
+    with_run = any(c.get("usd_total") is not None for c in data.get("configs") or [])
+    fig = go.Figure()
+    for gpu, points in series.items():
+        fig.add_scatter(
+            x=[h for h, _, _ in points], y=[u for _, u, _ in points], mode="markers", name=plot_text(gpu),
+            text=[plot_text(label) for _, _, label in points],
+            hovertemplate="%{text}<br>%{x:.3g} h · $%{y:.3g}<extra>" + plot_text(gpu) + "</extra>",
+        )  # fmt: skip
+    what = "the run" if with_run else "a million samples"
+    fig.update_xaxes(title_text=f"hours to train {what}", type="log")
+    fig.update_yaxes(title_text=f"$ for {what}", type="log")
+    caption = "Each point a configuration that fits; lower is cheaper, left is faster."
+    return [_chart("plan-cost-time", f"$ against time to train {what}", fig, 420, caption)]
+

@@ -7,9 +7,11 @@ Every user-supplied string goes through :func:`md_text`, so a run named
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from autotune.fmt import NA, format_bytes, format_pct, format_rate, format_seconds, format_usd
 from autotune.report.gpu_time_tables import tables
+from autotune.report.plan_cells import HEADERS, REPORT_ROWS, config_cells, summary_lines, trust_notes
 from autotune.report.sections import SECTION_TITLES, Report
 
 _MD_SPECIAL = str.maketrans(
@@ -46,6 +48,25 @@ def _params(params: dict[str, object] | None) -> str:
     if not params:
         return "the script's defaults"
     return ", ".join(f"{md_text(k)}={md_text(v)}" for k, v in params.items())
+
+
+def plan_markdown_lines(data: dict[str, object], rows: int = REPORT_ROWS, level: int = 2) -> list[str]:
+    """The plan (its JSON): the model, its configurations cheapest first, what the figures rest on."""
+    plan: dict[str, Any] = dict(data)
+    head = "#" * level
+    out = [f"- {md_text(line)}" for line in summary_lines(plan)]
+    out += ["", f"{head} Configurations, cheapest first", ""]
+    configs = (plan.get("configs") or [])[:rows]
+    out += _table(HEADERS, [[md_text(cell) for cell in config_cells(c)] for c in configs])
+    notes = trust_notes(plan)
+    if notes:
+        out += [f"{head} How far to trust it", "", *(f"- {md_text(n)}" for n in notes), ""]
+    return out
+
+
+def _plan(report: Report) -> list[str]:
+    assert report.plan is not None
+    return plan_markdown_lines(report.plan.as_plan(), level=3)
 
 
 def render_markdown(report: Report) -> str:
@@ -323,5 +344,6 @@ _SECTIONS = {
     "convergence": _convergence,
     "pareto": _pareto,
     "trials": _trials,
+    "plan": _plan,
     "environment": _environment,
 }

@@ -8,7 +8,7 @@ the sentence that says why in ``Report.missing`` under the section's key.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from autotune.advice.records import AdviceSection
 from autotune.cost.records import CostSection
@@ -30,8 +30,25 @@ SECTION_TITLES: dict[str, str] = {
     "convergence": "Tuning convergence",
     "pareto": "Throughput against cost",
     "trials": "Trials",
+    "plan": "Plan: every GPU, before renting",
     "environment": "Environment",
 }
+
+
+@dataclass(frozen=True, slots=True)
+class PlanSection:
+    """``autotune plan``'s JSON found in the run directory (its configurations, cheapest first)."""
+
+    configs: tuple[dict[str, Any], ...]
+    model: dict[str, Any]
+    calibration: dict[str, Any]
+    notes: tuple[str, ...]
+    trace_s: float
+
+    def as_plan(self) -> dict[str, Any]:
+        """The plan's JSON object again, as :mod:`autotune.report.plan_cells` reads it."""
+        return {"configs": list(self.configs), "model": self.model, "calibration": self.calibration,
+                "notes": list(self.notes), "trace_s": self.trace_s}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,4 +245,5 @@ class Report:
     convergence: ConvergenceSection | None = None
     pareto: ParetoSection | None = None
     trials: TrialSection | None = None
+    plan: PlanSection | None = None
     missing: dict[str, str] = field(default_factory=dict)  # section key -> why it is left out

@@ -8,13 +8,15 @@ with one line that says what is wrong. A profile run that was killed before it w
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from profilers.contract.reader import RunStoreError, Snapshot, read_summary
 from profilers.contract.records import DeviceSample, OpRecord, StepRecord
-from profilers.contract.schema import STORE_NAME, SUMMARY_NAME, resolve_trial_dir
+from profilers.contract.schema import PLAN_NAME, STORE_NAME, SUMMARY_NAME, resolve_trial_dir
 from profilers.contract.summaries import SummaryError, TrialEntry, TuningSummary
 from profilers.contract.summarize import build_summary, run_statistics
 
@@ -45,7 +47,9 @@ class RunData:
     devices: tuple[dict[str, Any], ...] = ()
     trials: tuple[TrialEntry, ...] = ()  # checked entries; each also reads as summary.json's dict
     profile: RunData | None = None
-    notes: tuple[str, ...] = ()  # what was missing or rebuilt, for the report to say
+    notes: tuple[str, ...] = ()
+    #: ``autotune plan``'s JSON saved in the run directory (:data:`PLAN_NAME`), when there is one.
+    plan: dict[str, Any] | None = None  # what was missing or rebuilt, for the report to say
     #: Facts derived from this run, computed once each (``autotune.advice.facts`` fills it). Not an
     #: init field: a copy made with ``dataclasses.replace`` (other data) starts with an empty one.
     memo: dict[Any, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
@@ -81,11 +85,25 @@ def load_run(run_dir: str | Path, with_store: bool = True) -> RunData:
         raise RunDirError(f"{path}: not a directory (give the run directory, not a file in it)")
     summary = _read_summary(path)
     if summary is not None and summary.get("kind") == "tune":
-        return _load_study(path, summary)
+        return _with_plan(_load_study(path, summary))
     store = path / STORE_NAME
     if summary is None and not store.exists():
         raise RunDirError(f"{path}: not a run directory (no {SUMMARY_NAME} and no {STORE_NAME})")
-    return _load_profile(path, summary, with_store)
+    return _with_plan(_load_profile(path, summary, with_store))
+
+
+def _with_plan(run: RunData) -> RunData:
+    """``run`` with the plan saved beside it; one that cannot be read is a note, never a failure."""
+    path = run.run_dir / PLAN_NAME
+    if not path.exists():
+        return run
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(doc, dict) or not isinstance(doc.get("configs"), list):
+            raise ValueError("not the JSON of `autotune plan --format json` (no configs list)")
+    except (OSError, ValueError) as exc:
+        return dataclasses.replace(run, notes=(*run.notes, f"{PLAN_NAME} cannot be read: {exc}"))
+    return dataclasses.replace(run, plan=doc)
 
 
 def _read_summary(path: Path) -> dict[str, Any] | None:

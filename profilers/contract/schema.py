@@ -21,6 +21,8 @@ SCHEMA_VERSION = 1
 STORE_NAME = "run.db"
 #: The machine-readable result of a profile run or a study.
 SUMMARY_NAME = "summary.json"
+#: ``autotune plan``'s JSON saved beside a run (``--format json -o RUN_DIR/plan.json``): the report's plan.
+PLAN_NAME = "plan.json"
 #: A study's folder of trial runs, ``trials/trial-NNNN``.
 TRIALS_DIR = "trials"
 

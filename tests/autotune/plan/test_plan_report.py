@@ -84,3 +84,31 @@ def test_md_and_html_are_written_where_asked(tmp_path):
         capture_output=True, text=True, timeout=300, cwd=ROOT,
     )  # fmt: skip
     assert bad.returncode == 1 and "cannot write" in bad.stderr and bad.stderr.count("\n") == 1
+
+
+def test_a_plan_saved_in_a_run_directory_is_a_section_of_its_report(plan_data, tmp_path):
+    run = tmp_path / "run"
+    script = str(ROOT / "tests" / "scripts" / "train_unmodified.py")
+
+    def autotune(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "autotune", *args], capture_output=True, text=True, timeout=300, cwd=ROOT
+        )
+
+    assert autotune("profile", "--run-dir", str(run), "--quiet", script, "--steps", "30").returncode == 0
+    without = autotune("report", str(run), "--format", "md", "-o", "-")
+    assert without.returncode == 0, without.stderr
+    assert "no plan.json in the run directory" in without.stdout  # and how to add one
+    (run / "plan.json").write_text(json.dumps(plan_data))  # what `autotune plan ... -o RUN/plan.json` writes
+    md = autotune("report", str(run), "--format", "md", "-o", "-").stdout
+    section = md.split("## Plan: every GPU, before renting", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert len(rows) == len(plan_data["configs"]) == 12
+    assert "no: T4 has no bf16 tensor cores" in section
+    report = json.loads(autotune("report", str(run), "--format", "json", "-o", "-").stdout)
+    assert len(report["plan"]["configs"]) == 12 and "plan" not in report["missing"]
+    html = autotune("report", str(run), "--format", "html", "-o", "-").stdout
+    assert '<section id="plan">' in html and "plan-cost-time" in html  # the $-against-time chart
+    (run / "plan.json").write_text("{")  # half-written: the report still comes, and says why
+    broken = autotune("report", str(run), "--format", "md", "-o", "-")
+    assert broken.returncode == 0 and "plan.json cannot be read" in broken.stdout
