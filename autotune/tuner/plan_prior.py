@@ -52,14 +52,15 @@ class PlanPrior:
     #: Samples per optimizer step the script holds fixed (its ``batch_plan``'s), or None.
     global_batch: int | None = None
     scale: float = 1.0
-    predictions: dict[tuple[Any, ...], float | None] = field(default_factory=dict)
+    #: Every configuration predicted so far: its parameters and its prediction.
+    predictions: dict[tuple[Any, ...], tuple[dict[str, Value], float | None]] = field(default_factory=dict)
 
     def calibrate(self, baseline_params: Mapping[str, Value], measured: float | None) -> None:
         """Scale every prediction so that the baseline's configuration predicts ``measured``."""
         own = {k: v for k, v in baseline_params.items() if k in self.plans.space.names}
         predicted = self._predict(own) if measured else None
         if predicted and measured:
-            self.scale = measured / predicted if self.objective == "throughput" else predicted / measured
+            self.scale = measured / predicted  # samples/s or $ per million samples alike
             self.predictions.clear()
 
     def predict(self, params: Mapping[str, Value]) -> float | None:
@@ -67,11 +68,17 @@ class PlanPrior:
         key = self.plans.space.key(params)
         if key not in self.predictions:
             try:
-                self.predictions[key] = self._predict(params)
+                value = self._predict(params)
             except Exception as exc:  # a prior is advice to the search: it never stops a study
                 self.plans.problems.append(f"the plan's prediction failed: {type(exc).__name__}: {exc}")
-                self.predictions[key] = None
-        return self.predictions[key]
+                value = None
+            self.predictions[key] = (dict(params), value)
+        return self.predictions[key][1]
+
+    def predicted(self) -> list[dict[str, Any]]:
+        """Every configuration predicted so far, best first (what the search started from)."""
+        rows = [{"params": p, "predicted": v} for p, v in self.predictions.values() if v is not None]
+        return sorted(rows, key=lambda r: r["predicted"], reverse=self.objective == "throughput")
 
     def samples_per_s(self, params: Mapping[str, Value]) -> float | None:
         """Predicted samples/s of ``params`` (unscaled), None when it cannot be predicted."""

@@ -194,6 +194,8 @@ class Tuner:
                     for t in self.study.trials
                     if t.ok and t.attrs.get("plan_predicted") is not None
                 ],
+                # the configurations the search scored, best predicted first (the first 100)
+                "predicted": self._prior.predicted()[:100] if self._prior is not None else [],
             }
         return out
 

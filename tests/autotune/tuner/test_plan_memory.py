@@ -80,8 +80,8 @@ def test_tune_skips_a_micro_batch_the_plan_puts_over_the_budget(tmp_path):
 
 def test_the_plan_orders_the_search_the_first_trial_is_its_best_prediction(tmp_path):
     # global batch 16 (the demo's): micro-batch 16 runs it in one pass, 1 in sixteen, each paying
-    # the step's per-op overhead again; the plan (ops and bytes probed on this CPU) predicts 16 the
-    # fastest, so the study's first trial after the baseline is 16, not a random draw (1 in 4)
+    # the step's per-op overhead again. The study's first trial after the baseline is the
+    # configuration the plan predicted best (what it predicted is in the summary), not a random draw
     space = tmp_path / "space.toml"
     space.write_text('[space.micro_batch]\ntype = "choice"\nchoices = [1, 2, 8, 16]\n')
     out = subprocess.run(
@@ -92,9 +92,37 @@ def test_the_plan_orders_the_search_the_first_trial_is_its_best_prediction(tmp_p
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     summary = json.loads((tmp_path / "study" / "summary.json").read_text())
-    first = next(t for t in summary["trials"] if t["params"])
-    assert first["params"] == {"micro_batch": 16}, first
     prior = summary["search_prior"]
     assert prior["note"] == "plan prior: this CPU's probed costs"
+    predicted = {row["params"]["micro_batch"]: row["predicted"] for row in prior["predicted"]}
+    assert set(predicted) == {1, 2, 8, 16}
+    # sixteen passes of the per-op overhead against one: the smallest micro-batch is predicted slowest
+    assert predicted[1] == min(predicted.values()) and predicted[1] < 0.8 * max(predicted.values())
+    first = next(t for t in summary["trials"] if t["params"])
+    assert first["params"] == prior["predicted"][0]["params"], (first, prior["predicted"])
     (row,) = prior["predicted_vs_measured"]
-    assert row["trial"] == first["id"] and row["predicted"] > 0
+    assert row["trial"] == first["id"] and row["predicted"] == prior["predicted"][0]["predicted"]
+
+
+def test_the_prior_is_scaled_to_the_baseline_for_throughput_and_for_cost():
+    from autotune.plan.calibrate import CpuCalibration
+    from autotune.tuner.plan_memory import PlanTraces
+    from autotune.tuner.plan_prior import PlanPrior
+
+    # fixed costs (no probe: the figures below are exact): 1 ns per FLOP, 1 µs per op
+    costs = CpuCalibration(1e-9, 1e-9, 0.0, 1e-6, ("fixed",), ())
+    plans = PlanTraces(SETTINGS, SPACE)
+    base = {"micro_batch": 4, "precision": "fp32", "layout": "single"}
+    big = {"micro_batch": 16, "precision": "fp32", "layout": "single"}
+    fast = PlanPrior(plans, "throughput", "cpu", costs, None, global_batch=16)
+    raw = fast.samples_per_s(base), fast.samples_per_s(big)
+    assert raw[0] is not None and raw[1] is not None and raw[1] > raw[0]  # fewer passes of the per-op cost
+    fast.calibrate(base, 100.0)
+    assert fast.predict(base) == pytest.approx(100.0)
+    assert fast.predict(big) == pytest.approx(100.0 * raw[1] / raw[0])
+    cheap = PlanPrior(plans, "cost", "cpu", costs, 2.0, global_batch=16)
+    cheap.calibrate(base, 5.0)  # $5 per million samples measured at the baseline
+    assert cheap.predict(base) == pytest.approx(5.0)
+    assert cheap.predict(big) == pytest.approx(5.0 * raw[0] / raw[1])  # faster is cheaper, by the same ratio
+    assert len(plans.traces) == 1  # both priors read the one fp32 trace
+    assert fast.predict({"micro_batch": 16, "precision": "fp32", "layout": "ddp"}) is None  # 16 over 2 ranks
