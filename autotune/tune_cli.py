@@ -210,6 +210,7 @@ def cmd_tune(args: argparse.Namespace, usage_error: type[Exception]) -> int:
         on_start=progress.started,
         on_trial=progress.finished,
         on_confirm=progress.confirming,
+        on_note=progress.note,
     )
     try:
         summary = tuner.run()
@@ -358,6 +359,11 @@ class Progress:
             self.console.print(
                 f"[dim]trial {trial_id:>3} (run {position} of {n_trials}) {_format_params(params)} …[/dim]"
             )
+
+    def note(self, line: str) -> None:
+        """What the study is doing between trials (the plan's predictions before the search)."""
+        if not self.quiet:
+            self.console.print(f"[dim]{line}[/dim]")
 
     def confirming(self, run: Any, round_: int, role: str, rounds: int) -> None:
         """A re-measurement of the baseline or the best starts (``run`` None) or ends."""

@@ -69,7 +69,12 @@ def tune_demo(
     progress = Progress()
     progress.header(config, run_dir, resumed=False)
     tuner = Tuner(
-        config, run_dir, on_start=progress.started, on_trial=progress.finished, on_confirm=progress.confirming
+        config,
+        run_dir,
+        on_start=progress.started,
+        on_trial=progress.finished,
+        on_confirm=progress.confirming,
+        on_note=progress.note,
     )
     try:
         summary = tuner.run()

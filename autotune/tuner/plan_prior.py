@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +38,8 @@ from profilers.contract.study import usd_per_million
 
 #: Combinations of the non-batch parameters the prior will trace at most (each trace takes seconds).
 MAX_COMBINATIONS = 24
+#: A finite space up to this many configurations is predicted whole before the search starts.
+MAX_PREDICTED_UPFRONT = 1000
 
 
 @dataclass
@@ -140,6 +142,45 @@ class PlanPrior:
         return Layout(name, ranks, 0).step_s(spec, traced.model, micro, accumulation)
 
 
+def prior_for_study(
+    plans: PlanTraces,
+    scoring: Any,
+    baseline_attrs: Mapping[str, Any],
+    baseline_value: float | None,
+    device_kind: str,
+    on_note: Callable[[str], None] | None = None,
+) -> tuple[PlanPrior | None, str]:
+    """The prior of a study after its baseline (scaled to it), or None and why not.
+
+    A finite space of up to :data:`MAX_PREDICTED_UPFRONT` configurations is predicted whole at once,
+    so the seconds the traces take are said (``on_note``) rather than a silent first ask.
+    """
+    used = baseline_attrs.get("params_used") or {}
+    global_batch = used.get("global_batch")
+    prior, note = make_prior(
+        plans,
+        scoring.objective,
+        baseline_attrs.get("device_kind") or device_kind,
+        baseline_attrs.get("device_name"),
+        scoring.price_per_gpu_hour,
+        global_batch if isinstance(global_batch, int) and not isinstance(global_batch, bool) else None,
+    )
+    if prior is None:
+        return None, note
+    say = on_note or (lambda line: None)
+    say(f"{note}: predicting the configurations from fake-tensor traces of the script")
+    prior.calibrate(used, baseline_value)
+    size = plans.space.size
+    if size is not None and size <= MAX_PREDICTED_UPFRONT:
+        for params in plans.space.points():
+            prior.predict(params)
+        best = prior.predicted()[:1]
+        if best:
+            shown = ", ".join(f"{k}={v}" for k, v in best[0]["params"].items())
+            say(f"the plan's best: {shown} ({best[0]['predicted']:,.4g} {scoring.metric} predicted)")
+    return prior, note
+
+
 def make_prior(
     plans: PlanTraces,
     objective: str,
@@ -179,4 +220,4 @@ def _combinations(space: Any) -> int | None:
     return None if None in sizes else math.prod(sizes)
 
 
-__all__ = ["MAX_COMBINATIONS", "PlanPrior", "make_prior"]
+__all__ = ["MAX_COMBINATIONS", "MAX_PREDICTED_UPFRONT", "PlanPrior", "make_prior", "prior_for_study"]

@@ -30,7 +30,7 @@ from autotune.tuner.confirm import ConfirmRun
 from autotune.tuner.memory_model import MemoryModel
 from autotune.tuner.objectives import Scoring
 from autotune.tuner.plan_memory import PlanMemory, PlanTraces
-from autotune.tuner.plan_prior import PlanPrior, make_prior
+from autotune.tuner.plan_prior import PlanPrior, prior_for_study
 from autotune.tuner.presets import preset_space
 from autotune.tuner.records import Infeasible, Measured, Trial
 from autotune.tuner.searchers import BayesSearcher
@@ -111,7 +111,8 @@ class Tuner:
 
     ``on_start(trial_id, position, n_trials, params)`` is called as a trial starts (``position``:
     its number among the trials that run, 1-based), ``on_trial(study, trial)`` once it is stored,
-    ``on_confirm(run, round, role, rounds)`` as a re-measurement starts (``run`` None) and ends.
+    ``on_confirm(run, round, role, rounds)`` as a re-measurement starts (``run`` None) and ends,
+    ``on_note(line)`` with what the study does between trials (the plan's predictions).
     """
 
     def __init__(
@@ -122,6 +123,7 @@ class Tuner:
         on_start: Callable[[int, int, int, dict[str, Value]], None] | None = None,
         on_trial: Callable[[Study, Trial], None] | None = None,
         on_confirm: Callable[[ConfirmRun | None, int, str, int], None] | None = None,
+        on_note: Callable[[str], None] | None = None,
     ) -> None:
         self.config = config
         self.run_dir = run_dir
@@ -129,6 +131,7 @@ class Tuner:
         self.on_start = on_start
         self.on_trial = on_trial
         self.on_confirm = on_confirm
+        self.on_note = on_note
         self.study: Study | None = None
         self.stopped: str | None = None
         self._plan_memory: PlanMemory | None = None
@@ -391,21 +394,12 @@ class Tuner:
         """Give the Bayesian searcher the plan's prediction of every configuration (see plan_prior)."""
         if not self.config.plan_prior or not isinstance(study.searcher, BayesSearcher):
             return
-        used = baseline.attrs.get("params_used") or {}
-        global_batch = used.get("global_batch")
-        prior, self.prior_note = make_prior(
-            self._plan_traces(study.space),
-            self.config.scoring.objective,
-            baseline.attrs.get("device_kind") or self.config.device_kind,
-            baseline.attrs.get("device_name"),
-            self.config.scoring.price_per_gpu_hour,
-            global_batch if isinstance(global_batch, int) and not isinstance(global_batch, bool) else None,
-        )
-        if prior is None:
-            return
-        prior.calibrate(used, baseline.value)
-        self._prior = prior
-        study.searcher.prior = prior.predict
+        self._prior, self.prior_note = prior_for_study(
+            self._plan_traces(study.space), self.config.scoring, baseline.attrs, baseline.value,
+            self.config.device_kind, self.on_note,
+        )  # fmt: skip
+        if self._prior is not None:
+            study.searcher.prior = self._prior.predict
 
     def _predicted_oom(self, params: dict[str, Value]) -> str | None:
         """Why ``params`` would not fit the memory budget, predicted without running it, or None.
