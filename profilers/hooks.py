@@ -252,15 +252,28 @@ class TorchHooks:
     def _wrap_call(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         hooks = self
 
+        # Opaque to torch.compile: a compiled wrapper (HF Trainer's --torch_compile) traces the
+        # root's __call__, and our bookkeeping must run outside its graph, as one silent break
+        # rather than dynamo's warning that it cannot trace threading.get_ident.
+        @torch.compiler.disable
+        def begin(module: Any, args: tuple[Any, ...]) -> bool:
+            if not hooks.active or id(module) not in hooks.roots or threading.get_ident() != hooks._thread:
+                return False
+            hooks._fwd_begin(module, args)
+            return True
+
+        @torch.compiler.disable
+        def end(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+            hooks._fwd_end(module, args, kwargs)
+
         @functools.wraps(fn)
         def __call__(module: Any, *args: Any, **kwargs: Any) -> Any:
-            if not hooks.active or id(module) not in hooks.roots or threading.get_ident() != hooks._thread:
+            if not begin(module, args):
                 return fn(module, *args, **kwargs)
-            hooks._fwd_begin(module, args)
             try:
                 return fn(module, *args, **kwargs)
             finally:
-                hooks._fwd_end(module, args, kwargs)
+                end(module, args, kwargs)
 
         return __call__
 
@@ -270,14 +283,23 @@ class TorchHooks:
         self.on_fault("step hooks", exc)
 
     # -- forward --------------------------------------------------------------------------------
+    def _own_thread(self) -> bool:
+        """Whether this call comes from the training thread.
+
+        Inside a region torch.compile traces it does (dynamo traces the thread that runs it), and
+        the check must not reach ``threading.get_ident``, which dynamo cannot trace (a graph break
+        at every module, and a warning in the user's log).
+        """
+        return torch.compiler.is_compiling() or threading.get_ident() == self._thread
+
     def _global_pre(self, module: Any, args: tuple[Any, ...]) -> None:
-        if self.active and threading.get_ident() == self._thread:
+        if self.active and self._own_thread():
             self._fwd_begin(module, args)
 
     def _global_post(self, module: Any, args: Any, *rest: Any) -> None:
         # (kwargs, output) normally; (output,) alone when the forward raised: torch 2.13 calls an
         # always-call global hook without its kwargs on that path, whatever it registered with.
-        if self.active and threading.get_ident() == self._thread:
+        if self.active and self._own_thread():
             kwargs = rest[0] if len(rest) == 2 and isinstance(rest[0], dict) else None
             self._fwd_end(module, args, kwargs)
 

@@ -19,7 +19,7 @@ def profile_script(
     """``autotune profile --quiet --run-dir RUN_DIR OPTIONS SCRIPT ARGS`` (through torchrun for ranks > 1).
 
     Fails the test with the end of stderr unless it exits 0; returns ``run_dir``. What the script
-    printed is kept in ``run_dir.with_name(run_dir.name + ".stdout")``. ``env``: variables added to
+    printed is kept in ``run_dir.with_name(run_dir.name + ".stdout")`` (and ``.stderr``). ``env``: variables added to
     the environment.
     """
     launcher = (
@@ -38,4 +38,5 @@ def profile_script(
     )
     assert out.returncode == 0, out.stderr[-4000:]
     run_dir.with_name(run_dir.name + ".stdout").write_text(out.stdout)
+    run_dir.with_name(run_dir.name + ".stderr").write_text(out.stderr)
     return run_dir

@@ -1,7 +1,8 @@
 """Tuning an unmodified Hugging Face or Lightning script through the framework's own flags.
 
-``autotune tune --preset hf train.py ...`` searches micro-batch, precision and activation
-checkpointing of a script that parses ``TrainingArguments`` (``HfArgumentParser``), and
+``autotune tune --preset hf train.py ...`` searches micro-batch, precision, activation
+checkpointing and (on a GPU) ``torch.compile`` of a script that parses ``TrainingArguments``
+(``HfArgumentParser``), and
 ``--preset lightning`` those of a ``LightningCLI`` script, without a hand-written space. The global
 batch stays the baseline's: its samples per optimizer step (what the script ran with its own
 arguments, gradient accumulation included) are split into micro-batch × accumulation, and the
@@ -30,6 +31,8 @@ class Preset:
     #: Where the framework writes its outputs (config, checkpoints, logs): each trial its own.
     output_flag: str = ""
     cpu_precisions: tuple[str, ...] = ("fp32", "bf16")
+    #: torch.compile on (searched on GPUs only: on a CPU every trial would spend its time compiling).
+    compile_args: tuple[str, ...] | None = None
 
 
 PRESETS: dict[str, Preset] = {
@@ -41,6 +44,7 @@ PRESETS: dict[str, Preset] = {
         {"fp32": (), "bf16": ("--bf16",), "tf32": ("--tf32=true",), "fp16": ("--fp16",)},
         ("--gradient_checkpointing",),
         "--output_dir",
+        compile_args=("--torch_compile",),
     ),
     # lightning.pytorch.cli.LightningCLI: a DataModule with a batch_size argument
     "lightning": Preset(
@@ -74,6 +78,8 @@ def preset_space(name: str, per_rank: int, device_kind: str) -> Space:
     params["precision"] = Choice(*names)
     if preset.checkpointing_args is not None:
         params["activation_checkpointing"] = Choice(False, True)
+    if preset.compile_args is not None and cuda:
+        params["compile"] = Choice(False, True)
     return Space(**params)
 
 
@@ -91,4 +97,6 @@ def preset_args(
         args += list(preset.precision_args.get(precision, ()))
     if params.get("activation_checkpointing") is True and preset.checkpointing_args:
         args += list(preset.checkpointing_args)
+    if params.get("compile") is True and preset.compile_args:
+        args += list(preset.compile_args)
     return args

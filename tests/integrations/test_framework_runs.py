@@ -67,6 +67,20 @@ def test_hf_trainer_with_accumulation_and_evaluation(tmp_path, flags, expected):
     assert summary["throughput"]["tokens_per_s"] == pytest.approx(summary["throughput"]["samples_per_s"] * 32)
 
 
+def test_hf_trainer_with_torch_compile_is_counted_and_leaves_no_dynamo_warning_of_ours(tmp_path):
+    # --torch_compile: the Trainer compiles the model, and dynamo traces the profiler's hooks inside
+    # it; they once made it warn "does not know how to trace the builtin _thread.get_ident" (and
+    # break the graph at every module during the warm-up)
+    summary, steps, global_step = _profile(
+        tmp_path, "fw_hf_trainer.py", "--per_device_train_batch_size=8", "--max_steps=12", "--torch_compile",
+    )  # fmt: skip
+    assert summary["steps"] == global_step == 12
+    assert [s.samples for s in steps] == [16] * 12  # 8 per device × the script's 2 accumulation steps
+    assert summary["phases"]["forward"] > 0 and summary["phases"]["backward"] > 0
+    assert summary["warnings"] == []
+    assert "get_ident" not in (tmp_path / "run.stderr").read_text()
+
+
 @pytest.mark.parametrize(("mixed", "expected"), [("no", "fp32"), ("bf16", "bf16")])
 def test_accelerate_prepared_loop_with_accumulation(tmp_path, mixed, expected):
     pytest.importorskip("accelerate")

@@ -17,7 +17,12 @@ def test_the_hf_preset_splits_the_global_batch_and_maps_precision_to_its_flags()
         "--bf16",
         "--gradient_checkpointing",
     ]
-    assert preset_space("hf", per_rank=16, device_kind="cpu").params["precision"].choices == ("fp32", "bf16")
+    cpu = preset_space("hf", per_rank=16, device_kind="cpu")
+    assert cpu.params["precision"].choices == ("fp32", "bf16")
+    # torch.compile on a GPU only: on a CPU each short trial would spend its time compiling
+    assert "compile" not in cpu.params and space.params["compile"].choices == (False, True)
+    assert preset_args("hf", {"micro_batch": 24, "compile": True}, 24)[-1] == "--torch_compile"
+    assert "--torch_compile" not in preset_args("hf", {"micro_batch": 24, "compile": False}, 24)
 
 
 def test_the_lightning_preset_uses_the_cli_names_and_no_checkpointing_knob():
