@@ -19,8 +19,8 @@ def profile_script(
     """``autotune profile --quiet --run-dir RUN_DIR OPTIONS SCRIPT ARGS`` (through torchrun for ranks > 1).
 
     Fails the test with the end of stderr unless it exits 0; returns ``run_dir``. What the script
-    printed is kept in ``run_dir.with_name(run_dir.name + ".stdout")`` (and ``.stderr``). ``env``: variables added to
-    the environment.
+    printed is kept in ``run_dir.with_name(run_dir.name + ".stdout")`` (and ``.stderr``). ``env``:
+    variables added to the environment.
     """
     launcher = (
         ["-m", "torch.distributed.run", "--nproc-per-node", str(ranks), "--standalone"] if ranks > 1 else []
