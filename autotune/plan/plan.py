@@ -21,7 +21,7 @@ from autotune.cost.prices import load_prices, resolve_price
 from autotune.plan.calibrate import CpuCalibration
 from autotune.plan.gpus import GPUS, GpuSpec, gpu_spec
 from autotune.plan.model import EFFICIENCY, FRAMEWORK_RESERVE_BYTES, Affine, Efficiency, StepModel
-from autotune.plan.step import BatchFn, LossFn, OptimizerFn, largest_unit_bytes, trace_step
+from autotune.plan.step import BatchFn, LossFn, OptimizerFn, largest_unit_bytes, model_notes, trace_step
 
 PRECISIONS = ("fp32", "bf16")
 #: Share of the all-reduce time a real DDP job hid behind compute: the NCCL kernels' overlap with
@@ -118,7 +118,7 @@ def plan(
     result = plan_models(
         models, figures, global_batch, gpus=gpus, gpus_per_node=gpus_per_node, unit_bytes=unit,
         headroom=headroom, tokens_per_sample=tokens_per_sample, run_samples=run_samples, prices=prices,
-        cpu_times=cpu_times, nodes=nodes, inter_node_gb_s=inter_node_gb_s,
+        cpu_times=cpu_times, nodes=nodes, inter_node_gb_s=inter_node_gb_s, notes=tuple(model_notes(model)),
     )  # fmt: skip
     calibration = dict(result.calibration)
     if cpu is not None:

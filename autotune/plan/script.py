@@ -50,6 +50,8 @@ class ScriptTrace:
     start_bytes: int
     step_new_peak_bytes: int
     scalar_stand_ins: int
+    #: What the trace cannot see in this model (:mod:`autotune.plan.untrusted`).
+    untrusted: tuple[str, ...] = ()
 
     @property
     def micro_batch(self) -> int:
@@ -121,6 +123,7 @@ def trace_script(
         start_bytes=int(data["start_bytes"]),
         step_new_peak_bytes=int(data["step_new_peak_bytes"]),
         scalar_stand_ins=int(data.get("scalar_stand_ins", 0)),
+        untrusted=tuple(data.get("untrusted") or ()),
     )
 
 
@@ -216,6 +219,7 @@ def plan_script(
             f"{first.scalar_stand_ins} value(s) the script read from the model's fake tensors "
             "(a loss's item()) got a stand-in: branches on them may differ from a real run"
         )
+    notes += first.untrusted
     figures = {
         "script": script,
         "model_class": first.model_class,

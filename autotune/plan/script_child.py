@@ -46,6 +46,7 @@ from torch.optim.optimizer import register_optimizer_step_post_hook, register_op
 from autotune.plan.stand_in import ScalarStandIn
 from autotune.plan.step import figures_of
 from autotune.plan.trace import StepTracer, state_tensors
+from autotune.plan.untrusted import untrusted_notes
 from autotune.prepared import _blocks, _checkpoint_blocks
 from profilers.hooks import input_tensor
 
@@ -361,6 +362,7 @@ def _result(state: _Trace, tracer: StepTracer, params: list[torch.Tensor]) -> di
         "model_class": type(state.model).__name__,
         "unit_bytes": max(sum(p.numel() * p.element_size() for p in u.parameters()) for u in units),
         "has_blocks": blocks is not None,
+        "untrusted": untrusted_notes(state.model),
         "start_bytes": state.start_bytes,
         "step_new_peak_bytes": tracer.memory.peak_new_bytes,
     }

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from autotune.plan.trace import CATEGORIES, StepTracer, run_step
+from autotune.plan.untrusted import untrusted_notes
 from autotune.prepared import _blocks, _checkpoint_blocks
 
 #: A batch at a micro-batch size: (the model's inputs as a tuple, the loss function's target).
@@ -117,6 +118,16 @@ def prepare_step(
 
     batch = [t for t in (*inputs, target) if isinstance(t, torch.Tensor)]
     return PreparedStep(params, optimizer_fn(params), batch, forward_loss)
+
+
+def model_notes(model: nn.Module | Callable[[], nn.Module]) -> list[str]:
+    """What the trace cannot see in ``model`` (:mod:`autotune.plan.untrusted`), on a fake copy."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    if isinstance(model, nn.Module):
+        return untrusted_notes(model)
+    with FakeTensorMode() as mode:
+        return untrusted_notes(_build(model, mode))
 
 
 def largest_unit_bytes(model: nn.Module | Callable[[], nn.Module]) -> int:
