@@ -153,8 +153,23 @@ def prior_for_study(
     """The prior of a study after its baseline (scaled to it), or None and why not.
 
     A finite space of up to :data:`MAX_PREDICTED_UPFRONT` configurations is predicted whole at once,
-    so the seconds the traces take are said (``on_note``) rather than a silent first ask.
+    so the seconds the traces take are said (``on_note``) rather than a silent first ask. A prior is
+    advice to the search: whatever fails in making it leaves the study searching without one.
     """
+    try:
+        return _prior_for_study(plans, scoring, baseline_attrs, baseline_value, device_kind, on_note)
+    except Exception as exc:
+        return None, f"no plan prior: it failed ({type(exc).__name__}: {exc})"
+
+
+def _prior_for_study(
+    plans: PlanTraces,
+    scoring: Any,
+    baseline_attrs: Mapping[str, Any],
+    baseline_value: float | None,
+    device_kind: str,
+    on_note: Callable[[str], None] | None,
+) -> tuple[PlanPrior | None, str]:
     used = baseline_attrs.get("params_used") or {}
     global_batch = used.get("global_batch")
     prior, note = make_prior(

@@ -126,3 +126,21 @@ def test_the_prior_is_scaled_to_the_baseline_for_throughput_and_for_cost():
     assert cheap.predict(big) == pytest.approx(5.0 * raw[0] / raw[1])  # faster is cheaper, by the same ratio
     assert len(plans.traces) == 1  # both priors read the one fp32 trace
     assert fast.predict({"micro_batch": 16, "precision": "fp32", "layout": "ddp"}) is None  # 16 over 2 ranks
+
+
+def test_a_prior_that_cannot_be_made_leaves_the_study_searching_without_one(monkeypatch):
+    import autotune.plan.probe
+    from autotune.tuner.objectives import Scoring
+    from autotune.tuner.plan_memory import PlanTraces
+    from autotune.tuner.plan_prior import prior_for_study
+
+    def broken() -> None:
+        raise RuntimeError("no timer on this machine")
+
+    monkeypatch.setattr(autotune.plan.probe, "probe_costs", broken)
+    said: list[str] = []
+    prior, note = prior_for_study(
+        PlanTraces(SETTINGS, SPACE), Scoring(), {"device_kind": "cpu"}, 100.0, "cpu", said.append
+    )
+    assert prior is None and note == "no plan prior: it failed (RuntimeError: no timer on this machine)"
+    assert said == []  # nothing announced that did not happen
