@@ -36,6 +36,7 @@ class Traced(NamedTuple):
     model: Any  # autotune.plan.model.StepModel
     accumulation: int  # micro-batches per optimizer step in the traced run
     tokens_per_sample: int | None
+    micro_batch: int  # of the traced run
 
 
 @dataclass
@@ -71,16 +72,26 @@ class PlanTraces:
     def _trace(self, params: Mapping[str, Value]) -> Traced | None:
         from autotune.plan.script import ScriptError, step_model, trace_script  # torch: only when planning
 
-        args = [*self.settings.script_args, *self.space.command_args(params)]
+        space = self.space if params else None  # none: the baseline, the script's own defaults
+        args = [*self.settings.script_args, *(space.command_args(params) if space is not None else [])]
         try:
             trace = trace_script(
-                self.settings.script, args, env=trial_env(self.settings, self.space, params),
+                self.settings.script, args, env=trial_env(self.settings, space, params),
                 module=self.settings.module,
             )  # fmt: skip
         except ScriptError as exc:
             self.problems.append(str(exc))
             return None
-        return Traced(step_model(trace), trace.accumulation, trace.tokens_per_sample)
+        return Traced(step_model(trace), trace.accumulation, trace.tokens_per_sample, trace.micro_batch)
+
+    def baseline(self) -> Traced | None:
+        """The script with its own defaults (no parameter set), as the study's baseline ran it."""
+        if self.settings.preset is not None or trial_world_size(self.settings, {}) > 1:
+            return None
+        key = (("", "the baseline"),)
+        if key not in self.traces:
+            self.traces[key] = self._trace({})
+        return self.traces[key]
 
 
 @dataclass

@@ -58,10 +58,22 @@ class PlanPrior:
     predictions: dict[tuple[Any, ...], tuple[dict[str, Value], float | None]] = field(default_factory=dict)
 
     def calibrate(self, baseline_params: Mapping[str, Value], measured: float | None) -> None:
-        """Scale every prediction so that the baseline's configuration predicts ``measured``."""
+        """Scale every prediction so that the baseline's configuration predicts ``measured``.
+
+        The baseline as the parameters it read say it ran; when it read no batch parameter (a
+        script taking its batch as an argument), its own command traced with no parameter set.
+        """
         own = {k: v for k, v in baseline_params.items() if k in self.plans.space.names}
-        predicted = self._predict(own) if measured else None
-        if predicted and measured:
+        if not measured:
+            return
+        if batch_param(self.plans.space) in own:
+            ranks = trial_world_size(self.plans.settings, own)
+            rate = self.samples_per_s(own)
+        else:
+            ranks, base = 1, self.plans.baseline()
+            rate = None if base is None else self._rate(base, base.micro_batch, base.accumulation, 1, "")
+        predicted = None if rate is None else self._objective(rate, ranks)  # unscaled
+        if predicted:
             self.scale = measured / predicted  # samples/s or $ per million samples alike
             self.predictions.clear()
 
@@ -93,27 +105,32 @@ class PlanPrior:
         if self.global_batch and self.global_batch % (micro * ranks):
             return None  # the micro-batch cannot split the global batch: the study skips it
         accumulation = self._accumulation(params, traced, micro, ranks)
+        return self._rate(traced, micro, accumulation, ranks, str(params.get("layout", "ddp")))
+
+    def _rate(self, traced: Traced, micro: int, accumulation: int, ranks: int, layout: str) -> float | None:
+        """Samples/s of ``micro`` × ``accumulation`` on each of ``ranks`` (unscaled)."""
         if self.device == "cpu":
             # every rank its share; as many ranks at once as the cores hold at their threads each
             per_rank = traced.model.cpu_step_time_s(self.costs, micro, accumulation)
             seconds = per_rank * ranks / self._at_once(ranks)
         else:
-            seconds = self._gpu_step_s(traced, micro, accumulation, ranks, str(params.get("layout", "ddp")))
+            seconds = self._gpu_step_s(traced, micro, accumulation, ranks, layout)
         if not seconds or seconds <= 0:
             return None
         return micro * accumulation * ranks / seconds
 
     def _predict(self, params: Mapping[str, Value]) -> float | None:
         rate = self.samples_per_s(params)
-        if rate is None:
-            return None
+        value = None if rate is None else self._objective(rate, trial_world_size(self.plans.settings, params))
+        return None if value is None else value * self.scale
+
+    def _objective(self, rate: float, ranks: int) -> float | None:
+        """The objective at ``rate`` samples/s over ``ranks`` devices (unscaled)."""
         if self.objective == "throughput":
-            return rate * self.scale
+            return rate
         if self.price_per_gpu_hour is None:
             return None
-        ranks = trial_world_size(self.plans.settings, params)
-        usd = usd_per_million(rate, ranks, self.price_per_gpu_hour)
-        return None if usd is None else usd * self.scale
+        return usd_per_million(rate, ranks, self.price_per_gpu_hour)
 
     def _at_once(self, ranks: int) -> int:
         """Ranks of a CPU trial that run at once: the cores over each rank's threads (torchrun's 1)."""

@@ -144,3 +144,21 @@ def test_a_prior_that_cannot_be_made_leaves_the_study_searching_without_one(monk
     )
     assert prior is None and note == "no plan prior: it failed (RuntimeError: no timer on this machine)"
     assert said == []  # nothing announced that did not happen
+
+
+def test_a_script_taking_its_batch_as_an_argument_is_calibrated_on_its_own_baseline_trace():
+    # the baseline reads no autotune.param: its configuration is the script's defaults (batch 8),
+    # traced as they are; the same batch through the argument then predicts what the baseline measured
+    from autotune.plan.calibrate import CpuCalibration
+    from autotune.tuner import Choice, Space
+    from autotune.tuner.plan_memory import PlanTraces
+    from autotune.tuner.plan_prior import PlanPrior
+
+    script = str(ROOT / "tests" / "scripts" / "train_unmodified.py")
+    settings = TrialSettings(script=script, script_args=("--steps", "20"))
+    space = Space(batch_size=Choice(8, 64, arg="--batch-size={value}"))
+    costs = CpuCalibration(1e-9, 1e-9, 1e-11, 1e-6, ("fixed",), ())
+    prior = PlanPrior(PlanTraces(settings, space), "throughput", "cpu", costs)
+    prior.calibrate({}, 1234.0)
+    assert prior.predict({"batch_size": 8}) == pytest.approx(1234.0, rel=1e-6)
+    assert prior.predict({"batch_size": 64}) > 1234.0  # the per-op cost paid once for 8 times the samples
