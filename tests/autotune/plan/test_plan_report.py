@@ -112,3 +112,7 @@ def test_a_plan_saved_in_a_run_directory_is_a_section_of_its_report(plan_data, t
     (run / "plan.json").write_text("{")  # half-written: the report still comes, and says why
     broken = autotune("report", str(run), "--format", "md", "-o", "-")
     assert broken.returncode == 0 and "plan.json cannot be read" in broken.stdout
+    (run / "plan.json").write_text(json.dumps({"configs": [{"gpu": "L4"}]}))  # not a plan's JSON
+    wrong = autotune("report", str(run), "--format", "md", "-o", "-")
+    assert wrong.returncode == 0
+    assert "plan.json cannot be read: configuration 0: 'gpus' must be int" in wrong.stdout
