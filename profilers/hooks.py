@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -252,19 +253,21 @@ class TorchHooks:
     def _wrap_call(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         hooks = self
 
-        # Opaque to torch.compile: a compiled wrapper (HF Trainer's --torch_compile) traces the
-        # root's __call__, and our bookkeeping must run outside its graph, as one silent break
-        # rather than dynamo's warning that it cannot trace threading.get_ident.
-        @torch.compiler.disable
         def begin(module: Any, args: tuple[Any, ...]) -> bool:
             if not hooks.active or id(module) not in hooks.roots or threading.get_ident() != hooks._thread:
                 return False
             hooks._fwd_begin(module, args)
             return True
 
-        @torch.compiler.disable
         def end(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
             hooks._fwd_end(module, args, kwargs)
+
+        if "torch._dynamo" in sys.modules:
+            # The script compiles (dynamo is loaded: importing it here would cost every other user
+            # ~tens of MiB and seconds): a compiled wrapper (HF Trainer's --torch_compile) traces the
+            # root's __call__, and our bookkeeping must run outside its graph, as one silent break
+            # rather than dynamo's warning that it cannot trace threading.get_ident.
+            begin, end = torch.compiler.disable(begin), torch.compiler.disable(end)
 
         @functools.wraps(fn)
         def __call__(module: Any, *args: Any, **kwargs: Any) -> Any:
