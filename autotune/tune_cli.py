@@ -13,11 +13,14 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autotune.cli_support import check_module
 from autotune.tuner.space import Space, Value
 from profilers.contract.schema import TRIALS_DIR
+
+if TYPE_CHECKING:
+    from autotune.tuner.tune import Tuner
 
 DEFAULT_TRIALS = 12
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
@@ -124,7 +127,7 @@ def cmd_tune(args: argparse.Namespace, usage_error: type[Exception]) -> int:
     """Run ``autotune tune``; bad input raises ``usage_error`` (one line, exit 2)."""
     from autotune.tuner.objectives import Scoring
     from autotune.tuner.trials import TrialSettings
-    from autotune.tuner.tune import TuneConfig, TuneError, Tuner, settings_from_info, stored_config
+    from autotune.tuner.tune import TuneConfig, TuneError, settings_from_info, stored_config
     from autotune.tuner.tune_checks import check_space
 
     stored = None
@@ -203,15 +206,7 @@ def cmd_tune(args: argparse.Namespace, usage_error: type[Exception]) -> int:
     run_dir = args.run_dir or default_run_dir(args.runs_root, args.name or _name(settings))
     progress = Progress(quiet=args.quiet)
     progress.header(config, run_dir, resumed=stored is not None)
-    tuner = Tuner(
-        config,
-        run_dir,
-        resume=args.resume,
-        on_start=progress.started,
-        on_trial=progress.finished,
-        on_confirm=progress.confirming,
-        on_note=progress.note,
-    )
+    tuner = progress.tuner(config, run_dir, resume=args.resume)
     try:
         summary = tuner.run()
     except TuneError as exc:
@@ -359,6 +354,20 @@ class Progress:
             self.console.print(
                 f"[dim]trial {trial_id:>3} (run {position} of {n_trials}) {_format_params(params)} …[/dim]"
             )
+
+    def tuner(self, config: Any, run_dir: Path, resume: bool = False) -> Tuner:
+        """The study's tuner, reporting here as it goes."""
+        from autotune.tuner.tune import Tuner  # the tuner's modules: only once a study runs
+
+        return Tuner(
+            config,
+            run_dir,
+            resume=resume,
+            on_start=self.started,
+            on_trial=self.finished,
+            on_confirm=self.confirming,
+            on_note=self.note,
+        )
 
     def note(self, line: str) -> None:
         """What the study is doing between trials (the plan's predictions before the search)."""

@@ -18,7 +18,7 @@ from rich.console import Console
 from autotune.demo.target import demo_space
 from autotune.tune_cli import Progress
 from autotune.tuner.trials import TrialSettings
-from autotune.tuner.tune import TuneConfig, TuneError, Tuner
+from autotune.tuner.tune import TuneConfig, TuneError
 
 #: Trials of the demo study, the baseline included.
 DEFAULT_TRIALS = 12
@@ -68,14 +68,7 @@ def tune_demo(
     )
     progress = Progress()
     progress.header(config, run_dir, resumed=False)
-    tuner = Tuner(
-        config,
-        run_dir,
-        on_start=progress.started,
-        on_trial=progress.finished,
-        on_confirm=progress.confirming,
-        on_note=progress.note,
-    )
+    tuner = progress.tuner(config, run_dir)
     try:
         summary = tuner.run()
     except TuneError as exc:
