@@ -78,10 +78,8 @@ ANCHORS = (
 
 def step_models(anchor: Anchor) -> tuple[object, int]:
     """The traced step of the anchor's GPT (fitted in the micro-batch), and its parameter count."""
-    import torch
-    import torch.nn.functional as F
-
-    from autotune.demo.models import GPTConfig, make_model
+    from autotune.demo.models import GPTConfig
+    from autotune.demo.plan import demo_workload
     from autotune.plan.model import StepModel
     from autotune.plan.script import scaled
     from autotune.plan.step import trace_step
@@ -90,18 +88,8 @@ def step_models(anchor: Anchor) -> tuple[object, int]:
     cfg = GPTConfig(
         vocab_size=anchor.vocab, seq_len=anchor.seq_len, d_model=d, n_layers=layers, n_heads=heads
     )
-
-    def batch(b: int) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
-        tokens = torch.randint(0, cfg.vocab_size, (b, cfg.seq_len))
-        return (tokens,), tokens
-
-    def loss(out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(out.reshape(-1, out.shape[-1]).float(), target.reshape(-1))
-
-    def adamw(params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
-        return torch.optim.AdamW(params, lr=1e-4)
-
-    one = trace_step(lambda: make_model(cfg), batch, loss, adamw, anchor.micro_batch, "bf16")
+    factory, batch, loss, adamw, _ = demo_workload("gpt", cfg)
+    one = trace_step(factory, batch, loss, adamw, anchor.micro_batch, "bf16")
     return StepModel.fit(one, scaled(one, 2 * anchor.micro_batch)), one.parameters
 
 

@@ -14,9 +14,12 @@ from autotune.plan.calibrate import calibrate
 from autotune.plan.plan import Plan, plan
 
 
-def demo_workload(name: str) -> tuple[Any, Any, Any, Any, int | None]:
-    """(model factory, batch_fn, loss_fn, optimizer_fn, tokens per sample) of a demo model."""
-    cfg: Any = default_config(name)
+def demo_workload(name: str, cfg: Any = None) -> tuple[Any, Any, Any, Any, int | None]:
+    """(model factory, batch_fn, loss_fn, optimizer_fn, tokens per sample) of a demo model.
+
+    ``cfg``: another shape of it (a ``GPTConfig`` or ``CNNConfig``), the demo's own by default.
+    """
+    cfg = cfg if cfg is not None else default_config(name)
 
     def optimizer_fn(params: list[nn.Parameter]) -> torch.optim.Optimizer:
         return torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
