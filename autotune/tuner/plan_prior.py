@@ -30,6 +30,7 @@ from typing import Any
 
 from autotune.cost.prices import match_gpu
 from autotune.plan.gpus import gpu_spec
+from autotune.tuner.host_load import machine_cores
 from autotune.tuner.memory_model import batch_param
 from autotune.tuner.plan_memory import SCALED, PlanTraces, Traced
 from autotune.tuner.space import Value
@@ -138,7 +139,7 @@ class PlanPrior:
             return 1
         raw = self.plans.settings.extra_env.get("OMP_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS") or "1"
         threads = int(raw) if raw.isdigit() and int(raw) > 0 else 1
-        return max(1, min(ranks, (os.cpu_count() or 1) // threads))
+        return max(1, min(ranks, machine_cores() // threads))
 
     def _accumulation(self, params: Mapping[str, Value], traced: Traced, micro: int, ranks: int) -> int:
         if "grad_accum" in params:

@@ -330,20 +330,10 @@ class BayesSearcher(Searcher):
         self, usable: list[Observation], feasible_losses: list[float], rng: random.Random
     ) -> dict[str, Value]:
         """Fit the GP to ``usable`` and return the best untried configuration it proposes."""
-        from skopt import Optimizer  # type: ignore[import-untyped]
-
         penalty = self.penalty(feasible_losses)
         xs = [self.space.to_skopt_point(o.params) for o in usable]
         ys = [self._loss(o.value) if o.feasible and o.value is not None else penalty for o in usable]
-        optimizer = Optimizer(
-            self.space.to_skopt(),
-            base_estimator="GP",
-            n_initial_points=0,
-            acq_func=self.acq_func,
-            acq_optimizer_kwargs={"n_points": self.n_candidates},
-            random_state=derive_seed(self.name, self.seed, len(self._history), "skopt"),
-            avoid_duplicates=False,
-        )
+        optimizer = self._optimizer()
         size = self.space.size
         with warnings.catch_warnings():  # GP hyperparameter fits warn about convergence; harmless here
             warnings.simplefilter("ignore")
@@ -391,17 +381,25 @@ class BayesSearcher(Searcher):
         with threadpool_limits(limits=1), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             from sklearn.base import clone  # the search's libraries: only for a model-based ask
-            from skopt import Optimizer
 
-            optimizer = Optimizer(
-                self.space.to_skopt(),
-                base_estimator="GP",
-                n_initial_points=0,
-                random_state=derive_seed(self.name, self.seed, len(self._history), "skopt"),
-            )
+            optimizer = self._optimizer()
             xs = optimizer.space.transform([self.space.to_skopt_point(o.params) for o in usable])
             model = clone(optimizer.base_estimator_).fit(xs, residuals)
             return self._best_of(candidates, optimizer, Shifted(model, offsets), min(ys), rng)
+
+    def _optimizer(self) -> Any:
+        """A fresh ``skopt.Optimizer`` over the space (GP, no initial points), seeded by the history."""
+        from skopt import Optimizer  # type: ignore[import-untyped]  # only for a model-based ask
+
+        return Optimizer(
+            self.space.to_skopt(),
+            base_estimator="GP",
+            n_initial_points=0,
+            acq_func=self.acq_func,
+            acq_optimizer_kwargs={"n_points": self.n_candidates},
+            random_state=derive_seed(self.name, self.seed, len(self._history), "skopt"),
+            avoid_duplicates=False,
+        )
 
     def _candidates(self, rng: random.Random) -> list[dict[str, Value]]:
         """Every untried configuration of a small finite space, else ``n_candidates`` random ones."""
