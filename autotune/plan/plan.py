@@ -20,7 +20,14 @@ from typing import Any
 from autotune.cost.prices import load_prices, resolve_price
 from autotune.plan.calibrate import CpuCalibration
 from autotune.plan.gpus import GPUS, GpuSpec, gpu_spec
-from autotune.plan.model import EFFICIENCY, FRAMEWORK_RESERVE_BYTES, Affine, Efficiency, StepModel
+from autotune.plan.model import (
+    CALIBRATED_ON,
+    EFFICIENCY,
+    FRAMEWORK_RESERVE_BYTES,
+    Affine,
+    Efficiency,
+    StepModel,
+)
 from autotune.plan.step import BatchFn, LossFn, OptimizerFn, largest_unit_bytes, model_notes, trace_step
 
 PRECISIONS = ("fp32", "bf16")
@@ -193,14 +200,12 @@ def plan_models(
     configs.sort(key=_rank)
     calibration: dict[str, Any] = {
         "calibrated": True,
-        "calibrated_on": "10 published runs (mosaicml/llm-foundry: MPT 125M-7B, FSDP, bf16, 8 x A100/H100); "
-        "median error 4.3% leave-one-out (benchmarks/gpu_anchors.py)",
+        "calibrated_on": CALIBRATED_ON,
         "efficiency": [_eff(e) for e in EFFICIENCY],
         "framework_reserve_bytes": FRAMEWORK_RESERVE_BYTES,
         "note": "GPU step times at efficiencies fitted on published runs of an optimised stack (flash "
-        "attention, fused kernels; median error 4.3% on runs left out of the fit); plain eager scripts run "
-        "toward the slow end of the interval; memory "
-        "is traced, with the framework reserve assumed",
+        f"attention, fused kernels): {CALIBRATED_ON}; plain eager scripts run toward the slow end of the "
+        "interval; memory is traced, with the framework reserve assumed",
     }
     return Plan(tuple(configs), figures, calibration, 0.0, notes)
 
