@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import resource
 import shutil
 import sys
@@ -33,8 +34,12 @@ def _dashboard_bench():  # type: ignore[no-untyped-def]
     return module
 
 
-def write_run(run_dir: Path, steps: int, samples: int, gpus: int) -> None:
-    """A finished run: run.db as the dashboard benchmark writes it, and the summary it gives."""
+def write_run(run_dir: Path, steps: int, samples: int, gpus: int, host: bool = True) -> None:
+    """A finished run: run.db as the dashboard benchmark writes it, and the summary it gives.
+
+    With ``host`` (as the profiler samples), each 100 ms tick holds one host reading beside the
+    GPUs' (the host's CPU use, the process's RSS): ``samples`` readings in all.
+    """
     from profilers.contract.reader import Snapshot
     from profilers.contract.summarize import build_summary, run_statistics
     from profilers.store import RunStore
@@ -42,15 +47,19 @@ def write_run(run_dir: Path, steps: int, samples: int, gpus: int) -> None:
     bench = _dashboard_bench()
     run_dir.mkdir(parents=True, exist_ok=True)
     store = RunStore(run_dir / "run.db")
-    step_ns = max(1, samples // gpus) * 100_000_000 // steps
+    ticks = samples // (gpus + 1) if host else samples // gpus
+    step_ns = max(1, ticks) * 100_000_000 // steps
     store.set_meta({"name": "bench", "command": ["train.py"], "world_size": 1})
     store.set_devices(
         [{"index": g, "kind": "gpu", "name": "NVIDIA H200", "mem_total_bytes": 150e9} for g in range(gpus)]
+        + ([{"index": 0, "kind": "host", "name": "cpu", "mem_total_bytes": 2e12, "cpu_cores": 32}] * host)
     )
     for first in range(1, steps + 1, bench.CHUNK):
         store.add_steps(bench._steps(first, min(bench.CHUNK, steps + 1 - first), step_ns))
-    for first in range(0, samples, bench.CHUNK):
-        store.add_samples(bench._samples(first, min(bench.CHUNK, samples - first), gpus))
+    for first in range(0, ticks * gpus, bench.CHUNK):
+        store.add_samples(bench._samples(first, min(bench.CHUNK, ticks * gpus - first), gpus))
+    for first in range(0, ticks if host else 0, bench.CHUNK):
+        store.add_samples(_host_samples(first, min(bench.CHUNK, ticks - first), bench.T0_NS))
     store.close()
     with Snapshot(run_dir / "run.db") as snap:
         records, (_, _, readings) = snap.steps(), snap.samples()
@@ -59,6 +68,23 @@ def write_run(run_dir: Path, steps: int, samples: int, gpus: int) -> None:
     device = {"kind": "cuda", "name": "NVIDIA H200", "count": 1, "index": 0, "nvml_indexes": jobs}
     summary = build_summary(**stats, name="bench", run_dir=str(run_dir), device=device, precision="bf16")
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+
+
+def _host_samples(first: int, count: int, t0_ns: int) -> list[dict[str, object]]:
+    """Host readings of ticks ``first``.. (the host's CPU busy 30-50%, the process's RSS slowly swinging)."""
+    return [
+        {
+            "t_ns": t0_ns + tick * 100_000_000,
+            "device_index": 0,
+            "kind": "host",
+            "cpu_util_pct": 40 + 10 * math.sin(tick / 500),
+            "process_cpu_pct": 100.0,
+            "rss_bytes": 6e9 + 2e8 * math.sin(tick / 700),
+            "host_mem_used_bytes": 300e9,
+            "host_mem_total_bytes": 2e12,
+        }
+        for tick in range(first, first + count)
+    ]
 
 
 def timed(label: str, fn, *args):  # type: ignore[no-untyped-def]
@@ -77,11 +103,12 @@ def main() -> int:
     p.add_argument("--gpus", type=int, default=2)
     p.add_argument("--run", type=Path, help="the run directory (written when it holds no run)")
     p.add_argument("--keep", action="store_true", help="keep the run directory made in a temporary folder")
+    p.add_argument("--no-host", action="store_true", help="GPU readings only (no host reading per tick)")
     args = p.parse_args()
     run_dir = args.run or Path(tempfile.mkdtemp(prefix="report-big-")) / "run"
     if not (run_dir / "summary.json").exists():
         print(f"writing {args.steps:,} steps and {args.samples:,} samples to {run_dir} ...", flush=True)
-        write_run(run_dir, args.steps, args.samples, args.gpus)
+        write_run(run_dir, args.steps, args.samples, args.gpus, host=not args.no_host)
     from autotune.report import make
 
     try:

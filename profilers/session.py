@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import os
-import platform
-import resource
 import socket
 import sys
 import threading
@@ -22,21 +19,20 @@ from pathlib import Path
 from typing import Any
 
 from profilers.backends import get_backend
-from profilers.contract.reader import Snapshot, read_ranks, read_steps
+from profilers.contract.reader import Snapshot
 from profilers.contract.records import DeviceSample, StepRecord, mean_loss
 from profilers.contract.schema import SCHEMA_VERSION, STORE_NAME
 from profilers.contract.summarize import (
     build_summary,
-    combine_ranks,
     rank_entry,
     run_statistics,
-    step_statistics,
 )
 from profilers.flops import detect_precision, mfu, model_facts, peak_flops_per_s
 from profilers.gpu_match import cuda_uuids, job_cuda_indexes, match_uuids, visible_nvml_indexes
 from profilers.instrument import StepInstruments
 from profilers.nvtx_ranges import NvtxRanges, nvtx_available
 from profilers.options import ProfileOptions
+from profilers.rank_summary import device_entry, gather_ranks, host_memory, write_summary
 from profilers.recorder import Recorder
 from profilers.rundir import claim_run_dir, job_id, resolve_run_dir, run_dir_lock
 from profilers.stopping import StepBudgetReached, StepBudgets
@@ -46,7 +42,6 @@ from profilers.tracker import ClosedStep, StepTracker
 
 _ACTIVE: Session | None = None
 _ACTIVE_LOCK = threading.Lock()
-RANK_WAIT_S = 120.0
 
 
 class ProfilerWarning(UserWarning):
@@ -465,28 +460,8 @@ class Session:
         memory: dict[str, Any] = {}
         peak: int | None = None
         try:
-            # Peak RSS from the samples of the training's own steps: leaving out the FLOP-counting
-            # step and the torch.profiler window (their buffers and decompositions are the profiler's
-            # memory, trimmed after the window), and less what the profiler's own imports hold.
-            tools = self.instruments
-            spans = [span for span in (tools.flops_ns, tools.window_ns) if span is not None]
-            rss_samples = [
-                s.rss_bytes - tools.tool_rss_at(s.t_ns)
-                for s in samples
-                if s.kind == "host" and s.rss_bytes and not any(a <= s.t_ns <= b for a, b in spans)
-            ]
-            peak_rss = max(rss_samples, default=None)
-            memory.update(
-                {
-                    "rss_start_bytes": self._rss_start,
-                    "rss_peak_bytes": peak_rss,
-                    "ru_maxrss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-                    "profiler_rss_bytes": tools.tool_rss[-1][1] if tools.tool_rss else 0,
-                }
-            )
-            if peak_rss is not None and self._rss_start is not None:
-                memory["rss_peak_growth_bytes"] = max(0, peak_rss - self._rss_start)
-                peak = memory["rss_peak_growth_bytes"]
+            memory = host_memory(samples, self.instruments, self._rss_start)
+            peak = memory.get("rss_peak_growth_bytes")
         except Exception as exc:
             self.fault("host memory", exc)
         if self.device_kind == "cuda":
@@ -502,33 +477,12 @@ class Session:
         return peak, memory
 
     def _device(self) -> dict[str, Any]:
+        name = None
         if self.device_kind == "cuda":
             import torch
 
-            return {
-                "kind": "cuda",
-                "name": torch.cuda.get_device_name(self._cuda_device),
-                "count": self.world_size if self.world_size > 1 else 1,
-                "index": self._cuda_device,
-                "nvml_indexes": self.job_gpus,
-            }
-
-        name = platform.processor() or platform.machine()
-        try:
-            with open("/proc/cpuinfo") as f:
-                for line in f:
-                    if line.startswith("model name"):
-                        name = line.split(":", 1)[1].strip()
-                        break
-        except OSError:
-            pass
-        return {
-            "kind": "cpu",
-            "name": name,
-            "count": self.world_size,
-            "index": None,
-            "nvml_indexes": self.job_gpus,
-        }
+            name = torch.cuda.get_device_name(self._cuda_device)
+        return device_entry(self.device_kind, name, self._cuda_device, self.world_size, self.job_gpus)
 
     def _mfu(self, step_time_s: float | None, device: dict[str, Any]) -> tuple[float | None, float | None]:
         if self.options.peak_tflops is not None:
@@ -625,46 +579,13 @@ class Session:
 
     def _gather_ranks(self, summary: dict[str, Any], mine: dict[str, Any]) -> dict[str, Any]:
         """Rank 0: wait for the other ranks' own summaries, then add the per-rank figures."""
-        entries = {0: mine}
-        if self.run_dir is not None:
-            deadline = time.monotonic() + RANK_WAIT_S
-            path = self.run_dir / STORE_NAME
-            while True:
-                ranks = read_ranks(path)
-                done = {r: row for r, row in ranks.items() if row["summary"] is not None}
-                if len(done) >= self.world_size or time.monotonic() > deadline:
-                    break
-                time.sleep(0.2)
-            for r, row in sorted(done.items()):
-                if r == 0:
-                    continue
-                other = row["summary"]
-                rsteps = read_steps(path, rank=r)
-                stats = step_statistics(rsteps, self.options.samples_per_step)
-                entries[r] = rank_entry(r, rsteps, stats, other.get("peak_memory_bytes"))
-            missing = [r for r in range(self.world_size) if r not in entries]
-            if missing:
-                self.warnings.append(f"ranks {missing} did not finish within {RANK_WAIT_S:.0f} s; left out")
-        ranks_list = [entries[r] for r in sorted(entries)]
-        combined = combine_ranks(ranks_list)
-        summary["ranks"] = ranks_list
-        job, own = combined["samples_per_s"], mine["samples_per_s"]
-        ci = summary["throughput"].get("samples_per_s_ci95")
-        summary["throughput"] = {
-            "samples_per_s": job,
-            "tokens_per_s": combined["tokens_per_s"],
-            # rank 0's interval scaled to the job (the ranks step together)
-            "samples_per_s_ci95": [v * job / own if v and job and own else None for v in ci] if ci else None,
-            "per_rank_samples_per_s": [e["samples_per_s"] for e in ranks_list],
-        }
-        summary["warnings"] = self.warnings
-        return summary
+        path = self.run_dir / STORE_NAME if self.run_dir is not None else None
+        per_step = self.options.samples_per_step
+        return gather_ranks(summary, mine, path, self.world_size, per_step, self.warnings)
 
     def _write_summary(self, summary: dict[str, Any]) -> None:
         assert self.run_dir is not None
-        tmp = self.run_dir / "summary.json.tmp"
-        tmp.write_text(json.dumps(summary, indent=2, default=str) + "\n")
-        os.replace(tmp, self.run_dir / "summary.json")
+        write_summary(self.run_dir, summary)
 
 
 __all__ = [

@@ -20,23 +20,14 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from autotune.advice.thresholds import MIN_MEMORY_SAMPLES, MIN_STEPS, limit
-from profilers.contract.records import DeviceSample, StepRecord
+from profilers.contract.records import StepRecord
 from profilers.contract.rundir import RunData
-from profilers.contract.schema import PHASES, THROTTLE_REASONS
+from profilers.contract.schema import PHASES, POWER_THERMAL_REASONS
+from profilers.contract.summaries import Envelope, GpuFigures, ProfileSummary
 from profilers.contract.summarize import measured_span_ns as steps_span_ns
-from profilers.contract.summarize import quantile, select_measured
+from profilers.contract.summarize import select_measured
+from profilers.contract.summarize import steady_span_ns as steps_steady_span_ns
 
-#: NVML clocks-event reasons that mean power or heat held the clocks down (not idling, not a
-#: setting): their names as :data:`profilers.contract.schema.THROTTLE_REASONS` spells them.
-POWER_THERMAL_REASONS = (
-    "sw_power_cap",
-    "hw_slowdown",
-    "sw_thermal_slowdown",
-    "hw_thermal_slowdown",
-    "hw_power_brake",
-)
-#: Time slices of the measured span whose peaks the memory line is fitted through.
-ENVELOPE_BINS = 8
 #: 1.4826 × MAD estimates σ of normally distributed values (the median absolute deviation of a
 #: normal distribution is 0.6745 σ).
 MAD_TO_SIGMA = 1.4826
@@ -192,17 +183,8 @@ def measured_steps(run: RunData, rank: int = 0) -> tuple[StepRecord, ...]:
 
 @memoized
 def steady_span_ns(run: RunData) -> tuple[int, int] | None:
-    """The measured span after the profiler's last instrumented step (FLOP count, trace, settle).
-
-    Scripts whose steps are found from backward passes measure some steps before the instruments
-    start; the memory the instruments' first use leaves (imports, buffers) would read as growth
-    across them, so a memory trend is taken over the measured steps after them only.
-    """
-    span = measured_span_ns(run)
-    instrumented = [s.start_ns + s.duration_ns for s in run.steps if s.kind in ("flops", "trace", "settle")]
-    if span is None or not instrumented or max(instrumented) >= span[1]:
-        return span
-    return max(span[0], max(instrumented)), span[1]
+    """The measured span after the profiler's last instrumented step (:func:`steps_steady_span_ns`)."""
+    return steps_steady_span_ns(run.steps)
 
 
 @memoized
@@ -245,28 +227,26 @@ def job_gpus(run: RunData) -> list[int]:
     return list(range(count)) if count > 1 else [int(dev.get("index") or 0)]
 
 
-def _gpu_samples(run: RunData, index: int) -> tuple[DeviceSample, ...]:
-    """GPU ``index``'s readings within the measured steps."""
-    return _gpu_samples_by_index(run).get(index, ())
+def summary_figures(run: RunData) -> ProfileSummary:
+    """The run's summary, typed (``RunData.figures``; an empty one for a study)."""
+    return run.figures if run.figures is not None else _NO_FIGURES
 
 
-@memoized
-def _gpu_samples_by_index(run: RunData) -> dict[int, tuple[DeviceSample, ...]]:
-    """Every GPU's readings within the measured steps, in one pass over the run's samples."""
-    span = measured_span_ns(run)
-    lo, hi = span if span is not None else (None, None)
-    out: dict[int, list[DeviceSample]] = {}
-    for s in run.samples:
-        if s.kind == "gpu" and (lo is None or lo <= s.t_ns <= hi):  # type: ignore[operator]
-            out.setdefault(s.device_index, []).append(s)
-    return {index: tuple(rows) for index, rows in out.items()}
+_NO_FIGURES = ProfileSummary.parse({}, "no summary")
+
+
+def gpu_entry(run: RunData, index: int) -> GpuFigures | None:
+    """summary.json's ``gpu`` entry of NVML index ``index``, typed (None when it has none).
+
+    Its figures are the summarizer's over every reading in run.db (a run loaded from a summary
+    that predates a figure has it filled from the samples by the same code: ``RunData``).
+    """
+    return summary_figures(run).gpu(index)
 
 
 def _gpu_name(run: RunData, index: int) -> str | None:
-    for gpu in entries(run, "gpu"):
-        if gpu.get("index") == index:
-            return gpu.get("name")
-    return device(run).get("name")
+    gpu = gpu_entry(run, index)
+    return gpu.name if gpu is not None else device(run).get("name")
 
 
 @memoized
@@ -285,11 +265,11 @@ def data_wait(run: RunData) -> DataWait | None:
             sum(s.data_ns for s in steps) / total,
             loader,
         )
-    phases, times = entry(run, "phases"), entry(run, "step_time_s")
-    if phases.get("data") is None or not times.get("median"):
+    figures = summary_figures(run)
+    share, median = figures.phases.get("data"), figures.step_median_s
+    if share is None or not median:
         return None
-    share, median = float(phases["data"]), float(times["median"])
-    return DataWait(int(run.summary.get("measured_steps") or 0), median, share * median, share, loader)
+    return DataWait(figures.measured_steps or 0, median, share * median, share, loader)
 
 
 @memoized
@@ -297,10 +277,12 @@ def gpu_utilization(run: RunData) -> tuple[GpuUtil, ...]:
     """p5/p50/p95 of NVML utilization per job GPU over the measured steps (GPUs with readings)."""
     out = []
     for index in job_gpus(run):
-        util = sorted(float(s.gpu_util_pct) for s in _gpu_samples(run, index) if s.gpu_util_pct is not None)
-        if util:
-            p5, p50, p95 = (quantile(util, q) for q in (0.05, 0.5, 0.95))
-            out.append(GpuUtil(index, _gpu_name(run, index), len(util), p5, p50, p95))
+        gpu = gpu_entry(run, index)
+        util = gpu.util if gpu is not None else None
+        if gpu is None or util is None or util.p5 is None or util.p50 is None or util.p95 is None:
+            continue
+        readings = util.readings if util.readings is not None else gpu.samples
+        out.append(GpuUtil(index, gpu.name, readings, util.p5, util.p50, util.p95))
     return tuple(out)
 
 
@@ -309,22 +291,19 @@ def device_memory(run: RunData) -> tuple[DeviceMemory, ...]:
     """Peak memory of each job GPU whose capacity is known."""
     memory = entry(run, "memory")
     allocated = [int(r["peak_memory_bytes"]) for r in entries(run, "ranks") if r.get("peak_memory_bytes")]
-    peak_allocated = max(allocated) if allocated else run.summary.get("peak_memory_bytes")
-    by_index = {g.get("index"): g for g in entries(run, "gpu")}
+    peak_allocated = max(allocated) if allocated else summary_figures(run).peak_memory_bytes
     out = []
     for index in job_gpus(run):
-        gpu = by_index.get(index) or {}
-        total = gpu.get("mem_total_bytes") or next(
-            (s.mem_total_bytes for s in run.samples if s.device_index == index and s.mem_total_bytes), None
-        )
+        gpu = gpu_entry(run, index)
+        total = (gpu.mem_total_bytes if gpu is not None else None) or _sample_total(run, index)
         if not total:
             continue
         out.append(
             DeviceMemory(
                 index,
-                gpu.get("name") or device(run).get("name"),
+                (gpu.name if gpu is not None else None) or device(run).get("name"),
                 int(total),
-                gpu.get("mem_used_bytes_max"),
+                gpu.mem_used_bytes_max if gpu is not None else None,
                 peak_allocated,
                 memory.get("cuda_peak_reserved_bytes"),
             )
@@ -419,69 +398,54 @@ def _contention(
 def memory_trend(run: RunData) -> MemoryTrend | None:
     """The memory line over the measured steps, where memory grows fastest.
 
-    A least-squares line through the peaks of up to 8 equal time slices of the measured span (see
-    :func:`_envelope`): its slope per step, its growth over the span against its level at the
-    start, and the slope of the second half against the whole (a leak keeps growing; a warm-up
-    allocation stops).
+    A least-squares line through the peaks of up to 8 equal time slices of the steady span (the
+    summary's envelopes: :func:`profilers.contract.summarize.memory_envelope`): its slope per step,
+    its growth over the span against its level at the start, and the slope of the second half
+    against the whole (a leak keeps growing; a warm-up allocation stops).
 
-    Each job GPU's NVML memory in use, or on a CPU run the host's resident memory. None with fewer than
-    :data:`~autotune.advice.thresholds.MIN_MEMORY_SAMPLES` readings in the span; on a multi-rank CPU
-    run, rank 0's RSS (None when the readings' ranks are not known).
+    Each job GPU's NVML memory in use, or on a CPU run the host's resident memory (rank 0's: the
+    summary is rank 0's). None with fewer than
+    :data:`~autotune.advice.thresholds.MIN_MEMORY_SAMPLES` readings in the span.
     """
     span = steady_span_ns(run)
     steps = [s for s in measured_steps(run) if span is not None and s.start_ns >= span[0]]
     if span is None or not steps:
         return None
-    series: list[tuple[str, list[tuple[int, float]], int | None]] = []
+    series: list[tuple[str, Envelope | None, int | None]] = []
     for index in job_gpus(run):
-        points = [(s.t_ns, float(s.mem_used_bytes)) for s in _gpu_samples(run, index) if s.mem_used_bytes]
-        total = next(
-            (s.mem_total_bytes for s in run.samples if s.device_index == index and s.mem_total_bytes), None
-        )
-        series.append((f"GPU {index} memory in use (NVML)", points, total))
-    ranks_known = len(run.sample_ranks) == len(run.samples)
-    if not series and (int(device(run).get("count") or 1) == 1 or ranks_known):
-        # Rank 0's process only: under torchrun every rank samples its own RSS into run.db.
-        mine = (
-            (s for s, r in zip(run.samples, run.sample_ranks, strict=True) if r == 0)
-            if ranks_known
-            else run.samples
-        )
-        host = [s for s in mine if s.kind == "host" and span[0] <= s.t_ns <= span[1]]
-        points = [(s.t_ns, float(s.rss_bytes)) for s in host if s.rss_bytes]
-        total = next((s.host_mem_total_bytes for s in run.samples if s.host_mem_total_bytes), None)
-        series.append(("host resident memory (RSS)", points, total))
-    trends = [t for name, pts, cap in series if (t := _trend(name, pts, cap, span, len(steps))) is not None]
+        gpu = gpu_entry(run, index)
+        if gpu is not None:
+            total = gpu.mem_total_bytes or _sample_total(run, index)
+            series.append((f"GPU {index} memory in use (NVML)", gpu.mem_used_envelope, total))
+    host = summary_figures(run).host
+    if not job_gpus(run) and host is not None:
+        series.append(("host resident memory (RSS)", host.rss_envelope, host.host_mem_total_bytes))
+    trends = [t for name, env, cap in series if (t := _trend(name, env, cap, len(steps))) is not None]
     enough = [t for t in trends if t.samples >= MIN_MEMORY_SAMPLES]
     return max(enough, key=lambda t: t.growth_pct, default=None)
 
 
-def _envelope(points: Sequence[tuple[int, float]], span: tuple[int, int]) -> list[tuple[float, float]]:
-    """The peak of each of :data:`ENVELOPE_BINS` (at most) equal time slices of ``span``, in seconds.
-
-    Memory swings inside every step (a gradient allocated in the backward and freed at zero_grad),
-    and readings fall anywhere in that swing; the peaks of the slices follow what the step keeps.
-    """
-    bins = max(1, min(ENVELOPE_BINS, len(points) // 2))
-    width = (span[1] - span[0]) / bins
-    peaks: dict[int, tuple[float, float]] = {}
-    for t, v in points:
-        b = min(bins - 1, int((t - span[0]) / width))
-        if b not in peaks or v > peaks[b][1]:
-            peaks[b] = ((span[0] + (b + 0.5) * width - span[0]) / 1e9, v)
-    return [peaks[b] for b in sorted(peaks)]
+def _sample_total(run: RunData, index: int) -> int | None:
+    """GPU ``index``'s capacity from its readings (a summary without it)."""
+    return next(
+        (
+            s.mem_total_bytes
+            for s in run.samples
+            if s.kind == "gpu" and s.device_index == index and s.mem_total_bytes
+        ),
+        None,
+    )
 
 
-def _trend(
-    source: str, points: Sequence[tuple[int, float]], capacity: int | None, span: tuple[int, int], steps: int
-) -> MemoryTrend | None:
-    if len(points) < 2 or span[1] <= span[0]:
+def _trend(source: str, envelope: Envelope | None, capacity: int | None, steps: int) -> MemoryTrend | None:
+    """The line through an envelope's peaks (None without one)."""
+    if envelope is None:
         return None
-    peaks = _envelope(points, span)
-    if len(peaks) < 2:
+    readings, (start_ns, end_ns), peaks = envelope.readings, envelope.span_ns, envelope.peaks
+    if readings < 2 or end_ns <= start_ns or len(peaks) < 2:
         return None
     slope, intercept = _fit([x for x, _ in peaks], [v for _, v in peaks])
-    seconds = (span[1] - span[0]) / 1e9
+    seconds = (end_ns - start_ns) / 1e9
     half = [(x, v) for x, v in peaks if x >= seconds / 2]
     ratio = None
     if len(half) >= 2 and slope > 0:
@@ -489,7 +453,7 @@ def _trend(
     start = intercept if intercept > 0 else peaks[0][1]
     growth = slope * seconds
     return MemoryTrend(
-        source, len(points), steps, start, growth / steps, growth, 100 * growth / start, ratio, capacity
+        source, readings, steps, start, growth / steps, growth, 100 * growth / start, ratio, capacity
     )
 
 
@@ -504,27 +468,21 @@ def _fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
 @memoized
 def throttling(run: RunData) -> tuple[Throttling, ...]:
     """Power/thermal clocks-event reasons per job GPU over the measured steps (GPUs with readings)."""
-    bits = {name: bit for bit, name in THROTTLE_REASONS.items() if name in POWER_THERMAL_REASONS}
     max_clock = {d.get("index"): d.get("max_sm_clock_mhz") for d in run.devices if d.get("kind") == "gpu"}
     out = []
     for index in job_gpus(run):
-        rows = [s for s in _gpu_samples(run, index) if s.throttle_reasons is not None]
-        if not rows:
+        gpu = gpu_entry(run, index)
+        held = gpu.throttle if gpu is not None else None
+        if gpu is None or held is None or not held.readings:
             continue
-        reasons = {
-            n: sum(1 for s in rows if (s.throttle_reasons or 0) & b) / len(rows) for n, b in bits.items()
-        }
-        mask = sum(bits.values())
-        share = sum(1 for s in rows if (s.throttle_reasons or 0) & mask) / len(rows)
-        clocks = [float(s.sm_clock_mhz) for s in rows if s.sm_clock_mhz is not None]
         out.append(
             Throttling(
                 index,
-                _gpu_name(run, index),
-                len(rows),
-                share,
-                {n: v for n, v in reasons.items() if v > 0},
-                statistics.fmean(clocks) if clocks else None,
+                gpu.name,
+                held.readings,
+                held.power_thermal_share,
+                {n: v for n, v in held.reason_shares.items() if n in POWER_THERMAL_REASONS and v > 0},
+                gpu.sm_clock_mhz_mean,
                 max_clock.get(index),
             )
         )

@@ -23,7 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from profilers.contract.records import SAMPLE_FIELDS, DeviceSample, OpRecord, StepRecord
+from profilers.contract.records import HOST_FIELDS, SAMPLE_FIELDS, DeviceSample, OpRecord, StepRecord
 from profilers.contract.schema import ADDED_STEP_COLUMNS, SCHEMA_VERSION, STEP_COLUMNS, TUNE_SUMMARY_SCHEMA
 from profilers.contract.summaries import SummaryError, TuningSummary, profile_summary_problem
 
@@ -31,20 +31,24 @@ from profilers.contract.summaries import SummaryError, TuningSummary, profile_su
 BUSY_TIMEOUT_S = 30.0
 
 
-def _sample_columns() -> str:
-    """SAMPLE_FIELDS as SELECT expressions giving each its record's type back.
+_SAMPLE_TYPES = typing.get_type_hints(DeviceSample)
+
+
+def _cast(name: str) -> str:
+    """A sample column as a SELECT expression giving its record's type back.
 
     The samples table's numeric columns have REAL affinity, so integers (indexes, bytes, bit masks)
     are stored as floats; SQLite casts them back (in C: a million rows stay fast).
     """
-    types = typing.get_type_hints(DeviceSample)
-    return ", ".join(
-        f"CAST({name} AS INTEGER)" if types[name] in (int, int | None) else name for name in SAMPLE_FIELDS
-    )
+    return f"CAST({name} AS INTEGER)" if _SAMPLE_TYPES[name] in (int, int | None) else name
 
 
 #: The SELECT list of a DeviceSample, in field order.
-SAMPLE_SELECT = _sample_columns()
+SAMPLE_SELECT = ", ".join(_cast(name) for name in SAMPLE_FIELDS)
+
+
+def _first(item: tuple[Any, ...]) -> Any:
+    return item[0]
 
 
 class RunStoreError(Exception):
@@ -358,6 +362,58 @@ class Snapshot:
             # the records straight from rows of their fields alone (no slicing: a million rows count)
             samples = list(map(DeviceSample._make, self._rows(f"SELECT {SAMPLE_SELECT} {sql}", params)))
             return [r[0] for r in ids], [r[1] for r in ids], samples
+
+    def host_samples(self) -> tuple[list[int], list[DeviceSample]]:
+        """(ranks, samples) of every host reading, in time order.
+
+        Only the host's columns are read (:data:`HOST_FIELDS`; a host reading's GPU fields are
+        None): a third of the time of whole rows on a long run's hundreds of thousands of ticks.
+        """
+        if "samples" not in self.tables:
+            return [], []
+        columns = ", ".join(_cast(name) for name in ("t_ns", "device_index", *HOST_FIELDS))
+        with _bulk():
+            rows = self._rows(f"SELECT rank, {columns} FROM samples WHERE kind = 'host'")
+            gap = (None,) * (len(SAMPLE_FIELDS) - len(HOST_FIELDS) - 3)
+            make = tuple.__new__  # DeviceSample._make without its length check, row by row
+            out = [(r[1], r[0], make(DeviceSample, (r[1], r[2], "host", *gap, *r[3:]))) for r in rows]
+            out.sort(key=_first)  # written in time order per rank; ranks interleave
+            return [rank for _, rank, _ in out], [sample for _, _, sample in out]
+
+    def thinned_samples(self, kind: str, points: int) -> tuple[list[int], list[DeviceSample]]:
+        """(ranks, samples) of each (rank, device) series of ``kind``, about ``points`` readings each.
+
+        The run's time is cut into ``points`` equal slices and each series keeps its first reading
+        in each slice: a chart's worth of a run of millions of readings, found through the time
+        index in ``points`` small lookups instead of a pass over every row. Time order.
+        """
+        if "samples" not in self.tables or points < 1:
+            return [], []
+        _, first_ns, last_ns = self.sample_extent()
+        if first_ns is None or last_ns is None:
+            return [], []
+        listed = (
+            self._rows("SELECT count(*) FROM devices WHERE kind = ?", (kind,))[0][0]
+            if "devices" in self.tables
+            else 0
+        )
+        per_slice = 2 * max(int(listed or 0), 8)  # every series' first reading, with room to spare
+        width = (last_ns - first_ns) / points
+        edges = [first_ns + i * width for i in range(points)] + [last_ns + 1]
+        seen: set[tuple[int, int]] = set()
+        kept: list[tuple[Any, ...]] = []
+        sql = (
+            f"SELECT rank, {SAMPLE_SELECT} FROM samples WHERE t_ns >= ? AND t_ns < ? AND kind = ? "
+            "ORDER BY t_ns, rowid LIMIT ?"
+        )
+        for i in range(points):
+            seen.clear()
+            for row in self._rows(sql, (edges[i], edges[i + 1], kind, per_slice)):
+                key = (row[0], row[2])  # rank, device_index
+                if key not in seen:
+                    seen.add(key)
+                    kept.append(row)
+        return [r[0] for r in kept], [DeviceSample._make(r[1:]) for r in kept]
 
     def sample_rows(self, fields: Sequence[str], after_rowid: int, limit: int) -> list[tuple[Any, ...]]:
         """Raw sample rows above ``after_rowid``, at most ``limit``, in write order.

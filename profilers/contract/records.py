@@ -66,6 +66,8 @@ class DeviceSample(NamedTuple):
 
 #: Column order of DeviceSample, used by the run store and the replay format.
 SAMPLE_FIELDS: tuple[str, ...] = DeviceSample._fields
+#: The fields a host reading fills (the last of DeviceSample's; its GPU fields are None).
+HOST_FIELDS: tuple[str, ...] = SAMPLE_FIELDS[SAMPLE_FIELDS.index("cpu_util_pct") :]
 
 @dataclass(frozen=True, slots=True)
 class StepRecord:

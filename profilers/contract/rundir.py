@@ -10,15 +10,29 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from profilers.contract.reader import RunStoreError, Snapshot, read_summary
 from profilers.contract.records import DeviceSample, OpRecord, StepRecord
-from profilers.contract.schema import PLAN_NAME, STORE_NAME, SUMMARY_NAME, resolve_trial_dir
-from profilers.contract.summaries import SummaryError, TrialEntry, TuningSummary
-from profilers.contract.summarize import build_summary, run_statistics
+from profilers.contract.schema import (
+    PLAN_NAME,
+    STORE_NAME,
+    SUMMARY_NAME,
+    resolve_trial_dir,
+    throttle_reason_names,
+)
+from profilers.contract.summaries import ProfileSummary, SummaryError, TrialEntry, TuningSummary
+from profilers.contract.summarize import (
+    build_summary,
+    gpu_aggregates,
+    host_aggregates,
+    measured_span_ns,
+    run_statistics,
+    steady_span_ns,
+)
 
 
 class RunDirError(Exception):
@@ -53,6 +67,8 @@ class RunData:
     #: Facts derived from this run, computed once each (``autotune.advice.facts`` fills it). Not an
     #: init field: a copy made with ``dataclasses.replace`` (other data) starts with an empty one.
     memo: dict[Any, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
+    #: A profile run's summary parsed (typed figures; None for a study). Made from ``summary``.
+    figures: ProfileSummary | None = field(default=None, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         # trials given as summary.json's dicts (a report built from data, a test) are checked and
@@ -66,6 +82,16 @@ class RunData:
             except SummaryError as exc:
                 raise RunDirError(str(exc)) from None
             object.__setattr__(self, "trials", trials)
+        if self.samples:
+            completed = with_sample_figures(self.summary, self.steps, self.samples, self.sample_ranks)
+            if completed is not self.summary:
+                object.__setattr__(self, "summary", completed)
+        if self.kind == "profile":
+            try:
+                figures = ProfileSummary.parse(self.summary, str(self.run_dir / SUMMARY_NAME))
+            except SummaryError as exc:
+                raise RunDirError(str(exc)) from None
+            object.__setattr__(self, "figures", figures)
 
     @property
     def name(self) -> str:
@@ -145,7 +171,9 @@ def _load_profile(path: Path, summary: dict[str, Any] | None, with_store: bool) 
     devices: list[dict[str, Any]] = []
     if store.exists() and (with_store or summary is None):
         try:
-            meta, steps, samples, sample_ranks, ops, devices = _read_store(store)
+            meta, steps, samples, sample_ranks, ops, devices = _read_store(
+                store, lacks_sample_figures(summary)
+            )
         except RunStoreError as exc:
             if summary is None or "newer gpu-autotune" in str(exc):
                 raise RunDirError(str(exc)) from None
@@ -181,8 +209,12 @@ def _load_profile(path: Path, summary: dict[str, Any] | None, with_store: bool) 
     )
 
 
+#: GPU readings per device a report draws (its charts' points); the figures come from the summary.
+THINNED_POINTS = 2000
+
+
 def _read_store(
-    store: Path,
+    store: Path, every_sample: bool
 ) -> tuple[
     dict[str, Any],
     list[StepRecord],
@@ -191,9 +223,97 @@ def _read_store(
     list[tuple[int, OpRecord]],
     list[dict[str, Any]],
 ]:
+    """Every table as of one instant.
+
+    The samples: all of them when ``every_sample`` (the summary lacks figures that must be
+    computed from them), else every host reading and the GPU readings thinned to
+    :data:`THINNED_POINTS` per device (summary.json holds their figures).
+    """
     with Snapshot(store) as snap:  # one read transaction: every table as of the same instant
-        _, ranks, samples = snap.samples()
+        if every_sample:
+            _, ranks, samples = snap.samples()
+        else:
+            host_ranks, host = snap.host_samples()
+            gpu_ranks, gpu = snap.thinned_samples("gpu", THINNED_POINTS)
+            samples, ranks = host + gpu, host_ranks + gpu_ranks
+            order = sorted(range(len(samples)), key=[s.t_ns for s in samples].__getitem__)
+            samples, ranks = [samples[i] for i in order], [ranks[i] for i in order]
         return snap.meta(), snap.steps(), samples, ranks, snap.ops(), snap.devices()
+
+
+def lacks_sample_figures(summary: dict[str, Any] | None) -> bool:
+    """Whether ``summary`` predates figures the summarizer now derives from the samples.
+
+    GPU entries without ``throttle`` (p5 utilisation, throttle shares and the memory envelope came
+    with it) or a host entry without ``rss_envelope``: such a summary is completed from run.db's
+    samples (:func:`with_sample_figures`). No summary (a killed run) is rebuilt whole.
+    """
+    if summary is None:
+        return True
+    gpu, host = summary.get("gpu"), summary.get("host")
+    if isinstance(gpu, list) and any(isinstance(g, dict) and "throttle" not in g for g in gpu):
+        return True
+    return isinstance(host, dict) and "rss_envelope" not in host
+
+
+def with_sample_figures(
+    summary: dict[str, Any],
+    steps: Sequence[StepRecord],
+    samples: Sequence[DeviceSample],
+    sample_ranks: Sequence[int],
+) -> dict[str, Any]:
+    """``summary`` with the sample figures it lacks computed by the summarizer (a new dict), or itself.
+
+    A summary from before a figure existed (or built by hand without ``gpu``/``host``) gets it from
+    the samples, so the advice reads every figure from the summary, whichever version wrote it:
+    GPU figures over every rank's readings of the GPU (the spans of every rank's steps), host
+    figures from rank 0's readings (all of them on a one-process run; none when ranks are unknown
+    on a run of several). Figures the summary holds are kept as they are.
+    """
+    kinds = {s.kind for s in samples}
+    gpu, host = summary.get("gpu"), summary.get("host")
+    need_gpu = "gpu" in kinds and (
+        "gpu" not in summary
+        or (isinstance(gpu, list) and any(isinstance(g, dict) and "throttle" not in g for g in gpu))
+    )
+    need_host = "host" in kinds and (
+        "host" not in summary or (isinstance(host, dict) and "rss_envelope" not in host)
+    )
+    if not need_gpu and not need_host:
+        return summary
+    span, steady = measured_span_ns(steps), steady_span_ns(steps)
+    out = dict(summary)
+    if need_gpu:
+        computed = gpu_aggregates(samples, {}, throttle_reason_names, span, None, steady) or []
+        if isinstance(gpu, list):
+            by_index = {g["index"]: g for g in computed}
+            out["gpu"] = [
+                _fill(g, by_index.get(g.get("index"), {})) if isinstance(g, dict) else g for g in gpu
+            ]
+        else:
+            out["gpu"] = computed
+    if need_host:
+        device = summary.get("device")
+        count = device.get("count") if isinstance(device, dict) else None
+        if len(sample_ranks) == len(samples):
+            own = [s for s, r in zip(samples, sample_ranks, strict=True) if r == 0]
+        else:
+            own = list(samples) if int(count or 1) == 1 else []
+        computed_host = host_aggregates(own, steady)
+        if computed_host is not None:
+            out["host"] = _fill(host, computed_host) if isinstance(host, dict) else computed_host
+    return out
+
+
+def _fill(held: dict[str, Any], computed: dict[str, Any]) -> dict[str, Any]:
+    """``held`` with the keys it lacks from ``computed`` (one level into nested objects)."""
+    out = dict(held)
+    for key, value in computed.items():
+        if key not in out:
+            out[key] = value
+        elif isinstance(out[key], dict) and isinstance(value, dict):
+            out[key] = {**value, **out[key]}
+    return out
 
 
 def _rebuild_summary(

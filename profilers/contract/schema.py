@@ -69,6 +69,7 @@ def run_state(
         return "running" if alive else "stopped"
     return "running" if idle_s is not None and idle_s < running_within_s else "unfinished"
 
+
 _SAMPLE_COLUMNS = ", ".join(f"{name} {'TEXT' if name == 'kind' else 'REAL'}" for name in SAMPLE_FIELDS)
 
 #: The run store's tables. Every row carries the rank that wrote it.
@@ -135,6 +136,17 @@ THROTTLE_REASONS: dict[int, str] = {
 }
 
 
+#: The reasons that mean power or heat held the clocks down (not idling, not a setting), as
+#: :data:`THROTTLE_REASONS` names them: a GPU's ``throttle.power_thermal_share`` counts these.
+POWER_THERMAL_REASONS = (
+    "sw_power_cap",
+    "hw_slowdown",
+    "sw_thermal_slowdown",
+    "hw_thermal_slowdown",
+    "hw_power_brake",
+)
+
+
 def throttle_reason_names(mask: int | None) -> list[str]:
     """Names of the reasons set in an NVML clocks-event-reasons ``mask``, lowest bit first.
 
@@ -172,6 +184,7 @@ __all__ = [
     "ADDED_STEP_COLUMNS",
     "OPTIONAL_PHASES",
     "PHASES",
+    "POWER_THERMAL_REASONS",
     "RUN_STATES",
     "SCHEMA_VERSION",
     "STATUSES",

@@ -1,4 +1,4 @@
-"""summary.json, parsed once: typed trial entries, and a check of every figure the layers read.
+"""summary.json, parsed once: typed profile summaries and trial entries, every figure checked.
 
 A summary that is not what this version writes (a figure of the wrong type, a trial entry without
 its id, an unknown status) is refused where it is read, with one line naming the file, the entry and
@@ -158,21 +158,215 @@ _PROFILE_FIELDS: dict[str, tuple[type, ...]] = {
 
 def profile_summary_problem(data: dict[str, Any], where: str) -> str | None:
     """Why a profile run's summary cannot be read (a figure of the wrong type), or None."""
+    try:
+        ProfileSummary.parse(data, where)
+    except SummaryError as exc:
+        return str(exc)
+    return None
+
+
+def _check_top_level(data: dict[str, Any], where: str) -> None:
     for key, types in _PROFILE_FIELDS.items():
         value = data.get(key)
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, types):
             kind = " or ".join(t.__name__ for t in types)
-            return f"{where}: {key!r} must be {kind} or null, not {value!r}"[:300]
+            raise SummaryError(f"{where}: {key!r} must be {kind} or null, not {value!r}"[:300])
     for group in ("step_time_s", "throughput"):
         for name, value in (data.get(group) or {}).items():
             if value is not None and not _number(value) and not isinstance(value, list | dict | str):
-                return f"{where}: {group}.{name} must be a number or null, not {value!r}"[:300]
+                raise SummaryError(f"{where}: {group}.{name} must be a number or null, not {value!r}"[:300])
     for name, value in (data.get("phases") or {}).items():
         if name in PHASES and value is not None and not _number(value):
-            return f"{where}: phases.{name} must be a number or null, not {value!r}"[:300]
-    return None
+            raise SummaryError(f"{where}: phases.{name} must be a number or null, not {value!r}"[:300])
 
 
-__all__ = ["SummaryError", "TrialEntry", "TuningSummary", "profile_summary_problem"]
+def _optional_int(entry: Mapping[str, Any], key: str, where: str) -> int | None:
+    value = _optional_number(entry, key, where)
+    return None if value is None else int(value)
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """A memory line's input: the peak of each equal slice of the steady span.
+
+    See :func:`profilers.contract.summarize.memory_envelope`.
+    """
+
+    readings: int
+    span_ns: tuple[int, int]
+    peaks: tuple[tuple[float, float], ...]  # (seconds from the span's start, bytes)
+
+    @classmethod
+    def parse(cls, data: Any, where: str) -> Envelope | None:
+        """The envelope ``data`` (None stays None), or SummaryError naming ``where``."""
+        if data is None:
+            return None
+        try:
+            readings = data["readings"]
+            start, end = data["span_ns"]
+            peaks = tuple((float(x), float(v)) for x, v in data["peaks"])
+            if not all(_number(v) for v in (readings, start, end)):
+                raise TypeError
+        except (TypeError, KeyError, ValueError):
+            shape = "{readings, span_ns: [start, end], peaks: [[s, bytes]...]}"
+            raise SummaryError(f"{where}: must be {shape}, not {data!r}"[:300]) from None
+        return cls(int(readings), (int(start), int(end)), peaks)
+
+
+@dataclass(frozen=True)
+class UtilFigures:
+    """NVML utilisation of one GPU over the summary's span (``util_pct``), in percent."""
+
+    readings: int | None  # None in summaries from before it was recorded
+    mean: float | None
+    p5: float | None
+    p50: float | None
+    p95: float | None
+
+
+@dataclass(frozen=True)
+class ThrottleFigures:
+    """How often each clocks-event reason was set (``throttle``; summarize.throttle_shares)."""
+
+    readings: int
+    power_thermal_share: float  # 0-1
+    reason_shares: dict[str, float]  # reason name -> 0-1
+
+
+@dataclass(frozen=True)
+class GpuFigures:
+    """One GPU's entry of a profile summary's ``gpu`` list (summarize.gpu_aggregates)."""
+
+    index: int
+    name: str | None
+    samples: int
+    util: UtilFigures | None
+    mem_total_bytes: int | None
+    mem_used_bytes_max: int | None
+    sm_clock_mhz_mean: float | None
+    throttle: ThrottleFigures | None
+    mem_used_envelope: Envelope | None
+
+    @classmethod
+    def parse(cls, data: Any, where: str) -> GpuFigures:
+        """The entry ``data``, or SummaryError naming ``where`` and the field."""
+        if not isinstance(data, dict) or not isinstance(data.get("index"), int):
+            raise SummaryError(f"{where}: a GPU entry must be an object with its index, not {data!r}"[:300])
+        where = f"{where}[{data['index']}]"
+        util = _optional_dict(data, "util_pct", where)
+        held = _optional_dict(data, "throttle", where)
+        shares = _optional_dict(held, "reason_shares", f"{where}.throttle")
+        return cls(
+            index=data["index"],
+            name=_optional_str(data, "name", where),
+            samples=_optional_int(data, "samples", where) or 0,
+            util=UtilFigures(
+                _optional_int(util, "readings", f"{where}.util_pct"),
+                *(_optional_number(util, k, f"{where}.util_pct") for k in ("mean", "p5", "p50", "p95")),
+            )
+            if util
+            else None,
+            mem_total_bytes=_optional_int(data, "mem_total_bytes", where),
+            mem_used_bytes_max=_optional_int(data, "mem_used_bytes_max", where),
+            sm_clock_mhz_mean=_optional_number(data, "sm_clock_mhz_mean", where),
+            throttle=ThrottleFigures(
+                _optional_int(held, "readings", f"{where}.throttle") or 0,
+                _optional_number(held, "power_thermal_share", f"{where}.throttle") or 0.0,
+                {str(k): _optional_number(shares, k, f"{where}.throttle") or 0.0 for k in shares},
+            )
+            if held
+            else None,
+            mem_used_envelope=Envelope.parse(data.get("mem_used_envelope"), f"{where}.mem_used_envelope"),
+        )
+
+
+@dataclass(frozen=True)
+class HostFigures:
+    """A profile summary's ``host`` entry (summarize.host_aggregates): this rank's process and host."""
+
+    samples: int
+    cpu_util_pct_mean: float | None
+    rss_peak_bytes: int | None
+    host_mem_total_bytes: int | None
+    rss_envelope: Envelope | None
+
+    @classmethod
+    def parse(cls, data: dict[str, Any], where: str) -> HostFigures:
+        """The entry ``data``, or SummaryError naming ``where`` and the field."""
+        return cls(
+            samples=_optional_int(data, "samples", where) or 0,
+            cpu_util_pct_mean=_optional_number(data, "cpu_util_pct_mean", where),
+            rss_peak_bytes=_optional_int(data, "rss_peak_bytes", where),
+            host_mem_total_bytes=_optional_int(data, "host_mem_total_bytes", where),
+            rss_envelope=Envelope.parse(data.get("rss_envelope"), f"{where}.rss_envelope"),
+        )
+
+
+@dataclass(frozen=True)
+class ProfileSummary(Mapping[str, Any]):
+    """A profile run's summary.json, checked: typed figures the advice decides on (the rest by key).
+
+    Like :class:`TrialEntry`, it reads as the whole dict too (``summary["top_ops"]``), so the
+    layers that show a figure as it was written keep reading it by name.
+    """
+
+    steps: int | None
+    measured_steps: int | None
+    step_median_s: float | None
+    samples_per_s: float | None
+    phases: dict[str, float]
+    peak_memory_bytes: int | None
+    precision: str | None
+    device: dict[str, Any]
+    gpus: tuple[GpuFigures, ...]
+    host: HostFigures | None
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def parse(cls, data: dict[str, Any], where: str) -> ProfileSummary:
+        """The summary ``data`` of a profile run, or SummaryError (one line naming ``where``)."""
+        _check_top_level(data, where)
+        times = data.get("step_time_s") or {}
+        host = data.get("host")
+        return cls(
+            steps=data.get("steps"),
+            measured_steps=data.get("measured_steps"),
+            step_median_s=_optional_number(times, "median", f"{where}: step_time_s"),
+            samples_per_s=_optional_number(data.get("throughput") or {}, "samples_per_s", where),
+            phases={k: float(v) for k, v in (data.get("phases") or {}).items() if _number(v)},
+            peak_memory_bytes=_optional_int(data, "peak_memory_bytes", where),
+            precision=data.get("precision"),
+            device=data.get("device") or {},
+            gpus=tuple(GpuFigures.parse(g, f"{where}: gpu") for g in data.get("gpu") or ()),
+            host=None if host is None else HostFigures.parse(host, f"{where}: host"),
+            raw=data,
+        )
+
+    def gpu(self, index: int) -> GpuFigures | None:
+        """The entry of NVML index ``index``, or None."""
+        return next((g for g in self.gpus if g.index == index), None)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.raw[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.raw)
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+
+__all__ = [
+    "Envelope",
+    "GpuFigures",
+    "HostFigures",
+    "ProfileSummary",
+    "SummaryError",
+    "ThrottleFigures",
+    "TrialEntry",
+    "TuningSummary",
+    "UtilFigures",
+    "profile_summary_problem",
+]

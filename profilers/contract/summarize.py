@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from profilers.contract.records import DeviceSample, StepRecord, mean_loss
-from profilers.contract.schema import PHASES, SCHEMA_VERSION, throttle_reason_names
+from profilers.contract.schema import PHASES, POWER_THERMAL_REASONS, SCHEMA_VERSION, throttle_reason_names
 
 
 def quantile(sorted_values: Sequence[float], q: float) -> float:
@@ -186,12 +187,90 @@ def measured_span_ns(steps: Iterable[StepRecord]) -> tuple[int, int] | None:
     return min(s.start_ns for s in chosen), max(s.start_ns + s.duration_ns for s in chosen)
 
 
+#: Step kinds during which the profiler's own instruments ran (FLOP count, trace, settling).
+INSTRUMENTED_KINDS = ("flops", "trace", "settle")
+
+
+def steady_span_ns(steps: Iterable[StepRecord]) -> tuple[int, int] | None:
+    """The measured span after the profiler's last instrumented step (FLOP count, trace, settle).
+
+    Scripts whose steps are found from backward passes measure some steps before the instruments
+    start; the memory the instruments' first use leaves (imports, buffers) would read as growth
+    across them, so a memory line is taken over the measured steps after them only.
+    """
+    steps = list(steps)
+    span = measured_span_ns(steps)
+    instrumented = [s.start_ns + s.duration_ns for s in steps if s.kind in INSTRUMENTED_KINDS]
+    if span is None or not instrumented or max(instrumented) >= span[1]:
+        return span
+    return max(span[0], max(instrumented)), span[1]
+
+
+#: Equal time slices of the steady span whose peaks a memory line is fitted through.
+ENVELOPE_BINS = 8
+
+
+def memory_envelope(
+    points: Sequence[tuple[int, float]], span: tuple[int, int] | None
+) -> dict[str, Any] | None:
+    """The peak of each of :data:`ENVELOPE_BINS` (at most) equal time slices of ``span``.
+
+    ``points``: (t_ns, bytes) readings; those outside ``span`` are left out. Memory swings inside
+    every step (a gradient allocated in the backward and freed at zero_grad), and readings fall
+    anywhere in that swing; the peaks of the slices follow what the step keeps. Returns
+    ``{"readings", "span_ns": [start, end], "peaks": [[t_s from start (slice middle), bytes]...]}``,
+    or None with fewer than 2 readings inside or an empty span.
+    """
+    if span is None or span[1] <= span[0]:
+        return None
+    inside = [(t, v) for t, v in points if span[0] <= t <= span[1]]
+    if len(inside) < 2:
+        return None
+    bins = max(1, min(ENVELOPE_BINS, len(inside) // 2))
+    width = (span[1] - span[0]) / bins
+    peaks: dict[int, float] = {}
+    for t, v in inside:
+        b = min(bins - 1, int((t - span[0]) / width))
+        if b not in peaks or v > peaks[b]:
+            peaks[b] = v
+    return {
+        "readings": len(inside),
+        "span_ns": [span[0], span[1]],
+        "peaks": [[(b + 0.5) * width / 1e9, peaks[b]] for b in sorted(peaks)],
+    }
+
+
+def throttle_shares(masks: Sequence[int]) -> dict[str, Any] | None:
+    """How often each NVML clocks-event reason was set in ``masks`` (readings' bit masks).
+
+    ``power_thermal_share``: readings with any of :data:`POWER_THERMAL_REASONS`; ``reason_shares``:
+    each reason seen, by name, as a share of the readings. None without readings.
+    """
+    if not masks:
+        return None
+    counts = Counter(masks)  # a handful of distinct masks, however many readings
+    by_name: dict[str, int] = {}
+    held = 0
+    for mask, count in counts.items():
+        names = throttle_reason_names(mask)
+        for name in names:
+            by_name[name] = by_name.get(name, 0) + count
+        if any(name in POWER_THERMAL_REASONS for name in names):
+            held += count
+    return {
+        "readings": len(masks),
+        "power_thermal_share": held / len(masks),
+        "reason_shares": {name: count / len(masks) for name, count in sorted(by_name.items())},
+    }
+
+
 def gpu_aggregates(
     samples: Iterable[DeviceSample],
     names: dict[int, str],
     throttle_names: Any = None,
     span_ns: tuple[int, int] | None = None,
     devices: Iterable[int] | None = None,
+    steady_ns: tuple[int, int] | None = None,
 ) -> list[dict[str, Any]] | None:
     """Per-GPU aggregates of the NVML samples, or None when no GPU was sampled.
 
@@ -200,6 +279,9 @@ def gpu_aggregates(
     samples inside it, as samples/s does: start-up and compilation at idle power would otherwise
     bias joules per sample. ``span`` says which ("measured_steps", or "session" when fewer than
     two samples fell inside). Memory, temperature and throttling peaks cover the whole session.
+    ``util_pct`` holds p5/p50/p95 and ``throttle`` the share of readings each clocks-event reason
+    was set in (over the same readings as the rates); ``mem_used_envelope`` is the memory in use
+    over ``steady_ns`` (:func:`memory_envelope`), the line a leak shows in.
     """
     keep = None if devices is None else set(devices)
     by_dev: dict[int, list[DeviceSample]] = {}
@@ -214,6 +296,8 @@ def gpu_aggregates(
         inside = [] if span_ns is None else [s for s in every if span_ns[0] <= s.t_ns <= span_ns[1]]
         rows = inside if len(inside) > 1 else every
         util = sorted(_vals(rows, "gpu_util_pct"))
+        masks = [int(s.throttle_reasons) for s in rows if s.throttle_reasons is not None]
+        in_use = [(s.t_ns, float(s.mem_used_bytes)) for s in every if s.mem_used_bytes]
         power = _vals(rows, "power_mw")
         energy = _vals(rows, "energy_mj")
         mask = 0
@@ -234,6 +318,8 @@ def gpu_aggregates(
                 if not util
                 else {
                     "mean": sum(util) / len(util),
+                    "readings": len(util),
+                    "p5": quantile(util, 0.05),
                     "p50": quantile(util, 0.5),
                     "p95": quantile(util, 0.95),
                     "min": util[0],
@@ -251,6 +337,8 @@ def gpu_aggregates(
                 "mem_clock_mhz_mean": _mean(_vals(rows, "mem_clock_mhz")),
                 "temperature_c_max": max(_vals(every, "temperature_c"), default=None),
                 "throttle_reasons": throttle_names(mask) if throttle_names is not None else mask,
+                "throttle": throttle_shares(masks),
+                "mem_used_envelope": memory_envelope(in_use, steady_ns),
                 "pcie_rx_kbps_mean": _mean(_vals(rows, "pcie_rx_kbps")),
                 "pcie_tx_kbps_mean": _mean(_vals(rows, "pcie_tx_kbps")),
             }
@@ -258,8 +346,13 @@ def gpu_aggregates(
     return out
 
 
-def host_aggregates(samples: Iterable[DeviceSample]) -> dict[str, Any] | None:
-    """Host CPU and memory aggregates, or None without host samples."""
+def host_aggregates(
+    samples: Iterable[DeviceSample], steady_ns: tuple[int, int] | None = None
+) -> dict[str, Any] | None:
+    """Host CPU and memory aggregates, or None without host samples.
+
+    ``rss_envelope``: the process's resident memory over ``steady_ns`` (:func:`memory_envelope`).
+    """
     rows = [s for s in samples if s.kind == "host"]
     if not rows:
         return None
@@ -270,6 +363,9 @@ def host_aggregates(samples: Iterable[DeviceSample]) -> dict[str, Any] | None:
         "process_cpu_pct_mean": _mean(_vals(rows, "process_cpu_pct")),
         "rss_peak_bytes": int(max(rss)) if rss else None,
         "host_mem_total_bytes": next((s.host_mem_total_bytes for s in rows if s.host_mem_total_bytes), None),
+        "rss_envelope": memory_envelope(
+            [(s.t_ns, float(s.rss_bytes)) for s in rows if s.rss_bytes], steady_ns
+        ),
     }
 
 
@@ -289,15 +385,15 @@ def run_statistics(
     steps, ``run_energy_j`` over the whole run) and host aggregates.
     """
     stats = step_statistics(steps, samples_per_step)
-    span = measured_span_ns(steps)
+    span, steady = measured_span_ns(steps), steady_span_ns(steps)
     return {
         "steps": len(steps),
         "measured_steps": stats["measured_steps"],
         "step_time_s": stats["step_time_s"],
         "throughput": stats["throughput"],
         "phases": stats["phases"],
-        "gpu": gpu_aggregates(samples, gpu_names or {}, throttle_names, span, job_gpus),
-        "host": host_aggregates(samples),
+        "gpu": gpu_aggregates(samples, gpu_names or {}, throttle_names, span, job_gpus, steady),
+        "host": host_aggregates(samples, steady),
         "loss": loss_summary(steps),
     }
 

@@ -18,6 +18,8 @@ from profilers.contract.summarize import (
     gpu_aggregates,
     host_aggregates,
     loss_summary,
+    measured_span_ns,
+    steady_span_ns,
     step_statistics,
 )
 from profilers.store import RunStore
@@ -165,8 +167,13 @@ def write_profile_run(
                 "count": max(gpus, 1),
                 "index": 0 if gpus else None,
             },
-            gpu=gpu_aggregates(samples, {i: "NVIDIA H200" for i in range(gpus)}),
-            host=host_aggregates(samples),
+            gpu=gpu_aggregates(
+                samples,
+                {i: "NVIDIA H200" for i in range(gpus)},
+                span_ns=measured_span_ns(records),
+                steady_ns=steady_span_ns(records),
+            ),
+            host=host_aggregates(samples, steady_span_ns(records)),
             ranks=None,
             top_ops=[],
             trace_files=[],

@@ -24,7 +24,9 @@ from profilers.contract.summarize import (
     build_summary,
     gpu_aggregates,
     host_aggregates,
+    measured_span_ns,
     rank_entry,
+    steady_span_ns,
     step_statistics,
 )
 
@@ -186,8 +188,11 @@ def h200_run(
         mfu=mfu,
         precision=precision,
         device={"kind": "cuda", "name": device_name, "count": world, "index": 0},
-        gpu=gpu_aggregates(samples, names, throttle_reason_names),
-        host=host_aggregates(samples),
+        # as the profiler summarizes rank 0: rates over its measured steps, memory after the instruments
+        gpu=gpu_aggregates(
+            samples, names, throttle_reason_names, measured_span_ns(rank0), None, steady_span_ns(rank0)
+        ),
+        host=host_aggregates(samples, steady_span_ns(rank0)),
         ranks=ranks,
         top_ops=[],
         trace_files=[],

@@ -8,7 +8,7 @@ import pytest
 from autotune.advice.advise import PROFILE_RULES, advise
 from autotune.advice.records import SEVERITIES
 from autotune.report.sections import AdviceSection
-from profilers.contract.rundir import RunData, load_run
+from profilers.contract.rundir import RunData, RunDirError, load_run
 from tests.autotune.advice.gpu_runs import GIB, h200_run, healthy_window
 
 
@@ -70,22 +70,33 @@ def test_an_old_run_without_profile_window_and_a_summary_only_run(tmp_path):
     "summary",
     [
         {},
-        {"device": "cuda", "gpu": "x", "profile_window": "x", "phases": None},
-        {
-            "device": {"kind": "cuda", "name": None, "count": None},
-            "gpu": [None, {"index": 0}],
-            "ranks": [None],
-        },
+        {"device": {"kind": "cuda", "name": None, "count": None}, "gpu": [{"index": 0}], "ranks": [None]},
+        {"profile_window": "x", "phases": None, "model": [1], "memory": None},
         {"kind": "tune", "trials": [], "best": None, "baseline": None},
         {"kind": "tune", "best": {"id": 1, "params": None}, "baseline": {"id": 0, "status": "ok"}},
     ],
 )
-def test_malformed_or_empty_summaries_never_raise(tmp_path, summary):
+def test_sparse_or_odd_summaries_never_make_the_advice_raise(tmp_path, summary):
     kind = "tune" if summary.get("kind") == "tune" else "profile"
     run = RunData(run_dir=tmp_path, kind=kind, summary=summary, trials=tuple(summary.get("trials") or ()))
     advice = advise(run)
     assert isinstance(advice, AdviceSection)
     assert not [m for m in advice.not_checked if "the rule failed" in m], advice.not_checked
+
+
+@pytest.mark.parametrize(
+    ("summary", "expected"),
+    [
+        ({"device": "cuda"}, "'device' must be dict or null, not 'cuda'"),
+        ({"gpu": "x"}, "'gpu' must be list or null, not 'x'"),
+        ({"gpu": [None, {"index": 0}]}, "gpu: a GPU entry must be an object with its index, not None"),
+    ],
+)
+def test_a_malformed_profile_summary_is_refused_in_one_line_where_it_is_read(tmp_path, summary, expected):
+    """The figures the advice reads are parsed once, when the run is made (as ``load_run`` does)."""
+    with pytest.raises(RunDirError) as info:
+        RunData(run_dir=tmp_path, kind="profile", summary=summary)
+    assert expected in str(info.value) and "\n" not in str(info.value)
 
 
 def test_a_study_without_a_readable_best_run_still_gets_study_advice(tmp_path):

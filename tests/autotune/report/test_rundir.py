@@ -114,6 +114,22 @@ BAD_BEST = {"kind": "tune", "trials": [], "best": {"id": 1, "status": "ok", "par
             lambda d: _summary(d, {"name": "x", "phases": {"forward": "most"}}),
             "phases.forward must be a number",
         ),
+        (
+            lambda d: _summary(d, {"name": "x", "gpu": [{"name": "H100"}]}),
+            "a GPU entry must be an object with its index",
+        ),
+        (
+            lambda d: _summary(d, {"name": "x", "gpu": [{"index": 1, "util_pct": {"p95": "high"}}]}),
+            "gpu[1].util_pct: 'p95' must be a number or null, not 'high'",
+        ),
+        (
+            lambda d: _summary(d, {"name": "x", "gpu": [{"index": 0, "mem_used_envelope": {"peaks": 3}}]}),
+            "gpu[0].mem_used_envelope: must be {readings, span_ns",
+        ),
+        (
+            lambda d: _summary(d, {"name": "x", "host": {"rss_peak_bytes": [1]}}),
+            "host: 'rss_peak_bytes' must be a number or null",
+        ),
     ],
 )
 def test_a_broken_directory_is_one_clear_error(tmp_path, make, expected):
