@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from autotune.advice.facts import step_outliers
+from autotune.advice.facts import rank_times, step_outliers
 from autotune.fmt import as_float, get_in
 from autotune.report.sections import (
     AdviceSection,
@@ -31,12 +31,12 @@ from autotune.report.sections import (
     TrialSection,
 )
 from autotune.tuner.memory_model import study_batch_param
-from profilers.contract.records import DeviceSample, StepRecord
+from profilers.contract.records import DeviceSample
 from profilers.contract.rundir import RunData
 from profilers.contract.schema import PHASES, PLAN_NAME
 from profilers.contract.study import convergence, pareto_front, ran_with, usd_per_million
 from profilers.contract.summaries import TrialEntry
-from profilers.contract.summarize import quantile
+from profilers.contract.summarize import quantile, select_measured
 
 #: Most points a series keeps for drawing (a 100k-step run is drawn from this many).
 MAX_POINTS = 2000
@@ -192,17 +192,12 @@ def overview_section(run: RunData, notes: tuple[str, ...]) -> Overview:
     )
 
 
-def _measured(steps: Sequence[StepRecord]) -> list[StepRecord]:
-    chosen = [st for st in steps if st.kind == "measured"]
-    return chosen or [st for st in steps if st.kind != "warmup"] or list(steps)
-
-
 def step_section(run: RunData) -> StepSection | None:
     """Phase shares and medians, and rank 0's step time over the run."""
     if not run.steps:
         return None
     rank0 = [st for st in run.steps if st.rank == 0] or list(run.steps)
-    chosen = _measured(rank0)
+    chosen = select_measured(rank0)
     durations = sorted(st.duration_ns / 1e9 for st in chosen)
     total_ns = sum(st.duration_ns for st in chosen)
     fractions: dict[str, float] = {}
@@ -213,10 +208,7 @@ def step_section(run: RunData) -> StepSection | None:
         fractions[phase] = sum(st.phase_ns()[phase] for st in chosen) / total_ns if total_ns else 0.0
     keep = downsample(len(rank0))
     outliers = step_outliers(run)  # the same steps the step_outliers rule judges
-    per_rank: dict[int, float] = {}
-    for rank in sorted({st.rank for st in run.steps}):
-        mine = _measured([st for st in run.steps if st.rank == rank])
-        per_rank[rank] = statistics.median(st.duration_ns / 1e9 for st in mine)
+    per_rank = {r.rank: r.step_median_s for r in rank_times(run)}  # the straggler rule's medians
     return StepSection(
         phase_fractions=fractions,
         phase_median_s=medians,
