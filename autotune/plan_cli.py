@@ -222,6 +222,14 @@ def _print_table(result: Any, top: int) -> None:
             f"{len(cpu['held_out'])} others: median error "
             f"{100 * (cpu['held_out_median_error'] or 0):.1f}% ({errors})."
         )
+        memory = cpu.get("memory")
+        if memory:
+            console.print(
+                f"Its memory: the trace plus the kernel workspace real steps took beyond it, measured at "
+                f"{len(memory['fitted_on'])} configurations; on {len(memory['held_out'])} others: median "
+                f"error {100 * (memory['held_out_median_error'] or 0):.1f}% (this CPU's rows only: a "
+                "GPU's kernels keep workspaces of their own)."
+            )
     for note in result.notes:
         console.print(f"Note: {note}.")
     console.print(

@@ -6,7 +6,9 @@ For the demo GPT and CNN and three models the planner was not written around (a 
 residual CNN, an LSTM LM: tests/autotune/plan/workloads.py), at micro-batches 4 and 16, in fp32 and
 bf16 autocast, with and without activation checkpointing where the model has repeated blocks: the
 step's peak predicted from a fake-tensor trace against the CPU allocator's own peak during the
-real step (torch.profiler profile_memory), side by side. Then the step time on this CPU after
+real step (torch.profiler profile_memory), side by side; then the same with the kernel workspace
+measured on this CPU (``autotune plan --calibrate``: a line per setting through the residuals of
+real steps at other configurations). Then the step time on this CPU after
 calibration (``autotune plan --calibrate``): costs fitted on timed configurations, checked on
 others the fit did not see. Then the time of a whole plan of the demo GPT over every GPU of the
 table × 28 configurations.
@@ -55,6 +57,18 @@ def main() -> None:
     print("median |error| per model: " + ", ".join(
         f"{name} {100 * statistics.median(abs(e) for e in errs):.2f}%"
         for name, errs in errors.items()))  # fmt: skip
+    from autotune.demo.plan import CALIBRATE_ON, HELD_OUT, MEMORY_ALSO_ON
+    from autotune.plan.workspace import calibrate_memory
+
+    print("memory on this CPU with the workspace measured (a line per setting; held-out configurations):")
+    for name, (factory, batch_fn, loss_fn, optimizer_fn, blocks) in cases.items():
+        fit_on = [c for c in CALIBRATE_ON + MEMORY_ALSO_ON if blocks or not c[2]]
+        held = [c for c in HELD_OUT if blocks or not c[2]]
+        memory = calibrate_memory(factory, batch_fn, loss_fn, optimizer_fn, fit_on, held)
+        errors = [p / m - 1 for _, p, m in memory.held_out]
+        worst = max(errors, key=abs)
+        print(f"  {name:16s} median |error| {100 * (memory.held_out_median_error or 0):5.2f}%  worst "
+              f"{100 * worst:+6.2f}%  ({len(fit_on)} measured, {len(held)} held out)")  # fmt: skip
     from autotune.demo.plan import demo_calibration
 
     for name in ("gpt", "cnn"):

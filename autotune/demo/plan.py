@@ -12,6 +12,7 @@ from torch import nn
 from autotune.demo.models import default_config, make_model
 from autotune.plan.calibrate import calibrate
 from autotune.plan.plan import Plan, plan
+from autotune.plan.workspace import calibrate_memory
 
 
 def demo_workload(name: str, cfg: Any = None) -> tuple[Any, Any, Any, Any, int | None]:
@@ -52,13 +53,23 @@ HELD_OUT = [(4, "fp32", False), (16, "fp32", False), (4, "bf16", False), (16, "b
             (16, "fp32", True), (32, "bf16", True)]  # fmt: skip
 
 
+#: Memory is measured at these too (two steps each): every setting's workspace line gets two points.
+MEMORY_ALSO_ON = [(2, "fp32", True), (2, "bf16", True)]
+
+
 def demo_calibration(name: str, steps: int = 12) -> Any:
-    """The calibration of this machine on demo model ``name`` (about 15 s for the GPT here)."""
+    """The calibration of this machine on demo model ``name`` (about 20 s for the GPT here).
+
+    Step time (:func:`calibrate`) and the memory beyond the trace (:func:`calibrate_memory`).
+    """
     factory, batch_fn, loss_fn, optimizer_fn, _ = demo_workload(name)
     blocks = name == "gpt"
     fit_on = [c for c in CALIBRATE_ON if blocks or not c[2]]
     held = [c for c in HELD_OUT if blocks or not c[2]]
-    return calibrate(factory, batch_fn, loss_fn, optimizer_fn, fit_on, held, steps=steps)
+    cpu = calibrate(factory, batch_fn, loss_fn, optimizer_fn, fit_on, held, steps=steps)
+    memory_on = fit_on + [c for c in MEMORY_ALSO_ON if blocks]
+    memory = calibrate_memory(factory, batch_fn, loss_fn, optimizer_fn, memory_on, held)
+    return dataclasses.replace(cpu, memory=memory)
 
 
 def demo_plan(name: str, calibrate: bool = False, **options: Any) -> Plan:
@@ -69,4 +80,4 @@ def demo_plan(name: str, calibrate: bool = False, **options: Any) -> Plan:
     return dataclasses.replace(result, model={"demo": f"the demo {name.upper()}", **result.model})
 
 
-__all__ = ["CALIBRATE_ON", "HELD_OUT", "demo_calibration", "demo_plan", "demo_workload"]
+__all__ = ["CALIBRATE_ON", "HELD_OUT", "MEMORY_ALSO_ON", "demo_calibration", "demo_plan", "demo_workload"]

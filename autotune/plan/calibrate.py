@@ -20,6 +20,7 @@ import torch
 
 from autotune.plan.step import BatchFn, LossFn, OptimizerFn, StepFigures, prepare_step, trace_step
 from autotune.plan.trace import ATTENTION, GEMM, OTHER
+from autotune.plan.workspace import MemoryCalibration, config_label
 
 _LOW = ("bfloat16", "float16")
 
@@ -41,6 +42,8 @@ class CpuCalibration:
     s_per_op: float
     fitted_on: tuple[str, ...]
     held_out: tuple[tuple[str, float, float], ...]  # (configuration, predicted s, measured s)
+    #: The memory a real step takes here beyond its trace (kernel workspaces), when measured.
+    memory: MemoryCalibration | None = None
 
     def predict_s(self, f: StepFigures) -> float:
         """Predicted seconds of a traced step on this machine."""
@@ -138,9 +141,7 @@ def calibrate(
     steps: int = 8,
 ) -> CpuCalibration:
     """Time ``fit_on`` and ``held_out`` configurations for real, fit on the first, predict the second."""
-
-    def label(c: Config) -> str:
-        return f"micro_batch={c[0]} {c[1]}{' checkpointing' if c[2] else ''}"
+    label = config_label
 
     def measured(c: Config) -> tuple[StepFigures, float]:
         figures = trace_step(model_fn, batch_fn, loss_fn, optimizer_fn, c[0], c[1], c[2])

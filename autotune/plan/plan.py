@@ -29,6 +29,7 @@ from autotune.plan.model import (
     StepModel,
 )
 from autotune.plan.step import BatchFn, LossFn, OptimizerFn, largest_unit_bytes, model_notes, trace_step
+from autotune.plan.workspace import MemoryCalibration
 
 PRECISIONS = ("fp32", "bf16")
 #: Share of the all-reduce time a real DDP job hid behind compute: the NCCL kernels' overlap with
@@ -125,7 +126,8 @@ def plan(
     result = plan_models(
         models, figures, global_batch, gpus=gpus, gpus_per_node=gpus_per_node, unit_bytes=unit,
         headroom=headroom, tokens_per_sample=tokens_per_sample, run_samples=run_samples, prices=prices,
-        cpu_times=cpu_times, nodes=nodes, inter_node_gb_s=inter_node_gb_s, notes=tuple(model_notes(model)),
+        cpu_times=cpu_times, cpu_memory=cpu.memory if cpu is not None else None, nodes=nodes,
+        inter_node_gb_s=inter_node_gb_s, notes=tuple(model_notes(model)),
     )  # fmt: skip
     calibration = dict(result.calibration)
     if cpu is not None:
@@ -137,6 +139,7 @@ def plan(
             "fitted_on": list(cpu.fitted_on),
             "held_out": [{"config": c, "predicted_s": p, "measured_s": m} for c, p, m in cpu.held_out],
             "held_out_median_error": cpu.held_out_median_error,
+            "memory": cpu.memory.as_dict() if cpu.memory is not None else None,
         }
     return dataclasses.replace(result, calibration=calibration, trace_s=trace_s)
 
@@ -162,6 +165,7 @@ def plan_models(
     run_samples: int | None = None,
     prices: Any = None,
     cpu_times: dict[tuple[str, bool], Affine] | None = None,
+    cpu_memory: MemoryCalibration | None = None,
     notes: tuple[str, ...] = (),
     extra_micro_batches: tuple[int, ...] = (),
     nodes: int = 1,
@@ -170,7 +174,8 @@ def plan_models(
     """Predict, price and rank every configuration of fitted step models (precision, checkpointing).
 
     ``unit_bytes`` is the parameter bytes of the largest unit FSDP would wrap (with several GPUs);
-    ``cpu_times`` this machine's calibrated seconds per micro-batch of each model, when known;
+    ``cpu_times`` this machine's calibrated seconds per micro-batch of each model, when known, and
+    ``cpu_memory`` the memory its steps take beyond their traces (measured kernel workspaces);
     ``extra_micro_batches`` are planned beside the powers of two (a script's own micro-batch);
     ``nodes`` of ``gpus_per_node`` GPUs each, joined at ``inter_node_gb_s`` per GPU.
     """
@@ -195,7 +200,8 @@ def plan_models(
     for key, step in models.items():
         if cpu_times and key in cpu_times and n == 1:
             configs += [
-                _predict_cpu(step, cpu_times[key], m, global_batch // m, tokens_per_sample) for m in micro
+                _predict_cpu(step, cpu_times[key], m, global_batch // m, tokens_per_sample, cpu_memory)
+                for m in micro
             ]
     configs.sort(key=_rank)
     calibration: dict[str, Any] = {
@@ -355,9 +361,21 @@ def _predict(
 
 
 def _predict_cpu(
-    step: StepModel, seconds: Affine, micro_batch: int, accumulation: int, tokens_per_sample: int | None
+    step: StepModel,
+    seconds: Affine,
+    micro_batch: int,
+    accumulation: int,
+    tokens_per_sample: int | None,
+    memory: MemoryCalibration | None = None,
 ) -> PlannedConfig:
-    """A configuration on this machine's CPU, timed by its calibration (no price: it is yours)."""
+    """A configuration on this machine's CPU, timed by its calibration (no price: it is yours).
+
+    Its memory is the trace's plus the workspace measured on this machine (``memory``), if any.
+    """
+    workspace = memory.workspace_bytes(step.precision, step.checkpointing, micro_batch) if memory else 0.0
+    by_category = step.memory_by_category(micro_batch, gpu=False)
+    if memory is not None:
+        by_category["kernel_workspace"] = round(workspace)
     params = {"micro_batch": micro_batch, "grad_accum": accumulation, "precision": step.precision,
               "activation_checkpointing": step.checkpointing, "layout": "single"}  # fmt: skip
     step_s = accumulation * seconds.at(micro_batch)
@@ -367,8 +385,8 @@ def _predict_cpu(
         gpus=1,
         nodes=1,
         params=params,
-        peak_memory_bytes=step.memory_bytes(micro_batch, gpu=False),
-        memory_by_category=step.memory_by_category(micro_batch, gpu=False),
+        peak_memory_bytes=step.memory_bytes(micro_batch, gpu=False) + round(workspace),
+        memory_by_category=by_category,
         fits=True,
         why_not=None,
         largest_micro_batch=None,

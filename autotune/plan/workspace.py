@@ -1,0 +1,113 @@
+"""What a step allocates on this machine that its trace does not see, measured and fitted per sample.
+
+A fake-tensor trace sees every tensor the dispatcher hands out, but not the memory a kernel takes
+for itself below it: oneDNN's convolution and batch-norm workspaces on a CPU, its fused RNN's
+buffers kept for the backward (under fake tensors ``nn.LSTM`` runs torch's decomposition instead).
+:func:`calibrate_memory` runs real steps at a few configurations, takes the allocator's own peak
+(:func:`~autotune.plan.measure.measured_step_peak_bytes`) less the trace's figure for the same
+thing, and fits that residual as a line in the micro-batch for each precision and checkpointing
+setting; configurations it did not run are then predicted and run, so the error it reports is one
+the fit did not see. It describes this machine (a GPU's cuDNN workspaces are other sizes), so the
+plan adds it to the ``this-cpu`` configurations only.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from autotune.plan.measure import batch_bytes, measured_step_peak_bytes, predicted_step_peak_bytes
+from autotune.plan.step import BatchFn, LossFn, OptimizerFn, trace_step
+
+Config = tuple[int, str, bool]  # (micro_batch, precision, checkpointing)
+
+
+def config_label(c: Config) -> str:
+    """``micro_batch=8 bf16 checkpointing``."""
+    return f"micro_batch={c[0]} {c[1]}{' checkpointing' if c[2] else ''}"
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryCalibration:
+    """The measured residual (bytes) per (precision, checkpointing): intercept and bytes per sample."""
+
+    residual: dict[tuple[str, bool], tuple[float, float]]
+    fitted_on: tuple[str, ...]
+    held_out: tuple[tuple[str, float, float], ...]  # (configuration, predicted bytes, measured bytes)
+
+    def workspace_bytes(self, precision: str, checkpointing: bool, micro_batch: int) -> float:
+        """Bytes a step at ``micro_batch`` takes beyond its trace here (0 for a setting never measured).
+
+        Never negative: where the trace sees everything the fitted line scatters around 0.
+        """
+        line = self.residual.get((precision, checkpointing))
+        if line is None:
+            return 0.0
+        return max(0.0, line[0] + line[1] * micro_batch)
+
+    @property
+    def held_out_median_error(self) -> float | None:
+        """Median of |predicted / measured − 1| over the held-out configurations."""
+        errors = [abs(p / m - 1) for _, p, m in self.held_out if m > 0]
+        return statistics.median(errors) if errors else None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON of a plan's ``calibration.cpu.memory``."""
+        return {
+            "workspace_lines": [
+                {"precision": p, "activation_checkpointing": c, "intercept_bytes": a, "bytes_per_sample": b}
+                for (p, c), (a, b) in sorted(self.residual.items())
+            ],
+            "fitted_on": list(self.fitted_on),
+            "held_out": [
+                {"config": c, "predicted_bytes": p, "measured_bytes": m} for c, p, m in self.held_out
+            ],
+            "held_out_median_error": self.held_out_median_error,
+        }
+
+
+def fit_residuals(points: list[tuple[Config, float]]) -> dict[tuple[str, bool], tuple[float, float]]:
+    """A line in the micro-batch through each setting's residuals (least squares; through 0 for one)."""
+    groups: dict[tuple[str, bool], list[tuple[int, float]]] = {}
+    for (micro, precision, ckpt), residual in points:
+        groups.setdefault((precision, ckpt), []).append((micro, residual))
+    lines = {}
+    for key, pts in groups.items():
+        xs = [float(x) for x, _ in pts]
+        if len(set(xs)) < 2:
+            lines[key] = (0.0, statistics.fmean(r / x for x, r in pts))  # workspace scales with the batch
+            continue
+        mx, my = statistics.fmean(xs), statistics.fmean(r for _, r in pts)
+        sxx = sum((x - mx) ** 2 for x in xs)
+        slope = sum((x - mx) * (r - my) for x, (_, r) in zip(xs, pts, strict=True)) / sxx
+        lines[key] = (my - slope * mx, slope)
+    return lines
+
+
+def calibrate_memory(
+    model_fn: Any,
+    batch_fn: BatchFn,
+    loss_fn: LossFn,
+    optimizer_fn: OptimizerFn,
+    fit_on: list[Config],
+    held_out: list[Config],
+) -> MemoryCalibration:
+    """Run ``fit_on`` and ``held_out`` configurations for real, fit on the first, predict the second."""
+
+    def traced_and_measured(c: Config) -> tuple[float, float]:
+        figures = trace_step(model_fn, batch_fn, loss_fn, optimizer_fn, c[0], c[1], c[2])
+        traced = predicted_step_peak_bytes(figures, batch_bytes(batch_fn, c[0]))
+        return traced, measured_step_peak_bytes(model_fn, batch_fn, loss_fn, optimizer_fn, *c)
+
+    fitted = [(c, *traced_and_measured(c)) for c in fit_on]
+    lines = fit_residuals([(c, measured - traced) for c, traced, measured in fitted])
+    result = MemoryCalibration(lines, tuple(config_label(c) for c in fit_on), ())
+    rows = []
+    for c in held_out:
+        traced, measured = traced_and_measured(c)
+        rows.append((config_label(c), traced + result.workspace_bytes(c[1], c[2], c[0]), measured))
+    return MemoryCalibration(lines, result.fitted_on, tuple(rows))
+
+
+__all__ = ["Config", "MemoryCalibration", "calibrate_memory", "config_label", "fit_residuals"]
