@@ -20,7 +20,7 @@ import torch
 
 from autotune.plan.step import BatchFn, LossFn, OptimizerFn, StepFigures, prepare_step, trace_step
 from autotune.plan.trace import ATTENTION, GEMM, OTHER
-from autotune.plan.workspace import MemoryCalibration, config_label
+from autotune.plan.workspace import Config, MemoryCalibration, config_label
 
 _LOW = ("bfloat16", "float16")
 
@@ -126,9 +126,6 @@ def _least_squares(a: list[list[float]], y: list[float]) -> list[float] | None:
                 factor = m[r][col] / m[col][col]
                 m[r] = [x - factor * z for x, z in zip(m[r], m[col], strict=True)]
     return [m[i][k] / m[i][i] for i in range(k)]
-
-
-Config = tuple[int, str, bool]  # (micro_batch, precision, checkpointing)
 
 
 def calibrate(

@@ -53,8 +53,23 @@ def _optional_str(entry: Mapping[str, Any], key: str, where: str) -> str | None:
     return value
 
 
+class _ReadsAsItsDict(Mapping[str, Any]):
+    """Read-only mapping access to the summary dict a record was parsed from (its ``raw``)."""
+
+    raw: dict[str, Any]
+
+    def __getitem__(self, key: str) -> Any:
+        return self.raw[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.raw)
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+
 @dataclass(frozen=True)
-class TrialEntry(Mapping[str, Any]):
+class TrialEntry(_ReadsAsItsDict):
     """One trial of a tuning summary, checked (see the module's doc)."""
 
     id: int
@@ -100,15 +115,6 @@ class TrialEntry(Mapping[str, Any]):
     def ok(self) -> bool:
         """The trial ran and measured its objective."""
         return self.status == "ok"
-
-    def __getitem__(self, key: str) -> Any:
-        return self.raw[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.raw)
-
-    def __len__(self) -> int:
-        return len(self.raw)
 
 
 @dataclass(frozen=True)
@@ -305,7 +311,7 @@ class HostFigures:
 
 
 @dataclass(frozen=True)
-class ProfileSummary(Mapping[str, Any]):
+class ProfileSummary(_ReadsAsItsDict):
     """A profile run's summary.json, checked: typed figures the advice decides on (the rest by key).
 
     Like :class:`TrialEntry`, it reads as the whole dict too (``summary["top_ops"]``), so the
@@ -347,15 +353,6 @@ class ProfileSummary(Mapping[str, Any]):
     def gpu(self, index: int) -> GpuFigures | None:
         """The entry of NVML index ``index``, or None."""
         return next((g for g in self.gpus if g.index == index), None)
-
-    def __getitem__(self, key: str) -> Any:
-        return self.raw[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.raw)
-
-    def __len__(self) -> int:
-        return len(self.raw)
 
 
 __all__ = [
