@@ -15,7 +15,7 @@ from typing import Any
 
 from profilers.contract.schema import OPTIONAL_PHASES, PHASES
 from profilers.contract.schema import run_state as state_of
-from profilers.contract.study import convergence, ran_with
+from profilers.contract.study import best_trial_id, convergence, ran_with
 
 from tui.store import GPU_FIELDS, HOST_FIELDS, StoreReader
 
@@ -256,10 +256,6 @@ def _number(value: Any) -> float | None:
     return float(value)
 
 
-def _better(a: float, b: float, direction: str) -> bool:
-    return a < b if direction == "minimize" else a > b
-
-
 def _ran_with(trial: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
     """A trial's values of the searched parameters (for the baseline, what its script read)."""
     names = list(summary.get("space") or trial.get("params") or {})
@@ -271,7 +267,7 @@ def trials_info(summary: dict[str, Any], entries: list[dict[str, Any]], running_
     direction = str(summary.get("direction") or "maximize")
     best = summary.get("best") if isinstance(summary.get("best"), dict) else None
     entries = sorted(entries, key=lambda t: int(t["id"]))
-    best_id = best.get("id") if best else _best_so_far_id(entries, direction)
+    best_id = best.get("id") if best else best_trial_id(entries, direction != "minimize")
     rows = [
         TrialView(
             id=int(t["id"]),
@@ -311,20 +307,6 @@ def trials_info(summary: dict[str, Any], entries: list[dict[str, Any]], running_
         effects=param_effects(rows, names, direction),
         speedup=_number(best.get("speedup_vs_baseline")) if best else None,
     )
-
-
-def _best_so_far_id(entries: list[dict[str, Any]], direction: str) -> int | None:
-    """The best ok trial's id when the summary does not say (a study before its first summary)."""
-    best: tuple[float, int] | None = None
-    for t in entries:
-        value = _number(t.get("objective"))
-        if (
-            t.get("status") == "ok"
-            and value is not None
-            and (best is None or _better(value, best[0], direction))
-        ):
-            best = (value, int(t["id"]))
-    return None if best is None else best[1]
 
 
 def param_effects(rows: list[TrialView], names: list[str], direction: str) -> tuple[ParamEffect, ...]:

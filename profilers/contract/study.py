@@ -100,8 +100,16 @@ def convergence(
     return tuple(ids), tuple(values), tuple(best), tuple(statuses)
 
 
+def best_trial_id(trials: Sequence[Mapping[str, Any]], maximize: bool) -> int | None:
+    """The id of the best ok trial (the first of equals), or None: a study's best before its summary says."""
+    ids, values, best, _ = convergence(trials, maximize)
+    top = best[-1] if best else None
+    return None if top is None else next(i for i, v in zip(ids, values, strict=True) if v == top)
+
+
 __all__ = [
     "SECONDS_PER_HOUR",
+    "best_trial_id",
     "convergence",
     "energy_per_sample",
     "pareto_front",

@@ -43,6 +43,12 @@ def test_the_dashboard_and_the_report_draw_the_same_convergence(tmp_path: Path) 
     assert report.values == dashboard.values == (100.0, None, 140.0, 120.0)
     assert report.best_so_far == dashboard.best_so_far == (100.0, 100.0, 140.0, 140.0)
     assert len(dashboard.rows) == 5  # the table still lists the skipped trial
+    # a study before its first summary names no best: the last improvement of the same convergence
+    assert [r.id for r in dashboard.rows if r.best] == [3]
+    minimize = trials_info(
+        {**summary, "direction": "minimize"}, [*trials, {"id": 5, "status": "ok", "objective": 100.0}], None
+    )
+    assert [r.id for r in minimize.rows if r.best] == [0]  # the first of equals
 
 
 def test_the_pareto_chart_prices_every_trial_at_the_reports_one_price(tmp_path: Path) -> None:
