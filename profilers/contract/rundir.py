@@ -248,11 +248,16 @@ def lacks_sample_figures(summary: dict[str, Any] | None) -> bool:
     with it) or a host entry without ``rss_envelope``: such a summary is completed from run.db's
     samples (:func:`with_sample_figures`). No summary (a killed run) is rebuilt whole.
     """
-    if summary is None:
-        return True
-    gpu, host = summary.get("gpu"), summary.get("host")
-    if isinstance(gpu, list) and any(isinstance(g, dict) and "throttle" not in g for g in gpu):
-        return True
+    return summary is None or _gpu_lacks(summary) or _host_lacks(summary)
+
+
+def _gpu_lacks(summary: dict[str, Any]) -> bool:
+    gpu = summary.get("gpu")
+    return isinstance(gpu, list) and any(isinstance(g, dict) and "throttle" not in g for g in gpu)
+
+
+def _host_lacks(summary: dict[str, Any]) -> bool:
+    host = summary.get("host")
     return isinstance(host, dict) and "rss_envelope" not in host
 
 
@@ -272,13 +277,8 @@ def with_sample_figures(
     """
     kinds = {s.kind for s in samples}
     gpu, host = summary.get("gpu"), summary.get("host")
-    need_gpu = "gpu" in kinds and (
-        "gpu" not in summary
-        or (isinstance(gpu, list) and any(isinstance(g, dict) and "throttle" not in g for g in gpu))
-    )
-    need_host = "host" in kinds and (
-        "host" not in summary or (isinstance(host, dict) and "rss_envelope" not in host)
-    )
+    need_gpu = "gpu" in kinds and ("gpu" not in summary or _gpu_lacks(summary))
+    need_host = "host" in kinds and ("host" not in summary or _host_lacks(summary))
     if not need_gpu and not need_host:
         return summary
     span, steady = measured_span_ns(steps), steady_span_ns(steps)
@@ -298,7 +298,7 @@ def with_sample_figures(
         if len(sample_ranks) == len(samples):
             own = [s for s, r in zip(samples, sample_ranks, strict=True) if r == 0]
         else:
-            own = list(samples) if int(count or 1) == 1 else []
+            own = list(samples) if not isinstance(count, int) or count <= 1 else []
         computed_host = host_aggregates(own, steady)
         if computed_host is not None:
             out["host"] = _fill(host, computed_host) if isinstance(host, dict) else computed_host
