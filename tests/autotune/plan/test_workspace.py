@@ -34,15 +34,15 @@ def _trace_error(workload: tuple, micro_batch: int, precision: str) -> float:  #
         (CNN, [(2, "fp32", False), (8, "fp32", False), (2, "bf16", False), (8, "bf16", False)],
          [(4, "fp32", False), (16, "fp32", False), (4, "bf16", False), (16, "bf16", False)], 0.02, 0.05),
         # an LSTM LM: the fused RNN's buffers for the backward (the trace takes torch's decomposition)
-        (LSTM, [(4, "fp32", False), (32, "fp32", False)], [(8, "fp32", False), (16, "fp32", False)],
-         0.05, 0.08),
+        (LSTM, [(2, "fp32", False), (8, "fp32", False), (32, "fp32", False)],
+         [(4, "fp32", False), (16, "fp32", False)], 0.03, 0.05),
     ],
     ids=["residual_cnn", "lstm_lm"],
 )
 def test_measured_workspace_brings_held_out_configurations_close(workload, fit_on, held_out, median_within,
                                                                  worst_within):  # fmt: skip
     """Without it the trace misses 10-53% of these models' real peak; with the line fitted on
-    other micro-batches the held-out ones come within a few percent (0.0% and 2-5% seen here)."""
+    other micro-batches the held-out ones come within a few percent (0.0% and 1-3% seen here)."""
     largest = held_out[1]
     assert _trace_error(workload, largest[0], largest[1]) < -0.08  # the gap is there
     result = calibrate_memory(*workload, fit_on, held_out)
