@@ -43,8 +43,10 @@ def add_plan_parser(sub: Any, number: Any) -> None:
     p.add_argument(
         "--calibrate",
         action="store_true",
-        help="time real steps here (~15 s), fit this CPU's costs, check them on configurations not "
-        "timed, and add this machine ('this-cpu') to the plan",
+        help="add this machine ('this-cpu') to the plan: with --demo, real steps timed (~20 s), this "
+        "CPU's costs fitted and checked on configurations not timed, the kernel workspace measured; with "
+        "a SCRIPT, a 2 s probe of this CPU's costs and the script's step run once more for real to "
+        "measure its workspace",
     )
     p.add_argument("--headroom", type=number(float, 0, 1, "a fraction in [0, 1]"), default=0.1,
                    help="memory kept free, as a fraction of the GPU's (0.1)")  # fmt: skip
@@ -75,8 +77,6 @@ def cmd_plan(args: argparse.Namespace, usage_error: type[Exception]) -> int:
         raise usage_error("give a SCRIPT to plan, or --demo gpt|cnn")
     if args.script is not None and not Path(args.script).is_file():
         raise usage_error(f"{args.script}: no such script")
-    if args.script is not None and args.calibrate:
-        raise usage_error("--calibrate times the built-in demo models (with --demo); not yet a script")
     if sum(x is not None for x in (args.samples, args.tokens, args.epochs)) > 1:
         raise usage_error("give the run as one of --samples, --tokens, or --epochs with --dataset-samples")
     if (args.epochs is None) != (args.dataset_samples is None):
@@ -92,7 +92,8 @@ def cmd_plan(args: argparse.Namespace, usage_error: type[Exception]) -> int:
         if args.script is not None:
             result = plan_script(
                 args.script, list(args.script_args), global_batch=args.global_batch,
-                precisions=tuple(args.precision or ("as-is",)), checkpointing=checkpointing, **common,
+                precisions=tuple(args.precision or ("as-is",)), checkpointing=checkpointing,
+                calibrate=args.calibrate, **common,
             )  # fmt: skip
             per_sample = result.model.get("tokens_per_sample")
         else:
@@ -213,29 +214,44 @@ def _print_table(result: Any, top: int) -> None:
     console.print(table)
     cpu = result.calibration.get("cpu")
     if cpu:
-        errors = ", ".join(
-            f"{row['config']} {100 * (row['predicted_s'] / row['measured_s'] - 1):+.0f}%"
-            for row in cpu["held_out"]
-        )
-        console.print(
-            f"This CPU, calibrated on {len(cpu['fitted_on'])} timed configurations; on "
-            f"{len(cpu['held_out'])} others: median error "
-            f"{100 * (cpu['held_out_median_error'] or 0):.1f}% ({errors})."
-        )
-        memory = cpu.get("memory")
-        if memory:
-            console.print(
-                f"Its memory: the trace plus the kernel workspace real steps took beyond it, measured at "
-                f"{len(memory['fitted_on'])} configurations; on {len(memory['held_out'])} others: median "
-                f"error {100 * (memory['held_out_median_error'] or 0):.1f}% (this CPU's rows only: a "
-                "GPU's kernels keep workspaces of their own)."
-            )
+        for line in _cpu_lines(cpu):
+            console.print(line)
     for note in result.notes:
         console.print(f"Note: {note}.")
     console.print(
         f"{len(result.configs)} configurations; traced in {result.trace_s:.1f} s; "
         f"{result.model.get('parameters', 0):,} parameters. {result.calibration['note']}."
     )
+
+
+def _cpu_lines(cpu: dict[str, Any]) -> list[str]:
+    """What the ``this-cpu`` rows rest on: the timed (or probed) costs, and the measured workspace."""
+    if cpu["held_out"]:
+        errors = ", ".join(
+            f"{row['config']} {100 * (row['predicted_s'] / row['measured_s'] - 1):+.0f}%"
+            for row in cpu["held_out"]
+        )
+        lines = [
+            f"This CPU, calibrated on {len(cpu['fitted_on'])} timed configurations; on "
+            f"{len(cpu['held_out'])} others: median error "
+            f"{100 * (cpu['held_out_median_error'] or 0):.1f}% ({errors})."
+        ]
+    else:
+        lines = ["This CPU: step times at the costs a 2 s probe measured here (not timed on this model)."]
+    memory = cpu.get("memory")
+    if memory:
+        checked = (
+            f"on {len(memory['held_out'])} others: median error "
+            f"{100 * (memory['held_out_median_error'] or 0):.1f}%"
+            if memory["held_out"]
+            else "taken in proportion to the micro-batch, not checked on others"
+        )
+        lines.append(
+            f"Its memory: the trace plus the kernel workspace real steps took beyond it, measured at "
+            f"{', '.join(memory['fitted_on'])}; {checked} (this CPU's rows only: a GPU's kernels keep "
+            "workspaces of their own)."
+        )
+    return lines
 
 
 __all__ = ["add_plan_parser", "cmd_plan", "plan_dict"]

@@ -129,9 +129,16 @@ def plan(
         cpu_times=cpu_times, cpu_memory=cpu.memory if cpu is not None else None, nodes=nodes,
         inter_node_gb_s=inter_node_gb_s, notes=tuple(model_notes(model)),
     )  # fmt: skip
-    calibration = dict(result.calibration)
-    if cpu is not None:
-        calibration["cpu"] = {
+    return dataclasses.replace(result, calibration=with_cpu(result.calibration, cpu), trace_s=trace_s)
+
+
+def with_cpu(calibration: dict[str, Any], cpu: CpuCalibration | None) -> dict[str, Any]:
+    """A plan's ``calibration`` with this machine's (``cpu``: its costs, checks and memory), if any."""
+    if cpu is None:
+        return calibration
+    return {
+        **calibration,
+        "cpu": {
             "s_per_fp32_flop": cpu.s_per_fp32_flop,
             "s_per_low_precision_flop": cpu.s_per_low_flop,
             "s_per_byte": cpu.s_per_byte,
@@ -140,8 +147,8 @@ def plan(
             "held_out": [{"config": c, "predicted_s": p, "measured_s": m} for c, p, m in cpu.held_out],
             "held_out_median_error": cpu.held_out_median_error,
             "memory": cpu.memory.as_dict() if cpu.memory is not None else None,
-        }
-    return dataclasses.replace(result, calibration=calibration, trace_s=trace_s)
+        },
+    }
 
 
 def micro_batches(global_batch: int, gpus_per_node: int, extra: tuple[int, ...] = ()) -> list[int]:
@@ -408,4 +415,13 @@ def _rank(c: PlannedConfig) -> tuple[bool, float, float]:
     return (not c.fits, cost, speed)
 
 
-__all__ = ["PRECISIONS", "Plan", "PlannedConfig", "micro_batches", "plan", "plan_models", "with_run"]
+__all__ = [
+    "PRECISIONS",
+    "Plan",
+    "PlannedConfig",
+    "micro_batches",
+    "plan",
+    "plan_models",
+    "with_cpu",
+    "with_run",
+]

@@ -24,10 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autotune.plan.model import StepModel
-from autotune.plan.plan import Plan, plan_models
+from autotune.plan.calibrate import CpuCalibration
+from autotune.plan.model import Affine, StepModel
+from autotune.plan.plan import Plan, plan_models, with_cpu
+from autotune.plan.probe import probe_costs
 from autotune.plan.step import StepFigures
 from autotune.plan.trace import ATTENTION, GEMM, OTHER
+from autotune.plan.workspace import MemoryCalibration, config_label, fit_residuals
 
 #: A script's trace in the child may take this long (its imports, its data, two steps).
 CHILD_TIMEOUT_S = 600
@@ -195,20 +198,50 @@ def step_model(trace: ScriptTrace) -> StepModel:
     return StepModel.fit(one, scaled(one, 2 * one.micro_batch))
 
 
+def calibrate_script(
+    script: str, args: list[str], traces: dict[tuple[str, bool], ScriptTrace]
+) -> CpuCalibration:
+    """The machine at hand for a script's plan: the probe's costs, and the workspace its real step takes.
+
+    Each traced setting's step is run once more with real tensors (:func:`run_child` ``measure``):
+    what the allocator's peak holds beyond the trace's figure, at the script's own micro-batch, is
+    the workspace, taken in proportion to the micro-batch (one size measured: not checked on others).
+    """
+    cpu = probe_costs()
+    residuals = []
+    for (precision, ckpt), trace in traces.items():
+        measured = run_child(script, args, precision, ckpt, measure=True)["measured_step_peak_bytes"]
+        config = (trace.micro_batch, trace.figures.precision, ckpt)
+        residuals.append((config, float(measured - trace.step_new_peak_bytes)))
+    memory = MemoryCalibration(fit_residuals(residuals), tuple(config_label(c) for c, _ in residuals), ())
+    return dataclasses.replace(cpu, memory=memory)
+
+
 def plan_script(
     script: str,
     args: list[str],
     global_batch: int | None = None,
     precisions: tuple[str, ...] = ("as-is",),
     checkpointing: tuple[bool, ...] = (False,),
+    calibrate: bool = False,
     **options: Any,
 ) -> Plan:
-    """Plan an unmodified training script (``options``: :func:`autotune.plan.plan.plan_models`'s)."""
+    """Plan an unmodified training script (``options``: :func:`autotune.plan.plan.plan_models`'s).
+
+    With ``calibrate`` the plan also holds this machine's CPU (``this-cpu``): step times at the
+    probe's costs, memory with the workspace measured in a real step (:func:`calibrate_script`).
+    """
     started = time.perf_counter()
     traces = {(p, c): trace_script(script, args, p, c) for p in precisions for c in checkpointing}
     trace_s = time.perf_counter() - started
     first = next(iter(traces.values()))
     models = {(t.figures.precision, c): step_model(t) for (_, c), t in traces.items()}
+    cpu = calibrate_script(script, args, traces) if calibrate else None
+    if cpu is not None:
+        options["cpu_memory"] = cpu.memory
+        options["cpu_times"] = {
+            (t.figures.precision, c): _cpu_seconds(cpu, t) for (_, c), t in traces.items()
+        }
     batch = global_batch or first.micro_batch * first.accumulation
     notes = [
         f"traced {script} at its own micro-batch of {first.micro_batch} × {first.accumulation} "
@@ -236,7 +269,14 @@ def plan_script(
         models, figures, batch, unit_bytes=first.unit_bytes, notes=tuple(notes),
         extra_micro_batches=(first.micro_batch,), **options,
     )  # fmt: skip
-    return dataclasses.replace(result, trace_s=trace_s)
+    return dataclasses.replace(result, calibration=with_cpu(result.calibration, cpu), trace_s=trace_s)
 
 
-__all__ = ["ScriptError", "ScriptTrace", "plan_script", "step_model", "trace_script"]
+def _cpu_seconds(cpu: CpuCalibration, trace: ScriptTrace) -> Affine:
+    """Seconds of one micro-batch's step here at the probe's costs, as a line in the micro-batch."""
+    one = per_micro_batch(trace)
+    two = scaled(one, 2 * one.micro_batch)
+    return Affine.through(one.micro_batch, cpu.predict_s(one), two.micro_batch, cpu.predict_s(two))
+
+
+__all__ = ["ScriptError", "ScriptTrace", "calibrate_script", "plan_script", "step_model", "trace_script"]
