@@ -246,10 +246,11 @@ def _cpu_lines(cpu: dict[str, Any]) -> list[str]:
             if memory["held_out"]
             else "taken in proportion to the micro-batch, not checked on others"
         )
+        fitted = memory["fitted_on"]
+        where = ", ".join(fitted) if len(fitted) <= 2 else f"{len(fitted)} configurations"
         lines.append(
             f"Its memory: the trace plus the kernel workspace real steps took beyond it, measured at "
-            f"{', '.join(memory['fitted_on'])}; {checked} (this CPU's rows only: a GPU's kernels keep "
-            "workspaces of their own)."
+            f"{where}; {checked} (this CPU's rows only: a GPU's kernels keep workspaces of their own)."
         )
     return lines
 
