@@ -33,11 +33,21 @@ def _trace_error(workload: tuple, micro_batch: int, precision: str) -> float:  #
     ("workload", "fit_on", "held_out", "median_within", "worst_within"),
     [
         # a residual CNN with BatchNorm: oneDNN's workspaces grow with the batch, a line per setting
-        (CNN, [(2, "fp32", False), (8, "fp32", False), (2, "bf16", False), (8, "bf16", False)],
-         [(4, "fp32", False), (16, "fp32", False), (4, "bf16", False), (16, "bf16", False)], 0.02, 0.05),
+        (
+            CNN,
+            [(2, "fp32", False), (8, "fp32", False), (2, "bf16", False), (8, "bf16", False)],
+            [(4, "fp32", False), (16, "fp32", False), (4, "bf16", False), (16, "bf16", False)],
+            0.02,
+            0.05,
+        ),
         # an LSTM LM: the fused RNN's buffers for the backward (the trace takes torch's decomposition)
-        (LSTM, [(2, "fp32", False), (8, "fp32", False), (32, "fp32", False)],
-         [(4, "fp32", False), (16, "fp32", False)], 0.03, 0.05),
+        (
+            LSTM,
+            [(2, "fp32", False), (8, "fp32", False), (32, "fp32", False)],
+            [(4, "fp32", False), (16, "fp32", False)],
+            0.03,
+            0.05,
+        ),
     ],
     ids=["residual_cnn", "lstm_lm"],
 )
@@ -58,7 +68,7 @@ def test_where_the_trace_sees_everything_the_workspace_is_nothing():
     """The demo GPT's step is traced to the byte: the fitted lines stay within a few KiB of zero."""
     result = calibrate_memory(*GPT, [(2, "fp32", False), (8, "fp32", False)], [(4, "fp32", False)])
     assert abs(result.workspace_bytes("fp32", False, 16)) < 64 * 1024
-    (_, predicted, measured), = result.held_out
+    ((_, predicted, measured),) = result.held_out
     assert predicted == pytest.approx(measured, rel=0.005)
 
 
@@ -88,8 +98,12 @@ def test_this_cpus_rows_carry_the_measured_workspace_and_gpus_do_not():
     assert with_it.memory_by_category["kernel_workspace"] == 1400
     assert row(measured, "L4").peak_memory_bytes == row(traced, "L4").peak_memory_bytes
     assert measured.calibration["cpu"]["memory"]["workspace_lines"] == [
-        {"precision": "fp32", "activation_checkpointing": False, "intercept_bytes": 1000.0,
-         "bytes_per_sample": 100.0}
+        {
+            "precision": "fp32",
+            "activation_checkpointing": False,
+            "intercept_bytes": 1000.0,
+            "bytes_per_sample": 100.0,
+        }
     ]
 
 
@@ -124,3 +138,25 @@ def test_a_calibrated_script_plan_has_this_cpu_rows_with_the_workspace():
     assert all(c.step_time_s and c.step_time_s > 0 for c in rows.values())
     gpu = next(c for c in result.configs if c.gpu == "L4" and c.params["micro_batch"] == 32)
     assert "kernel_workspace" not in gpu.memory_by_category
+
+
+def test_the_terminal_says_what_this_cpus_rows_rest_on():
+    from autotune.plan_cli import _cpu_lines
+
+    memory = MemoryCalibration({("fp32", False): (0.0, 10.0)}, ("micro_batch=16 fp32",), ())
+    probed = CpuCalibration(1e-11, 2e-11, 3e-11, 5e-6, fitted_on=("probe",), held_out=(), memory=memory)
+    result = plan(*GPT, global_batch=16, gpus=("L4",), precisions=("fp32",), cpu=probed)
+    lines = _cpu_lines(result.calibration["cpu"])
+    assert lines[0].startswith("This CPU: step times at the costs a 2 s probe measured here")
+    assert "measured at micro_batch=16 fp32; taken in proportion to the micro-batch, not checked" in lines[1]
+    checked = MemoryCalibration({}, tuple(f"c{i}" for i in range(5)), (("micro_batch=4 fp32", 103.0, 100.0),))
+    timed = CpuCalibration(
+        1e-11, 2e-11, 3e-11, 5e-6, ("a", "b"), (("micro_batch=4 fp32", 0.011, 0.010),), checked
+    )
+    lines = _cpu_lines(
+        plan(*GPT, global_batch=16, gpus=("L4",), precisions=("fp32",), cpu=timed).calibration["cpu"]
+    )
+    assert lines[0].startswith(
+        "This CPU, calibrated on 2 timed configurations; on 1 others: median error 10.0%"
+    )
+    assert "measured at 5 configurations; on 1 others: median error 3.0%" in lines[1]
