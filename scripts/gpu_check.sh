@@ -2,7 +2,8 @@
 # One prepared run on a GPU machine lent by the device tool, offline (it reaches no registry).
 # It records what CPU-only CI can replay, into $OUT (or ./gpu-out): log.txt (one text log of
 # everything), an NVML recording, the smallest CUDA trace of the demo, and the summaries of the
-# demo, a Lightning and a Hugging Face run in one summaries.json. At most 8 files come back.
+# demo, a Lightning and a Hugging Face run in one summaries.json, and the plan's GPU figures against
+# real steps (plan_gpu.json). At most 8 files come back.
 #
 #   here, first:  scripts/gpu_wheels.sh              (wheels of what the device image lacks -> .whl/)
 #   device tool:  run(command="bash scripts/gpu_check.sh", carry=[".whl"], timeout_s=570)
@@ -53,6 +54,9 @@ run 60 "$PY" -m autotune profile --run-dir "$OUT/runs/lightning" --quiet \
     tests/scripts/fw_lightning.py --accelerator gpu --max-steps 60
 run 90 "$PY" -m autotune profile --run-dir "$OUT/runs/hf" --quiet \
     tests/scripts/fw_hf_trainer.py --use_cpu False --max_steps 60
+
+part "plan against the GPU"
+run 90 "$PY" benchmarks/plan_gpu_check.py --device cuda --gpu H200 --out "$OUT/plan_gpu.json"
 
 part "overhead benchmark"
 run 90 "$PY" benchmarks/overhead.py --device cuda --rounds 16

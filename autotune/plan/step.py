@@ -100,14 +100,23 @@ def prepare_step(
     micro_batch: int,
     precision: str,
     checkpointing: bool,
+    device: str = "cpu",
 ) -> PreparedStep:
-    """Checkpointing applied, the optimizer made, a batch drawn, the forward autocast to ``precision``."""
+    """Checkpointing applied, the optimizer made, a batch drawn, the forward autocast to ``precision``.
+
+    On ``device`` (``"cuda"`` to measure a real GPU step): the model and the batch are moved there.
+    """
     if checkpointing:
         _checkpoint_blocks(net)
+    if device != "cpu":
+        net.to(device)
     params = [p for p in net.parameters() if p.requires_grad]
     inputs, target = batch_fn(micro_batch)
+    if device != "cpu":
+        inputs = tuple(t.to(device) if isinstance(t, torch.Tensor) else t for t in inputs)
+        target = target.to(device) if isinstance(target, torch.Tensor) else target
     autocast: Any = (
-        torch.autocast("cpu", dtype=_AUTOCAST[precision])
+        torch.autocast(torch.device(device).type, dtype=_AUTOCAST[precision])
         if precision in _AUTOCAST
         else contextlib.nullcontext()
     )
