@@ -184,6 +184,7 @@ def _print_table(result: Any, top: int) -> None:
     from rich.table import Table
 
     from autotune.fmt import NA, format_bytes, format_seconds, format_usd
+    from autotune.report.plan_cells import cpu_notes
 
     table = Table(
         title="Plan: cheapest first (step times calibrated on published runs; see the interval)",
@@ -214,45 +215,14 @@ def _print_table(result: Any, top: int) -> None:
     console.print(table)
     cpu = result.calibration.get("cpu")
     if cpu:
-        for line in _cpu_lines(cpu):
-            console.print(line)
+        for line in cpu_notes(cpu):
+            console.print(f"{line}.")
     for note in result.notes:
         console.print(f"Note: {note}.")
     console.print(
         f"{len(result.configs)} configurations; traced in {result.trace_s:.1f} s; "
         f"{result.model.get('parameters', 0):,} parameters. {result.calibration['note']}."
     )
-
-
-def _cpu_lines(cpu: dict[str, Any]) -> list[str]:
-    """What the ``this-cpu`` rows rest on: the timed (or probed) costs, and the measured workspace."""
-    if cpu["held_out"]:
-        errors = ", ".join(
-            f"{row['config']} {100 * (row['predicted_s'] / row['measured_s'] - 1):+.0f}%"
-            for row in cpu["held_out"]
-        )
-        lines = [
-            f"This CPU, calibrated on {len(cpu['fitted_on'])} timed configurations; on "
-            f"{len(cpu['held_out'])} others: median error "
-            f"{100 * (cpu['held_out_median_error'] or 0):.1f}% ({errors})."
-        ]
-    else:
-        lines = ["This CPU: step times at the costs a 2 s probe measured here (not timed on this model)."]
-    memory = cpu.get("memory")
-    if memory:
-        checked = (
-            f"on {len(memory['held_out'])} others: median error "
-            f"{100 * (memory['held_out_median_error'] or 0):.1f}%"
-            if memory["held_out"]
-            else "taken in proportion to the micro-batch, not checked on others"
-        )
-        fitted = memory["fitted_on"]
-        where = ", ".join(fitted) if len(fitted) <= 2 else f"{len(fitted)} configurations"
-        lines.append(
-            f"Its memory: the trace plus the kernel workspace real steps took beyond it, measured at "
-            f"{where}; {checked} (this CPU's rows only: a GPU's kernels keep workspaces of their own)."
-        )
-    return lines
 
 
 __all__ = ["add_plan_parser", "cmd_plan", "plan_dict"]

@@ -99,17 +99,65 @@ def cost_time_points(data: dict[str, Any]) -> dict[str, list[tuple[float, float,
     return series
 
 
-
 def trust_notes(data: dict[str, Any]) -> list[str]:
-    """What the figures rest on: the plan's notes and its calibration's."""
-    notes = [*(data.get("notes") or []), (data.get("calibration") or {}).get("note")]
+    """What the figures rest on: the plan's notes, this machine's rows', and its calibration's."""
+    calibration = data.get("calibration") or {}
+    cpu = calibration.get("cpu")
+    notes = [
+        *(data.get("notes") or []),
+        *(cpu_notes(cpu) if isinstance(cpu, dict) else []),
+        calibration.get("note"),
+    ]
     return [str(n) for n in notes if n]
+
+
+def cpu_notes(cpu: dict[str, Any]) -> list[str]:
+    """What the ``this-cpu`` rows rest on: the timed (or probed) costs, and the measured workspace.
+
+    Sentences without their final stop, as the plan's other notes.
+    """
+    if cpu["held_out"]:
+        errors = ", ".join(
+            f"{row['config']} {100 * (row['predicted_s'] / row['measured_s'] - 1):+.0f}%"
+            for row in cpu["held_out"]
+        )
+        lines = [
+            f"This CPU, calibrated on {len(cpu['fitted_on'])} timed configurations; on "
+            f"{len(cpu['held_out'])} others: median error "
+            f"{100 * (cpu['held_out_median_error'] or 0):.1f}% ({errors})"
+        ]
+    else:
+        lines = ["This CPU: step times at the costs a 2 s probe measured here (not timed on this model)"]
+    memory = cpu.get("memory")
+    if memory:
+        checked = (
+            f"on {len(memory['held_out'])} others: median error "
+            f"{100 * (memory['held_out_median_error'] or 0):.1f}%"
+            if memory["held_out"]
+            else "taken in proportion to the micro-batch, not checked on others"
+        )
+        fitted = memory["fitted_on"]
+        where = ", ".join(fitted) if len(fitted) <= 2 else f"{len(fitted)} configurations"
+        lines.append(
+            f"Its memory: the trace plus the kernel workspace real steps took beyond it, measured at "
+            f"{where}; {checked} (this CPU's rows only: a GPU's kernels keep workspaces of their own)"
+        )
+    return lines
 
 
 #: Numeric columns of :data:`HEADERS` (right-aligned in HTML).
 NUMERIC_COLUMNS = frozenset({5, 7, 8, 9, 10, 11, 12, 13})
 
 __all__ = [
-    "HEADERS", "NUMERIC_COLUMNS", "REPORT_ROWS", "config_cells", "cost_time_points", "gpu_label",
-    "plan_title", "summary_lines", "trust_notes", "usd_cell",
+    "HEADERS",
+    "NUMERIC_COLUMNS",
+    "REPORT_ROWS",
+    "config_cells",
+    "cost_time_points",
+    "cpu_notes",
+    "gpu_label",
+    "plan_title",
+    "summary_lines",
+    "trust_notes",
+    "usd_cell",
 ]  # fmt: skip
