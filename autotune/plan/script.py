@@ -210,7 +210,10 @@ def calibrate_script(
     cpu = probe_costs()
     residuals = []
     for (precision, ckpt), trace in traces.items():
-        measured = run_child(script, args, precision, ckpt, measure=True)["measured_step_peak_bytes"]
+        try:
+            measured = run_child(script, args, precision, ckpt, measure=True)["measured_step_peak_bytes"]
+        except ScriptError as exc:  # the trace ran; the real step did not (memory, a device)
+            raise ScriptError(f"--calibrate: {str(exc).replace('cannot trace', 'cannot run')}") from None
         config = (trace.micro_batch, trace.figures.precision, ckpt)
         residuals.append((config, float(measured - trace.step_new_peak_bytes)))
     memory = MemoryCalibration(fit_residuals(residuals), tuple(config_label(c) for c, _ in residuals), ())
