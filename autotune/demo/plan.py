@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import torch
@@ -12,6 +13,7 @@ from torch import nn
 from autotune.demo.models import default_config, make_model
 from autotune.plan.calibrate import calibrate
 from autotune.plan.plan import Plan, plan
+from autotune.plan.step import trace_step
 from autotune.plan.workspace import calibrate_memory
 
 
@@ -71,9 +73,10 @@ def demo_calibration(name: str, steps: int = 12) -> Any:
     blocks = name == "gpt"
     fit_on = [c for c in CALIBRATE_ON if blocks or not c[2]]
     held = [c for c in HELD_OUT if blocks or not c[2]]
-    cpu = calibrate(factory, batch_fn, loss_fn, optimizer_fn, fit_on, held, steps=steps)
-    memory_on = fit_on + [c for c in MEMORY_ALSO_ON if blocks]
-    memory = calibrate_memory(factory, batch_fn, loss_fn, optimizer_fn, memory_on, held)
+    traced = functools.cache(lambda c: trace_step(factory, batch_fn, loss_fn, optimizer_fn, *c))
+    cpu = calibrate(factory, batch_fn, loss_fn, optimizer_fn, fit_on, held, steps=steps, traced=traced)
+    memory_on = fit_on + [c for c in MEMORY_ALSO_ON if blocks or not c[2]]
+    memory = calibrate_memory(factory, batch_fn, loss_fn, optimizer_fn, memory_on, held, traced=traced)
     return dataclasses.replace(cpu, memory=memory)
 
 

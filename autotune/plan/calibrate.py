@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,12 +137,17 @@ def calibrate(
     fit_on: list[Config],
     held_out: list[Config],
     steps: int = 8,
+    traced: Callable[[Config], StepFigures] | None = None,
 ) -> CpuCalibration:
-    """Time ``fit_on`` and ``held_out`` configurations for real, fit on the first, predict the second."""
+    """Time ``fit_on`` and ``held_out`` configurations for real, fit on the first, predict the second.
+
+    ``traced``: a configuration's trace (:func:`trace_step` of the model by default), so a caller that
+    also calibrates memory traces each configuration once.
+    """
     label = config_label
 
     def measured(c: Config) -> tuple[StepFigures, float]:
-        figures = trace_step(model_fn, batch_fn, loss_fn, optimizer_fn, c[0], c[1], c[2])
+        figures = traced(c) if traced else trace_step(model_fn, batch_fn, loss_fn, optimizer_fn, *c)
         return figures, time_step_s(model_fn, batch_fn, loss_fn, optimizer_fn, c[0], c[1], c[2], steps=steps)
 
     fitted = [measured(c) for c in fit_on]

@@ -14,11 +14,12 @@ plan adds it to the ``this-cpu`` configurations only.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from autotune.plan.measure import batch_bytes, measured_step_peak_bytes, predicted_step_peak_bytes
-from autotune.plan.step import BatchFn, LossFn, OptimizerFn, trace_step
+from autotune.plan.step import BatchFn, LossFn, OptimizerFn, StepFigures, trace_step
 
 Config = tuple[int, str, bool]  # (micro_batch, precision, checkpointing)
 
@@ -92,21 +93,25 @@ def calibrate_memory(
     optimizer_fn: OptimizerFn,
     fit_on: list[Config],
     held_out: list[Config],
+    traced: Callable[[Config], StepFigures] | None = None,
 ) -> MemoryCalibration:
-    """Run ``fit_on`` and ``held_out`` configurations for real, fit on the first, predict the second."""
+    """Run ``fit_on`` and ``held_out`` configurations for real, fit on the first, predict the second.
+
+    ``traced``: a configuration's trace (as :func:`autotune.plan.calibrate.calibrate` takes it).
+    """
 
     def traced_and_measured(c: Config) -> tuple[float, float]:
-        figures = trace_step(model_fn, batch_fn, loss_fn, optimizer_fn, c[0], c[1], c[2])
-        traced = predicted_step_peak_bytes(figures, batch_bytes(batch_fn, c[0]))
-        return traced, measured_step_peak_bytes(model_fn, batch_fn, loss_fn, optimizer_fn, *c)
+        figures = traced(c) if traced else trace_step(model_fn, batch_fn, loss_fn, optimizer_fn, *c)
+        seen = predicted_step_peak_bytes(figures, batch_bytes(batch_fn, c[0]))
+        return seen, measured_step_peak_bytes(model_fn, batch_fn, loss_fn, optimizer_fn, *c)
 
     fitted = [(c, *traced_and_measured(c)) for c in fit_on]
-    lines = fit_residuals([(c, measured - traced) for c, traced, measured in fitted])
+    lines = fit_residuals([(c, measured - seen) for c, seen, measured in fitted])
     result = MemoryCalibration(lines, tuple(config_label(c) for c in fit_on), ())
     rows = []
     for c in held_out:
-        traced, measured = traced_and_measured(c)
-        rows.append((config_label(c), traced + result.workspace_bytes(c[1], c[2], c[0]), measured))
+        seen, measured = traced_and_measured(c)
+        rows.append((config_label(c), seen + result.workspace_bytes(c[1], c[2], c[0]), measured))
     return MemoryCalibration(lines, result.fitted_on, tuple(rows))
 
 
