@@ -43,7 +43,7 @@ def add_plan_parser(sub: Any, number: Any) -> None:
     p.add_argument(
         "--calibrate",
         action="store_true",
-        help="add this machine ('this-cpu') to the plan: with --demo, real steps timed (~20 s), this "
+        help="add this machine ('this-cpu') to the plan: with --demo, real steps timed (~15 s), this "
         "CPU's costs fitted and checked on configurations not timed, the kernel workspace measured; with "
         "a SCRIPT, a 2 s probe of this CPU's costs and the script's step run once more for real to "
         "measure its workspace",

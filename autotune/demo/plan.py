@@ -65,7 +65,7 @@ MEMORY_ALSO_ON = [
 
 
 def demo_calibration(name: str, steps: int = 12) -> Any:
-    """The calibration of this machine on demo model ``name`` (about 20 s for the GPT here).
+    """The calibration of this machine on demo model ``name`` (about 15 s for the GPT here).
 
     Step time (:func:`calibrate`) and the memory beyond the trace (:func:`calibrate_memory`).
     """
