@@ -32,14 +32,15 @@ from autotune.report.sections import (
 )
 from autotune.tuner.memory_model import study_batch_param
 from profilers.contract.records import DeviceSample
-from profilers.contract.rundir import RunData
+from profilers.contract.rundir import THINNED_POINTS, RunData
 from profilers.contract.schema import PHASES, PLAN_NAME
 from profilers.contract.study import convergence, pareto_front, ran_with, usd_per_million
 from profilers.contract.summaries import TrialEntry
 from profilers.contract.summarize import quantile, select_measured
 
-#: Most points a series keeps for drawing (a 100k-step run is drawn from this many).
-MAX_POINTS = 2000
+#: Most points a series keeps for drawing (a 100k-step run is drawn from this many); a finished
+#: run's GPU readings are loaded thinned to as many (profilers.contract.rundir).
+MAX_POINTS = THINNED_POINTS
 
 
 def build_report(
