@@ -48,18 +48,12 @@ def measured(workload: tuple[Any, ...], micro_batch: int, precision: str, device
     factory, batch_fn, loss_fn, optimizer_fn = workload
     torch.manual_seed(0)
     step = prepare_step(factory(), batch_fn, loss_fn, optimizer_fn, micro_batch, precision, False, device)
-
-    def one() -> None:
-        step.forward_loss().backward()
-        step.optimizer.step()
-        step.optimizer.zero_grad(set_to_none=True)
-
-    one()  # the optimizer's state
+    step.run()  # the optimizer's state
     out: dict[str, Any] = {}
     if device == "cuda":
         _sync(device)
         torch.cuda.reset_peak_memory_stats()
-        one()
+        step.run()
         _sync(device)
         out["allocated_bytes"] = torch.cuda.max_memory_allocated()
         out["reserved_bytes"] = torch.cuda.max_memory_reserved()
@@ -68,7 +62,7 @@ def measured(workload: tuple[Any, ...], micro_batch: int, precision: str, device
     for i in range(13):
         _sync(device)
         start = time.perf_counter()
-        one()
+        step.run()
         _sync(device)
         if i >= 3:
             times.append(time.perf_counter() - start)

@@ -80,9 +80,7 @@ def time_step_s(
     times = []
     for i in range(warmup + steps):
         start = time.perf_counter()
-        step.forward_loss().backward()
-        step.optimizer.step()
-        step.optimizer.zero_grad(set_to_none=True)
+        step.run()
         if i >= warmup:
             times.append(time.perf_counter() - start)
     return statistics.median(times)

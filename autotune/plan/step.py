@@ -91,6 +91,12 @@ class PreparedStep:
     batch: list[torch.Tensor]
     forward_loss: Callable[[], torch.Tensor]
 
+    def run(self) -> None:
+        """One real training step: forward and loss, backward, the optimizer's step, gradients freed."""
+        self.forward_loss().backward()
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
 
 def prepare_step(
     net: nn.Module,
