@@ -281,8 +281,32 @@ def memory_low(run: RunData) -> Recommendation | None:
     return Recommendation("memory_low", "low", title, evidence, actions, figures=figures)
 
 
+class _Straggling(NamedTuple):
+    ranks: list[facts.RankTime]
+    slow: facts.RankTime
+    fast: facts.RankTime
+    ratio: float
+
+
+def _straggling(run: RunData) -> _Straggling | None:
+    """The slowest rank's own work over the fastest's, when it passes the straggler bar; else None."""
+    ranks = [r for r in facts.rank_times(run) if r.measured_steps >= MIN_STEPS]
+    if len(ranks) < 2:
+        return None
+    slow, fast = max(ranks, key=lambda r: r.own_s), min(ranks, key=lambda r: r.own_s)
+    ratio = slow.own_s / fast.own_s
+    return _Straggling(ranks, slow, fast, ratio) if ratio > limit("straggler.ratio") else None
+
+
 def _wait_share(run: RunData) -> float:
-    """The share of rank 0's step it waits for slower ranks (inside its collectives)."""
+    """The share of rank 0's step it waits for a straggling rank (inside its collectives).
+
+    Only a straggler the straggler rule names counts: between ranks doing the same work, one
+    rank's backward median above another's is the machine's jitter (up to a tenth of the step on
+    two shared cores), and taking it out would hide communication that is really there.
+    """
+    if _straggling(run) is None:
+        return 0.0
     rank0 = next((r for r in facts.rank_times(run) if r.rank == 0), None)
     return rank0.wait_s / rank0.step_median_s if rank0 and rank0.step_median_s > 0 else 0.0
 
@@ -364,13 +388,10 @@ def comm_bound(run: RunData) -> Recommendation | None:
 
 def straggler(run: RunData) -> Recommendation | None:
     """One rank's own work per step is well above the fastest rank's: the others wait for it."""
-    ranks = [r for r in facts.rank_times(run) if r.measured_steps >= MIN_STEPS]
-    if len(ranks) < 2:
+    found = _straggling(run)
+    if found is None:
         return None
-    slow, fast = max(ranks, key=lambda r: r.own_s), min(ranks, key=lambda r: r.own_s)
-    ratio = slow.own_s / fast.own_s
-    if ratio <= limit("straggler.ratio"):
-        return None
+    ranks, slow, fast, ratio = found
     median = statistics.median(r.own_s for r in ranks)
     bound = slow.own_s / median if median > 0 else None
     others = [r for r in ranks if r.rank != slow.rank]

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from autotune.advice import rules
+from autotune.advice import facts, rules
 from autotune.advice.advise import PROFILE_RULES
 from tests.autotune.advice.gpu_runs import GIB, GPU_IDLE, HW_THERMAL, SW_POWER_CAP, h200_run, healthy_window
 
@@ -282,3 +282,27 @@ def test_a_recommendations_figures_are_its_evidence_as_numbers_in_report_json():
     util = rules.low_gpu_util(h200_run(util_pct=lambda t: 45 + 5 * math.sin(3 * t)))
     (gpu,) = util.figures["gpus"]
     assert gpu["index"] == 0 and gpu["p95_pct"] == pytest.approx(50.0, abs=0.5)
+
+
+def test_comm_bound_keeps_the_jitter_between_equal_ranks():
+    # every rank does the same work; rank 0's backward runs 10 ms (6% of the 160 ms step) above the
+    # fastest rank's by the machine's jitter: 1.07x, no straggler, so none of it is taken out of the
+    # 13% collective share (taking it out left 7%, under the 10% bar, and hid the communication)
+    window = healthy_window(
+        wall_us=3 * 160_000.0,
+        collective_calls=72,
+        collective_time_us=3 * 21_000.0,
+        collective_source="backend_ranges",
+    )
+    jitter = h200_run(
+        world=2,
+        step_ms=lambda rank, step: 160.0,
+        backward_ms=lambda rank, step: 80.0 + (10.0 if rank == 0 else 0.0),
+    )
+    jitter = dataclasses.replace(jitter, summary={**jitter.summary, "profile_window": window})
+    assert rules.straggler(jitter) is None
+    assert {r.rank: r.wait_s for r in facts.rank_times(jitter)}[0] == pytest.approx(0.010)
+    rec = rules.comm_bound(jitter)
+    assert rec is not None and rec.figures["straggler_wait_share"] == 0.0
+    assert rec.figures["net_share"] == pytest.approx(21 / 160)
+    assert not any("waiting for slower ranks" in e for e in rec.evidence)
