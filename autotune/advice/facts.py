@@ -138,6 +138,12 @@ class Window:
     collective_exposed_share: float | None  # 0-1, CUDA only: not hidden behind compute kernels
     collective_source: str | None
     dataloader_iter: str | None
+    measured_step_us: float | None  # the run's median measured step, outside the profiler's window
+
+    @property
+    def slowdown(self) -> float | None:
+        """How much longer the profiled steps took than the measured median (torch.profiler's cost)."""
+        return self.step_us / self.measured_step_us if self.measured_step_us else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -503,6 +509,7 @@ def window(run: RunData) -> Window | None:
 
     kernels = w.get("kernels")
     exposed = share("collective_exposed_us")
+    median_s = summary_figures(run).step_median_s
     return Window(
         steps,
         wall / steps,
@@ -516,6 +523,7 @@ def window(run: RunData) -> Window | None:
         exposed,
         w.get("collective_source"),
         w.get("dataloader_iter"),
+        None if median_s is None else median_s * 1e6,
     )
 
 

@@ -143,6 +143,20 @@ def gpu_util_swings(run: RunData) -> Recommendation | None:
     return Recommendation("gpu_util_swings", "low", title, evidence, actions, figures=figures)
 
 
+#: A profiled window whose steps take this much longer than the measured median says so: its
+#: shares are of steps torch.profiler slowed (its per-op cost falls on short CPU ops, not on a
+#: kernel or a transfer), and can differ from an unprofiled step's.
+WINDOW_SLOWDOWN_SHOWN = 1.5
+
+
+def _slowed(w: facts.Window) -> str:
+    """``, N.Nx the M ms measured median: the profiler's cost`` when the window ran that much slower."""
+    slowdown = w.slowdown
+    if slowdown is None or w.measured_step_us is None or slowdown < WINDOW_SLOWDOWN_SHOWN:
+        return ""
+    return f", {slowdown:.1f}x the {ms(w.measured_step_us / 1e6)} measured median: the profiler's cost"
+
+
 def host_bound(run: RunData) -> Recommendation | None:
     """The GPU is busy under half the time, between many short kernels or while the host issues ops."""
     w = facts.window(run)
@@ -156,7 +170,7 @@ def host_bound(run: RunData) -> Recommendation | None:
     bound = 1 / w.gpu_busy_share if w.gpu_busy_share > 0 else None
     evidence = [
         f"the GPU ran kernels {format_pct(w.gpu_busy_share)} of the profiled window ({w.steps} steps of "
-        f"{ms(w.step_us / 1e6)}): {w.kernels_per_step:,.0f} kernels per step, median "
+        f"{ms(w.step_us / 1e6)}{_slowed(w)}): {w.kernels_per_step:,.0f} kernels per step, median "
         f"{w.kernel_median_us or 0:.1f} µs, mean {w.kernel_mean_us or 0:.1f} µs",
         f"CPU ops took {format_pct(w.cpu_op_share)} of the window (self time, all threads)",
     ]
@@ -164,7 +178,7 @@ def host_bound(run: RunData) -> Recommendation | None:
         evidence.append(at_most(bound, "if the GPU never waited for the host"))
     actions = HOST_BOUND_ACTIONS
     title = f"Host-bound: the GPU is busy {format_pct(w.gpu_busy_share)} of the step"
-    figures = figures_of(w, speedup_bound=bound)
+    figures = figures_of(w, window_slowdown=w.slowdown, speedup_bound=bound)
     return Recommendation(
         "host_bound", severity_for(bound), title, tuple(evidence), actions, bound, figures=figures
     )
@@ -357,7 +371,7 @@ def comm_bound(run: RunData) -> Recommendation | None:
     source = COLLECTIVE_SOURCES.get(str(w.collective_source), str(w.collective_source))
     evidence = [
         f"collectives ({source}) take {format_pct(w.collective_share)} of the profiled window on rank 0: "
-        f"{ms(w.collective_share * w.step_us / 1e6)} of each {ms(w.step_us / 1e6)} step",
+        f"{ms(w.collective_share * w.step_us / 1e6)} of each {ms(w.step_us / 1e6)} profiled step{_slowed(w)}",
         f"{format_pct(exposed)} of the window is collective time no compute kernel hides"
         if w.collective_exposed_share is not None
         else "the CPU window cannot tell overlap with compute: all collective time counts as exposed",
@@ -379,7 +393,12 @@ def comm_bound(run: RunData) -> Recommendation | None:
     )
     title = f"Communication-bound: {format_pct(net)} of the step in collectives"
     figures = figures_of(
-        w, exposed_share=exposed, straggler_wait_share=wait, net_share=net, speedup_bound=bound
+        w,
+        window_slowdown=w.slowdown,
+        exposed_share=exposed,
+        straggler_wait_share=wait,
+        net_share=net,
+        speedup_bound=bound,
     )
     return Recommendation(
         "comm_bound", severity_for(bound), title, tuple(evidence), actions, bound, figures=figures

@@ -306,3 +306,23 @@ def test_comm_bound_keeps_the_jitter_between_equal_ranks():
     assert rec is not None and rec.figures["straggler_wait_share"] == 0.0
     assert rec.figures["net_share"] == pytest.approx(21 / 160)
     assert not any("waiting for slower ranks" in e for e in rec.evidence)
+
+
+def test_a_window_the_profiler_slowed_says_by_how_much():
+    # the run's steps take 120 ms; the profiled window's 3 steps took 480 ms each (4x, as torch.profiler
+    # makes the short CPU ops of a small model on a busy CPU), 21% of it in collectives
+    slowed = healthy_window(
+        wall_us=3 * 480_000.0,
+        collective_calls=6,
+        collective_time_us=3 * 100_000.0,
+        collective_source="backend_ranges",
+    )
+    run = h200_run(world=2, step_ms=lambda rank, step: 120.0)
+    rec = rules.comm_bound(dataclasses.replace(run, summary={**run.summary, "profile_window": slowed}))
+    assert rec is not None and rec.figures["window_slowdown"] == pytest.approx(4.0)
+    assert "100.0 ms of each 480.0 ms profiled step, 4.0x the 120.0 ms measured median" in rec.evidence[0]
+    # a window as fast as the other steps says nothing of it
+    usual = {**slowed, "wall_us": 3 * 125_000.0, "collective_time_us": 3 * 30_000.0}
+    rec = rules.comm_bound(dataclasses.replace(run, summary={**run.summary, "profile_window": usual}))
+    assert rec is not None and rec.figures["window_slowdown"] == pytest.approx(125 / 120)
+    assert rec.evidence[0].endswith("30.0 ms of each 125.0 ms profiled step")
