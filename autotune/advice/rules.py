@@ -15,7 +15,7 @@ from typing import NamedTuple
 from autotune.advice import facts
 from autotune.advice.records import Recommendation, figures_of, records_of
 from autotune.advice.thresholds import MIN_GPU_SAMPLES, MIN_STEPS, limit, severity_for
-from autotune.fmt import format_pct
+from autotune.fmt import format_bytes, format_pct
 from profilers.contract.rundir import RunData
 from profilers.flops import DDP_DEFAULT_BUCKET_CAP_BYTES, match_device
 
@@ -150,11 +150,12 @@ WINDOW_SLOWDOWN_SHOWN = 1.5
 
 
 def _slowed(w: facts.Window) -> str:
-    """``, N.Nx the M ms measured median: the profiler's cost`` when the window ran that much slower."""
+    """``, N.Nx the unprofiled steps' M ms median: ...`` when the window ran that much slower."""
     slowdown = w.slowdown
     if slowdown is None or w.measured_step_us is None or slowdown < WINDOW_SLOWDOWN_SHOWN:
         return ""
-    return f", {slowdown:.1f}x the {ms(w.measured_step_us / 1e6)} measured median: the profiler's cost"
+    median = ms(w.measured_step_us / 1e6)
+    return f", {slowdown:.1f}x the unprofiled steps' {median} median: torch.profiler's overhead"
 
 
 def host_bound(run: RunData) -> Recommendation | None:
@@ -345,16 +346,33 @@ def _bucket_advice(run: RunData) -> _Buckets:
     buckets = -(-grad_bytes // cap)
     if buckets <= 1:
         return _Buckets(
-            f"the gradients ({grad_bytes / mib:.2f} MiB) already fit one {cap / mib:g} MiB DDP bucket: "
+            f"the gradients ({format_bytes(grad_bytes)}) already fit one {cap / mib:g} MiB DDP bucket: "
             "larger buckets cannot cut the number of all-reduces",
             (),
         )
     bigger = min(-(-grad_bytes // mib), 256)
     return _Buckets(
-        f"the gradients ({grad_bytes / mib:.1f} MiB) make {buckets} all-reduces of {cap / mib:g} MiB buckets",
+        f"the gradients ({format_bytes(grad_bytes)}) make {buckets} all-reduces of {cap / mib:g} MiB buckets",
         (f"fewer, larger all-reduces: DistributedDataParallel(model, bucket_cap_mb={bigger}, "
          "gradient_as_bucket_view=True)",),
     )  # fmt: skip
+
+
+#: The phases a training step's collectives run in: DDP's all-reduce waits inside backward, FSDP
+#: gathers in forward and backward, a sharded optimizer gathers in its step.
+COLLECTIVE_PHASES: tuple[str, ...] = ("forward", "backward", "optimizer")
+
+
+def _collective_phases_share(run: RunData) -> float | None:
+    """The share of rank 0's median measured step its collective phases take (None without steps).
+
+    The most of an unprofiled step collectives can take: the profiled window's own share can pass it
+    when the profiler slowed the window (each rank then also waits for the other's profiled work).
+    """
+    rank0 = next((r for r in facts.rank_times(run) if r.rank == 0), None)
+    if rank0 is None or rank0.step_median_s <= 0:
+        return None
+    return min(1.0, sum(rank0.phase_median_s[p] for p in COLLECTIVE_PHASES) / rank0.step_median_s)
 
 
 def comm_bound(run: RunData) -> Recommendation | None:
@@ -365,9 +383,11 @@ def comm_bound(run: RunData) -> Recommendation | None:
     exposed = w.collective_exposed_share if w.collective_exposed_share is not None else w.collective_share
     wait = min(exposed, _wait_share(run))
     net = exposed - wait
-    if net * 100 <= limit("comm_bound.share"):
+    ceiling = _collective_phases_share(run)
+    shown = net if ceiling is None else min(net, ceiling)
+    if shown * 100 <= limit("comm_bound.share"):
         return None
-    bound = 1 / (1 - net) if net < 1 else None
+    bound = 1 / (1 - shown) if shown < 1 else None
     source = COLLECTIVE_SOURCES.get(str(w.collective_source), str(w.collective_source))
     evidence = [
         f"collectives ({source}) take {format_pct(w.collective_share)} of the profiled window on rank 0: "
@@ -380,6 +400,15 @@ def comm_bound(run: RunData) -> Recommendation | None:
         evidence.append(
             f"{format_pct(wait)} of rank 0's step is waiting for slower ranks (see stragglers), left out"
         )
+    if ceiling is not None and ceiling < net:
+        evidence.append(
+            f"an unprofiled step cannot hold more: its forward, backward and optimizer phases (where "
+            f"the collectives run) are {format_pct(ceiling)} of rank 0's {ms(w.measured_step_us / 1e6)} "
+            "median step, the figure used here"
+            if w.measured_step_us
+            else f"an unprofiled step cannot hold more: its forward, backward and optimizer phases are "
+            f"{format_pct(ceiling)} of rank 0's median step, the figure used here"
+        )
     if bound is not None:
         evidence.append(at_most(bound, "if the exposed communication disappeared"))
     buckets = _bucket_advice(run)
@@ -391,13 +420,16 @@ def comm_bound(run: RunData) -> Recommendation | None:
         f"more compute per byte sent: {_BATCH}",
         "on GPUs: NCCL over NVLink/InfiniBand, bf16 gradient compression (ddp_comm_hooks), FSDP",
     )
-    title = f"Communication-bound: {format_pct(net)} of the step in collectives"
+    up_to = "up to " if shown < net else ""
+    title = f"Communication-bound: {up_to}{format_pct(shown)} of the step in collectives"
     figures = figures_of(
         w,
         window_slowdown=w.slowdown,
         exposed_share=exposed,
         straggler_wait_share=wait,
         net_share=net,
+        phases_share=ceiling,
+        share_used=shown,
         speedup_bound=bound,
     )
     return Recommendation(

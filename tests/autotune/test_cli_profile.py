@@ -97,18 +97,26 @@ def autotune_profile(
     return Run(proc, run_dir, timing)
 
 
-def measured_intervals(run: Run) -> list[float]:
-    """The script's own durations (s) of the steps the profiler measured.
+def timed_by_both(run: Run) -> list[int]:
+    """The measured steps the script's clock also times.
 
-    Step k's duration is the gap between the script's stamps after updates k-1 and k. The first
-    measured step after the instrumented ones is left out: the profiler's trace export runs in that
-    gap and the profiler (rightly) starts the step after it, while the script's clock cannot.
+    The first measured step after the instrumented ones is left out: the profiler's trace export
+    runs in that gap and the profiler (rightly) starts the step after it, while the script's clock
+    cannot.
     """
-    stamps = run.timing["stamps"]
     kinds = {s.step: s.kind for s in run.steps}
     ks = [k for k, kind in kinds.items() if kind == "measured" and kinds.get(k - 1) == "measured"]
     assert len(ks) >= 8, kinds
-    return [stamps[k - 1] - stamps[k - 2] for k in ks]
+    return ks
+
+
+def measured_intervals(run: Run) -> list[float]:
+    """The script's own durations (s) of the steps the profiler measured (:func:`timed_by_both`).
+
+    Step k's duration is the gap between the script's stamps after updates k-1 and k.
+    """
+    stamps = run.timing["stamps"]
+    return [stamps[k - 1] - stamps[k - 2] for k in timed_by_both(run)]
 
 
 # -- the training scripts ----------------------------------------------------------------------
@@ -255,10 +263,22 @@ def test_samples_per_step_are_inferred(training):
     assert {s.tokens for s in run.steps} == {case.tokens_per_step}
 
 
+def profiler_durations(run: Run) -> list[float]:
+    """The profiler's durations (s) of the steps the script's clock also times, in the same order.
+
+    The figures are compared on the same steps: beside busy processes a 2-core machine runs some
+    steps at half speed, and a median over one step more (the summary's, over every measured step:
+    checked against the store in :func:`test_summary_agrees_with_the_store`) can land on the other
+    speed (21.3 ms against the script's 15.4 ms, seen).
+    """
+    durations = {s.step: s.duration_ns / 1e9 for s in run.steps}
+    return [durations[k] for k in timed_by_both(run)]
+
+
 def test_median_step_time_agrees_with_the_scripts_own_clock(training):
     _, run = training
-    script_median = statistics.median(measured_intervals(run))
-    assert run.summary["step_time_s"]["median"] == pytest.approx(script_median, rel=TIME_TOL)
+    profiler_median = statistics.median(profiler_durations(run))
+    assert profiler_median == pytest.approx(statistics.median(measured_intervals(run)), rel=TIME_TOL)
     st = run.summary["step_time_s"]
     assert 0 < st["p10"] <= st["median"] <= st["p90"]
 
@@ -266,7 +286,8 @@ def test_median_step_time_agrees_with_the_scripts_own_clock(training):
 def test_samples_per_s_agrees_with_the_scripts_own_clock(training):
     case, run = training
     script_rate = case.samples_per_step / statistics.mean(measured_intervals(run))
-    assert run.summary["throughput"]["samples_per_s"] == pytest.approx(script_rate, rel=TIME_TOL)
+    profiler_rate = case.samples_per_step / statistics.mean(profiler_durations(run))
+    assert profiler_rate == pytest.approx(script_rate, rel=TIME_TOL)
     assert run.summary["throughput"]["samples_per_s"] == pytest.approx(
         case.samples_per_step / run.summary["step_time_s"]["mean"], rel=1e-6
     )
@@ -279,7 +300,9 @@ def test_tokens_per_s_only_for_token_ids(training):
         assert tokens_per_s is None
         return
     script_rate = case.tokens_per_step / statistics.mean(measured_intervals(run))
-    assert tokens_per_s == pytest.approx(script_rate, rel=TIME_TOL)
+    assert case.tokens_per_step / statistics.mean(profiler_durations(run)) == pytest.approx(
+        script_rate, rel=TIME_TOL
+    )
     assert tokens_per_s == pytest.approx(case.tokens_per_step / run.summary["step_time_s"]["mean"], rel=1e-6)
 
 

@@ -138,14 +138,14 @@ def test_comm_bound_suggests_larger_buckets_only_for_gradients_of_several():
         "ddp_bucket_cap_bytes": 25 * 2**20,
     }
     rec = rules.comm_bound(dataclasses.replace(run, summary={**run.summary, "model": big}))
-    assert "the gradients (7168.0 MiB) make 287 all-reduces of 25 MiB buckets" in rec.evidence
+    assert "the gradients (7.0 GiB) make 287 all-reduces of 25 MiB buckets" in rec.evidence
     assert rec.actions[0].startswith(
         "fewer, larger all-reduces: DistributedDataParallel(model, bucket_cap_mb=256"
     )
     small = {**big, "gradient_bytes": 470_000}
     rec = rules.comm_bound(dataclasses.replace(run, summary={**run.summary, "model": small}))
     assert not any("bucket_cap_mb" in a for a in rec.actions)
-    assert any("(0.45 MiB) already fit one 25 MiB DDP bucket" in e for e in rec.evidence)
+    assert any("(459.0 KiB) already fit one 25 MiB DDP bucket" in e for e in rec.evidence)
 
 
 def test_well_overlapped_collectives_are_not_comm_bound():
@@ -320,9 +320,37 @@ def test_a_window_the_profiler_slowed_says_by_how_much():
     run = h200_run(world=2, step_ms=lambda rank, step: 120.0)
     rec = rules.comm_bound(dataclasses.replace(run, summary={**run.summary, "profile_window": slowed}))
     assert rec is not None and rec.figures["window_slowdown"] == pytest.approx(4.0)
-    assert "100.0 ms of each 480.0 ms profiled step, 4.0x the 120.0 ms measured median" in rec.evidence[0]
+    slowed_by = "100.0 ms of each 480.0 ms profiled step, 4.0x the unprofiled steps' 120.0 ms median"
+    assert slowed_by in rec.evidence[0]
     # a window as fast as the other steps says nothing of it
     usual = {**slowed, "wall_us": 3 * 125_000.0, "collective_time_us": 3 * 30_000.0}
     rec = rules.comm_bound(dataclasses.replace(run, summary={**run.summary, "profile_window": usual}))
     assert rec is not None and rec.figures["window_slowdown"] == pytest.approx(125 / 120)
     assert rec.evidence[0].endswith("30.0 ms of each 125.0 ms profiled step")
+
+
+def test_comm_bound_is_capped_by_the_phases_collectives_run_in():
+    # the profiler slowed the window 6x and each rank waited there for the other's profiled work:
+    # 90% of the window in collectives, while a 120 ms measured step spends 20 ms loading data and 7 ms
+    # after the optimizer step: at most 93 ms (77.5%) of it can be collective time
+    slowed = healthy_window(
+        wall_us=3 * 720_000.0,
+        collective_calls=6,
+        collective_time_us=3 * 648_000.0,
+        collective_source="backend_ranges",
+    )
+    run = h200_run(
+        world=2,
+        step_ms=lambda rank, step: 120.0,
+        data_ms=lambda rank, step: 20.0,
+        backward_ms=lambda rank, step: 35.0,
+    )
+    run = dataclasses.replace(run, summary={**run.summary, "profile_window": slowed})
+    phases = {r.rank: r.phase_median_s for r in facts.rank_times(run)}[0]
+    ceiling = sum(phases[p] for p in ("forward", "backward", "optimizer")) / 0.120
+    rec = rules.comm_bound(run)
+    assert rec is not None and rec.figures["net_share"] == pytest.approx(0.9)
+    assert rec.figures["share_used"] == pytest.approx(ceiling) and ceiling == pytest.approx(0.775, abs=1e-6)
+    assert rec.speedup_estimate == pytest.approx(1 / (1 - ceiling))  # not 10x
+    assert rec.title == f"Communication-bound: up to {100 * ceiling:.1f}% of the step in collectives"
+    assert any(e.startswith("an unprofiled step cannot hold more") for e in rec.evidence)
