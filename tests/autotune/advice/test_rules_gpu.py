@@ -184,17 +184,21 @@ def test_small_rank_skew_is_not_a_straggler():
     assert rules.straggler(h200_run(world=4)) is None
 
 
-def test_comm_bound_leaves_out_the_wait_for_a_straggler():
+def _with_gloo_window(run, step_ms: float, collectives_ms: float, calls: int = 6):
+    """``run`` with a profiled window of 3 ``step_ms`` steps, ``collectives_ms`` of each in gloo's ranges."""
     window = healthy_window(
-        wall_us=3 * 160_000.0,
-        collective_calls=72,
-        collective_time_us=3 * 48_000.0,
+        wall_us=3 * step_ms * 1e3,
+        collective_calls=calls,
+        collective_time_us=3 * collectives_ms * 1e3,
         collective_source="backend_ranges",
     )
-    run = _straggling(40.0)
-    run = dataclasses.replace(run, summary={**run.summary, "profile_window": window})
+    return dataclasses.replace(run, summary={**run.summary, "profile_window": window})
+
+
+def test_comm_bound_leaves_out_the_wait_for_a_straggler():
+    run = _with_gloo_window(_straggling(40.0), 160.0, 48.0, calls=72)
     assert rules.comm_bound(run) is None  # 40 ms of the 48 ms collective time is waiting for rank 2
-    alone = dataclasses.replace(h200_run(world=4), summary={**run.summary, "profile_window": window})
+    alone = _with_gloo_window(h200_run(world=4), 160.0, 48.0, calls=72)
     assert rules.comm_bound(alone) is not None  # the same 30% with no straggler
 
 
@@ -288,18 +292,12 @@ def test_comm_bound_keeps_the_jitter_between_equal_ranks():
     # every rank does the same work; rank 0's backward runs 10 ms (6% of the 160 ms step) above the
     # fastest rank's by the machine's jitter: 1.07x, no straggler, so none of it is taken out of the
     # 13% collective share (taking it out left 7%, under the 10% bar, and hid the communication)
-    window = healthy_window(
-        wall_us=3 * 160_000.0,
-        collective_calls=72,
-        collective_time_us=3 * 21_000.0,
-        collective_source="backend_ranges",
-    )
     jitter = h200_run(
         world=2,
         step_ms=lambda rank, step: 160.0,
         backward_ms=lambda rank, step: 80.0 + (10.0 if rank == 0 else 0.0),
     )
-    jitter = dataclasses.replace(jitter, summary={**jitter.summary, "profile_window": window})
+    jitter = _with_gloo_window(jitter, 160.0, 21.0, calls=72)
     assert rules.straggler(jitter) is None
     assert {r.rank: r.wait_s for r in facts.rank_times(jitter)}[0] == pytest.approx(0.010)
     rec = rules.comm_bound(jitter)
@@ -311,20 +309,13 @@ def test_comm_bound_keeps_the_jitter_between_equal_ranks():
 def test_a_window_the_profiler_slowed_says_by_how_much():
     # the run's steps take 120 ms; the profiled window's 3 steps took 480 ms each (4x, as torch.profiler
     # makes the short CPU ops of a small model on a busy CPU), 21% of it in collectives
-    slowed = healthy_window(
-        wall_us=3 * 480_000.0,
-        collective_calls=6,
-        collective_time_us=3 * 100_000.0,
-        collective_source="backend_ranges",
-    )
     run = h200_run(world=2, step_ms=lambda rank, step: 120.0)
-    rec = rules.comm_bound(dataclasses.replace(run, summary={**run.summary, "profile_window": slowed}))
+    rec = rules.comm_bound(_with_gloo_window(run, 480.0, 100.0))
     assert rec is not None and rec.figures["window_slowdown"] == pytest.approx(4.0)
     slowed_by = "100.0 ms of each 480.0 ms profiled step, 4.0x the unprofiled steps' 120.0 ms median"
     assert slowed_by in rec.evidence[0]
     # a window as fast as the other steps says nothing of it
-    usual = {**slowed, "wall_us": 3 * 125_000.0, "collective_time_us": 3 * 30_000.0}
-    rec = rules.comm_bound(dataclasses.replace(run, summary={**run.summary, "profile_window": usual}))
+    rec = rules.comm_bound(_with_gloo_window(run, 125.0, 30.0))
     assert rec is not None and rec.figures["window_slowdown"] == pytest.approx(125 / 120)
     assert rec.evidence[0].endswith("30.0 ms of each 125.0 ms profiled step")
 
@@ -333,19 +324,13 @@ def test_comm_bound_is_capped_by_the_phases_collectives_run_in():
     # the profiler slowed the window 6x and each rank waited there for the other's profiled work:
     # 90% of the window in collectives, while a 120 ms measured step spends 20 ms loading data and 7 ms
     # after the optimizer step: at most 93 ms (77.5%) of it can be collective time
-    slowed = healthy_window(
-        wall_us=3 * 720_000.0,
-        collective_calls=6,
-        collective_time_us=3 * 648_000.0,
-        collective_source="backend_ranges",
-    )
     run = h200_run(
         world=2,
         step_ms=lambda rank, step: 120.0,
         data_ms=lambda rank, step: 20.0,
         backward_ms=lambda rank, step: 35.0,
     )
-    run = dataclasses.replace(run, summary={**run.summary, "profile_window": slowed})
+    run = _with_gloo_window(run, 720.0, 648.0)
     phases = {r.rank: r.phase_median_s for r in facts.rank_times(run)}[0]
     ceiling = sum(phases[p] for p in ("forward", "backward", "optimizer")) / 0.120
     rec = rules.comm_bound(run)
