@@ -158,28 +158,56 @@ def _slowed(w: facts.Window) -> str:
     return f", {slowdown:.1f}x the unprofiled steps' {median} median: torch.profiler's overhead"
 
 
+def _unprofiled_busy_share(w: facts.Window) -> float | None:
+    """The GPU's kernel time per step over the unprofiled steps' median, for a slowed window; else None.
+
+    torch.profiler's cost is on the host (each op recorded); the kernels take the GPU as long as
+    ever, so in a window the profiler slowed the GPU idles more than in the run's own steps.
+    """
+    slowdown = w.slowdown
+    if w.gpu_busy_share is None or not w.measured_step_us or slowdown is None:
+        return None
+    if slowdown < WINDOW_SLOWDOWN_SHOWN:
+        return None
+    return min(1.0, w.gpu_busy_share * w.step_us / w.measured_step_us)
+
+
 def host_bound(run: RunData) -> Recommendation | None:
     """The GPU is busy under half the time, between many short kernels or while the host issues ops."""
     w = facts.window(run)
     if w is None or w.gpu_busy_share is None or w.kernels_per_step is None:
         return None
-    if w.gpu_busy_share * 100 >= limit("host_bound.gpu_busy"):
+    unprofiled = _unprofiled_busy_share(w)
+    busy = w.gpu_busy_share if unprofiled is None else max(w.gpu_busy_share, unprofiled)
+    if busy * 100 >= limit("host_bound.gpu_busy"):
         return None
     short = w.kernel_median_us is not None and w.kernel_median_us < limit("host_bound.kernel_median")
     if not short and w.cpu_op_share * 100 <= limit("host_bound.cpu_ops"):
         return None
-    bound = 1 / w.gpu_busy_share if w.gpu_busy_share > 0 else None
+    bound = 1 / busy if busy > 0 else None
     evidence = [
         f"the GPU ran kernels {format_pct(w.gpu_busy_share)} of the profiled window ({w.steps} steps of "
         f"{ms(w.step_us / 1e6)}{_slowed(w)}): {w.kernels_per_step:,.0f} kernels per step, median "
         f"{w.kernel_median_us or 0:.1f} µs, mean {w.kernel_mean_us or 0:.1f} µs",
         f"CPU ops took {format_pct(w.cpu_op_share)} of the window (self time, all threads)",
     ]
+    if unprofiled is not None and w.measured_step_us and unprofiled > w.gpu_busy_share:
+        evidence.append(
+            f"the profiler's overhead fell on the host, not on the kernels: their "
+            f"{ms(w.gpu_busy_share * w.step_us / 1e6)} per step are {format_pct(unprofiled)} of the "
+            f"unprofiled steps' {ms(w.measured_step_us / 1e6)} median, the figure used here"
+        )
     if bound is not None:
         evidence.append(at_most(bound, "if the GPU never waited for the host"))
     actions = HOST_BOUND_ACTIONS
-    title = f"Host-bound: the GPU is busy {format_pct(w.gpu_busy_share)} of the step"
-    figures = figures_of(w, window_slowdown=w.slowdown, speedup_bound=bound)
+    title = f"Host-bound: the GPU is busy {format_pct(busy)} of the step"
+    figures = figures_of(
+        w,
+        window_slowdown=w.slowdown,
+        unprofiled_busy_share=unprofiled,
+        busy_share_used=busy,
+        speedup_bound=bound,
+    )
     return Recommendation(
         "host_bound", severity_for(bound), title, tuple(evidence), actions, bound, figures=figures
     )

@@ -339,3 +339,23 @@ def test_comm_bound_is_capped_by_the_phases_collectives_run_in():
     assert rec.speedup_estimate == pytest.approx(1 / (1 - ceiling))  # not 10x
     assert rec.title == f"Communication-bound: up to {100 * ceiling:.1f}% of the step in collectives"
     assert any(e.startswith("an unprofiled step cannot hold more") for e in rec.evidence)
+
+
+def test_host_bound_reads_the_kernels_against_the_unprofiled_steps():
+    # the run's steps take 120 ms; the profiler doubled the window's (240 ms: its cost is on the host),
+    # while the GPU's kernels took as long as ever
+    run = h200_run(step_ms=lambda rank, step: 120.0)
+    short = {"kernel_median_us": 6.2, "kernel_mean_us": 9.1, "wall_us": 3 * 240_000.0}
+
+    def with_kernels_ms(busy_ms: float):
+        window = healthy_window(kernel_busy_us=3 * busy_ms * 1e3, **short)
+        return dataclasses.replace(run, summary={**run.summary, "profile_window": window})
+
+    rec = rules.host_bound(with_kernels_ms(55.0))
+    assert rec is not None and "22.9% of the profiled window (3 steps of 240.0 ms, 2.0x" in rec.evidence[0]
+    assert rec.figures["busy_share_used"] == pytest.approx(55 / 120)
+    assert rec.title == "Host-bound: the GPU is busy 45.8% of the step"
+    assert rec.speedup_estimate == pytest.approx(120 / 55)  # not 240 / 55
+    assert any("are 45.8% of the unprofiled steps' 120.0 ms median" in e for e in rec.evidence)
+    # 70 ms of kernels: 29% of the slowed window, but 58% of a real step, over the 50% bar
+    assert rules.host_bound(with_kernels_ms(70.0)) is None
