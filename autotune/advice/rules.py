@@ -387,7 +387,9 @@ def _bucket_advice(run: RunData) -> _Buckets:
 
 
 #: The phases a training step's collectives run in: DDP's all-reduce waits inside backward, FSDP
-#: gathers in forward and backward, a sharded optimizer gathers in its step.
+#: gathers in forward and backward, a sharded optimizer gathers in its step. On a GPU the phases
+#: are on the GPU's timeline (CUDA events on the compute stream), which waits for the collectives'
+#: stream inside those same phases.
 COLLECTIVE_PHASES: tuple[str, ...] = ("forward", "backward", "optimizer")
 
 
