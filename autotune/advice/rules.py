@@ -149,10 +149,16 @@ def gpu_util_swings(run: RunData) -> Recommendation | None:
 WINDOW_SLOWDOWN_SHOWN = 1.5
 
 
+def _slowed_by(w: facts.Window) -> float | None:
+    """How much slower the window's steps ran than the unprofiled ones, from 1.5x; else None."""
+    slowdown = w.slowdown
+    return slowdown if slowdown is not None and slowdown >= WINDOW_SLOWDOWN_SHOWN else None
+
+
 def _slowed(w: facts.Window) -> str:
     """``, N.Nx the unprofiled steps' M ms median: ...`` when the window ran that much slower."""
-    slowdown = w.slowdown
-    if slowdown is None or w.measured_step_us is None or slowdown < WINDOW_SLOWDOWN_SHOWN:
+    slowdown = _slowed_by(w)
+    if slowdown is None or w.measured_step_us is None:
         return ""
     median = ms(w.measured_step_us / 1e6)
     return f", {slowdown:.1f}x the unprofiled steps' {median} median: torch.profiler's overhead"
@@ -164,10 +170,7 @@ def _unprofiled_busy_share(w: facts.Window) -> float | None:
     torch.profiler's cost is on the host (each op recorded); the kernels take the GPU as long as
     ever, so in a window the profiler slowed the GPU idles more than in the run's own steps.
     """
-    slowdown = w.slowdown
-    if w.gpu_busy_share is None or not w.measured_step_us or slowdown is None:
-        return None
-    if slowdown < WINDOW_SLOWDOWN_SHOWN:
+    if _slowed_by(w) is None or w.gpu_busy_share is None or not w.measured_step_us:
         return None
     return min(1.0, w.gpu_busy_share * w.step_us / w.measured_step_us)
 
@@ -324,6 +327,11 @@ def memory_low(run: RunData) -> Recommendation | None:
     return Recommendation("memory_low", "low", title, evidence, actions, figures=figures)
 
 
+def _rank0(run: RunData) -> facts.RankTime | None:
+    """Rank 0's median step, phases and wait (None without its measured steps)."""
+    return next((r for r in facts.rank_times(run) if r.rank == 0), None)
+
+
 class _Straggling(NamedTuple):
     ranks: list[facts.RankTime]
     slow: facts.RankTime
@@ -350,7 +358,7 @@ def _wait_share(run: RunData) -> float:
     """
     if _straggling(run) is None:
         return 0.0
-    rank0 = next((r for r in facts.rank_times(run) if r.rank == 0), None)
+    rank0 = _rank0(run)
     return rank0.wait_s / rank0.step_median_s if rank0 and rank0.step_median_s > 0 else 0.0
 
 
@@ -393,13 +401,12 @@ def _bucket_advice(run: RunData) -> _Buckets:
 COLLECTIVE_PHASES: tuple[str, ...] = ("forward", "backward", "optimizer")
 
 
-def _collective_phases_share(run: RunData) -> float | None:
+def _collective_phases_share(rank0: facts.RankTime | None) -> float | None:
     """The share of rank 0's median measured step its collective phases take (None without steps).
 
     The most of an unprofiled step collectives can take: the profiled window's own share can pass it
     when the profiler slowed the window (each rank then also waits for the other's profiled work).
     """
-    rank0 = next((r for r in facts.rank_times(run) if r.rank == 0), None)
     if rank0 is None or rank0.step_median_s <= 0:
         return None
     return min(1.0, sum(rank0.phase_median_s[p] for p in COLLECTIVE_PHASES) / rank0.step_median_s)
@@ -413,7 +420,8 @@ def comm_bound(run: RunData) -> Recommendation | None:
     exposed = w.collective_exposed_share if w.collective_exposed_share is not None else w.collective_share
     wait = min(exposed, _wait_share(run))
     net = exposed - wait
-    ceiling = _collective_phases_share(run)
+    rank0 = _rank0(run)
+    ceiling = _collective_phases_share(rank0)
     shown = net if ceiling is None else min(net, ceiling)
     if shown * 100 <= limit("comm_bound.share"):
         return None
@@ -430,14 +438,11 @@ def comm_bound(run: RunData) -> Recommendation | None:
         evidence.append(
             f"{format_pct(wait)} of rank 0's step is waiting for slower ranks (see stragglers), left out"
         )
-    if ceiling is not None and ceiling < net:
+    if rank0 is not None and ceiling is not None and ceiling < net:
         evidence.append(
             f"an unprofiled step cannot hold more: its forward, backward and optimizer phases (where "
-            f"the collectives run) are {format_pct(ceiling)} of rank 0's {ms(w.measured_step_us / 1e6)} "
+            f"the collectives run) are {format_pct(ceiling)} of rank 0's {ms(rank0.step_median_s)} "
             "median step, the figure used here"
-            if w.measured_step_us
-            else f"an unprofiled step cannot hold more: its forward, backward and optimizer phases are "
-            f"{format_pct(ceiling)} of rank 0's median step, the figure used here"
         )
     if bound is not None:
         evidence.append(at_most(bound, "if the exposed communication disappeared"))
