@@ -38,7 +38,7 @@ class Profile:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self._end(self._sessions.pop() if self._sessions else None)
+        self._end(self._sessions.pop() if self._sessions else None, exc)
 
     def _begin(self, default_name: str) -> Session | None:
         if active_session() is not None:
@@ -58,9 +58,16 @@ class Profile:
         session.note_params_used(used_params())  # read before the session started
         return session
 
-    def _end(self, session: Session | None) -> None:
+    def ended_by(self, exc: BaseException) -> None:
+        """The exception that ended the region, when the caller caught it inside the ``with`` block."""
+        if self._sessions and self._sessions[-1] is not None:
+            self._sessions[-1].note_exit(exc)
+
+    def _end(self, session: Session | None, exc: BaseException | None = None) -> None:
         if session is None:
             return
+        if exc is not None or not session.exit_noted:
+            session.note_exit(exc)
         self.summary = session.stop()
         self.run_dir = session.run_dir
 
@@ -78,9 +85,12 @@ class Profile:
             kwargs = _with_trial_params(tunable, args, kwargs)
             session = self._begin(default_name)
             try:
-                return fn(*args, **kwargs)
-            finally:
-                self._end(session)
+                result = fn(*args, **kwargs)
+            except BaseException as exc:
+                self._end(session, exc)
+                raise
+            self._end(session)
+            return result
 
         wrapper.profile = self  # type: ignore[attr-defined]
         return wrapper  # type: ignore[return-value]

@@ -183,14 +183,18 @@ def cmd_profile(args: argparse.Namespace) -> int:
     with prof:
         try:
             run_target(args.script, args.script_args, module=args.module)
-        except StepBudgetReached:
+        except StepBudgetReached as exc:
+            prof.ended_by(exc)
             code = 0
         except SystemExit as exc:
+            prof.ended_by(exc)
             code = exit_code_of(exc)
         except KeyboardInterrupt as exc:
+            prof.ended_by(exc)
             print_user_traceback(exc)
             code = 130
         except BaseException as exc:
+            prof.ended_by(exc)
             print_user_traceback(exc)
             code = 1
     if not args.quiet and rank == 0 and prof.summary is not None:
@@ -200,6 +204,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
         console = Console(stderr=True)
         render_summary(prof.summary, console, run_dir=prof.run_dir)
+        if prof.summary.get("outcome") == "no_steps":
+            return code  # no step, no advice: the outcome line said what was (not) seen
         _say_what_is_missing(prof.summary)
         from autotune.report.terminal import advise_at_end
 

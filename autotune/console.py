@@ -18,6 +18,7 @@ from rich.text import Text
 from autotune.fmt import NA, format_bytes, format_pct, format_rate, format_seconds, format_si
 from autotune.fmt import as_float as _num
 from autotune.fmt import get_in as _get
+from profilers.contract.outcome import STOPPED_BY, outcome_sentence
 from profilers.contract.schema import OPTIONAL_PHASES, PHASES
 
 BAR_WIDTH = 20
@@ -59,6 +60,8 @@ class SummaryView(NamedTuple):
     where: str  # the "where the time goes" sentence
     run_dir: str
     warnings: tuple[str, ...]
+    outcome: str | None = None  # how the run ended, when not simply finished
+    no_steps: bool = False  # nothing to tabulate: no training step was seen
 
 
 # ------------------------------------------------------------------------------------- formatting
@@ -84,20 +87,12 @@ def _step_time_row(summary: Mapping[str, Any]) -> MetricRow:
     return MetricRow("Step time (median)", median + spread if median != NA else NA)
 
 
-_STOP_REASONS = {
-    "max_steps": "stopped at --max-steps",
-    "stable": "stopped once the step time was stable",
-    "below_threshold": "stopped early: below --stop-below",
-    "non_finite_loss": "stopped at a NaN/inf loss",
-}
-
-
 def _steps_row(summary: Mapping[str, Any]) -> MetricRow:
     steps, measured = _num(summary.get("steps")), _num(summary.get("measured_steps"))
     if steps is None:
         return MetricRow("Steps", NA)
     text = f"{steps:.0f}" + ("" if measured is None else f" ({measured:.0f} measured)")
-    stop = _STOP_REASONS.get(str(summary.get("stop_reason")))
+    stop = STOPPED_BY.get(str(summary.get("stop_reason")))
     return MetricRow("Steps", text + (f", {stop}" if stop else ""))
 
 
@@ -270,6 +265,8 @@ def build_summary_view(summary: Mapping[str, Any], run_dir: object = None) -> Su
         where=_where_sentence(phases, ops),
         run_dir=NA if where_dir is None else str(where_dir),
         warnings=warnings,
+        outcome=None if summary.get("outcome") == "finished" else outcome_sentence(dict(summary)),
+        no_steps=summary.get("outcome") == "no_steps",
     )
 
 
@@ -278,6 +275,16 @@ def build_summary_view(summary: Mapping[str, Any], run_dir: object = None) -> Su
 
 def draw_summary_view(view: SummaryView, console: Console) -> None:
     """Draw ``view`` as a rich table followed by the where-the-time-goes line and warnings."""
+    if view.no_steps:  # a table of n/a says nothing: say what was (not) seen
+        console.print(Text(view.title, style="bold"))
+        console.print(Text("Outcome: ", style="bold red") + Text(view.outcome or "no training step was seen"))
+        console.print(Text("Run directory: ", style="bold") + Text(view.run_dir))
+        for warning in view.warnings:
+            console.print(Text("warning: ", style="bold yellow") + Text(warning))
+        return
+    if view.outcome is not None:
+        style = "bold red" if view.outcome.startswith("crashed") else "bold"
+        console.print(Text("Outcome: ", style=style) + Text(view.outcome))
     table = Table(title=view.title, title_justify="left", show_header=False, box=box.ROUNDED)
     table.add_column("metric", style="bold", no_wrap=True)
     table.add_column("value")

@@ -302,22 +302,18 @@ def prior_line(prior: Any) -> str | None:
     return line
 
 
-def confirmation_line(best: dict[str, Any]) -> str:
-    """What the re-measurements say of the best trial's speedup, for people (empty without them)."""
-    rounds = best.get("speedup_confirmation_rounds") or 0
-    if rounds == 0:
-        return ""
-    gm = best.get("speedup_geomean")
-    ci = best.get("speedup_ci95")
-    if ci is None:
-        return f"re-measured once against the baseline: {gm:.2f}× (2 rounds or more give an interval)"
-    span = f"{gm:.2f}× (95% interval {ci[0]:.2f}–{ci[1]:.2f}×) over {rounds} interleaved re-measurements"
-    if best.get("confirmed"):
-        return f"[bold green]confirmed[/bold green]: {span}"
-    return (
-        f"[yellow]not confirmed[/yellow]: {span}; the difference is within the noise of this machine "
-        "(more rounds narrow it: --resume --confirm-rounds 6; a quieter machine narrows it most)"
-    )
+def verdict_line(summary: dict[str, Any]) -> str:
+    """The study's verdict for people (:func:`profilers.contract.verdict.study_verdict`), marked up."""
+    from rich.markup import escape
+
+    from profilers.contract.verdict import verdict_of
+
+    verdict = verdict_of(summary)
+    colour = {"confirmed": "bold green", "slower": "red", "no_result": "red"}.get(verdict.status, "yellow")
+    line = f"[{colour}]Verdict[/{colour}]: {escape(verdict.headline)}"
+    if verdict.firmer:
+        line += f"\n  for a firmer answer, {escape(verdict.firmer)}"
+    return line
 
 
 def _format_params(params: dict[str, Value]) -> str:
@@ -429,16 +425,12 @@ class Progress:
             self.console.print("[red]No trial finished ok.[/red]")
             return
         self.console.print(f"[bold]Best[/bold] (trial {best['id']}): {_format_params(best['params'])}")
-        parts = [f"{summary['metric']} {_number(best['objective'])}"]
-        if best.get("speedup_vs_baseline"):
-            parts.append(f"{best['speedup_vs_baseline']:.2f}× the baseline's throughput in the search")
+        parts = [f"{summary['metric']} {_number(best['objective'])} in the search"]
         if base and base.get("throughput"):
             parts.append(f"baseline {_number(base['throughput'])} samples/s")
         if best.get("cost_saving_vs_baseline") is not None:
             parts.append(f"{100 * best['cost_saving_vs_baseline']:.0f}% cheaper per sample")
         self.console.print("  " + " · ".join(parts))
-        line = confirmation_line(best)
-        if line:
-            self.console.print("  " + line)
+        self.console.print("  " + verdict_line(summary))
         if summary.get("pareto"):
             self.console.print(f"  Pareto front (throughput, peak memory, cost): trials {summary['pareto']}")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from profilers.backends import get_backend
+from profilers.contract.outcome import Exit, exit_of, interrupted_reason, outcome_fields
 from profilers.contract.reader import Snapshot
 from profilers.contract.records import DeviceSample, StepRecord, mean_loss
 from profilers.contract.schema import SCHEMA_VERSION, STORE_NAME
@@ -109,6 +110,8 @@ class Session:
         self._owned_backends: list[Any] = []
         self.stopped_by_budget = False
         self.stop_reason: str | None = None  # why a step budget ended the run (stopping.STOP_REASONS)
+        self._exit = Exit()  # how the region ended (note_exit)
+        self.exit_noted = False
         self._budgets = StepBudgets(
             options.stop_rules(),
             self.world_size,
@@ -423,6 +426,19 @@ class Session:
             self._emit(closed, times)
 
     # -- stop -----------------------------------------------------------------------------------
+    def note_exit(self, exc: BaseException | None) -> None:
+        """The exception that is leaving the profiled region (None: it returned); before ``stop()``."""
+        steps = self._tracker.steps_closed if self._tracker is not None else len(self.steps)
+        self._exit = exit_of(exc, steps)
+        self.exit_noted = True
+        if self.stop_reason is None:
+            self.stop_reason = interrupted_reason(self._exit)
+
+    def _outcome(self) -> dict[str, Any]:
+        optimizer_steps = self._tracker.steps_closed if self._tracker is not None else 0
+        forward = bool(self._hooks.roots) if self._hooks is not None else self.model is not None
+        return outcome_fields(self._exit, len(self.steps), self.stop_reason, optimizer_steps, forward)
+
     def stop(self) -> dict[str, Any] | None:
         """Tear down, save everything and build the summary. Never raises for a fault of ours."""
         global _ACTIVE
@@ -560,6 +576,7 @@ class Session:
             samples_from=self._samples_from(),
             model=self.model,
             params_used=self.params_used,
+            **self._outcome(),
         )
         if self._store is not None:
             self._guard("run store", self._write_rank, summary)

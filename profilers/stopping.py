@@ -49,7 +49,7 @@ AGREE_EVERY_STEPS = 4
 #: How long one rank waits for the others at an agreement before the early rules stand down.
 AGREE_TIMEOUT_S = 120.0
 #: Every ``stop_reason`` of summary.json but null (the script ended on its own).
-STOP_REASONS = ("max_steps", "stable", "below_threshold", "non_finite_loss")
+STOP_REASONS = ("max_steps", "stable", "below_threshold", "non_finite_loss", "interrupted")
 
 
 class StepBudgetReached(BaseException):

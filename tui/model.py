@@ -16,6 +16,7 @@ from typing import Any
 from profilers.contract.schema import OPTIONAL_PHASES, PHASES
 from profilers.contract.schema import run_state as state_of
 from profilers.contract.study import best_trial_id, convergence, ran_with
+from profilers.contract.verdict import verdict_of
 
 from tui.store import GPU_FIELDS, HOST_FIELDS, StoreReader
 
@@ -105,7 +106,8 @@ class TrialsInfo:
     best_so_far: tuple[float | None, ...]
     convergence_statuses: tuple[str, ...]
     effects: tuple[ParamEffect, ...]
-    speedup: float | None
+    speedup: float | None  # the study's verdict's headline figure (profilers.contract.verdict)
+    verdict: str | None = None  # the verdict's sentence, as the terminal and the report say it
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,6 +270,7 @@ def trials_info(summary: dict[str, Any], entries: list[dict[str, Any]], running_
     best = summary.get("best") if isinstance(summary.get("best"), dict) else None
     entries = sorted(entries, key=lambda t: int(t["id"]))
     best_id = best.get("id") if best else best_trial_id(entries, direction != "minimize")
+    verdict = verdict_of(summary)
     rows = [
         TrialView(
             id=int(t["id"]),
@@ -305,7 +308,8 @@ def trials_info(summary: dict[str, Any], entries: list[dict[str, Any]], running_
         best_so_far=best_so_far,
         convergence_statuses=statuses,
         effects=param_effects(rows, names, direction),
-        speedup=_number(best.get("speedup_vs_baseline")) if best else None,
+        speedup=verdict.speedup if best else None,
+        verdict=verdict.headline if best else None,
     )
 
 

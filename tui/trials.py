@@ -194,8 +194,8 @@ class TrialsPane(Vertical):
             text.append(
                 f" · best: trial {best.id}, {metric_value(info.metric, best.objective)}", style="bold yellow"
             )
-            if info.speedup:
-                text.append(f", {info.speedup:.2f}× the baseline", style="bold yellow")
+            if info.verdict:
+                text.append(f"\nverdict: {info.verdict}", style="bold yellow")
         if info.stopped:
             text.append(f"\nstopped: {info.stopped}", style="red")
         arrow = "↓" if COLUMNS.get(self.sort_by, ("", False))[1] != self.reverse else "↑"

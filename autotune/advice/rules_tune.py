@@ -21,6 +21,7 @@ from profilers.contract.rundir import RunData
 from profilers.contract.study import ran_with
 from profilers.contract.summaries import TrialEntry
 from profilers.contract.summarize import ratio_interval
+from profilers.contract.verdict import verdict_of
 
 REDUCED = ("bf16", "fp16")
 FULL = ("fp32", "tf32")
@@ -54,81 +55,72 @@ def _how_to_apply(name: str, value: Any, space: Mapping[str, Any]) -> str:
 SEVERITY_ORDER = ("high", "medium", "low")
 
 
-class Confirmation(NamedTuple):
-    """What the study's re-measurements say of its best trial, in words."""
-
-    ran: bool  # re-measured at least once
-    evidence: str
-    caveat: str  # why the claim is not firm (for a title)
-    firmer: str  # how to get a firmer answer
-
-
-def _confirmation(best: Mapping[str, Any]) -> Confirmation:
-    rounds = best.get("speedup_confirmation_rounds") or 0
-    gm, ci = best.get("speedup_geomean"), best.get("speedup_ci95")
-    firmer = (
-        "for a firmer answer, measure again: autotune tune --resume --run-dir DIR --confirm-rounds 6 "
-        "(interleaved rounds), on a machine with nothing else running"
-    )
-    if not rounds:
-        return Confirmation(
-            False, "not measured again after the search (--confirm-rounds 0)", "not measured again", firmer
-        )
-    if ci is None:
-        return Confirmation(True, f"measured again once: {gm:.2f}x", "measured again only once", firmer)
-    span = f"{gm:.2f}x, 95% interval {ci[0]:.2f}x to {ci[1]:.2f}x over {rounds} interleaved rounds"
-    if best.get("confirmed"):
-        return Confirmation(True, f"confirmed when measured again: {span}", "", "")
-    return Confirmation(True, f"not confirmed when measured again: {span}", "within the noise", firmer)
+#: A verdict that is not a firm confirmation, as a title's caveat.
+_CAVEATS = {
+    "within_noise": "within the noise",
+    "different_load": "measured under different load",
+    "measured_once": "measured again only once",
+    "not_measured_again": "in the search, not measured again",
+}
 
 
 def apply_tuned(run: RunData) -> Recommendation | None:
-    """The best trial beat the baseline by more than the measurement noise: apply its parameters."""
+    """The study's verdict on its best trial (:func:`profilers.contract.verdict.study_verdict`) as advice.
+
+    HIGH only for a speedup confirmed by the interleaved re-measurements under the search's load; the
+    figure is always the verdict's headline (the re-measured one when there is one), never a second one.
+    """
     if run.kind != "tune":
         return None
     best, base = run.summary.get("best"), run.summary.get("baseline")
     if not isinstance(best, dict) or not isinstance(base, dict) or best.get("id") == base.get("id"):
         return None
-    speedup = best.get("speedup_vs_baseline")
-    if not isinstance(speedup, int | float) or speedup <= limit("apply_tuned.speedup"):
+    verdict = verdict_of(run.summary)
+    speedup, search = verdict.speedup, verdict.search_speedup
+    if speedup is None or search is None or search <= limit("apply_tuned.speedup"):
         return None
     params = dict(best.get("params") or {})
     evidence = [
         f"trial {best.get('id')} ({_label(params)}) measured {best.get('throughput') or 0:,.1f} samples/s "
-        "against "
-        f"the baseline's {base.get('throughput') or 0:,.1f} ({speedup:.2f}x)",
+        f"against the baseline's {base.get('throughput') or 0:,.1f} in the search ({search:.2f}x)",
         f"peak memory {gib(best.get('peak_memory_bytes'))} against the baseline's "
         f"{gib(base.get('peak_memory_bytes'))}",
     ]
     saving = best.get("cost_saving_vs_baseline")
     if isinstance(saving, int | float):
-        evidence.append(f"{100 * saving:.1f}% cheaper per sample at the study's price")
+        evidence.append(f"{100 * saving:.1f}% cheaper per sample at the study's price, in the search")
     counts = run.summary.get("status_counts") or {}
     evidence.append(
         f"{run.summary.get('trials_run', len(run.trials))} trials ran ("
         + ", ".join(f"{n} {s}" for s, n in counts.items())
         + f"); objective {run.summary.get('metric')}"
     )
+    evidence.append(f"verdict: {verdict.headline}")
     space = run.summary.get("space") or {}
     ran = ran_with(base)
     changed = {k: v for k, v in params.items() if k not in ran or ran[k] != v} or params
     preset = run.summary.get("preset")
     if isinstance(preset, str):  # the framework's own flags, as the trials got them
-
         flags = preset_args(preset, params, run.summary.get("preset_per_rank")) if preset in PRESETS else []
-        actions = [f"run with {' '.join(flags) or 'its own defaults'}"]
+        apply = f"run with {' '.join(flags) or 'its own defaults'}"
     else:
-        actions = [f"run with {', '.join(_how_to_apply(k, v, space) for k, v in changed.items())}"]
-    severity, title = (
-        severity_for(speedup),
-        f"Apply the tuned configuration: {speedup:.2f}x the baseline's throughput",
-    )
-    confirmation = _confirmation(best)
-    evidence.append(confirmation.evidence)
-    if not best.get("confirmed"):  # HIGH only for a speedup that held when measured again
-        severity = "low" if confirmation.ran else max(severity, "medium", key=SEVERITY_ORDER.index)
-        title = f"{title} in the search, {confirmation.caveat}"
-        actions.append(confirmation.firmer)
+        apply = f"run with {', '.join(_how_to_apply(k, v, space) for k, v in changed.items())}"
+    if verdict.status == "slower":
+        severity = "low"
+        title = f"Keep the baseline's configuration: the search's {search:.2f}x did not hold ({speedup:.2f}x)"
+        actions = [f"do not {apply}", verdict.firmer]
+        estimate: float | None = None
+    else:
+        title = f"Apply the tuned configuration: {speedup:.2f}x the baseline's throughput"
+        actions = [apply]
+        estimate = float(speedup)
+        if verdict.recommend:
+            severity = severity_for(speedup)
+        else:
+            cap = "low" if verdict.status == "within_noise" else "medium"  # never HIGH unconfirmed
+            severity = max(cap, severity_for(speedup), key=SEVERITY_ORDER.index)
+            title = f"{title}, {_CAVEATS.get(verdict.status, verdict.status)}"
+            actions.append(verdict.firmer)
     if any(_precision(best) == p for p in REDUCED):
         actions.append(
             "the study checked the loss of this precision against the fp32 baseline (see precision)"
@@ -138,17 +130,19 @@ def apply_tuned(run: RunData) -> Recommendation | None:
         severity,
         title,
         tuple(evidence),
-        tuple(actions),
-        float(speedup),
+        tuple(a for a in actions if a),
+        estimate,
         measured=True,
         params=params,
         figures={
             "best_trial": best.get("id"),
             "samples_per_s": best.get("throughput"),
             "baseline_samples_per_s": base.get("throughput"),
-            "speedup": float(speedup),
-            "speedup_ci95": best.get("speedup_ci95"),
-            "confirmed": best.get("confirmed"),
+            "speedup": speedup,
+            "search_speedup": search,
+            "speedup_ci95": list(verdict.speedup_ci95) if verdict.speedup_ci95 else None,
+            "verdict": verdict.status,
+            "confirmed": verdict.status == "confirmed",
             "peak_memory_bytes": best.get("peak_memory_bytes"),
             "baseline_peak_memory_bytes": base.get("peak_memory_bytes"),
             "cost_saving_vs_baseline": saving if isinstance(saving, int | float) else None,

@@ -14,12 +14,14 @@ import time
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 import autotune
 from autotune.cli_support import dashboard_alongside, wants_dashboard
 from autotune.console import render_summary
 from autotune.demo.tuning import DEFAULT_TRIALS, tune_demo
 from autotune.report.terminal import advise_at_end
+from profilers.contract.verdict import verdict_of
 
 #: Models ``--model all`` runs, in order.
 DEMO_MODELS: tuple[str, ...] = ("gpt", "cnn")
@@ -132,12 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     if tuned is not None:
         best = tuned["best"]
         params = ", ".join(f"{k}={v}" for k, v in best["params"].items()) or "the defaults"
-        speedup = best.get("speedup_vs_baseline")
-        console.print(
-            f"  demo-tune: best {params}"
-            + (f", {speedup:.2f}× the baseline's throughput" if speedup else "")
-            + f" ({tuned['run_dir']})"
-        )
+        console.print(f"  demo-tune: best {params} ({tuned['run_dir']})")
+        console.print(f"  verdict: {escape(verdict_of(tuned).headline)}")
 
     advised = Path(tuned["run_dir"]) if tuned is not None else next((d for _, d in run_dirs if d), None)
     advise_at_end(advised, console, write=("html", "md", "json"))

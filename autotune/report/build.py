@@ -31,12 +31,14 @@ from autotune.report.sections import (
     TrialSection,
 )
 from autotune.tuner.memory_model import study_batch_param
+from profilers.contract.outcome import outcome_sentence
 from profilers.contract.records import DeviceSample
 from profilers.contract.rundir import THINNED_POINTS, RunData
 from profilers.contract.schema import PHASES, PLAN_NAME
 from profilers.contract.study import convergence, pareto_front, ran_with, usd_per_million
 from profilers.contract.summaries import TrialEntry
 from profilers.contract.summarize import quantile, select_measured
+from profilers.contract.verdict import verdict_of
 
 #: Most points a series keeps for drawing (a 100k-step run is drawn from this many); a finished
 #: run's GPU readings are loaded thinned to as many (profilers.contract.rundir).
@@ -157,6 +159,7 @@ def overview_section(run: RunData, notes: tuple[str, ...]) -> Overview:
     s = run.summary
     if run.kind == "tune":
         best = s.get("best") or {}
+        verdict = verdict_of(s)
         profile_summary = run.profile.summary if run.profile else {}
         return Overview(
             name=run.name,
@@ -174,6 +177,9 @@ def overview_section(run: RunData, notes: tuple[str, ...]) -> Overview:
             best_params=dict(best.get("params") or {}) if best else None,
             speedup_vs_baseline=best.get("speedup_vs_baseline"),
             notes=notes,
+            verdict=verdict.status,
+            speedup=verdict.speedup,
+            verdict_headline=verdict.headline,
         )
     ranks = s.get("ranks") or []
     return Overview(
@@ -190,6 +196,7 @@ def overview_section(run: RunData, notes: tuple[str, ...]) -> Overview:
         world_size=max(len(ranks), int(as_float(get_in(s, "device", "count")) or 1)),
         mfu=s.get("mfu"),
         notes=notes,
+        outcome=outcome_sentence(s),
     )
 
 

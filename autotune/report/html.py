@@ -184,8 +184,10 @@ def _overview(o: Overview) -> str:
         ("Device", o.device or NA, f"{o.world_size} rank{'s' if o.world_size != 1 else ''}"),
         ("MFU", format_pct(o.mfu), "model FLOP utilisation"),
     ]
-    if o.speedup_vs_baseline is not None:
-        cards.append(("Speed-up vs baseline", f"{o.speedup_vs_baseline:.2f}×", "samples/s, best trial"))
+    if o.speedup is not None:
+        how = {"confirmed": "confirmed", "not_measured_again": "in the search, not measured again"}
+        sub = how.get(o.verdict or "", "not confirmed: see the verdict")
+        cards.append(("Speed-up vs baseline", f"{o.speedup:.2f}×", sub))
     html = "".join(
         f'<div class="card"><div class="label">{esc(label)}</div><div class="value">{esc(value)}</div>'
         f'<div class="sub">{esc(sub)}</div></div>'
@@ -193,12 +195,16 @@ def _overview(o: Overview) -> str:
     )
     kind = {"tune": "Tuning study", "trace": "torch.profiler trace"}.get(o.kind, "Profile")
     state = "finished" if o.finished else "did not finish (the summary was rebuilt from what was written)"
+    if o.outcome is not None and (o.outcome != "finished" or o.finished):
+        state = o.outcome  # how the run itself ended: crashed, stopped, no training step
     out = [
         f'<p class="stats">{esc(kind)} <b>{esc(o.name)}</b>, {esc(state)}.</p>',
         f'<div class="cards">{html}</div>',
     ]
     if o.best_params:
         out.append(f'<p class="best">Best configuration: {format_params(o.best_params)}</p>')
+    if o.verdict_headline:
+        out.append(f'<p class="verdict"><b>Verdict</b>: {esc(o.verdict_headline)}</p>')
     if o.notes:
         notes = "".join(f"<li>{esc(n)}</li>" for n in o.notes)
         out.append(f'<div class="notes"><b>Notes</b><ul>{notes}</ul></div>')

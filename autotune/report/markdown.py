@@ -102,8 +102,10 @@ def _overview(report: Report) -> list[str]:
     ]
     if o.kind == "tune":
         rows.append(("best configuration", _params(o.best_params)))
-        if o.speedup_vs_baseline is not None:
-            rows.append(("against the baseline", f"{o.speedup_vs_baseline:.2f}× the throughput"))
+        if o.verdict_headline is not None:
+            rows.append(("verdict", md_text(o.verdict_headline)))
+    if o.outcome is not None and o.outcome != "finished":
+        rows.insert(0, ("outcome", md_text(o.outcome)))
     if not o.finished:
         rows.append(("finished", "no"))
     out = _table(("", "value"), rows)

@@ -68,8 +68,13 @@ class Overview:
     world_size: int
     mfu: float | None  # 0-1
     best_params: dict[str, object] | None = None  # study: the best configuration
-    speedup_vs_baseline: float | None = None  # study: best throughput / baseline throughput
+    speedup_vs_baseline: float | None = None  # study: best / baseline throughput in the search
     notes: tuple[str, ...] = ()  # what was missing or rebuilt
+    #: Study: the verdict (profilers.contract.verdict): its status, headline figure and sentence.
+    verdict: str | None = None
+    speedup: float | None = None
+    verdict_headline: str | None = None
+    outcome: str | None = None  # profile: how the run ended (profilers.contract.outcome), when known
 
 
 @dataclass(frozen=True, slots=True)

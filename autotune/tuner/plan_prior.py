@@ -208,6 +208,9 @@ def _prior_for_study(
         for params in plans.space.points():
             prior.predict(params)
         best = prior.predicted()[:1]
+        if not best:  # every trace failed (a data-dependent op, a script the tracer cannot run)
+            why = plans.problems[0] if plans.problems else "no configuration could be traced"
+            return None, f"no plan prior: none of the {size} configurations could be predicted ({why})"
         if best:
             shown = ", ".join(f"{k}={v}" for k, v in best[0]["params"].items())
             say(f"the plan's best: {shown} ({best[0]['predicted']:,.4g} {scoring.metric} predicted)")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -37,7 +38,14 @@ from autotune.tuner.searchers import BayesSearcher
 from autotune.tuner.space import Space, Value
 from autotune.tuner.storage import SqliteStorage
 from autotune.tuner.study import Study
-from autotune.tuner.trials import LOG_NAME, TrialOutcome, TrialSettings, run_trial, trial_world_size
+from autotune.tuner.trials import (
+    LOG_NAME,
+    TrialOutcome,
+    TrialSettings,
+    run_trial,
+    study_threads,
+    trial_world_size,
+)
 from autotune.tuner.tune_checks import (
     batch_split_problem,
     default_space,
@@ -138,6 +146,8 @@ class Tuner:
         self._plans: PlanTraces | None = None
         #: What the search's prior is (or why there is none), for the summary and the progress.
         self.prior_note: str | None = None
+        #: How the trials' threads per process were chosen (a new study).
+        self.threads_note: str | None = None
         self._prior: PlanPrior | None = None
 
     # ------------------------------------------------------------------ the study
@@ -150,6 +160,8 @@ class Tuner:
             meta, stored = storage.read()
             if meta is not None and not self.resume:
                 raise TuneError(f"{self.run_dir} already holds a study (use --resume, or another --run-dir)")
+            if meta is None:
+                self._settle_threads()
             baseline = stored[0] if stored else self._run_baseline()
             self._settle_preset(baseline)
             space = self._space(meta, baseline)
@@ -192,6 +204,7 @@ class Tuner:
         if self.prior_note is not None:
             out["search_prior"] = {
                 "note": self.prior_note,
+                "used": self._prior is not None,
                 "predicted_vs_measured": [
                     {"trial": t.id, "predicted": t.attrs["plan_predicted"], "measured": t.value}
                     for t in self.study.trials
@@ -220,6 +233,31 @@ class Tuner:
         if problem is not None:
             self.stopped = problem
             raise TuneError(problem)
+
+    def _max_ranks(self) -> int:
+        """The most ranks a trial of this study can run (the space's, else the layouts tried)."""
+        settings, space = self.config.settings, self.config.space
+        ranks = {settings.world_size}
+        if self.config.layouts or (space is not None and "layout" in space.names):
+            ranks.add(settings.distributed_world_size)
+        if space is not None and "world_size" in space.names:
+            param = space["world_size"]
+            values = getattr(param, "choices", None) or (getattr(param, "high", 1),)
+            ranks.update(int(v) for v in values if isinstance(v, int | float))
+        return max(ranks)
+
+    def _settle_threads(self) -> None:
+        """Every trial's threads per process, the same for all (``study_threads``), said once."""
+        settings = self.config.settings
+        if settings.threads_per_rank is not None:
+            return
+        env = {**os.environ, **settings.extra_env}
+        threads, how = study_threads(self._max_ranks(), env)
+        plural = "s" if threads != 1 else ""
+        self.threads_note = f"{threads} thread{plural} per process in every trial ({how})"
+        self.config = replace(self.config, settings=replace(settings, threads_per_rank=threads))
+        if self.on_note is not None:
+            self.on_note(self.threads_note)
 
     def _settle_preset(self, baseline: Trial) -> None:
         """A preset's global batch: the baseline's samples per rank per optimizer step."""
@@ -328,6 +366,14 @@ class Tuner:
         trial_id = study.next_id
         world_size = trial_world_size(self.config.settings, params)
         baseline_used = study.trials[0].attrs.get("params_used") or {} if study.trials else {}
+        base = study.trials[0] if study.trials else None
+        if base is not None and base.point is not None and _same(study.space, params, base.point):
+            # The baseline measured this configuration already: told to the searcher as never to be
+            # asked again (its value is the baseline's, which the searcher has).
+            raise Infeasible(
+                f"the baseline's own configuration, measured as trial {base.id}", "skipped",
+                attrs={"world_size": world_size, "impossible": True, "same_as_baseline": True},
+            )  # fmt: skip
         impossible = batch_split_problem(params, baseline_used, world_size)
         if impossible is not None:
             raise Infeasible(impossible, "skipped", attrs={"world_size": world_size, "impossible": True})
@@ -372,6 +418,7 @@ class Tuner:
             "throughput_ci95": _throughput_ci(summary),
             "stable": measured_stably(summary, self.config.settings.stable_within),
             "other_load_cores": outcome.other_load_cores,
+            "threads_per_rank": self.config.settings.threads_per_rank,
             "device_kind": (summary.get("device") or {}).get("kind"),
             "device_name": (summary.get("device") or {}).get("name"),
         }
@@ -400,6 +447,8 @@ class Tuner:
         )  # fmt: skip
         if self._prior is not None:
             study.searcher.prior = self._prior.predict
+        elif self.on_note is not None:  # said once, before the search goes on without it
+            self.on_note(f"{self.prior_note}; the search goes on without it")
 
     def _predicted_oom(self, params: dict[str, Value]) -> str | None:
         """Why ``params`` would not fit the memory budget, predicted without running it, or None.
@@ -461,6 +510,10 @@ def measured_stably(summary: Mapping[str, Any], within: float | None) -> bool | 
     if ci[0] is None or ci[1] is None:
         return False
     return (ci[1] - ci[0]) / 2 / rate <= (within if within else 0.05)
+
+
+def _same(space: Space, params: Mapping[str, Value], other: Mapping[str, Value]) -> bool:
+    return space.key(params) == space.key(other)
 
 
 def _baseline_point(space: Space, baseline: Trial) -> dict[str, Value] | None:

@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autotune.tuner.confirm import ConfirmRun, verdict
+from autotune.tuner.host_load import machine_cores
 from autotune.tuner.records import Trial
 from profilers.contract.schema import TUNE_SUMMARY_SCHEMA
 from profilers.contract.study import pareto_front
+from profilers.contract.verdict import study_verdict
 
 if TYPE_CHECKING:
     from autotune.tuner.study import Study
@@ -42,6 +44,7 @@ def trial_entry(trial: Trial) -> dict[str, Any]:
         "throughput_ci95": trial.attrs.get("throughput_ci95"),
         "stable": trial.attrs.get("stable"),
         "other_load_cores": trial.attrs.get("other_load_cores"),
+        "threads_per_rank": trial.attrs.get("threads_per_rank"),
         "params_used": trial.attrs.get("params_used"),
         "run_dir": trial.attrs.get("run_dir"),
         "error": trial.error,
@@ -87,7 +90,13 @@ def tune_summary(
         "preset": settings.preset,
         "preset_per_rank": settings.preset_per_rank,
         "confirmations": [c.to_dict() for c in confirmations if best is not None and c.best_id == best.id],
+        "machine_cores": machine_cores(),
+        "threads": {
+            "threads_per_rank": settings.threads_per_rank,
+            "device_kind": None if baseline is None else baseline.attrs.get("device_kind"),
+        },
     }
+    out["verdict"] = study_verdict(out).to_dict()
     return out
 
 

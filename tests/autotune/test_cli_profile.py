@@ -467,6 +467,48 @@ def test_raising_script_still_leaves_its_run(raising_run):
     assert sum(run.summary["phases"].values()) == pytest.approx(1.0, abs=1e-6)
 
 
+def test_a_crash_is_recorded_as_the_runs_outcome(raising_run):
+    # seen: a script that raised at step 13 got stop_reason null, no error, and "finished" in its report
+    summary = raising_run.summary
+    assert summary["outcome"] == "crashed" and summary["stop_reason"] is None
+    assert summary["error"] == {"type": "ValueError", "message": "user bug 42", "step": 6}
+    assert "Outcome: crashed in step 6: ValueError: user bug 42" in raising_run.proc.stderr
+    from autotune.report.make import CostOptions, report_of
+    from autotune.report.markdown import render_markdown
+    from profilers.contract.rundir import load_run
+
+    report = report_of(load_run(raising_run.run_dir), CostOptions())
+    assert report.overview.outcome == "crashed in step 6: ValueError: user bug 42"
+    assert "| outcome | crashed in step 6: ValueError: user bug 42 |" in render_markdown(report)
+
+
+def test_a_script_that_dies_before_training_says_no_step_was_seen(tmp_path):
+    # seen: a script that died in argparse got a 20-line table of n/a and "0 rules checked"
+    run = autotune_profile(tmp_path, "loop_raises.py", ["--steps", "not-a-number"])
+    assert run.code == 2, run.describe()
+    assert run.summary["outcome"] == "no_steps"
+    assert run.summary["seen"] == {"optimizer_steps": 0, "model_forward": False}
+    assert run.summary["error"]["exit_code"] == 2
+    err = run.proc.stderr
+    assert "invalid int value: 'not-a-number'" in err  # the script's own argparse line
+    assert "Outcome: no training step was seen (no optimizer step; no forward of a model); " \
+        "the script exited with status 2" in " ".join(err.split())
+    assert "Phases" not in err and "rules checked" not in err
+
+
+def test_a_step_budget_is_a_stop_and_a_normal_end_is_finished(tmp_path):
+    stopped = autotune_profile(tmp_path / "a", "loop_raises.py", ["--steps", "20"], ["--max-steps", "5"])
+    assert stopped.code == 0, stopped.describe()
+    assert (stopped.summary["outcome"], stopped.summary["stop_reason"]) == ("stopped", "max_steps")
+    assert stopped.summary["error"] is None and stopped.summary["steps"] == 5
+    finished = autotune_profile(tmp_path / "b", "loop_module_level.py", ["--steps", "6"])
+    assert finished.code == 0 and finished.summary["outcome"] == "finished", finished.describe()
+    assert "Outcome:" not in finished.proc.stderr
+    exits = autotune_profile(tmp_path / "c", "loop_exit_code.py", [])  # sys.exit(7) after its steps
+    assert exits.code == 7 and exits.summary["outcome"] == "crashed"
+    assert exits.summary["error"] == {"type": "SystemExit", "message": "7", "step": 6, "exit_code": 7}
+
+
 # -- bad input: one line, status 2, no traceback -----------------------------------------------
 @pytest.fixture(scope="module")
 def a_file(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -163,3 +163,25 @@ def test_a_script_taking_its_batch_as_an_argument_is_calibrated_on_its_own_basel
     prior.calibrate({}, 1234.0)
     assert prior.predict({"batch_size": 8}) == pytest.approx(1234.0, rel=1e-6)
     assert prior.predict({"batch_size": 64}) > 1234.0  # the per-op cost paid once for 8 times the samples
+
+
+def test_a_prior_whose_traces_all_fail_says_so_and_is_not_used(monkeypatch):
+    # seen: a CTC model's traces failed, the progress said it was predicting, summary.json had "predicted": []
+    from autotune.plan.calibrate import CpuCalibration
+    from autotune.tuner import Choice, Space
+    from autotune.tuner.objectives import Scoring
+    from autotune.tuner.plan_memory import PlanTraces
+    from autotune.tuner.plan_prior import prior_for_study
+
+    script = str(ROOT / "tests" / "scripts" / "untraceable_step.py")
+    settings = TrialSettings(script=script, script_args=("--steps", "4"))
+    space = Space(batch_size=Choice(8, 16, arg="--batch-size={value}"))
+    plans = PlanTraces(settings, space)
+    import autotune.plan.probe
+
+    costs = CpuCalibration(1e-9, 1e-9, 0.0, 1e-6, ("fixed",), ())
+    monkeypatch.setattr(autotune.plan.probe, "probe_costs", lambda: costs)  # the traces are what fails
+    prior, note = prior_for_study(plans, Scoring(), {"device_kind": "cpu"}, 100.0, "cpu")
+    assert prior is None
+    assert note.startswith("no plan prior: none of the 2 configurations could be predicted (")
+    assert "masked_select" in note or "DynamicOutputShape" in note or "data-dependent" in note, note

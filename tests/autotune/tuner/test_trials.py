@@ -157,3 +157,35 @@ def test_a_real_cuda_out_of_memory_error_is_an_oom_trial(tmp_path):
     out = run_trial(run, ENV_SPACE, {"batch_size": 8}, tmp_path / "t")
     assert out.status == "oom", out.error
     assert "out of memory" in out.error.lower()
+
+
+def test_every_trial_gets_the_same_threads_per_process_whatever_its_ranks():
+    from autotune.tuner.trials import study_threads
+
+    # seen: torch took both cores for a one-process baseline and torchrun gave each of 2 ranks one;
+    # beside two busy processes the baseline's oversubscribed threads made a 26x "speedup"
+    assert study_threads(2, {}, cores=2) == (1, "2 cores over up to 2 ranks")
+    assert study_threads(1, {}, cores=2) == (2, "2 cores over up to 1 ranks")
+    assert study_threads(2, {"OMP_NUM_THREADS": "2"}, cores=8) == (2, "OMP_NUM_THREADS=2 as set")
+    assert study_threads(2, {"OMP_NUM_THREADS": "8"}, cores=8)[0] == 4  # 8 x 2 ranks would oversubscribe
+
+
+@pytest.mark.slow
+def test_a_trials_threads_reach_every_rank(tmp_path):
+    script = tmp_path / "threads.py"
+    script.write_text(
+        "import os, torch\n"
+        "from torch import nn\n"
+        "rank = os.environ.get('RANK', '0')\n"
+        f"open(r'{tmp_path}' + f'/threads-{{rank}}', 'w').write(str(torch.get_num_threads()))\n"
+        "m = nn.Linear(4, 1); o = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for _ in range(4):\n"
+        "    o.zero_grad(); m(torch.randn(2, 4)).sum().backward(); o.step()\n"
+    )
+    # 2 threads: not CI's OMP_NUM_THREADS=1, nor the 1 torchrun gives each of several ranks
+    settings = TrialSettings(script=str(script), max_steps=4, warmup_steps=1, threads_per_rank=2)
+    assert run_trial(settings, None, {}, tmp_path / "one").status == "ok"
+    assert (tmp_path / "threads-0").read_text() == "2"
+    two = TrialSettings(**{**settings.__dict__, "world_size": 2})
+    assert run_trial(two, None, {}, tmp_path / "two").status == "ok"
+    assert {(tmp_path / f"threads-{r}").read_text() for r in (0, 1)} == {"2"}

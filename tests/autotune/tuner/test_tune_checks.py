@@ -329,3 +329,25 @@ def test_a_faster_trial_within_the_noise_is_still_the_same() -> None:
     firm = {i: {"throughput_ci95": [r * 0.97, r * 1.03]} for i, r in enumerate(rates)}
     assert same_everywhere(same_study(rates, firm)) is None  # apart beyond the noise: it changes speed
     assert same_everywhere(same_study(rates)) is None  # no intervals: the spread alone decides
+
+
+def test_the_baselines_own_configuration_is_never_spent_as_a_trial(tmp_path) -> None:
+    # seen: a study re-ran its baseline's micro-batch 4, fp32 as a trial, in two studies
+    from autotune.tuner.records import Infeasible
+    from autotune.tuner.trials import TrialSettings
+    from autotune.tuner.tune import TuneConfig, Tuner
+
+    space = Space(micro_batch=Int(1, 16, power_of_two=True), precision=Choice("fp32", "bf16"))
+    study = Study(space, searcher="grid", seed=0)
+    point = {"micro_batch": 4, "precision": "fp32"}
+    study.record(Trial(0, {}, "ok", 100.0, {"samples_per_s": 100.0}, 1.0, None, {}, point))
+    tuner = Tuner(TuneConfig(settings=TrialSettings(script="no-such-script.py"), space=space), tmp_path)
+    tuner.study = study
+    with pytest.raises(Infeasible) as skipped:
+        tuner._evaluate(dict(point))  # would run no-such-script.py, and crash, if it ran
+    assert skipped.value.status == "skipped" and skipped.value.attrs["same_as_baseline"] is True
+    assert "the baseline's own configuration, measured as trial 0" in skipped.value.reason
+    assert not (tmp_path / "trials").exists()
+    study.record(Trial(1, dict(point), "skipped", None, {}, 0.0, skipped.value.reason, skipped.value.attrs))
+    asked = [study.searcher.ask() for _ in range(8)]
+    assert point not in asked  # told as never to be asked again; the baseline's value stays in the model

@@ -82,7 +82,14 @@ def test_unmodified_script_tuned_through_its_arguments_beats_its_baseline(tmp_pa
     assert best["confirmed"] is True and best["speedup_ci95"][0] > 1
     assert all(t["throughput_ci95"][0] <= t["throughput"] for t in trials)
     assert len(stored_trials(run_dir)) == 4
-    assert "Best (trial" in out.stderr and "× the baseline's throughput" in out.stderr
+    # one verdict: the re-measured figure, in summary.json and on the terminal alike
+    verdict = summary["verdict"]
+    assert verdict["status"] == "confirmed" and verdict["recommend"] is True
+    assert verdict["speedup"] == best["speedup_geomean"]
+    assert verdict["search_speedup"] == best["speedup_vs_baseline"]
+    assert "Best (trial" in out.stderr and f"Verdict: {verdict['headline']}" in " ".join(out.stderr.split())
+    # like-for-like: every trial ran with the same threads per process, recorded with it
+    assert {t["threads_per_rank"] for t in trials} == {summary["threads"]["threads_per_rank"]}
 
 
 def test_a_study_in_a_relative_run_dir_reports_whole_from_anywhere(tmp_path):

@@ -1,0 +1,115 @@
+"""How a profiled region ended: ``summary.json``'s ``outcome`` and ``error``.
+
+One of :data:`OUTCOMES`: ``finished`` (the code returned), ``stopped`` (a step budget, a stop rule or
+Ctrl-C ended it), ``crashed`` (it raised; ``error`` holds the exception's type, message and the step it
+was raised in) and ``no_steps`` (no training step was seen, whatever the ending; ``seen`` says what was:
+optimizer steps, a model's forward). Decided once, here, from the exception that left the region.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+#: Every value of summary.json's ``outcome``.
+OUTCOMES = ("finished", "stopped", "crashed", "no_steps")
+#: A message longer than this is cut (the exception's own text can be a page).
+MAX_MESSAGE_CHARS = 500
+
+
+@dataclass(frozen=True)
+class Exit:
+    """The exception that left the profiled region (None fields: it returned)."""
+
+    type_name: str | None = None
+    message: str = ""
+    exit_code: int | None = None  # SystemExit's status
+    step: int | None = None  # the 1-based step in progress when it was raised (None: before any)
+
+
+def exit_of(exc: BaseException | None, steps_closed: int) -> Exit:
+    """What ``exc`` (None: a normal return) says of the ending, in the step after ``steps_closed``."""
+    if exc is None:
+        return Exit()
+    code: int | None = None
+    if isinstance(exc, SystemExit):
+        raw = exc.code
+        code = 0 if raw is None else raw if isinstance(raw, int) else 1
+    message = str(exc)
+    if len(message) > MAX_MESSAGE_CHARS:
+        message = message[: MAX_MESSAGE_CHARS - 1] + "…"
+    return Exit(type(exc).__name__, message, code, steps_closed + 1)
+
+
+def outcome_fields(
+    end: Exit, steps: int, stop_reason: str | None, optimizer_steps: int, model_forward: bool
+) -> dict[str, Any]:
+    """``outcome``, ``error`` and, for ``no_steps``, ``seen``: the keys a summary gains."""
+    error: dict[str, Any] | None = None
+    stopped = stop_reason is not None or end.type_name in ("StepBudgetReached", "KeyboardInterrupt")
+    if end.type_name is None:
+        raised = False
+    elif end.exit_code is not None:  # SystemExit: only a nonzero status is a failure
+        raised = end.exit_code != 0
+    else:
+        raised = not stopped
+    if raised:
+        error = {"type": end.type_name, "message": end.message, "step": end.step}
+        if end.exit_code is not None:
+            error["exit_code"] = end.exit_code
+    if steps == 0:
+        seen = {"optimizer_steps": optimizer_steps, "model_forward": model_forward}
+        return {"outcome": "no_steps", "error": error, "seen": seen}
+    if error is not None:
+        return {"outcome": "crashed", "error": error}
+    return {"outcome": "stopped" if stopped else "finished", "error": None}
+
+
+def interrupted_reason(end: Exit) -> str | None:
+    """``stop_reason`` for an ending no step budget named: "interrupted" for Ctrl-C, else None."""
+    return "interrupted" if end.type_name == "KeyboardInterrupt" else None
+
+
+#: A ``stop_reason`` in words.
+STOPPED_BY = {
+    "max_steps": "stopped at --max-steps",
+    "stable": "stopped once the step time was stable",
+    "below_threshold": "stopped early: below --stop-below",
+    "non_finite_loss": "stopped at a NaN/inf loss",
+    "interrupted": "stopped by Ctrl-C",
+}
+
+
+def error_text(error: Any) -> str:
+    """``Type: message`` of a summary's ``error`` (the exit status for ``SystemExit``)."""
+    if not isinstance(error, dict):
+        return ""
+    if error.get("type") == "SystemExit":
+        return f"the script exited with status {error.get('exit_code')}"
+    message = str(error.get("message") or "").strip().splitlines()
+    return f"{error.get('type')}: {message[0]}" if message else str(error.get("type"))
+
+
+def outcome_sentence(summary: Any) -> str | None:
+    """How the run ended, in one line for people; None for a summary that does not say (older runs).
+
+    The terminal, the report and the dashboard all say a run's ending with this line.
+    """
+    if not isinstance(summary, dict) or summary.get("outcome") not in OUTCOMES:
+        return None
+    outcome, error = summary["outcome"], summary.get("error")
+    if outcome == "finished":
+        return "finished"
+    if outcome == "stopped":
+        return STOPPED_BY.get(str(summary.get("stop_reason")), "stopped")
+    if outcome == "crashed":
+        step = error.get("step") if isinstance(error, dict) else None
+        at = f" in step {step}" if step else ""
+        return f"crashed{at}: {error_text(error)}"
+    seen = summary.get("seen")
+    forward_seen = isinstance(seen, dict) and seen.get("model_forward")
+    forward = "a model's forward was seen" if forward_seen else "no forward of a model"
+    line = f"no training step was seen (no optimizer step; {forward})"
+    if error:
+        line += f"; {error_text(error)}"
+    return line

@@ -1,0 +1,173 @@
+"""One verdict per tuning study: what the study can claim of its best configuration, and how firmly.
+
+The search's own figure for its best trial is the maximum of many noisy measurements, biased upward;
+the interleaved re-measurements (``confirmations``) are not. So the headline is the re-measured
+speedup with its 95% interval whenever the study re-measured, and a configuration is recommended
+firmly (``recommend``) only when that interval lies above 1 *and* the machine's load while
+re-measuring was within :data:`LOAD_BAND_SHARE` of its cores of the load the search's trials ran
+under. Otherwise the verdict says why not (within the noise, measured under different load, measured
+once, not measured again, slower) and what to run for a firmer answer.
+
+The terminal, the report, the advice, the dashboard and summary.json (``verdict``) all take the study's
+verdict from :func:`study_verdict`; none words its own. Pure Python (the dashboard imports it).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+#: Loads (other processes' busy cores) that differ by more than this share of the machine's cores
+#: are "different load": on 2 cores, half a core.
+LOAD_BAND_SHARE = 0.25
+#: Every ``verdict.status``.
+VERDICTS = (
+    "confirmed",  # re-measured, interval above 1, load within the band
+    "different_load",  # re-measured, but under a load outside the band of the search's
+    "within_noise",  # re-measured, the interval holds 1
+    "slower",  # re-measured, the interval lies below 1
+    "measured_once",  # one re-measured round: no interval
+    "not_measured_again",  # --confirm-rounds 0, or the re-measurement failed
+    "baseline_best",  # no configuration beat the baseline
+    "no_result",  # no trial finished ok
+)
+FIRMER = (
+    "measure again: autotune tune --resume --run-dir {run_dir} --confirm-rounds 6, "
+    "with nothing else running on the machine"
+)
+
+
+@dataclass(frozen=True)
+class StudyVerdict:
+    """What a study claims of its best configuration against the baseline."""
+
+    status: str  # one of VERDICTS
+    #: The headline speedup: the re-measured geometric mean when re-measured, else the search's.
+    speedup: float | None
+    speedup_ci95: tuple[float, float] | None
+    search_speedup: float | None  # best / baseline throughput in the search (biased upward)
+    rounds: int  # re-measured rounds with both runs ok
+    #: Mean cores other processes kept busy during the search's baseline and best trials, and while
+    #: re-measuring; and the band within which the two count as the same load.
+    search_load_cores: float | None
+    confirm_load_cores: float | None
+    load_band_cores: float | None
+    #: On a CPU: cores the best configuration's processes use over the baseline's (ranks x threads).
+    cores_ratio: float | None
+    per_core_speedup: float | None  # speedup / cores_ratio
+    recommend: bool  # a firm recommendation (HIGH) is allowed
+    headline: str  # one sentence, the same everywhere
+    firmer: str  # what to run for a firmer answer ("" when confirmed)
+
+    def to_dict(self) -> dict[str, Any]:
+        """summary.json's ``verdict``."""
+        out = asdict(self)
+        out["speedup_ci95"] = list(self.speedup_ci95) if self.speedup_ci95 else None
+        return out
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.fmean(known) if known else None
+
+
+def _cores(entry: Mapping[str, Any], threads: Mapping[str, Any] | None) -> float | None:
+    """Cores a trial's processes use on a CPU: its ranks times the study's threads per process."""
+    if not threads or threads.get("device_kind") not in (None, "cpu"):
+        return None
+    per_rank = _num(threads.get("threads_per_rank"))
+    ranks = _num(entry.get("world_size")) or 1.0
+    return None if per_rank is None else ranks * per_rank
+
+
+def _x(value: float) -> str:
+    return f"{value:.2f}×"
+
+
+def study_verdict(summary: Mapping[str, Any]) -> StudyVerdict:
+    """The verdict of a tuning summary (summary.json of ``autotune tune``, as it stands)."""
+    best, base = summary.get("best"), summary.get("baseline")
+    run_dir = str(summary.get("run_dir") or "DIR")
+    firmer = FIRMER.format(run_dir=run_dir)
+    blank = StudyVerdict("no_result", None, None, None, 0, None, None, None, None, None, False,
+                         "no trial finished ok against a baseline", "")  # fmt: skip
+    if not isinstance(best, Mapping) or not isinstance(base, Mapping) or base.get("status") != "ok":
+        return blank
+    if best.get("id") == base.get("id"):
+        return replace(blank, status="baseline_best", headline="no configuration beat the baseline "
+                       "(the script's own settings were the best measured)")  # fmt: skip
+    search = _num(best.get("speedup_vs_baseline"))
+    rounds = int(_num(best.get("speedup_confirmation_rounds")) or 0)
+    geomean = _num(best.get("speedup_geomean"))
+    raw_ci = best.get("speedup_ci95")
+    ci = None
+    if isinstance(raw_ci, list | tuple) and len(raw_ci) == 2:
+        ci = (float(raw_ci[0]), float(raw_ci[1]))
+    runs = [c for c in summary.get("confirmations") or [] if isinstance(c, Mapping)]
+    confirm_load = _mean([_num(c.get("other_load_cores")) for c in runs if c.get("status") == "ok"])
+    search_load = _mean([_num(best.get("other_load_cores")), _num(base.get("other_load_cores"))])
+    machine = _num(summary.get("machine_cores"))
+    band = max(0.5, LOAD_BAND_SHARE * machine) if machine else None
+    threads = summary.get("threads")
+    base_cores, best_cores = _cores(base, threads), _cores(best, threads)
+    cores_ratio = best_cores / base_cores if base_cores and best_cores else None
+    speedup = geomean if rounds and geomean is not None else search
+    per_core = speedup / cores_ratio if speedup is not None and cores_ratio and cores_ratio != 1 else None
+    figures = replace(
+        blank, speedup=speedup, speedup_ci95=ci, search_speedup=search, rounds=rounds,
+        search_load_cores=search_load, confirm_load_cores=confirm_load, load_band_cores=band,
+        cores_ratio=cores_ratio, per_core_speedup=per_core, firmer=firmer,
+    )  # fmt: skip
+    cores_note = ""
+    if per_core is not None and cores_ratio is not None:
+        cores_note = (
+            f"; it uses {cores_ratio:g}× the baseline's CPU cores, "
+            f"so per core it is {_x(per_core)} the baseline"
+        )
+    in_search = f"{_x(search)} in the search" if search is not None else "no speedup measured in the search"
+    if rounds == 0 or geomean is None:
+        headline = f"{in_search}, not measured again (a search's best is biased upward)"
+        return replace(figures, status="not_measured_again", headline=headline + cores_note)
+    if ci is None:
+        headline = f"{_x(geomean)} when measured again once ({in_search}): no interval from one round"
+        return replace(figures, status="measured_once", headline=headline + cores_note)
+    span = f"{_x(geomean)} (95% interval {ci[0]:.2f}–{ci[1]:.2f}×, {rounds} interleaved rounds)"
+    if ci[1] < 1:
+        status, headline = "slower", f"slower when measured again: {span}; {in_search}"
+    elif ci[0] <= 1:
+        status, headline = "within_noise", f"within the noise: {span}; {in_search}"
+    elif band is not None and search_load is not None and confirm_load is not None and (
+        abs(confirm_load - search_load) > band
+    ):
+        status = "different_load"
+        headline = (
+            f"measured under different load: {span}, with other processes busy on {confirm_load:.1f} cores "
+            f"against {search_load:.1f} during the search (band ±{band:.1f})"
+        )
+    else:
+        return replace(figures, status="confirmed", recommend=True, headline=f"confirmed: {span}{cores_note}",
+                       firmer="")  # fmt: skip
+    return replace(figures, status=status, headline=headline + cores_note)
+
+
+def verdict_of(summary: Mapping[str, Any]) -> StudyVerdict:
+    """The verdict a summary.json stores (``verdict``), else computed from its figures (older studies)."""
+    stored = summary.get("verdict")
+    if isinstance(stored, Mapping) and stored.get("status") in VERDICTS:
+        try:
+            fields = dict(stored)
+            ci = fields.get("speedup_ci95")
+            fields["speedup_ci95"] = tuple(ci) if isinstance(ci, list | tuple) else None
+            return StudyVerdict(**fields)
+        except TypeError:
+            pass  # written by another version: derive it again
+    return study_verdict(summary)
