@@ -378,6 +378,21 @@ def other_cores(run: RunData) -> list[tuple[int, float]]:
     return out
 
 
+@memoized
+def idle_cores(run: RunData) -> tuple[float, int] | None:
+    """(mean idle cores, the machine's cores) over rank 0's host samples; None when unknown."""
+    cores = next((d.get("cpu_cores") for d in run.devices if d.get("kind") == "host"), None)
+    if not cores:
+        return None
+    ranks_known = len(run.sample_ranks) == len(run.samples)
+    idle = [
+        max(0.0, (1 - s.cpu_util_pct / 100) * cores)
+        for i, s in enumerate(run.samples)
+        if s.kind == "host" and s.cpu_util_pct is not None and not (ranks_known and run.sample_ranks[i] != 0)
+    ]
+    return (statistics.fmean(idle), int(cores)) if idle else None
+
+
 def _contention(
     run: RunData, slow: Sequence[StepRecord], rest: Sequence[StepRecord]
 ) -> tuple[tuple[int, ...] | None, float | None, float | None]:

@@ -28,8 +28,13 @@ FULL = ("fp32", "tf32")
 
 
 def _precision(trial: Mapping[str, Any]) -> str | None:
-    """The precision a trial trained in: its tuned parameter, else what its script read."""
+    """The precision a trial trained in: its parameter, what its script read, or what its model ran in.
+
+    The last is what the profiler saw: a baseline whose script reads no precision knob.
+    """
     value = ran_with(trial).get("precision")
+    if not isinstance(value, str):
+        value = trial.get("precision")
     return value if isinstance(value, str) else None
 
 
@@ -225,6 +230,11 @@ def precision_study(run: RunData) -> Recommendation | None:
         check = f"kept its loss within {tolerance_pct:g}% of the {_precision(base)} baseline's"
     else:
         check = "ran ok (no loss check: the baseline is not fp32/tf32)"
+    checked = tolerance_pct != 0 and _precision(base) in FULL
+    like = "trained like fp32" if checked else "ran, its loss not checked against fp32,"
+    safe = f"{prec_of(trials)} is safe for this model's loss" if checked else (
+        f"{prec_of(trials)}'s loss was not checked against an fp32 baseline"
+    )
     evidence: list[str] = []
     ratios: list[float] = []
     for t in trials:
@@ -243,7 +253,7 @@ def precision_study(run: RunData) -> Recommendation | None:
         evidence.append(verdict.summary)
     diverged = sum(t.get("status") == "diverged" for t in trials)
     ok = len(trials) - diverged
-    prec = next((_precision(t) for t in trials if t.get("status") == "ok"), "bf16")
+    prec = prec_of(trials)
     if diverged:
         title = f"Reduced precision diverged in {diverged} of {len(trials)} trial(s)"
         actions: tuple[str, ...] = (
@@ -251,22 +261,22 @@ def precision_study(run: RunData) -> Recommendation | None:
             "GradScaler with fp16 (autotune.prepare adds it), the loss in fp32, a lower learning rate",
         )
     elif verdict.direction == "slower":
-        title = f"{prec} trains like fp32 here but runs slower"
+        title = f"{prec} {'trains like fp32 here' if checked else 'ran'} but runs slower"
         actions = (f"keep fp32/tf32 on this device: its {prec} kernels are slower than its fp32 ones",)
     elif verdict.direction == "faster":
-        title = f"Reduced precision trained like fp32 in {ok} trial(s), and faster"
+        title = f"Reduced precision {like} in {ok} trial(s), and faster"
         actions = (f"train in {prec}: autotune.prepare(model, optimizer, precision='{prec}')",)
     elif ratios:
-        title = f"Reduced precision trained like fp32 in {ok} trial(s), at no clear difference in speed"
+        title = f"Reduced precision {like} in {ok} trial(s), at no clear difference in speed"
         actions = (
-            f"{prec} is safe for this model's loss, but its like-for-like trials are within the noise of "
+            f"{safe}, but its like-for-like trials are within the noise of "
             "fp32's: keep the precision you have, or tune precision alone at the best settings with more "
             "steps per trial (--stable-within 0.02)",
         )
     else:
-        title = f"Reduced precision trained like fp32 in {ok} trial(s)"
+        title = f"Reduced precision {like} in {ok} trial(s)"
         actions = (
-            f"{prec} is safe for this model's loss; no trial ran the same settings in fp32, so compare the "
+            f"{safe}; no trial ran the same settings in fp32, so compare the "
             "study's best trial, or tune precision alone at the best settings",
         )
     figures = {
@@ -279,6 +289,11 @@ def precision_study(run: RunData) -> Recommendation | None:
     }
     severity = "medium" if diverged else "low"
     return Recommendation("precision_study", severity, title, tuple(evidence), actions, figures=figures)
+
+
+def prec_of(trials: Sequence[Mapping[str, Any]]) -> str:
+    """The reduced precision the study's ok trials ran in (the first's), bf16 when none did."""
+    return next((p for t in trials if t.get("status") == "ok" and (p := _precision(t))), "bf16")
 
 
 def oom_boundary(run: RunData) -> Recommendation | None:

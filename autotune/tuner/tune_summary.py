@@ -45,6 +45,7 @@ def trial_entry(trial: Trial) -> dict[str, Any]:
         "stable": trial.attrs.get("stable"),
         "other_load_cores": trial.attrs.get("other_load_cores"),
         "threads_per_rank": trial.attrs.get("threads_per_rank"),
+        "precision": trial.attrs.get("precision"),  # what the profiler saw the model run in
         "params_used": trial.attrs.get("params_used"),
         "run_dir": trial.attrs.get("run_dir"),
         "error": trial.error,

@@ -88,7 +88,9 @@ def test_memory_growth_finds_the_kept_activations(leak_runs):
     kept = 2 * 2048 * 128 * 4 + 2048 * 64 * 4
     assert 0.8 * kept < t.bytes_per_step < 2.5 * kept
     assert t.second_half_ratio > 0.5
-    assert "losses.append(loss)" in rec.actions[0]
+    # RSS alone is never HIGH: glibc's heap grows too; the test with MALLOC_TRIM_THRESHOLD_=0 comes first
+    assert rec.severity == "low" and "MALLOC_TRIM_THRESHOLD_=0" in rec.actions[0]
+    assert "losses.append(loss)" in rec.actions[1]
 
 
 def test_a_loop_that_keeps_floats_does_not_leak(leak_runs):

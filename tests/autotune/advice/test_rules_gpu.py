@@ -359,3 +359,25 @@ def test_host_bound_reads_the_kernels_against_the_unprofiled_steps():
     assert any("are 45.8% of the unprofiled steps' 120.0 ms median" in e for e in rec.evidence)
     # 70 ms of kernels: 29% of the slowed window, but 58% of a real step, over the 50% bar
     assert rules.host_bound(with_kernels_ms(70.0)) is None
+
+
+def test_input_bound_without_a_profiled_window_does_not_claim_no_loader_ran():
+    # seen: "no DataLoader ran in the profiled window" for an HF Trainer's tuning trial, which has no window
+    run = h200_run(data_ms=lambda rank, step: 30.0)
+    summary = {k: v for k, v in run.summary.items() if k != "profile_window"}
+    rec = rules.input_bound(dataclasses.replace(run, summary=summary))
+    assert "this run had no profiled window, so how its batches are loaded was not seen" in rec.evidence
+    assert not any("no DataLoader ran" in line for line in rec.evidence)
+
+
+def test_input_bound_suggests_workers_only_with_idle_cores():
+    # seen: "raise num_workers" on a 2-core machine already at 100%
+    run = h200_run(data_ms=lambda rank, step: 30.0)
+    devices = [{**d, "cpu_cores": 2} if d.get("kind") == "host" else d for d in run.devices]
+    busy = [s._replace(cpu_util_pct=97.0) if s.kind == "host" else s for s in run.samples]
+    rec = rules.input_bound(dataclasses.replace(run, devices=devices, samples=busy))
+    assert "the CPU has 0.1 of its 2 cores idle on average" in rec.evidence[-2]
+    assert not any("num_workers" in a for a in rec.actions) and any("cheaper" in a for a in rec.actions)
+    idle = [s._replace(cpu_util_pct=40.0) if s.kind == "host" else s for s in run.samples]
+    rec = rules.input_bound(dataclasses.replace(run, devices=devices, samples=idle))
+    assert any("num_workers" in a for a in rec.actions)  # 1.2 cores idle: a worker has one to run on

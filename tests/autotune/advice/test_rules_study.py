@@ -356,3 +356,16 @@ def test_a_confirmation_under_other_load_than_the_search_is_not_high():
     quiet = [{**r, "other_load_cores": 0.4} for r in runs]  # 0.3 cores apart: inside the band
     rec = rules_tune.apply_tuned(dataclasses.replace(STUDY, summary={**summary, "confirmations": quiet}))
     assert rec.severity == "high"
+
+
+def test_precision_reads_the_baselines_own_measured_precision():
+    # seen: "no loss check: the baseline is not fp32/tf32" for a baseline whose summary records fp32
+    # (a script that reads no precision knob: the profiler saw its model run in fp32)
+    trials = _trials()
+    trials[0] = {**trials[0], "params_used": {"micro_batch": 16, "global_batch": 256}, "precision": "fp32"}
+    rec = rules_tune.precision_study(study(trials, best_id=6, space=SPACE))
+    lines = "\n".join(rec.evidence)
+    assert "kept its loss within 10% of the fp32 baseline's" in lines and "no loss check" not in lines
+    unknown = [{**trials[0], "precision": None}, *trials[1:]]
+    lines = "\n".join(rules_tune.precision_study(study(unknown, best_id=6, space=SPACE)).evidence)
+    assert "no loss check" in lines  # nothing says what the baseline ran in: no claim made
