@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar, NoReturn
 
+from profilers.contract.schema import STORE_NAME, SUMMARY_NAME
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
@@ -131,6 +132,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "autotune dashboard") ->
             if run_dir is not None
             else args.runs_root / "dashboard.log"
         )
+        if not _terminal():
+            return _usage(prog, "needs a terminal (stdin and stdout); run the command on its own instead")
         return run_alongside(command, run_dir, log, args.runs_root, args.refresh)
     if args.log is not None:
         return _usage(prog, "--log goes with '-- COMMAND ...' (the output of the command run alongside)")
@@ -142,14 +145,26 @@ def main(argv: Sequence[str] | None = None, prog: str = "autotune dashboard") ->
         if is_trace_path(run_dir):
             from tui.trace_view import run_trace_dashboard
 
+            if not _terminal():
+                return _usage(prog, "needs a terminal (stdin and stdout); without one, use autotune report")
+
             return run_trace_dashboard(run_dir)
         if not run_dir.is_dir():
             return _usage(prog, f"{run_dir}: not a directory (give the run directory, not a file in it)")
+        if not any((run_dir / name).exists() for name in (SUMMARY_NAME, STORE_NAME)):
+            return _usage(prog, f"{run_dir}: not a run directory (no {SUMMARY_NAME}, no {STORE_NAME})")
     elif not args.runs_root.is_dir():
         return _usage(
             prog, f"no RUN_DIR given and {args.runs_root} is not a directory (give RUN_DIR or --runs-root)"
         )
+    if not _terminal():
+        return _usage(prog, "needs a terminal (stdin and stdout); without one, use autotune report")
     return run_dashboard(run_dir, args.runs_root, args.refresh)
+
+
+def _terminal() -> bool:
+    """Whether a person can see and drive the dashboard (else it would draw escape codes into a file)."""
+    return sys.stdin.isatty() and sys.stdout.isatty()
 
 
 def _usage(prog: str, message: str) -> int:

@@ -240,7 +240,8 @@ class LivePane(Vertical):
         rates = info.samples_per_s_series
         recent = format_rate(info.samples_per_s, "samples/s")
         peak = format_rate(max(rates, default=None), "samples/s")
-        self.query_one("#throughput", SeriesBox).show(rates, f"recent {recent} · peak {peak}")
+        which = "measured steps" if info.summary else "recent"  # the same figure as the header's
+        self.query_one("#throughput", SeriesBox).show(rates, f"{which} {recent} · peak of the chart {peak}")
         phases = self.query_one("#live-phases", PhaseBar)
         phases.border_title = f"Phases · mean of the last {info.recent_steps} steps"
         phases.phases = info.phases_s

@@ -46,7 +46,7 @@ class LiveInfo:
     steps_per_s: float | None  # over the recent steps
     elapsed_s: float | None
     last_step_s: float | None
-    samples_per_s: float | None  # over the recent steps
+    samples_per_s: float | None  # the summary's once finished (the report's), else over the recent steps
     step_time_s: tuple[float, ...]  # per bucket of steps, over the whole run
     samples_per_s_series: tuple[float, ...]
     phases_s: tuple[tuple[str, float], ...]  # mean seconds of each phase over the recent steps
@@ -212,6 +212,10 @@ def live_info(
     busy_ns = sum(s.duration_ns for s in with_samples)
     if busy_ns > 0:
         samples_per_s = sum(s.samples or 0 for s in with_samples) / (busy_ns / 1e9)
+    finished_rate = (summary.get("throughput") or {}).get("samples_per_s") if summary else None
+    if isinstance(finished_rate, int | float):
+        # a finished run: the report's figure (its measured steps), not the last few steps'
+        samples_per_s = float(finished_rate)
     phases: tuple[tuple[str, float], ...] = ()
     if recent:
         means = ((p, sum(s.phases_ns[i] for s in recent) / len(recent) / 1e9) for i, p in enumerate(PHASES))

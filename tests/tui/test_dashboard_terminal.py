@@ -157,6 +157,10 @@ def _cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
         (["--refresh", "0", "runs"], "expected seconds between 0.1 and 60"),
         (["--runs-root", "no-such-root"], "no RUN_DIR given and no-such-root is not a directory"),
         (["--log", "x.log", "runs"], "--log goes with '-- COMMAND ...'"),
+        # seen: a directory that is not a run, or no terminal, ran for 600 s drawing escape codes
+        (["tests"], "tests: not a run directory (no summary.json, no run.db)"),
+        (["tests/data/gpu_traces/v100_single"], "needs a terminal (stdin and stdout)"),
+        (["--runs-root", "tests"], "needs a terminal (stdin and stdout); without one, use autotune report"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:
