@@ -106,7 +106,9 @@ def apply_tuned(run: RunData) -> Recommendation | None:
     changed = {k: v for k, v in params.items() if k not in ran or ran[k] != v} or params
     preset = run.summary.get("preset")
     if isinstance(preset, str):  # the framework's own flags, as the trials got them
-        flags = preset_args(preset, params, run.summary.get("preset_per_rank")) if preset in PRESETS else []
+        kind = (run.summary.get("threads") or {}).get("device_kind")
+        per_rank = run.summary.get("preset_per_rank")
+        flags = preset_args(preset, params, per_rank, device_kind=kind) if preset in PRESETS else []
         apply = f"run with {' '.join(flags) or 'its own defaults'}"
     else:
         apply = f"run with {', '.join(_how_to_apply(k, v, space) for k, v in changed.items())}"

@@ -13,7 +13,7 @@ logs, LightningCLI's config.yaml) go to its own folder in the study.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from autotune.tuner.space import Choice, Int, Space, Value
@@ -33,6 +33,9 @@ class Preset:
     cpu_precisions: tuple[str, ...] = ("fp32", "bf16")
     #: torch.compile on (searched on GPUs only: on a CPU every trial would spend its time compiling).
     compile_args: tuple[str, ...] | None = None
+    #: A precision's flags on a machine without a GPU, where they differ (transformers refuses --bf16
+    #: there without --use_cpu: "Your setup doesn't support bf16/gpu").
+    cpu_precision_args: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 PRESETS: dict[str, Preset] = {
@@ -45,6 +48,7 @@ PRESETS: dict[str, Preset] = {
         ("--gradient_checkpointing",),
         "--output_dir",
         compile_args=("--torch_compile",),
+        cpu_precision_args={"bf16": ("--bf16", "--use_cpu")},
     ),
     # lightning.pytorch.cli.LightningCLI: a DataModule with a batch_size argument
     "lightning": Preset(
@@ -84,9 +88,16 @@ def preset_space(name: str, per_rank: int, device_kind: str) -> Space:
 
 
 def preset_args(
-    name: str, params: Mapping[str, Value], per_rank: int | None, output_dir: Path | None = None
+    name: str,
+    params: Mapping[str, Value],
+    per_rank: int | None,
+    output_dir: Path | None = None,
+    device_kind: str | None = None,
 ) -> list[str]:
-    """The flags one trial appends to the script's own arguments (the baseline too: its outputs)."""
+    """The flags one trial appends to the script's own arguments (the baseline too: its outputs).
+
+    ``device_kind`` "cpu": the flags a machine without a GPU needs (the baseline ran there).
+    """
     preset = PRESETS[name]
     args: list[str] = [f"{preset.output_flag}={output_dir}"] if output_dir is not None else []
     micro = params.get("micro_batch")
@@ -94,7 +105,8 @@ def preset_args(
         args += [f"{preset.batch_flag}={micro}", f"{preset.accumulation_flag}={max(1, per_rank // micro)}"]
     precision = params.get("precision")
     if isinstance(precision, str):
-        args += list(preset.precision_args.get(precision, ()))
+        on_cpu = preset.cpu_precision_args.get(precision) if device_kind == "cpu" else None
+        args += list(on_cpu if on_cpu is not None else preset.precision_args.get(precision, ()))
     if params.get("activation_checkpointing") is True and preset.checkpointing_args:
         args += list(preset.checkpointing_args)
     if params.get("compile") is True and preset.compile_args:

@@ -72,6 +72,8 @@ class TrialSettings:
     preset: str | None = None
     #: The preset's global batch, in samples per rank per optimizer step (the baseline's).
     preset_per_rank: int | None = None
+    #: Where the baseline ran ("cpu", "cuda"): a preset's flags for that machine.
+    device_kind: str | None = None
     #: Intra-op threads of every process of every trial (OMP_NUM_THREADS, MKL_NUM_THREADS), the same
     #: for all so that no trial wins by threads (:func:`study_threads`); None leaves them as they are.
     threads_per_rank: int | None = None
@@ -177,7 +179,9 @@ def trial_command(
     if settings.module:
         profile.append("-m")
     if settings.preset is not None:
-        args = preset_args(settings.preset, params, settings.preset_per_rank, run_dir / "framework")
+        args = preset_args(
+            settings.preset, params, settings.preset_per_rank, run_dir / "framework", settings.device_kind
+        )
     else:
         args = space.command_args(params) if space is not None and params else []
     target = [settings.script, *settings.script_args, *args]

@@ -42,6 +42,7 @@ from autotune.tuner.trials import (
     LOG_NAME,
     TrialOutcome,
     TrialSettings,
+    error_line,
     run_trial,
     study_threads,
     trial_world_size,
@@ -271,7 +272,9 @@ class Tuner:
                 f"({baseline.status}: {_first_line(baseline.error)})"
             )
         per_rank = max(1, per_step // int(world))
-        self.config = replace(self.config, settings=replace(settings, preset_per_rank=per_rank))
+        kind = baseline.attrs.get("device_kind") or self.config.device_kind
+        settings = replace(settings, preset_per_rank=per_rank, device_kind=kind)
+        self.config = replace(self.config, settings=settings)
 
     def _space(self, meta: Mapping[str, Any] | None, baseline: Trial) -> Space:
         if meta is not None:
@@ -377,6 +380,13 @@ class Tuner:
         impossible = batch_split_problem(params, baseline_used, world_size)
         if impossible is not None:
             raise Infeasible(impossible, "skipped", attrs={"world_size": world_size, "impossible": True})
+        precision = params.get("precision")
+        refused = _refused_precisions(study.trials)
+        if isinstance(precision, str) and precision in refused:
+            raise Infeasible(
+                f"precision={precision} is not for this machine: trial {refused[precision]} was refused it",
+                "skipped", attrs={"world_size": world_size, "impossible": True},
+            )  # fmt: skip
         skip = self._predicted_oom(params)
         if skip is not None:
             raise Infeasible(skip, status="skipped", attrs={"world_size": world_size})
@@ -387,6 +397,12 @@ class Tuner:
         )
         attrs = self._attrs(outcome, world_size)
         if outcome.status != "ok":
+            crashed = outcome.status == "crashed" and isinstance(precision, str)
+            if crashed and _refuses(outcome.error, str(precision)):
+                attrs["refused_precision"] = precision  # never proposed again in this study
+                if self.on_note is not None:
+                    why = error_line(outcome.error or "")
+                    self.on_note(f"precision={precision}: the machine cannot run it ({why}); not tried again")
             raise Infeasible(outcome.error or outcome.status, status=outcome.status, attrs=attrs)
         metrics = self.config.scoring.metrics(outcome.summary or {}, world_size)
         if metrics["objective"] is None:
@@ -510,6 +526,36 @@ def measured_stably(summary: Mapping[str, Any], within: float | None) -> bool | 
     if ci[0] is None or ci[1] is None:
         return False
     return (ci[1] - ci[0]) / 2 / rate <= (within if within else 0.05)
+
+
+#: What a framework or torch says when the machine lacks a precision (transformers, Lightning, torch).
+_CAPABILITY_MARKERS = (
+    "doesn't support bf16",
+    "does not support bf16",
+    "does not support bfloat16",
+    "bf16 is not supported",
+    "fp16 mixed precision requires a GPU",
+    "requires a GPU",
+    "is only supported on GPU",
+    "not supported on this device",
+    "Your setup doesn't support",
+)
+
+
+def _refuses(error: str | None, precision: str) -> bool:
+    """Whether a crashed trial's error says the machine cannot run ``precision`` (not a bug of the model)."""
+    text = (error or "").lower()
+    return precision != "fp32" and any(marker.lower() in text for marker in _CAPABILITY_MARKERS)
+
+
+def _refused_precisions(trials: list[Trial]) -> dict[str, int]:
+    """Precision -> the trial that found this machine cannot run it (kept in run.db: resume keeps it)."""
+    out: dict[str, int] = {}
+    for t in trials:
+        value = t.attrs.get("refused_precision")
+        if isinstance(value, str):
+            out.setdefault(value, t.id)
+    return out
 
 
 def _same(space: Space, params: Mapping[str, Value], other: Mapping[str, Value]) -> bool:

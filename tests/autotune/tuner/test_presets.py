@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+import pytest
+
 from autotune.tuner.presets import preset_args, preset_space
 
 
@@ -35,3 +37,32 @@ def test_the_lightning_preset_uses_the_cli_names_and_no_checkpointing_knob():
         "--trainer.precision=16-mixed",
     ]
     assert preset_args("lightning", {}, 16, Path("d")) == ["--trainer.default_root_dir=d"]  # the baseline
+
+
+def test_the_hf_preset_on_a_cpu_passes_what_transformers_needs_for_bf16():
+    # seen: --bf16 alone on a CPU-only machine: "Your setup doesn't support bf16/gpu ... use_cpu"
+    assert preset_args("hf", {"precision": "bf16"}, 8, device_kind="cpu") == ["--bf16", "--use_cpu"]
+    assert preset_args("hf", {"precision": "bf16"}, 8, device_kind="cuda") == ["--bf16"]
+    assert preset_args("hf", {"precision": "fp32"}, 8, device_kind="cpu") == []
+
+
+def test_a_precision_the_machine_refuses_is_left_out_of_the_rest_of_the_study(tmp_path):
+    from autotune.tuner import Choice, Int, Space, Study, Trial
+    from autotune.tuner.records import Infeasible
+    from autotune.tuner.trials import TrialSettings
+    from autotune.tuner.tune import TuneConfig, Tuner, _refuses
+
+    refusal = "ValueError: Your setup doesn't support bf16/gpu. You need to assign use_cpu (exit status 1)"
+    assert _refuses(refusal, "bf16") and not _refuses("ValueError: shapes do not match", "bf16")
+    space = Space(micro_batch=Int(1, 8, power_of_two=True), precision=Choice("fp32", "bf16"))
+    study = Study(space, searcher="grid", seed=0)
+    study.record(Trial(0, {}, "ok", 100.0, {"samples_per_s": 100.0}, 1.0, None, {}, None))
+    crashed = {"world_size": 1, "refused_precision": "bf16"}
+    params = {"micro_batch": 2, "precision": "bf16"}
+    study.record(Trial(1, params, "crashed", None, {}, 1.0, refusal, crashed))
+    tuner = Tuner(TuneConfig(settings=TrialSettings(script="no-such-script.py"), space=space), tmp_path)
+    tuner.study = study
+    with pytest.raises(Infeasible) as skipped:
+        tuner._evaluate({"micro_batch": 4, "precision": "bf16"})  # not run: it would crash on the script
+    assert skipped.value.status == "skipped" and skipped.value.attrs["impossible"] is True
+    assert skipped.value.reason == "precision=bf16 is not for this machine: trial 1 was refused it"
