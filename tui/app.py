@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar, NoReturn
 
-from profilers.contract.schema import STORE_NAME, SUMMARY_NAME
+from profilers.contract.schema import STORE_NAME, SUMMARY_NAME, TRIALS_DIR
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
@@ -151,7 +151,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "autotune dashboard") ->
             return run_trace_dashboard(run_dir)
         if not run_dir.is_dir():
             return _usage(prog, f"{run_dir}: not a directory (give the run directory, not a file in it)")
-        if not any((run_dir / name).exists() for name in (SUMMARY_NAME, STORE_NAME)):
+        if not any((run_dir / name).exists() for name in RUN_MARKS):
             return _usage(prog, f"{run_dir}: not a run directory (no {SUMMARY_NAME}, no {STORE_NAME})")
     elif not args.runs_root.is_dir():
         return _usage(
@@ -160,6 +160,10 @@ def main(argv: Sequence[str] | None = None, prog: str = "autotune dashboard") ->
     if not _terminal():
         return _usage(prog, "needs a terminal (stdin and stdout); without one, use autotune report")
     return run_dashboard(run_dir, args.runs_root, args.refresh)
+
+
+#: What a run or study directory holds from its start (a study's lock and trials before its run.db).
+RUN_MARKS = (SUMMARY_NAME, STORE_NAME, TRIALS_DIR, ".tune.lock")
 
 
 def _terminal() -> bool:
