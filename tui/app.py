@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar, NoReturn
 
-from profilers.contract.schema import STORE_NAME, SUMMARY_NAME, TRIALS_DIR
+from profilers.contract.schema import STORE_NAME, SUMMARY_NAME, TRIALS_DIR, TUNE_LOCK_NAME
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
@@ -163,7 +163,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "autotune dashboard") ->
 
 
 #: What a run or study directory holds from its start (a study's lock and trials before its run.db).
-RUN_MARKS = (SUMMARY_NAME, STORE_NAME, TRIALS_DIR, ".tune.lock")
+RUN_MARKS = (SUMMARY_NAME, STORE_NAME, TRIALS_DIR, TUNE_LOCK_NAME)
 
 
 def _terminal() -> bool:

@@ -240,8 +240,8 @@ class LivePane(Vertical):
         rates = info.samples_per_s_series
         recent = format_rate(info.samples_per_s, "samples/s")
         peak = format_rate(max(rates, default=None), "samples/s")
-        which = "measured steps" if info.summary else "recent"  # the same figure as the header's
-        self.query_one("#throughput", SeriesBox).show(rates, f"{which} {recent} · peak of the chart {peak}")
+        caption = f"{info.samples_per_s_over} {recent} · peak of the chart {peak}"  # the header's figure
+        self.query_one("#throughput", SeriesBox).show(rates, caption)
         phases = self.query_one("#live-phases", PhaseBar)
         phases.border_title = f"Phases · mean of the last {info.recent_steps} steps"
         phases.phases = info.phases_s

@@ -55,6 +55,7 @@ class LiveInfo:
     warnings: tuple[str, ...] = ()
     message: str | None = None  # why there is nothing to show yet
     summary: dict[str, Any] | None = None  # the run's summary.json once it has finished
+    samples_per_s_over: str = "recent"  # which steps samples_per_s is over: "recent" or "measured steps"
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,10 +213,11 @@ def live_info(
     busy_ns = sum(s.duration_ns for s in with_samples)
     if busy_ns > 0:
         samples_per_s = sum(s.samples or 0 for s in with_samples) / (busy_ns / 1e9)
+    rate_over = "recent"
     finished_rate = (summary.get("throughput") or {}).get("samples_per_s") if summary else None
     if isinstance(finished_rate, int | float):
         # a finished run: the report's figure (its measured steps), not the last few steps'
-        samples_per_s = float(finished_rate)
+        samples_per_s, rate_over = float(finished_rate), "measured steps"
     phases: tuple[tuple[str, float], ...] = ()
     if recent:
         means = ((p, sum(s.phases_ns[i] for s in recent) / len(recent) / 1e9) for i, p in enumerate(PHASES))
@@ -245,6 +247,7 @@ def live_info(
         elapsed_s=elapsed,
         last_step_s=recent[-1].duration_ns / 1e9 if recent else None,
         samples_per_s=samples_per_s,
+        samples_per_s_over=rate_over,
         step_time_s=tuple(v / 1e9 for v in buckets.means("duration_ns")) if buckets else (),
         samples_per_s_series=tuple(buckets.ratio("samples", "seen_ns", 1e9)) if buckets else (),
         phases_s=phases,

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from autotune.advice.thresholds import MIN_MEMORY_SAMPLES, MIN_STEPS, limit
-from profilers.contract.records import StepRecord
+from profilers.contract.records import DeviceSample, StepRecord
 from profilers.contract.rundir import RunData
 from profilers.contract.schema import PHASES, POWER_THERMAL_REASONS
 from profilers.contract.summaries import Envelope, GpuFigures, ProfileSummary
@@ -359,38 +359,44 @@ _SAMPLE_REACH_NS = 250_000_000
 
 
 @memoized
+def host_cpu(run: RunData) -> tuple[int, list[DeviceSample]] | None:
+    """(the machine's cores, rank 0's host samples with a CPU reading); None without the core count."""
+    cores = next((d.get("cpu_cores") for d in run.devices if d.get("kind") == "host"), None)
+    if not cores:
+        return None
+    ranks_known = len(run.sample_ranks) == len(run.samples)
+    return int(cores), [
+        s
+        for i, s in enumerate(run.samples)
+        if s.kind == "host" and s.cpu_util_pct is not None and not (ranks_known and run.sample_ranks[i] != 0)
+    ]
+
+
+@memoized
 def other_cores(run: RunData) -> list[tuple[int, float]]:
     """(t_ns, cores other processes kept busy) from rank 0's host samples; [] when unknown.
 
     The host's CPU use (all processes, % of the machine) less this process's, in cores.
     """
-    cores = next((d.get("cpu_cores") for d in run.devices if d.get("kind") == "host"), None)
-    if not cores:
+    host = host_cpu(run)
+    if host is None:
         return []
-    ranks_known = len(run.sample_ranks) == len(run.samples)
-    out = []
-    for i, s in enumerate(run.samples):
-        if s.kind != "host" or s.cpu_util_pct is None or s.process_cpu_pct is None:
-            continue
-        if ranks_known and run.sample_ranks[i] != 0:
-            continue
-        out.append((s.t_ns, max(0.0, s.cpu_util_pct / 100 * cores - s.process_cpu_pct / 100)))
-    return out
+    cores, samples = host
+    return [
+        (s.t_ns, max(0.0, s.cpu_util_pct / 100 * cores - s.process_cpu_pct / 100))
+        for s in samples
+        if s.cpu_util_pct is not None and s.process_cpu_pct is not None
+    ]
 
 
 @memoized
 def idle_cores(run: RunData) -> tuple[float, int] | None:
     """(mean idle cores, the machine's cores) over rank 0's host samples; None when unknown."""
-    cores = next((d.get("cpu_cores") for d in run.devices if d.get("kind") == "host"), None)
-    if not cores:
+    host = host_cpu(run)
+    if host is None or not host[1]:
         return None
-    ranks_known = len(run.sample_ranks) == len(run.samples)
-    idle = [
-        max(0.0, (1 - s.cpu_util_pct / 100) * cores)
-        for i, s in enumerate(run.samples)
-        if s.kind == "host" and s.cpu_util_pct is not None and not (ranks_known and run.sample_ranks[i] != 0)
-    ]
-    return (statistics.fmean(idle), int(cores)) if idle else None
+    cores, samples = host
+    return statistics.fmean(max(0.0, (1 - (s.cpu_util_pct or 0.0) / 100) * cores) for s in samples), cores
 
 
 def _contention(

@@ -58,6 +58,9 @@ def _gpu(run: RunData) -> bool:
     return facts.device(run).get("kind") == "cuda"
 
 
+_CHEAPER_BATCHES = "make __getitem__ cheaper: pre-process the dataset once, decode and augment on the GPU"
+
+
 def input_bound(run: RunData) -> Recommendation | None:
     """The steps wait for data longer than a loader hand-over takes, and for over 5% of the step."""
     d = facts.data_wait(run)
@@ -70,17 +73,6 @@ def input_bound(run: RunData) -> Recommendation | None:
         f"data wait is {format_pct(d.data_share)} of the measured step time: {ms(d.data_median_s)} of the "
         f"{ms(d.step_median_s)} median step (rank 0, {d.measured_steps} measured steps)"
     ]
-    idle = facts.idle_cores(run)
-    # more loader workers only help with a core to run on: on a machine already busy they compete
-    # with the training for the same cores
-    no_core = idle is not None and idle[0] < 1.0
-    busy = (
-        f"the CPU has {idle[0]:.1f} of its {idle[1]} cores idle on average: more loader workers would take "
-        "cores from the training"
-        if idle is not None
-        else ""
-    )
-    cheaper = "make each batch cheaper: pre-process the dataset once, decode and augment on the GPU"
     if d.dataloader_iter == "_SingleProcessDataLoaderIter":
         evidence.append("the DataLoader loads in the training process (num_workers=0)")
         actions = [
@@ -91,7 +83,7 @@ def input_bound(run: RunData) -> Recommendation | None:
         evidence.append("the DataLoader already loads in worker processes and still cannot keep up")
         actions = [
             "raise num_workers and prefetch_factor, keep the workers (persistent_workers=True)",
-            "make __getitem__ cheaper: pre-process the dataset once, decode and augment on the GPU",
+            _CHEAPER_BATCHES,
         ]
     elif facts.entry(run, "profile_window"):
         evidence.append("no DataLoader ran in the profiled window: the batch is built on the training thread")
@@ -106,9 +98,14 @@ def input_bound(run: RunData) -> Recommendation | None:
             "pin_memory=True, persistent_workers=True",
             "profile once with the deep window (without --no-deep-profile) to see the loader",
         ]
-    if no_core:
-        evidence.append(busy)
-        actions = [a for a in actions if "num_workers" not in a] + [cheaper]
+    idle = facts.idle_cores(run)
+    if idle is not None and idle[0] < 1.0:  # more loader workers would have no core to run on
+        evidence.append(
+            f"the CPU has {idle[0]:.1f} of its {idle[1]} cores idle on average: more loader workers would "
+            "take cores from the training"
+        )
+        actions = [a for a in actions if "num_workers" not in a]
+        actions += [] if _CHEAPER_BATCHES in actions else [_CHEAPER_BATCHES]
     if _gpu(run):
         actions.append("copy batches with .to(device, non_blocking=True) from pinned memory")
     if bound is not None:

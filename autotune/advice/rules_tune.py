@@ -21,7 +21,7 @@ from profilers.contract.rundir import RunData
 from profilers.contract.study import ran_with
 from profilers.contract.summaries import TrialEntry
 from profilers.contract.summarize import ratio_interval
-from profilers.contract.verdict import verdict_of
+from profilers.contract.verdict import VERDICT_LABELS, verdict_of
 
 REDUCED = ("bf16", "fp16")
 FULL = ("fp32", "tf32")
@@ -58,15 +58,6 @@ def _how_to_apply(name: str, value: Any, space: Mapping[str, Any]) -> str:
 
 #: Severities from the most to the least pressing.
 SEVERITY_ORDER = ("high", "medium", "low")
-
-
-#: A verdict that is not a firm confirmation, as a title's caveat.
-_CAVEATS = {
-    "within_noise": "within the noise",
-    "different_load": "measured under different load",
-    "measured_once": "measured again only once",
-    "not_measured_again": "in the search, not measured again",
-}
 
 
 def apply_tuned(run: RunData) -> Recommendation | None:
@@ -126,7 +117,7 @@ def apply_tuned(run: RunData) -> Recommendation | None:
         else:
             cap = "low" if verdict.status == "within_noise" else "medium"  # never HIGH unconfirmed
             severity = max(cap, severity_for(speedup), key=SEVERITY_ORDER.index)
-            title = f"{title}, {_CAVEATS.get(verdict.status, verdict.status)}"
+            title = f"{title}, {VERDICT_LABELS[verdict.status]}"
             actions.append(verdict.firmer)
     if any(_precision(best) == p for p in REDUCED):
         actions.append(

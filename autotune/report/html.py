@@ -30,6 +30,7 @@ from autotune.report.plan_cells import (
 )
 from autotune.report.sections import SECTION_TITLES
 from autotune.report.style import OTHER_STATUS_COLOUR, STATUS_COLOURS, metric_label
+from profilers.contract.verdict import VERDICT_LABELS
 
 if TYPE_CHECKING:
     from autotune.advice.records import Recommendation
@@ -185,8 +186,7 @@ def _overview(o: Overview) -> str:
         ("MFU", format_pct(o.mfu), "model FLOP utilisation"),
     ]
     if o.speedup is not None:
-        how = {"confirmed": "confirmed", "not_measured_again": "in the search, not measured again"}
-        sub = how.get(o.verdict or "", "not confirmed: see the verdict")
+        sub = VERDICT_LABELS.get(o.verdict or "", "see the verdict")
         cards.append(("Speed-up vs baseline", f"{o.speedup:.2f}×", sub))
     html = "".join(
         f'<div class="card"><div class="label">{esc(label)}</div><div class="value">{esc(value)}</div>'

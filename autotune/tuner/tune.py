@@ -55,7 +55,7 @@ from autotune.tuner.tune_checks import (
     same_everywhere,
 )
 from autotune.tuner.tune_summary import tune_summary, write_json
-from profilers.contract.schema import TRIALS_DIR, resolve_trial_dir
+from profilers.contract.schema import TRIALS_DIR, TUNE_LOCK_NAME, resolve_trial_dir
 
 STORE_NAME = "run.db"
 
@@ -368,8 +368,8 @@ class Tuner:
         assert study is not None
         trial_id = study.next_id
         world_size = trial_world_size(self.config.settings, params)
-        baseline_used = study.trials[0].attrs.get("params_used") or {} if study.trials else {}
         base = study.trials[0] if study.trials else None
+        baseline_used = (base.attrs.get("params_used") or {}) if base is not None else {}
         if base is not None and base.point is not None and _same(study.space, params, base.point):
             # The baseline measured this configuration already: told to the searcher as never to be
             # asked again (its value is the baseline's, which the searcher has).
@@ -607,7 +607,7 @@ def _relative_to(path: Path, base: Path) -> str:
 @contextlib.contextmanager
 def _exclusive(run_dir: Path) -> Iterator[None]:
     """Hold ``run_dir``'s tuner lock (released at exit, also when the process is killed)."""
-    with (run_dir / ".tune.lock").open("a") as handle:
+    with (run_dir / TUNE_LOCK_NAME).open("a") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

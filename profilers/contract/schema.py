@@ -25,6 +25,8 @@ SUMMARY_NAME = "summary.json"
 PLAN_NAME = "plan.json"
 #: A study's folder of trial runs, ``trials/trial-NNNN``.
 TRIALS_DIR = "trials"
+#: The lock a running study holds in its directory (there from its first moment, before run.db).
+TUNE_LOCK_NAME = ".tune.lock"
 
 #: Phases of a step, "other" (the rest) last. "eval" (forwards under no_grad/inference_mode or of a
 #: model in eval mode) came later: a store without its column reads as 0.
@@ -196,6 +198,7 @@ __all__ = [
     "SUMMARY_NAME",
     "THROTTLE_REASONS",
     "TRIALS_DIR",
+    "TUNE_LOCK_NAME",
     "TUNE_SUMMARY_SCHEMA",
     "resolve_trial_dir",
     "run_state",

@@ -34,6 +34,17 @@ VERDICTS = (
     "baseline_best",  # no configuration beat the baseline
     "no_result",  # no trial finished ok
 )
+#: Each status in a few words (a title's caveat, a card's caption): the one wording of each.
+VERDICT_LABELS = {
+    "confirmed": "confirmed",
+    "different_load": "measured under different load",
+    "within_noise": "within the noise",
+    "slower": "slower when measured again",
+    "measured_once": "measured again only once",
+    "not_measured_again": "in the search, not measured again",
+    "baseline_best": "the baseline was best",
+    "no_result": "no result",
+}
 FIRMER = (
     "measure again: autotune tune --resume --run-dir {run_dir} --confirm-rounds 6, "
     "with nothing else running on the machine"
