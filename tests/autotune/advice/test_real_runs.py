@@ -52,9 +52,18 @@ def test_input_bound_measures_the_injected_data_wait(input_bound_run):
     )
     assert wait_ms == pytest.approx(d.data_median_s * 1e3, abs=0.05)
     assert f"{100 * d.data_share:.1f}% of the measured step time" in rec.evidence[0]
-    assert d.data_share > 0.5  # an 8 ms wait against a sub-millisecond MLP step
+    # at least 8 ms of sleep per step; the rest (the MLP step, the loader's own Python) took 4.5-5.4 ms
+    # quiet and 13.7 ms beside two busy processes on 2 cores (measured): with up to 3x that, the share
+    # stays above 8 / (8 + 16.5) = 0.33 (quiet it is 0.62-0.69; 0.45 was seen under load)
+    assert d.data_share > 0.3
     assert rec.speedup_estimate == pytest.approx(1 / (1 - d.data_share))
-    assert "num_workers=0" in rec.evidence[1] and "num_workers=N" in rec.actions[0]
+    assert "num_workers=0" in rec.evidence[1]
+    idle = facts.idle_cores(input_bound_run)
+    if idle is not None and idle[0] < 1.0:  # a busy machine: no core for a loader worker to run on
+        assert f"{idle[0]:.1f} of its {idle[1]} cores idle" in rec.evidence[2]
+        assert not any("num_workers" in a for a in rec.actions) and "cheaper" in rec.actions[0]
+    else:
+        assert "num_workers=N" in rec.actions[0]
 
 
 def test_the_plain_script_is_not_input_or_comm_bound(plain):
@@ -144,8 +153,13 @@ def test_outliers_beside_busy_processes_are_host_contention_and_low(tmp_path):
     with busy_loops(2):
         run = profile(tmp_path, "advice_outliers.py", "--steps", "60", "--step-ms", "5")
     o = facts.step_outliers(run)
-    assert o is not None and o.other_cores_rest is not None
-    assert o.other_cores_rest >= 1.0  # what was injected: close to 2 cores busy besides the training
+    assert o is not None
+    # what was injected: close to 2 cores busy besides the training, seen in the host readings (the
+    # outlier figures have it only when some steps stood out: beside more load every step can be slow)
+    loads = [cores for _, cores in facts.other_cores(run)]
+    assert loads and sum(loads) / len(loads) >= 1.0
+    if o.other_cores_rest is not None:
+        assert o.other_cores_rest >= 1.0
     rec = rules.step_outliers(run)
     if rec is not None:  # the scheduler made some steps slow: said to be the machine's, never pressing
         assert rec.severity == "low" and "host contention" in rec.title, rec.title
