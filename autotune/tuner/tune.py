@@ -542,10 +542,19 @@ _CAPABILITY_MARKERS = (
 )
 
 
+#: How an error message names each precision.
+_PRECISION_NAMES = {"bf16": ("bf16", "bfloat16"), "fp16": ("fp16", "float16", "half"), "tf32": ("tf32",)}
+
+
 def _refuses(error: str | None, precision: str) -> bool:
-    """Whether a crashed trial's error says the machine cannot run ``precision`` (not a bug of the model)."""
+    """Whether a crashed trial's error says the machine cannot run ``precision`` (not a bug of the model).
+
+    Both a capability phrase and the precision's own name must be in it: "requires a GPU" alone may
+    be about anything else the trial did (torch.compile, a CUDA-only kernel).
+    """
     text = (error or "").lower()
-    return precision != "fp32" and any(marker.lower() in text for marker in _CAPABILITY_MARKERS)
+    named = any(name in text for name in _PRECISION_NAMES.get(precision, ()))
+    return named and any(marker.lower() in text for marker in _CAPABILITY_MARKERS)
 
 
 def _refused_precisions(trials: list[Trial]) -> dict[str, int]:

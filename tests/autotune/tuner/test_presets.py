@@ -54,6 +54,8 @@ def test_a_precision_the_machine_refuses_is_left_out_of_the_rest_of_the_study(tm
 
     refusal = "ValueError: Your setup doesn't support bf16/gpu. You need to assign use_cpu (exit status 1)"
     assert _refuses(refusal, "bf16") and not _refuses("ValueError: shapes do not match", "bf16")
+    assert not _refuses("RuntimeError: torch.compile of this model requires a GPU", "bf16")  # not bf16's
+    assert not _refuses(refusal, "fp32") and not _refuses(refusal, "fp16")
     space = Space(micro_batch=Int(1, 8, power_of_two=True), precision=Choice("fp32", "bf16"))
     study = Study(space, searcher="grid", seed=0)
     study.record(Trial(0, {}, "ok", 100.0, {"samples_per_s": 100.0}, 1.0, None, {}, None))
