@@ -223,7 +223,9 @@ def test_a_script_ignoring_its_argument_stops_when_every_trial_measures_the_same
     )  # fmt: skip
     assert out.returncode == 1, out.stderr
     assert "measured the same" in out.stderr and "batch_size (as '--batch-size={value}')" in out.stderr
-    assert len(stored_trials(run_dir)) == 5
+    # the check runs after every trial once five are ok: the baseline and four batch sizes, or one more
+    # when a trial ran clearly faster by the machine's noise (seen once in a full suite run: 6)
+    assert len(stored_trials(run_dir)) in (5, 6)
 
 
 @pytest.mark.parametrize(
