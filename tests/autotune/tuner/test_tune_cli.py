@@ -221,11 +221,22 @@ def test_a_script_ignoring_its_argument_stops_when_every_trial_measures_the_same
         "--space", space, "--trials", "8", "--searcher", "grid", "--early-stop", "0",
         "--run-dir", str(run_dir), *FAST, UNMODIFIED, "--ignore-batch-size",
     )  # fmt: skip
+    trials = stored_trials(run_dir)
+    if out.returncode == 0:
+        # the grid ran out before the check could say so: only when the machine's load made one trial
+        # clearly faster than the median (seen in a loaded full suite: 11,982 against a median of 6.7k);
+        # every trial still trained the same samples and the same losses
+        from autotune.tuner.tune_checks import SAME_MAX_SPREAD
+
+        rates = sorted(t["value"] for t in trials if t["status"] == "ok")
+        assert len(trials) == 6 and rates[-1] / rates[len(rates) // 2] - 1 > SAME_MAX_SPREAD, out.stderr
+        assert len({tuple(t["attrs"]["loss_per_step"][:5]) for t in trials}) == 1
+        return
     assert out.returncode == 1, out.stderr
     assert "measured the same" in out.stderr and "batch_size (as '--batch-size={value}')" in out.stderr
     # the check runs after every trial once five are ok: the baseline and four batch sizes, or one more
     # when a trial ran clearly faster by the machine's noise (seen once in a full suite run: 6)
-    assert len(stored_trials(run_dir)) in (5, 6)
+    assert len(trials) in (5, 6)
 
 
 @pytest.mark.parametrize(
