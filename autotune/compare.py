@@ -17,6 +17,7 @@ from typing import Any
 
 from autotune.fmt import format_seconds
 from autotune.report.jsonout import clean_json
+from profilers.contract.load import RunLoad, compare_loads, load_of, load_phrase
 from profilers.contract.rundir import RunDirError, load_run
 from profilers.contract.schema import resolve_trial_dir
 from profilers.contract.traces import TRACES_DIR, is_trace_path
@@ -47,6 +48,7 @@ class Side:
     samples_per_s_ci95: tuple[float, float] | None = None  # a run's 95% interval of its throughput
     peak_memory_bytes: int | None = None
     device: str | None = None
+    load: RunLoad | None = None  # other processes' CPU during a run's measured steps (None for a trace)
     params: dict[str, Any] = field(default_factory=dict)
     gpu: RankGpuTime | None = None  # the trace's figures (every kernel and op name kept)
     trace_steps: int = 0  # steps the trace's kernel times are divided by (its last step is left out)
@@ -137,6 +139,7 @@ def run_side(run_dir: Path, kind: str = "profile", label: str | None = None, par
         samples_per_s_ci95=_interval((s.get("throughput") or {}).get("samples_per_s_ci95")),
         peak_memory_bytes=s.get("peak_memory_bytes"),
         device=device.get("name"),
+        load=load_of(s),
         params=dict(params or s.get("params_used") or {}),
         gpu=gpu,
         trace_steps=int(window.get("steps") or 0) or (_trace_steps(gpu) if gpu else 0),
@@ -260,10 +263,12 @@ def _name_deltas(a: Side, b: Side, rows_of: str) -> tuple[NameDelta, ...]:
 
 
 def _verdict(a: Side, b: Side) -> str:
-    """One sentence on which side is faster, and whether beyond the two sides' spreads.
+    """One sentence on which side is faster, and whether beyond the two sides' spreads and loads.
 
     Throughput when both have it (their steps may hold different batches), with its 95% intervals;
-    else the median step, with the step times' p10–p90 (runs) or shortest–longest (traces).
+    else the median step, with the step times' p10–p90 (runs) or shortest–longest (traces). When
+    the slower side ran beside more load than the other, by more than the band, the difference is
+    not called beyond the noise whatever the spreads say: the load can explain it.
     """
     if a.step_time_s is None or b.step_time_s is None:
         return "one side has no step time, so the two cannot be compared on it"
@@ -276,19 +281,47 @@ def _verdict(a: Side, b: Side) -> str:
     if a.samples_per_s and b.samples_per_s:
         # steps of different sizes (a larger micro-batch, more accumulation): throughput decides
         speed = b.samples_per_s / a.samples_per_s
-        faster = f"{speed:.2f}x the throughput" if speed >= 1 else f"{1 / speed:.2f}x less throughput"
+        faster = (
+            f"{speed:.2f}x the throughput of A" if speed >= 1 else f"{1 / speed:.2f}x less throughput than A"
+        )
         text = (
-            f"B trains at {faster} of A ({b.samples_per_s:,.1f} against {a.samples_per_s:,.1f} samples/s); "
+            f"B trains at {faster} ({b.samples_per_s:,.1f} against {a.samples_per_s:,.1f} samples/s); "
             f"its median step ({step_b}) is {how} than A's ({step_a})"
         )
         if a.samples_per_s_ci95 is not None and b.samples_per_s_ci95 is not None:
             overlap = _overlap(a.samples_per_s_ci95, b.samples_per_s_ci95)
             what = "the throughputs' 95% intervals"
+    b_slower = (b.samples_per_s < a.samples_per_s) if a.samples_per_s and b.samples_per_s else ratio < 1
+    loads = compare_loads(a.load, b.load)
+    if loads.explains(b_slower) and loads.a is not None and loads.b is not None:
+        slow, fast = ("B", "A") if b_slower else ("A", "B")
+        slow_load, fast_load = (loads.b, loads.a) if b_slower else (loads.a, loads.b)
+        return (
+            text + f"; but {slow} ran with {load_phrase(slow_load)} against {fast_load.other_cores:.1f} "
+            f"for {fast} (more than the ±{loads.band_cores:.1f}-core band), which can explain the "
+            "difference: compare runs made under the same load"
+        )
     if overlap is None:
-        return text
+        return text + _load_clause(a, b)
     if overlap:
-        return text + f"; {what} overlap, so this may be noise: compare longer runs"
-    return text + f"; {what} do not overlap"
+        return text + f"; {what} overlap, so this may be noise: compare longer runs" + _load_clause(a, b)
+    return text + f"; {what} do not overlap" + _load_clause(a, b)
+
+
+def _load_clause(a: Side, b: Side) -> str:
+    """What the two loads add to a verdict they do not explain."""
+    loads = compare_loads(a.load, b.load)
+    if loads.a is None or loads.b is None:
+        missing = " and ".join(n for n, s in (("A", a), ("B", b)) if s.kind != "trace" and s.load is None)
+        return f" (the machine's load during {missing} was not recorded)" if missing else ""
+    if loads.differs:  # the faster side had the more load: the difference stands despite it
+        return (
+            f", though the faster side ran under more load ({loads.a.other_cores:.1f} cores of other "
+            f"processes for A, {loads.b.other_cores:.1f} for B)"
+        )
+    return (
+        f" (similar load: {loads.a.other_cores:.1f} and {loads.b.other_cores:.1f} cores of other processes)"
+    )
 
 
 def compare(a: Side, b: Side) -> Comparison:
@@ -299,6 +332,10 @@ def compare(a: Side, b: Side) -> Comparison:
     if a.samples_per_s is not None or b.samples_per_s is not None:
         figures.append(Delta("throughput", "samples/s", a.samples_per_s, b.samples_per_s,
                              _ratio(a.samples_per_s, b.samples_per_s)))  # fmt: skip
+    if a.load is not None or b.load is not None:
+        la = a.load.other_cores if a.load else None
+        lb = b.load.other_cores if b.load else None
+        figures.append(Delta("other processes' CPU", "cores", la, lb, _ratio(la, lb)))
     if a.peak_memory_bytes is not None or b.peak_memory_bytes is not None:
         pa, pb = a.peak_memory_bytes, b.peak_memory_bytes
         figures.append(Delta("peak memory", "bytes", pa, pb, _ratio(pa, pb)))

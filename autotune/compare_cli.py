@@ -105,8 +105,11 @@ def _value(d: Delta, value: float | None) -> str:
     return f"{value:,.1f} {d.unit}"
 
 
-def _ratio(ratio: float | None) -> str:
-    return "n/a" if ratio is None else f"{ratio:.2f}x"
+def _change(d: Delta) -> str:
+    """B / A, or B − A for a load (a ratio of near-idle loads says nothing)."""
+    if d.unit == "cores":
+        return "n/a" if d.a is None or d.b is None else f"{d.b - d.a:+.1f} cores"
+    return "n/a" if d.ratio is None else f"{d.ratio:.2f}x"
 
 
 def _side_row(name: str, s: Side) -> tuple[str, ...]:
@@ -143,10 +146,8 @@ def _tables(c: Comparison) -> list[_Table]:
     """(title, header, rows) of every table, as plain text."""
     sides: _Table = ("Sides", ("", "kind", "device", "steps", "median step", "spread", "parameters"),
                      [_side_row("A", c.a), _side_row("B", c.b)])  # fmt: skip
-    figures: list[tuple[str, ...]] = [
-        (d.what, _value(d, d.a), _value(d, d.b), _ratio(d.ratio)) for d in c.figures
-    ]
-    out: list[_Table] = [sides, ("What changed", ("figure", "A", "B", "B / A"), figures)]
+    figures: list[tuple[str, ...]] = [(d.what, _value(d, d.a), _value(d, d.b), _change(d)) for d in c.figures]
+    out: list[_Table] = [sides, ("What changed", ("figure", "A", "B", "B / A, or B − A"), figures)]
     header = ("name", "A per step", "B per step", "change", "calls per step")
     if c.kernels:
         out.append(("Kernels that changed most", header, _names(c.kernels)))

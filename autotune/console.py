@@ -18,6 +18,7 @@ from rich.text import Text
 from autotune.fmt import NA, format_bytes, format_pct, format_rate, format_seconds, format_si
 from autotune.fmt import as_float as _num
 from autotune.fmt import get_in as _get
+from profilers.contract.load import load_line, load_of
 from profilers.contract.outcome import STOPPED_BY, outcome_sentence
 from profilers.contract.schema import OPTIONAL_PHASES, PHASES
 
@@ -156,6 +157,10 @@ def _host_row(summary: Mapping[str, Any]) -> MetricRow:
     return MetricRow("Host", f"CPU util {cpu_text} mean · RSS peak {format_bytes(rss)}")
 
 
+def _load_row(summary: Mapping[str, Any]) -> MetricRow:
+    return MetricRow("Machine load", load_line(load_of(summary)) or "n/a (not recorded)")
+
+
 def _gpu_rows(summary: Mapping[str, Any]) -> tuple[MetricRow, ...]:
     """One row per entry of summary.json's ``gpu`` list (profilers.contract.summarize.gpu_aggregates)."""
     gpus = summary.get("gpu")
@@ -245,6 +250,7 @@ def build_summary_view(summary: Mapping[str, Any], run_dir: object = None) -> Su
         MetricRow("Precision", str(summary.get("precision") or NA)),
         _device_row(summary),
         _host_row(summary),
+        _load_row(summary),
         MetricRow("Wall time", format_seconds(summary.get("wall_time_s"))),
     )
     phases = _phase_rows(summary)

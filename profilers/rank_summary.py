@@ -17,7 +17,7 @@ from typing import Any
 
 from profilers.contract.reader import read_ranks, read_steps
 from profilers.contract.records import DeviceSample
-from profilers.contract.summarize import combine_ranks, rank_entry, step_statistics
+from profilers.contract.summarize import combine_ranks, job_load, rank_entry, step_statistics
 from profilers.instrument import StepInstruments
 
 #: Seconds rank 0 waits for the other ranks' summaries before leaving them out.
@@ -87,6 +87,7 @@ def gather_ranks(
     a rank that does not is left out with a warning (appended to ``warnings``).
     """
     entries = {0: mine}
+    ranks: dict[int, dict[str, Any]] = {}
     if store is not None:
         deadline = time.monotonic() + RANK_WAIT_S
         while True:
@@ -116,8 +117,24 @@ def gather_ranks(
         "samples_per_s_ci95": [v * job / own if v and job and own else None for v in ci] if ci else None,
         "per_rank_samples_per_s": [e["samples_per_s"] for e in ranks_list],
     }
+    summary["load"] = _job_load(summary.get("load"), ranks)
     summary["warnings"] = warnings
     return summary
+
+
+def _job_load(load: Any, ranks: dict[int, dict[str, Any]]) -> dict[str, Any] | None:
+    """Rank 0's load less the CPU of every rank on its host (those without a summary: unknown)."""
+    if not isinstance(load, dict):
+        return None
+    if 0 not in ranks:  # no store: the other ranks' CPU cannot be told from other processes'
+        return {**load, "other_cores": None}
+    host = ranks[0].get("host")
+    owns: list[float | None] = [load.get("own_cores")]
+    for r, row in sorted(ranks.items()):
+        if r != 0 and row.get("host") == host:
+            other = (row.get("summary") or {}).get("load")
+            owns.append(other.get("own_cores") if isinstance(other, dict) else None)
+    return job_load(load, owns)
 
 
 def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:

@@ -27,9 +27,11 @@ from profilers.contract.summarize import (
     build_summary,
     rank_entry,
     run_statistics,
+    steady_span_ns,
 )
 from profilers.flops import detect_precision, mfu, model_facts, peak_flops_per_s
 from profilers.gpu_match import cuda_uuids, job_cuda_indexes, match_uuids, visible_nvml_indexes
+from profilers.heap import StepEndHeap, heap_figures
 from profilers.instrument import StepInstruments
 from profilers.nvtx_ranges import NvtxRanges, nvtx_available
 from profilers.options import ProfileOptions
@@ -101,6 +103,7 @@ class Session:
         self._wall_offset_ns = 0
         self._t0 = 0.0
         self._rss_start: int | None = None
+        self._heap = StepEndHeap()
         self._cuda_device: int | None = None
         #: NVML indexes of the job's GPUs once known (None: every GPU NVML sees).
         self.job_gpus: list[int] | None = None
@@ -329,6 +332,7 @@ class Session:
     def _on_step(self, closed: ClosedStep) -> bool:
         slow = False
         index = closed.number
+        self._guard("heap readings", self._heap.at_step_end, time.time_ns())
         try:
             cuda = self.device_kind == "cuda"
             slow = self.instruments.end(index, self.run_dir, self.rank, cuda)
@@ -477,6 +481,7 @@ class Session:
         peak: int | None = None
         try:
             memory = host_memory(samples, self.instruments, self._rss_start)
+            memory.update(heap_figures(self._heap.points, steady_span_ns(self.steps)))
             peak = memory.get("rss_peak_growth_bytes")
         except Exception as exc:
             self.fault("host memory", exc)
@@ -539,7 +544,7 @@ class Session:
             names = {d.index: d.name for b in self._recorder.backends for d in b.devices() if d.kind == "gpu"}
         args = (self.options.samples_per_step, self.job_gpus, names)
         try:
-            return run_statistics(self.steps, samples, *args)
+            return run_statistics(self.steps, samples, *args, machine_cores=os.cpu_count())
         except Exception as exc:
             self.fault("GPU aggregates", exc)
             return run_statistics(self.steps, [], *args)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from profilers.contract.load import load_line, load_of
+from profilers.contract.outcome import outcome_sentence
 from rich.text import Text
 from textual.app import ComposeResult, RenderResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -69,7 +71,13 @@ def summary_items(summary: dict[str, Any] | None) -> list[tuple[str, str]]:
     tokens = get_in(summary, "throughput", "tokens_per_s")
     if tokens is not None:
         items.insert(3, ("tokens", format_rate(tokens, "tokens/s")))
-    if summary.get("stop_reason"):
+    load = load_line(load_of(summary))
+    if load is not None:
+        items.append(("machine load", load))
+    outcome = outcome_sentence(summary)
+    if outcome is not None:
+        items.insert(0, ("outcome", outcome))
+    elif summary.get("stop_reason"):
         items.append(("stopped by", str(summary["stop_reason"])))
     return items
 

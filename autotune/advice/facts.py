@@ -23,7 +23,7 @@ from autotune.advice.thresholds import MIN_MEMORY_SAMPLES, MIN_STEPS, limit
 from profilers.contract.records import DeviceSample, StepRecord
 from profilers.contract.rundir import RunData
 from profilers.contract.schema import PHASES, POWER_THERMAL_REASONS
-from profilers.contract.summaries import Envelope, GpuFigures, ProfileSummary
+from profilers.contract.summaries import Envelope, GpuFigures, ProfileSummary, SummaryError
 from profilers.contract.summarize import measured_span_ns as steps_span_ns
 from profilers.contract.summarize import select_measured
 from profilers.contract.summarize import steady_span_ns as steps_steady_span_ns
@@ -372,18 +372,52 @@ def host_cpu(run: RunData) -> tuple[int, list[DeviceSample]] | None:
     ]
 
 
+def _rank_cpu(run: RunData) -> list[tuple[list[int], list[float]]]:
+    """(times, cores) of the process CPU of every other rank on rank 0's host, from their own readings.
+
+    Which ranks share rank 0's host: the summary's ``load.ranks`` (the job's first ranks, as torchrun
+    numbers them); none when it does not say.
+    """
+    load = run.summary.get("load")
+    same_host = load.get("ranks") if isinstance(load, dict) else None
+    if not isinstance(same_host, int) or same_host < 2 or len(run.sample_ranks) != len(run.samples):
+        return []
+    out = []
+    for rank in range(1, same_host):
+        rows = [
+            (s.t_ns, s.process_cpu_pct / 100)
+            for s, r in zip(run.samples, run.sample_ranks, strict=True)
+            if r == rank and s.kind == "host" and s.process_cpu_pct is not None
+        ]
+        out.append(([t for t, _ in rows], [c for _, c in rows]))
+    return out
+
+
 @memoized
 def other_cores(run: RunData) -> list[tuple[int, float]]:
     """(t_ns, cores other processes kept busy) from rank 0's host samples; [] when unknown.
 
-    The host's CPU use (all processes, % of the machine) less this process's, in cores.
+    The host's CPU use (all processes, % of the machine) less the job's: this process's (with its
+    children) and that of every other rank on the host, read from its nearest reading.
     """
     host = host_cpu(run)
     if host is None:
         return []
     cores, samples = host
+    ranks = _rank_cpu(run)
+
+    def job_cpu(s: DeviceSample) -> float:
+        total = (s.process_cpu_pct or 0.0) / 100
+        for times, cpu in ranks:
+            i = bisect.bisect_left(times, s.t_ns)
+            near = [j for j in (i - 1, i) if 0 <= j < len(times)]
+            near = [j for j in near if abs(times[j] - s.t_ns) <= _SAMPLE_REACH_NS]
+            if near:
+                total += cpu[min(near, key=lambda j: abs(times[j] - s.t_ns))]
+        return total
+
     return [
-        (s.t_ns, max(0.0, s.cpu_util_pct / 100 * cores - s.process_cpu_pct / 100))
+        (s.t_ns, max(0.0, s.cpu_util_pct / 100 * cores - job_cpu(s)))
         for s in samples
         if s.cpu_util_pct is not None and s.process_cpu_pct is not None
     ]
@@ -450,6 +484,31 @@ def memory_trend(run: RunData) -> MemoryTrend | None:
     trends = [t for name, env, cap in series if (t := _trend(name, env, cap, len(steps))) is not None]
     enough = [t for t in trends if t.samples >= MIN_MEMORY_SAMPLES]
     return max(enough, key=lambda t: t.growth_pct, default=None)
+
+
+#: What the heap trend is a line of (summary ``memory.heap_live_envelope``: profilers.heap).
+HEAP_SOURCE = "memory in live C allocations at step ends (glibc)"
+
+
+@memoized
+def heap_trend(run: RunData) -> MemoryTrend | None:
+    """The line of the bytes held in live C allocations at step ends, over the steady span.
+
+    Beside RSS it tells a leak (live bytes grow) from an allocator that keeps what was freed (RSS
+    grows, live bytes stay flat). None without the readings (another C library, an older run).
+    """
+    span = steady_span_ns(run)
+    steps = [s for s in measured_steps(run) if span is not None and s.start_ns >= span[0]]
+    memory = run.summary.get("memory")
+    if not steps or not isinstance(memory, dict):
+        return None
+    try:
+        envelope = Envelope.parse(memory.get("heap_live_envelope"), "memory.heap_live_envelope")
+    except SummaryError:
+        return None
+    host = summary_figures(run).host
+    trend = _trend(HEAP_SOURCE, envelope, host.host_mem_total_bytes if host else None, len(steps))
+    return trend if trend is not None and trend.samples >= MIN_MEMORY_SAMPLES else None
 
 
 def _sample_total(run: RunData, index: int) -> int | None:

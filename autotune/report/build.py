@@ -31,6 +31,7 @@ from autotune.report.sections import (
     TrialSection,
 )
 from autotune.tuner.memory_model import study_batch_param
+from profilers.contract.load import load_line, load_of
 from profilers.contract.outcome import outcome_sentence
 from profilers.contract.records import DeviceSample
 from profilers.contract.rundir import THINNED_POINTS, RunData
@@ -197,6 +198,7 @@ def overview_section(run: RunData, notes: tuple[str, ...]) -> Overview:
         mfu=s.get("mfu"),
         notes=notes,
         outcome=outcome_sentence(s),
+        load=load_line(load_of(s)),
     )
 
 

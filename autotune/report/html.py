@@ -201,6 +201,8 @@ def _overview(o: Overview) -> str:
         f'<p class="stats">{esc(kind)} <b>{esc(o.name)}</b>, {esc(state)}.</p>',
         f'<div class="cards">{html}</div>',
     ]
+    if o.load:
+        out.append(f'<p class="load">Machine load: {esc(o.load)}</p>')
     if o.best_params:
         out.append(f'<p class="best">Best configuration: {format_params(o.best_params)}</p>')
     if o.verdict_headline:
@@ -245,10 +247,7 @@ def _advice(a: AdviceSection) -> str:
 
 
 def _rules(a: AdviceSection) -> str:
-    rows = [
-        [esc(t.title), esc(t.metric), esc(t.limit_text()), esc(t.source)]
-        for t in a.rules_checked
-    ]
+    rows = [[esc(t.title), esc(t.metric), esc(t.limit_text()), esc(t.source)] for t in a.rules_checked]
     out = (
         _table(["Rule", "Measured quantity", "Fires when", "Source"], rows)
         if rows

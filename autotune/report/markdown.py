@@ -100,6 +100,8 @@ def _overview(report: Report) -> list[str]:
         ("ranks", str(o.world_size)),
         ("MFU", format_pct(o.mfu)),
     ]
+    if o.load:
+        rows.append(("machine load", md_text(o.load)))
     if o.kind == "tune":
         rows.append(("best configuration", _params(o.best_params)))
         if o.verdict_headline is not None:

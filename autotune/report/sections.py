@@ -75,6 +75,7 @@ class Overview:
     speedup: float | None = None
     verdict_headline: str | None = None
     outcome: str | None = None  # profile: how the run ended (profilers.contract.outcome), when known
+    load: str | None = None  # profile: other processes' CPU during its measured steps (contract.load)
 
 
 @dataclass(frozen=True, slots=True)

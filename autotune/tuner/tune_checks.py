@@ -16,8 +16,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from autotune.knobs import KNOBS, check_knob
+from autotune.tuner.host_load import machine_cores
 from autotune.tuner.records import Trial
 from autotune.tuner.space import Choice, Int, Space, Value
+from profilers.contract.load import RunLoad, compare_loads
 
 #: Trials that must agree before "every trial measured the same" stops a study.
 SAME_MIN_TRIALS = 5
@@ -162,14 +164,24 @@ def _same_losses(trials: Sequence[Trial]) -> bool | None:
     return len({tuple(p[:common]) for p in paths if p is not None}) == 1
 
 
+def _trial_load(trial: Trial) -> RunLoad | None:
+    """Other processes' CPU while a trial ran (measured by the tuner), on this machine."""
+    cores = trial.attrs.get("other_load_cores")
+    return RunLoad(float(cores), machine_cores()) if isinstance(cores, int | float) else None
+
+
 def _clearly_faster(ok: Sequence[Trial], median: float) -> bool:
     """Whether the fastest trial is faster than the median one beyond both measurements' noise.
 
-    Their 95% intervals (``throughput_ci95``) must not overlap; without intervals, it is.
+    Their 95% intervals (``throughput_ci95``) must not overlap; without intervals, it is. It is not
+    when the median one ran beside more of other processes' CPU than the fastest, by more than the
+    load band (:mod:`profilers.contract.load`): the load can explain the gap.
     """
     by_rate = sorted(ok, key=lambda t: t.metrics.get("samples_per_s") or 0.0)
     fastest = by_rate[-1]
     middle = min(by_rate, key=lambda t: abs((t.metrics.get("samples_per_s") or 0.0) - median))
+    if compare_loads(_trial_load(middle), _trial_load(fastest)).explains(b_is_slower=False):
+        return False
     fast_ci, mid_ci = fastest.attrs.get("throughput_ci95"), middle.attrs.get("throughput_ci95")
     if not fast_ci or not mid_ci or fast_ci[0] is None:
         return True

@@ -54,7 +54,7 @@ class DeviceSample(NamedTuple):
     process_mem_bytes: int | None = None  # GPU memory used by this process
     # host (psutil)
     cpu_util_pct: float | None = None  # system-wide, 0-100
-    process_cpu_pct: float | None = None  # this process, may exceed 100 on several cores
+    process_cpu_pct: float | None = None  # this process and its children (DataLoader workers); 100 a core
     rss_bytes: int | None = None  # this process's resident set
     host_mem_used_bytes: int | None = None
     host_mem_total_bytes: int | None = None
@@ -68,6 +68,7 @@ class DeviceSample(NamedTuple):
 SAMPLE_FIELDS: tuple[str, ...] = DeviceSample._fields
 #: The fields a host reading fills (the last of DeviceSample's; its GPU fields are None).
 HOST_FIELDS: tuple[str, ...] = SAMPLE_FIELDS[SAMPLE_FIELDS.index("cpu_util_pct") :]
+
 
 @dataclass(frozen=True, slots=True)
 class StepRecord:

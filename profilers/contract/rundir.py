@@ -340,7 +340,10 @@ def _rebuild_summary(
         for d in devices
         if d.get("kind") == "gpu" and d.get("rank", rank) == rank and isinstance(d.get("index"), int)
     }
-    stats = run_statistics(own_steps, own_samples, gpu_names=names)
+    cores = next(
+        (d.get("cpu_cores") for d in devices if d.get("kind") == "host" and d.get("cpu_cores")), None
+    )
+    stats = run_statistics(own_steps, own_samples, gpu_names=names, machine_cores=cores)
     used = meta.get("params_used")
     return build_summary(
         **stats,

@@ -369,6 +369,65 @@ def host_aggregates(
     }
 
 
+#: A host reading covers the interval before it: a span shorter than one interval takes the next.
+_NEXT_READING_NS = 1_000_000_000
+
+
+def load_over(
+    samples: Iterable[DeviceSample], span_ns: tuple[int, int] | None, machine_cores: int | None
+) -> dict[str, Any] | None:
+    """How busy the machine was during ``span_ns``, from one process's host readings (summary ``load``).
+
+    ``busy_cores``: the machine's mean CPU use, in cores; ``own_cores``: the process's and its
+    children's (DataLoader workers); ``other_cores``: the rest, what other processes took (on a run
+    of several ranks rank 0 subtracts every rank's ``own_cores``: :func:`job_load`). None without
+    host readings in the span or without the machine's core count.
+    """
+    if span_ns is None or not machine_cores:
+        return None
+    host = [
+        s
+        for s in samples
+        if s.kind == "host" and s.cpu_util_pct is not None and s.process_cpu_pct is not None
+    ]
+    start, end = span_ns
+    rows = [s for s in host if start < s.t_ns <= end]
+    if not rows:
+        rows = [s for s in host if end < s.t_ns <= end + _NEXT_READING_NS][:1]
+    if not rows:
+        return None
+    busy = sum(s.cpu_util_pct or 0.0 for s in rows) / len(rows) / 100 * machine_cores
+    own = sum(s.process_cpu_pct or 0.0 for s in rows) / len(rows) / 100
+    return {
+        "machine_cores": int(machine_cores),
+        "busy_cores": round(busy, 3),
+        "own_cores": round(own, 3),
+        "other_cores": round(max(0.0, busy - own), 3),
+        "samples": len(rows),
+    }
+
+
+def job_load(
+    rank0: dict[str, Any] | None, own_cores_by_rank: Sequence[float | None]
+) -> dict[str, Any] | None:
+    """Rank 0's ``load`` with every same-host rank's own CPU taken out of ``other_cores``.
+
+    ``own_cores_by_rank``: each rank's ``own_cores`` on rank 0's host, rank 0's included; an
+    unknown one leaves ``other_cores`` unknown (None) rather than counting that rank as load.
+    """
+    if rank0 is None:
+        return None
+    known = [v for v in own_cores_by_rank if v is not None]
+    out = dict(rank0)
+    if len(known) < len(own_cores_by_rank):
+        out["other_cores"] = None
+        return out
+    out["own_cores"] = round(sum(known), 3)
+    out["other_cores"] = round(max(0.0, float(rank0["busy_cores"]) - sum(known)), 3)
+    out["ranks"] = len(known)
+    return out
+
+
 def run_statistics(
     steps: Sequence[StepRecord],
     samples: Sequence[DeviceSample],
@@ -376,13 +435,15 @@ def run_statistics(
     job_gpus: Iterable[int] | None = None,
     gpu_names: dict[int, str] | None = None,
     throttle_names: Any = throttle_reason_names,
+    machine_cores: int | None = None,
 ) -> dict[str, Any]:
     """Every statistic of one rank's run that its records give, under summary.json's keys.
 
     ``steps`` and ``samples`` are the rank's whole record (from run.db; the profiler and the report
     of a killed run both call this, so the two cannot differ): step count, measured steps, step
     time, throughput, phases, loss, GPU aggregates of the job's GPUs (rates over the measured
-    steps, ``run_energy_j`` over the whole run) and host aggregates.
+    steps, ``run_energy_j`` over the whole run), host aggregates and, given the machine's cores,
+    the load over the measured steps (:func:`load_over`).
     """
     stats = step_statistics(steps, samples_per_step)
     span, steady = measured_span_ns(steps), steady_span_ns(steps)
@@ -394,6 +455,7 @@ def run_statistics(
         "phases": stats["phases"],
         "gpu": gpu_aggregates(samples, gpu_names or {}, throttle_names, span, job_gpus, steady),
         "host": host_aggregates(samples, steady),
+        "load": load_over(samples, span, machine_cores),
         "loss": loss_summary(steps),
     }
 
@@ -446,6 +508,7 @@ def build_summary(**fields: Any) -> dict[str, Any]:
         "device",
         "gpu",
         "host",
+        "load",
         "ranks",
         "top_ops",
         "trace_files",

@@ -4,9 +4,9 @@ The search's own figure for its best trial is the maximum of many noisy measurem
 the interleaved re-measurements (``confirmations``) are not. So the headline is the re-measured
 speedup with its 95% interval whenever the study re-measured, and a configuration is recommended
 firmly (``recommend``) only when that interval lies above 1 *and* the machine's load while
-re-measuring was within :data:`LOAD_BAND_SHARE` of its cores of the load the search's trials ran
-under. Otherwise the verdict says why not (within the noise, measured under different load, measured
-once, not measured again, slower) and what to run for a firmer answer.
+re-measuring was within the band (:func:`~profilers.contract.load.load_band_cores`) of the load
+the search's trials ran under. Otherwise the verdict says why not (within the noise, measured under
+different load, measured once, not measured again, slower) and what to run for a firmer answer.
 
 The terminal, the report, the advice, the dashboard and summary.json (``verdict``) all take the study's
 verdict from :func:`study_verdict`; none words its own. Pure Python (the dashboard imports it).
@@ -20,9 +20,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-#: Loads (other processes' busy cores) that differ by more than this share of the machine's cores
-#: are "different load": on 2 cores, half a core.
-LOAD_BAND_SHARE = 0.25
+from profilers.contract.load import load_band_cores
+
 #: Every ``verdict.status``.
 VERDICTS = (
     "confirmed",  # re-measured, interval above 1, load within the band
@@ -127,7 +126,7 @@ def study_verdict(summary: Mapping[str, Any]) -> StudyVerdict:
     confirm_load = _mean([_num(c.get("other_load_cores")) for c in runs if c.get("status") == "ok"])
     search_load = _mean([_num(best.get("other_load_cores")), _num(base.get("other_load_cores"))])
     machine = _num(summary.get("machine_cores"))
-    band = max(0.5, LOAD_BAND_SHARE * machine) if machine else None
+    band = load_band_cores(machine)
     threads = summary.get("threads")
     base_cores, best_cores = _cores(base, threads), _cores(best, threads)
     cores_ratio = best_cores / base_cores if base_cores and best_cores else None
@@ -156,8 +155,11 @@ def study_verdict(summary: Mapping[str, Any]) -> StudyVerdict:
         status, headline = "slower", f"slower when measured again: {span}; {in_search}"
     elif ci[0] <= 1:
         status, headline = "within_noise", f"within the noise: {span}; {in_search}"
-    elif band is not None and search_load is not None and confirm_load is not None and (
-        abs(confirm_load - search_load) > band
+    elif (
+        band is not None
+        and search_load is not None
+        and confirm_load is not None
+        and (abs(confirm_load - search_load) > band)
     ):
         status = "different_load"
         headline = (

@@ -239,3 +239,24 @@ def test_loss_and_why_the_run_stopped():
     assert rows["Loss"] == "n/a · 4 NaN/inf steps from step 7"
     assert rows["Steps"].endswith(", stopped at a NaN/inf loss")
     assert metrics(build_summary_view(dict(SUMMARY, loss=None)))["Loss"] == NA
+
+
+def test_the_machines_load_is_one_line_everywhere():
+    """The terminal's row and the report's overview say the same line (the dashboard's: tests/tui)."""
+    from pathlib import Path
+
+    from autotune.report.build import overview_section
+    from profilers.contract.load import load_line, load_of
+    from profilers.contract.rundir import RunData
+
+    load = {"machine_cores": 2, "busy_cores": 2.0, "own_cores": 0.4, "other_cores": 1.6}
+    loaded = {**SUMMARY, "load": load}
+    line = load_line(load_of(loaded))
+    assert line == (
+        "other processes busy on 1.6 of 2 cores during the measured steps: "
+        "its figures are slower than this machine gives when quiet"
+    )
+    assert metrics(build_summary_view(loaded))["Machine load"] == line
+    assert overview_section(RunData(Path("run"), "profile", loaded), ()).load == line
+    assert metrics(build_summary_view(SUMMARY))["Machine load"] == "n/a (not recorded)"
+    assert overview_section(RunData(Path("run"), "profile", SUMMARY), ()).load is None

@@ -355,6 +355,35 @@ def test_host_process_cpu_sees_a_busy_thread() -> None:
     assert s.process_cpu_pct is not None and s.process_cpu_pct > 20
 
 
+_BURN = (
+    "import time\nend = time.perf_counter() + {s}\nwhile time.perf_counter() < end: pass\n"
+    "print(time.process_time())"
+)
+
+
+def test_host_process_cpu_counts_its_child_processes() -> None:
+    """A child process spinning (a DataLoader worker's stand-in) is the training's CPU, not another
+    process's: the readings' process CPU, integrated over the child's life, is this process's CPU
+    plus the CPU the child reports of itself. The child gets less CPU beside other work, but what it
+    reports is what it got; the margin is the child's last reading interval (at most 0.1 s of its
+    CPU) and the 10 ms ticks of /proc."""
+    b = HostBackend()
+    b.sample()
+    own0, last = time.process_time(), time.monotonic()
+    child = subprocess.Popen([sys.executable, "-c", _BURN.format(s=1.0)], stdout=subprocess.PIPE, text=True)
+    counted_s = 0.0
+    while child.poll() is None:
+        time.sleep(0.1)
+        (s,) = b.sample()
+        now = time.monotonic()
+        counted_s += (s.process_cpu_pct or 0.0) / 100 * (now - last)
+        last = now
+    out, _ = child.communicate()
+    child_s, own_s = float(out), time.process_time() - own0
+    assert child_s > 0.3  # it ran
+    assert own_s + child_s - 0.15 <= counted_s <= own_s + child_s + 0.05, (counted_s, own_s, child_s)
+
+
 # --------------------------------------------------------------------------- replay
 
 

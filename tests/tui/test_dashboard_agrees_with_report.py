@@ -85,3 +85,23 @@ def test_a_trials_parameters_have_one_meaning_for_the_report_the_advice_and_the_
         {"micro_batch": 8, "precision": "fp32"},
         {"micro_batch": 16, "precision": "bf16"},
     ]
+
+
+def test_the_dashboard_says_a_finished_runs_outcome_and_load_as_the_report_does(tmp_path: Path) -> None:
+    """The summary box leads with how the run ended and carries the load line of the report's overview."""
+    from autotune.report.build import overview_section
+    from profilers.contract.rundir import RunData
+    from tui.live import summary_items
+
+    summary = {
+        "steps": 14,
+        "measured_steps": 9,
+        "outcome": "crashed",
+        "error": {"type": "RuntimeError", "message": "boom", "step": 13},
+        "load": {"machine_cores": 2, "busy_cores": 2.0, "own_cores": 0.4, "other_cores": 1.6},
+    }
+    report = overview_section(RunData(tmp_path, "profile", summary), ())
+    items = summary_items(summary)
+    assert items[0] == ("outcome", report.outcome)
+    assert report.outcome == "crashed in step 13: RuntimeError: boom"
+    assert dict(items)["machine load"] == report.load and report.load is not None

@@ -76,3 +76,25 @@ def test_a_sleeping_rank_is_named_as_the_straggler(straggler_run):
     comm = next((r for r in advice.recommendations if r.rule == "comm_bound"), None)
     if comm is not None:  # what is left after the wait for rank 1 is taken out
         assert any("waiting for slower ranks" in e for e in comm.evidence)
+
+
+def test_the_other_rank_is_the_jobs_cpu_not_another_processes(comm_run):
+    """Rank 1 trains beside rank 0 on this host: the job's load takes both ranks' CPU out of the
+    machine's, so rank 1 never reads as another process busy beside the run."""
+    from profilers.contract.reader import read_ranks
+    from profilers.contract.schema import STORE_NAME
+
+    load = comm_run.summary["load"]
+    ranks = read_ranks(comm_run.run_dir / STORE_NAME)
+    owns = [ranks[r]["summary"]["load"]["own_cores"] for r in (0, 1)]
+    assert owns[1] > 0.2  # rank 1 trained: counted as other processes, it would be load
+    assert load["ranks"] == 2 and load["own_cores"] == pytest.approx(sum(owns), abs=2e-3)
+    assert load["other_cores"] == pytest.approx(max(0.0, load["busy_cores"] - sum(owns)), abs=2e-3)
+    # the outlier rule's per-reading figure takes rank 1 out the same way: over the measured steps
+    # its mean is the summary's within a tenth of the machine (readings of two processes, not aligned)
+    steps = [st for st in comm_run.steps if st.rank == 0 and st.kind == "measured"]
+    start, end = min(st.start_ns for st in steps), max(st.start_ns + st.duration_ns for st in steps)
+    readings = [c for t, c in facts.other_cores(comm_run) if start < t <= end]
+    assert readings, "no host reading during the measured steps"
+    mean = sum(readings) / len(readings)
+    assert mean == pytest.approx(load["other_cores"], abs=0.1 * load["machine_cores"]), (mean, load)

@@ -15,6 +15,7 @@ import pytest
 from autotune.advice import facts, rules
 from autotune.advice.advise import advise
 from profilers.contract.rundir import RunData, load_run
+from profilers.heap import live_bytes_reader
 from tests.hogs import busy_loops
 from tests.profile_run import profile_script
 
@@ -86,6 +87,10 @@ def leak_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[RunData, RunDat
     return leak, flat
 
 
+needs_glibc = pytest.mark.skipif(live_bytes_reader() is None, reason="this C library has no mallinfo2")
+
+
+@needs_glibc
 def test_memory_growth_finds_the_kept_activations(leak_runs):
     leak, _ = leak_runs
     rec = rules.memory_growth(leak)
@@ -97,17 +102,41 @@ def test_memory_growth_finds_the_kept_activations(leak_runs):
     kept = 2 * 2048 * 128 * 4 + 2048 * 64 * 4
     assert 0.8 * kept < t.bytes_per_step < 2.5 * kept
     assert t.second_half_ratio > 0.5
-    # RSS alone is never HIGH: glibc's heap grows too; the test with MALLOC_TRIM_THRESHOLD_=0 comes first
-    assert rec.severity == "low" and "MALLOC_TRIM_THRESHOLD_=0" in rec.actions[0]
-    assert "losses.append(loss)" in rec.actions[1]
+    # the live C allocations at step ends grow by what is kept (the tensors and their graph's
+    # nodes), so the leak is shown beyond RSS: HIGH, on that line
+    heap = facts.heap_trend(leak)
+    assert heap is not None and heap.source == facts.HEAP_SOURCE
+    assert 0.8 * kept < heap.bytes_per_step < 1.5 * kept
+    assert rec.severity == "high" and rec.evidence[0].startswith(facts.HEAP_SOURCE)
+    assert "losses.append(loss)" in rec.actions[0]
 
 
+@needs_glibc
 def test_a_loop_that_keeps_floats_does_not_leak(leak_runs):
     _, flat = leak_runs
     t = facts.memory_trend(flat)
     assert t is not None and t.samples >= 6
     assert rules.memory_growth(flat) is None
     assert abs(t.bytes_per_step) < 0.25 * (2 * 2048 * 128 * 4 + 2048 * 64 * 4)
+    heap = facts.heap_trend(flat)  # nothing is kept: the live bytes at step ends do not move
+    assert heap is not None and abs(heap.bytes_per_step) < 4096
+
+
+@needs_glibc
+def test_resident_memory_the_allocator_keeps_is_low_and_says_so(tmp_path):
+    """tests/scripts/advice_heap.py: RSS grows by a freed scratch buffer a step (1 MiB + 64 KiB ×
+    step, glibc cannot return the holes) while the live bytes grow by a kept 64-byte tensor a step:
+    the rule says the allocator keeps freed memory, LOW, and names the flat live line."""
+    run = profile(tmp_path, "advice_heap.py", "--steps", "80")
+    t, heap = facts.memory_trend(run), facts.heap_trend(run)
+    assert t is not None and heap is not None
+    assert t.bytes_per_step > 2**20  # at least the smallest scratch buffer a step
+    assert abs(heap.bytes_per_step) < 2**20 / 100  # the kept tensors: 64 bytes and their headers
+    rec = rules.memory_growth(run)
+    assert rec is not None and rec.severity == "low", rec
+    assert rec.title.endswith("live allocations do not")
+    assert any(e.startswith(facts.HEAP_SOURCE + " stays at") for e in rec.evidence)
+    assert "jemalloc" in rec.actions[1]
 
 
 SLOW = (15, 25, 35)

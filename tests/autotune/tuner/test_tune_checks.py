@@ -229,6 +229,22 @@ def test_same_everywhere_fires_when_a_busy_machine_slowed_some_trials() -> None:
     assert same_everywhere(same_study([50.0, 100.0, 100.0, 60.0, 101.0])) is not None
 
 
+def test_same_everywhere_fires_when_the_load_explains_the_fastest_trial() -> None:
+    """One trial 40% above the median with the two intervals apart is 'clearly faster', unless the
+    median trial ran beside most of the machine's cores of other processes and the fastest beside
+    none: then the load explains the gap and the script still ignores what is tuned."""
+    from autotune.tuner.host_load import machine_cores
+
+    rates = [100.0, 100.0, 140.0, 100.0, 100.0]
+    ci = {i: {"throughput_ci95": [r * 0.97, r * 1.03]} for i, r in enumerate(rates)}
+    assert same_everywhere(same_study(rates, ci)) is None  # intervals apart, no load known
+    busy = 0.9 * machine_cores()
+    loaded = {i: {**ci[i], "other_load_cores": 0.0 if i == 2 else busy} for i in range(5)}
+    assert same_everywhere(same_study(rates, loaded)) is not None
+    reverse = {i: {**ci[i], "other_load_cores": busy if i == 2 else 0.0} for i in range(5)}
+    assert same_everywhere(same_study(rates, reverse)) is None  # faster despite the load: it differs
+
+
 # --------------------------------------------------------------------------- loss_drift
 
 WARMUP = 3
