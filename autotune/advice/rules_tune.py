@@ -182,7 +182,9 @@ def pair_verdict(ratios: Sequence[float]) -> PairVerdict:
 
     One pair decides only beyond the trials' own noise (``precision_study.pair_ratio``); several
     decide by the 95% interval (Student's t on the log ratios) of their geometric-mean ratio: faster
-    when it lies above 1, slower when below, else no clear difference.
+    when it lies above 1, slower when below. Two or three pairs give a wide interval (Student's t
+    with one degree of freedom is 12.7): when it holds 1 but every pair alone is beyond the one-pair
+    margin in the same direction, that direction stands. Else no clear difference.
     """
     ratios = [r for r in ratios if r > 0]
     if not ratios:
@@ -199,6 +201,13 @@ def pair_verdict(ratios: Sequence[float]) -> PairVerdict:
         f"{len(ratios)} like-for-like pairs: {faster} faster, {len(ratios) - faster} slower; median "
         f"{median:.2f}x, geometric mean {centre:.2f}x (95% interval {low:.2f}x to {high:.2f}x)"
     )
+    margin = limit("precision_study.pair_ratio")
+    if direction is None and all(r > margin for r in ratios):
+        direction = "faster"
+        summary += f"; every pair alone is above {margin:g}x, the one-pair margin"
+    elif direction is None and all(r < 1 / margin for r in ratios):
+        direction = "slower"
+        summary += f"; every pair alone is below {1 / margin:.2f}x, the one-pair margin"
     return PairVerdict(direction, median, (low, high), summary)
 
 

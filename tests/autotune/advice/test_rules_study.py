@@ -305,6 +305,18 @@ def test_precision_pairs_within_the_noise_say_so():
     assert rules_tune.pair_verdict([1.4, 1.5, 1.45]).direction == "faster"
 
 
+def test_two_pairs_each_far_slower_are_slower_whatever_the_wide_interval():
+    """The issue's case: bf16 at 0.13x and 0.19x of fp32 in two pairs. Their t(1) interval holds 1
+    (12.7 × the spread of two logs), yet each pair alone is beyond the one-pair margin: slower."""
+    verdict = rules_tune.pair_verdict([0.13, 0.19])
+    assert verdict.interval is not None and verdict.interval[1] > 1
+    assert verdict.direction == "slower" and verdict.summary.endswith("the one-pair margin")
+    rec = rules_tune.precision_study(_pairs_study([0.13, 0.19]))
+    assert rec.title == "bf16 trains like fp32 here but runs slower"
+    assert rules_tune.pair_verdict([0.13, 0.97]).direction is None  # one pair inside the margin
+    assert rules_tune.pair_verdict([1.5, 2.5]).direction == "faster"
+
+
 def _with_confirmation(run, **keys):
     summary = {**run.summary, "best": {**run.summary["best"], **keys}}
     return dataclasses.replace(run, summary=summary)
