@@ -115,7 +115,8 @@ def apply_tuned(run: RunData) -> Recommendation | None:
         if verdict.recommend:
             severity = severity_for(speedup)
         else:
-            cap = "low" if verdict.status == "within_noise" else "medium"  # never HIGH unconfirmed
+            # never HIGH unconfirmed; a gain that is only more cores is no better than the noise
+            cap = "low" if verdict.status in ("within_noise", "more_cores") else "medium"
             severity = max(cap, severity_for(speedup), key=SEVERITY_ORDER.index)
             title = f"{title}, {VERDICT_LABELS[verdict.status]}"
             actions.append(verdict.firmer)

@@ -26,6 +26,7 @@ from profilers.contract.load import load_band_cores
 VERDICTS = (
     "confirmed",  # re-measured, interval above 1, load within the band
     "different_load",  # re-measured, but under a load outside the band of the search's
+    "more_cores",  # re-measured above 1, but on a CPU only with more cores: per core not faster
     "within_noise",  # re-measured, the interval holds 1
     "slower",  # re-measured, the interval lies below 1
     "measured_once",  # one re-measured round: no interval
@@ -37,6 +38,7 @@ VERDICTS = (
 VERDICT_LABELS = {
     "confirmed": "confirmed",
     "different_load": "measured under different load",
+    "more_cores": "faster only with more cores",
     "within_noise": "within the noise",
     "slower": "slower when measured again",
     "measured_once": "measured again only once",
@@ -166,6 +168,16 @@ def study_verdict(summary: Mapping[str, Any]) -> StudyVerdict:
             f"measured under different load: {span}, with other processes busy on {confirm_load:.1f} cores "
             f"against {search_load:.1f} during the search (band ±{band:.1f})"
         )
+    elif per_core is not None and cores_ratio is not None and cores_ratio > 1 and per_core <= 1:
+        # the baseline's processes had fewer cores (threads per process are the same in every
+        # trial): the gain is the cores, which the script given all of them may take anyway
+        return replace(figures, status="more_cores", headline=(
+            f"faster only with more cores: {span}, with {cores_ratio:g}× the baseline's CPU cores, so per "
+            f"core {_x(per_core)} the baseline; the gain is the cores, not the configuration"
+        ), firmer=(
+            "compare with the baseline given every core (its own threads): autotune profile the script "
+            "with OMP_NUM_THREADS set to the cores, then autotune compare it with the best trial"
+        ))  # fmt: skip
     else:
         return replace(figures, status="confirmed", recommend=True, headline=f"confirmed: {span}{cores_note}",
                        firmer="")  # fmt: skip
