@@ -66,6 +66,27 @@ def add_plan_parser(sub: Any, number: Any) -> None:
                    help="rows of the table (20; JSON has every configuration)")  # fmt: skip
     p.add_argument("script", metavar="SCRIPT", nargs="?", help="the training script to plan")
     p.add_argument("script_args", metavar="ARGS", nargs=argparse.REMAINDER, help="arguments for the script")
+    # each option of plan's own, and whether it takes a value: a script given one gets a hint
+    own = {s: a.nargs != 0 for a in p._actions for s in a.option_strings if s not in ("-h", "--help")}
+    p.set_defaults(plan_options=own)
+
+
+def _misplaced(args: argparse.Namespace) -> str:
+    """A hint when the script got one of ``autotune plan``'s own options (they go before SCRIPT)."""
+    options: dict[str, bool] = getattr(args, "plan_options", {})
+    words, given = list(args.script_args), []
+    for i, word in enumerate(words):
+        name = word.split("=", 1)[0]
+        if name in options:
+            takes_value = options[name] and "=" not in word and i + 1 < len(words)
+            given.append(f"{word} {words[i + 1]}" if takes_value else word)
+    if not given:
+        return ""
+    names = ", ".join(g.split()[0].split("=")[0] for g in given)
+    return (
+        f"; {names} went to the script: autotune plan's own options go before it "
+        f"(autotune plan {' '.join(given)} {args.script} ...)"
+    )
 
 
 def cmd_plan(args: argparse.Namespace, usage_error: type[Exception]) -> int:
@@ -100,7 +121,7 @@ def cmd_plan(args: argparse.Namespace, usage_error: type[Exception]) -> int:
             result = _demo(args, checkpointing, common)
             per_sample = demo_tokens_per_sample(args.demo)
     except ScriptError as exc:
-        print(f"autotune plan: {exc}", file=sys.stderr)
+        print(f"autotune plan: {exc}{_misplaced(args)}", file=sys.stderr)
         return 1
     except ValueError as exc:
         raise usage_error(str(exc)) from None

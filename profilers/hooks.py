@@ -141,6 +141,11 @@ def nested_batch_size(module: Any, args: tuple[Any, ...]) -> int | None:
     return int(x.shape[0] if module.batch_first else x.shape[1])
 
 
+def _trainable(module: Any) -> bool:
+    """Whether ``module`` holds a parameter that requires a gradient (what a trained model has)."""
+    return any(p.requires_grad for p in module.parameters())
+
+
 class TorchHooks:
     """Installs and removes the hooks; translates calls into tracker events."""
 
@@ -321,10 +326,16 @@ class TorchHooks:
                     if self._probe_at is not None:
                         self._probe(module)
                 return
+            if self._data_depth:
+                # a module a DataLoader calls in this process (a torchvision transform, with
+                # num_workers=0): part of fetching the batch, not a forward of the model
+                return
             key = id(module)
+            evaluating = not torch.is_grad_enabled() or not module.training
+            if not evaluating and self.step_root is None and not _trainable(module):
+                return  # a loss module or a transform called first: the model has parameters to train
             if key not in self.roots:
                 self.roots[key] = type(module)
-            evaluating = not torch.is_grad_enabled() or not module.training
             self._fwd_end_code = EVAL_E if evaluating else FWD_E
             if not evaluating:
                 if self.step_root is None:

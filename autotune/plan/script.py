@@ -36,6 +36,10 @@ from autotune.plan.workspace import MemoryCalibration, config_label, fit_residua
 CHILD_TIMEOUT_S = 600
 
 
+#: How the child's one line begins when the script itself exited (sys.exit, argparse) too early.
+EXITED = "the script exited"
+
+
 class ScriptError(Exception):
     """The script could not be traced; the message is one line for the user."""
 
@@ -93,6 +97,8 @@ def run_child(
     if done.returncode != 0 or not text:
         lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
         why = lines[-1] if lines else f"exit status {done.returncode}"
+        if why.startswith(EXITED) and len(lines) >= 2:  # the script's own last words come first
+            why = f"{lines[-2].strip()} ({why})"
         raise ScriptError(f"cannot trace {script}: {why}")
     result: dict[str, Any] = json.loads(text)
     return result

@@ -68,8 +68,15 @@ class ScalarStandIn(TorchDispatchMode):
         return out
 
     def _shadow(self, func: Any, args: Any, kwargs: Any, out: Any) -> None:
-        """Run ``func`` for real on the inputs' shadows when its outputs are small."""
+        """Run ``func`` for real on the inputs' shadows when its outputs are small.
+
+        An in-place op that returns nothing (``_foreach_add_(steps, 1)``: a foreach optimizer
+        counting its steps) changes its first argument: that is its output, and its shadows are
+        changed in place the same way.
+        """
         outputs = [t for t in tree_flatten(out)[0] if isinstance(t, FakeTensor)]
+        if not outputs and args and func._overloadpacket.__name__.endswith("_"):
+            outputs = [t for t in tree_flatten(args[0])[0] if isinstance(t, FakeTensor)]
         if not outputs or any(t.numel() > SHADOW_ELEMENTS for t in outputs):
             return
         missing = False

@@ -165,3 +165,16 @@ def test_a_compiled_model_trains_and_is_counted(tmp_path):
     assert [s.samples for s in steps] == [8] * 14
     assert summary["samples_from"]["module"] == "OptimizedModule"
     assert summary["precision"] == "fp32" and summary["warnings"] == []
+
+
+def test_a_transform_module_the_dataloader_calls_is_not_the_model(tmp_path):
+    """tests/scripts/loop_module_transform.py: a parameterless nn.Module transform runs in the main
+    process's DataLoader before every forward (as torchvision's do with num_workers=0); the model is
+    the network, its batch of 16 images the samples, and the transform's time is data loading."""
+    summary, _ = _run(tmp_path, "loop_module_transform.py", "--steps", "30")
+    assert summary["model"]["class"] == "SmallConvNet"
+    assert summary["samples_from"]["module"] == "SmallConvNet"
+    assert summary["samples_from"]["shape"] == [16, 3, 16, 16]
+    rate = summary["throughput"]["samples_per_s"]
+    assert rate == pytest.approx(16 / summary["step_time_s"]["mean"], rel=0.01)
+    assert summary["phases"]["data"] > 0

@@ -61,8 +61,9 @@ def test_one_traced_micro_batch_predicts_another():
     big = trace_script(LM, ["--batch", "16"]).figures
     assert small.memory_bytes(16, gpu=False) == pytest.approx(big.peak_bytes, rel=0.05)
     assert small.flops[GEMM].at(16) == pytest.approx(big.flops_by_class[GEMM], rel=0.01)
-    # the model's kernels do not grow with the batch; the script's per-row data ops do (560 vs 596)
-    assert small.ops.at(16) == pytest.approx(big.ops, rel=0.1)
+    # the model's kernels do not grow with the batch; the script's per-row data ops do: a start
+    # read and sliced per row (212 scaled against 236 traced, the optimizer run foreach)
+    assert 0 < big.ops - small.ops.at(16) <= 3 * (16 - 4)
 
 
 def test_accumulated_micro_batches_are_one_micro_batch_and_one_update():
@@ -132,3 +133,57 @@ def test_a_script_that_fails_before_its_second_step_is_one_line():
     assert out.returncode == 2 and "no such script" in out.stderr
     out = _plan("--demo", "gpt", LM)
     assert out.returncode == 2 and "or --demo" in out.stderr
+
+
+def test_an_option_after_the_script_names_the_scripts_own_error_and_where_it_goes():
+    """`autotune plan train.py --top 8`: the option goes to the script, whose argparse refuses it;
+    the one line carries the script's own error first and says where plan's options go."""
+    out = _plan(LM, "--top", "8", "--checkpointing")
+    assert out.returncode == 1 and out.stderr.strip().count("\n") == 0, out.stderr
+    line = out.stderr.strip()
+    assert "plan_lm.py: error: unrecognized arguments: --top 8 --checkpointing" in line
+    assert "(the script exited (2) before its second optimizer step)" in line
+    assert line.endswith(f"(autotune plan --top 8 --checkpointing {LM} ...)")
+
+
+OPTIMIZERS = str(SCRIPTS / "plan_optimizers.py")
+MLP_BYTES = 4 * 8_396_800  # fp32 parameters: what a foreach AdamW step holds one more copy of
+LOOP_BYTES = 2 * 4 * 1024 * 1024  # two intermediates of one 1024 × 1024 weight: the loop's
+
+
+@pytest.mark.parametrize(
+    ("implementation", "temporaries", "noted"),
+    [
+        ("default", MLP_BYTES, True),  # left to choose: planned as on a GPU (foreach), and said
+        ("foreach", MLP_BYTES, False),  # asked for (it failed: a step counter read 0)
+        ("loop", LOOP_BYTES, False),  # foreach=False: the loop, as written
+        ("fused", 0, False),  # one kernel per parameter, no intermediate
+    ],
+)
+def test_the_optimizer_is_planned_as_the_gpu_runs_it(implementation, temporaries, noted):
+    """AdamW's step holds intermediates: a whole group's with foreach (torch's CUDA default: a copy
+    of the parameters, 32 MiB here), one parameter's in the loop (its CPU default: 2 × 4 MiB), none
+    fused. The trace and the allocator's own measurement of the same step agree, both running the
+    optimizer as the plan does."""
+    args = ["--implementation", implementation]
+    traced = trace_script(OPTIMIZERS, args)
+    held = traced.figures.memory_by_category["temporaries"]
+    assert held == pytest.approx(temporaries, rel=0.01, abs=64 * 1024)
+    assert any("foreach (torch's CUDA default" in n for n in traced.untrusted) is noted
+    measured = run_child(OPTIMIZERS, args, measure=True)["measured_step_peak_bytes"]
+    assert traced.step_new_peak_bytes == pytest.approx(measured, rel=0.01)
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_a_model_cast_with_to_is_traced_in_its_dtype(dtype):
+    """``model.to(torch.bfloat16)`` under fake tensors failed ('Couldn't swap Linear.weight')."""
+    traced = trace_script(OPTIMIZERS, ["--cast", dtype])
+    assert traced.figures.memory_by_category["parameters"] == pytest.approx(MLP_BYTES / 2, rel=0.01)
+    assert traced.figures.precision == dtype
+
+
+def test_a_transform_module_before_the_model_is_not_the_model():
+    """A parameterless transform module the DataLoader calls in the main process comes first; the
+    plan's model is the network that has parameters to train (it was the transform)."""
+    traced = trace_script(str(SCRIPTS / "loop_module_transform.py"), ["--steps", "4"])
+    assert traced.model_class == "SmallConvNet" and traced.micro_batch == 16
