@@ -100,6 +100,8 @@ def cmd_plan(args: argparse.Namespace, usage_error: type[Exception]) -> int:
         raise usage_error(f"{args.script}: no such script")
     if sum(x is not None for x in (args.samples, args.tokens, args.epochs)) > 1:
         raise usage_error("give the run as one of --samples, --tokens, or --epochs with --dataset-samples")
+    if args.global_batch is not None and args.global_batch % args.gpus:
+        raise usage_error(f"--global-batch {args.global_batch} does not split over --gpus {args.gpus}")
     if (args.epochs is None) != (args.dataset_samples is None):
         raise usage_error("--epochs and --dataset-samples go together")
     common: dict[str, Any] = {

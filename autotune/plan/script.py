@@ -241,9 +241,17 @@ def plan_script(
     probe's costs, memory with the workspace measured in a real step (:func:`calibrate_script`).
     """
     started = time.perf_counter()
-    traces = {(p, c): trace_script(script, args, p, c) for p in precisions for c in checkpointing}
+    keys = [(p, c) for p in precisions for c in checkpointing]
+    first = trace_script(script, args, *keys[0])
+    gpus = int(options.get("gpus_per_node") or 1)
+    if global_batch is None and (first.micro_batch * first.accumulation) % gpus:
+        raise ValueError(
+            f"the script's global batch of {first.micro_batch * first.accumulation} (micro-batch "
+            f"{first.micro_batch} × {first.accumulation} accumulated) does not split over {gpus} GPUs: "
+            f"give --global-batch, a multiple of {gpus}"
+        )
+    traces = {keys[0]: first} | {(p, c): trace_script(script, args, p, c) for p, c in keys[1:]}
     trace_s = time.perf_counter() - started
-    first = next(iter(traces.values()))
     models = {(t.figures.precision, c): step_model(t) for (_, c), t in traces.items()}
     cpu = calibrate_script(script, args, traces) if calibrate else None
     if cpu is not None:

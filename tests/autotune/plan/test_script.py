@@ -146,6 +146,17 @@ def test_an_option_after_the_script_names_the_scripts_own_error_and_where_it_goe
     assert line.endswith(f"(autotune plan --top 8 --checkpointing {LM} ...)")
 
 
+def test_a_global_batch_that_does_not_split_over_the_gpus_names_global_batch():
+    """The script's own global batch of 1 over 8 GPUs: said after its first trace, naming the
+    option that fixes it; a --global-batch that cannot split is refused before any trace."""
+    out = _plan("--gpus", "8", LM, "--batch", "1")
+    assert out.returncode == 2 and out.stderr.strip().count("\n") == 0, out.stderr
+    assert "global batch of 1 (micro-batch 1 × 1 accumulated) does not split over 8 GPUs" in out.stderr
+    assert out.stderr.strip().endswith("give --global-batch, a multiple of 8")
+    out = _plan("--gpus", "8", "--global-batch", "12", LM)
+    assert out.returncode == 2 and "--global-batch 12 does not split over --gpus 8" in out.stderr
+
+
 OPTIMIZERS = str(SCRIPTS / "plan_optimizers.py")
 MLP_BYTES = 4 * 8_396_800  # fp32 parameters: what a foreach AdamW step holds one more copy of
 LOOP_BYTES = 2 * 4 * 1024 * 1024  # two intermediates of one 1024 × 1024 weight: the loop's
