@@ -344,6 +344,8 @@ def _rebuild_summary(
         (d.get("cpu_cores") for d in devices if d.get("kind") == "host" and d.get("cpu_cores")), None
     )
     stats = run_statistics(own_steps, own_samples, gpu_names=names, machine_cores=cores)
+    if stats["load"] is not None and len({s.rank for s in steps}) > 1:  # the other ranks' CPU is not known
+        stats["load"] = {**stats["load"], "other_cores": None}
     used = meta.get("params_used")
     return build_summary(
         **stats,

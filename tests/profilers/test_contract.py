@@ -136,7 +136,9 @@ def test_a_killed_runs_summary_is_the_profilers_own_for_the_same_records(tmp_pat
     (tmp_path / "run" / SUMMARY_NAME).unlink()
     rebuilt = load_run(tmp_path / "run").summary
     assert rebuilt["stop_reason"] == "killed"
-    for key in ("steps", "measured_steps", "step_time_s", "throughput", "phases", "gpu", "host", "loss"):
+    assert written["load"] is not None and written["load"]["samples"] >= 1
+    keys = ("steps", "measured_steps", "step_time_s", "throughput", "phases", "gpu", "host", "load", "loss")
+    for key in keys:
         assert rebuilt[key] == written[key], key
 
 

@@ -72,3 +72,26 @@ def test_the_load_explains_a_difference_only_when_the_slower_side_had_more(a, b,
 def test_loads_on_machines_of_different_sizes_are_not_compared():
     loads = compare_loads(RunLoad(0.1, 2), RunLoad(3.0, 16))
     assert loads.band_cores is None and not loads.differs and not loads.explains(True)
+
+
+def test_a_killed_run_of_two_ranks_does_not_count_the_other_rank_as_load(tmp_path):
+    """No summary.json: rebuilt from run.db, rank 0's readings alone cannot tell rank 1's CPU from
+    another process's, so other_cores is unknown (rank 0's busy and own figures stay)."""
+    from dataclasses import asdict
+
+    from profilers.contract.records import DeviceInfo
+    from profilers.contract.rundir import load_run
+    from profilers.contract.schema import STORE_NAME
+    from profilers.store import RunStore
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    for rank in (0, 1):
+        store = RunStore(run_dir / STORE_NAME, rank=rank)
+        store.set_devices([asdict(DeviceInfo(0, "host", "cpu", cpu_cores=2))])
+        steps = [StepRecord(n, rank, n * S, S, 0, 0, 0, 0, S, 1, None, "measured") for n in (1, 2, 3)]
+        store.add_steps(steps)
+        store.add_samples([host(t, 100, 95)._asdict() for t in (1.5, 2.5, 3.5)])
+        store.close()
+    load = load_run(run_dir).summary["load"]
+    assert load["busy_cores"] == 2.0 and load["own_cores"] == 0.95 and load["other_cores"] is None
