@@ -17,7 +17,7 @@ from typing import Any
 
 from autotune.fmt import format_seconds
 from autotune.report.jsonout import clean_json
-from profilers.contract.load import RunLoad, compare_loads, load_of, load_phrase
+from profilers.contract.load import LoadComparison, RunLoad, compare_loads, load_of, load_phrase
 from profilers.contract.rundir import RunDirError, load_run
 from profilers.contract.schema import resolve_trial_dir
 from profilers.contract.traces import TRACES_DIR, is_trace_path
@@ -301,16 +301,16 @@ def _verdict(a: Side, b: Side) -> str:
             f"for {fast} (more than the ±{loads.band_cores:.1f}-core band), which can explain the "
             "difference: compare runs made under the same load"
         )
+    clause = _load_clause(loads, a, b)
     if overlap is None:
-        return text + _load_clause(a, b)
+        return text + clause
     if overlap:
-        return text + f"; {what} overlap, so this may be noise: compare longer runs" + _load_clause(a, b)
-    return text + f"; {what} do not overlap" + _load_clause(a, b)
+        return text + f"; {what} overlap, so this may be noise: compare longer runs" + clause
+    return text + f"; {what} do not overlap" + clause
 
 
-def _load_clause(a: Side, b: Side) -> str:
+def _load_clause(loads: LoadComparison, a: Side, b: Side) -> str:
     """What the two loads add to a verdict they do not explain."""
-    loads = compare_loads(a.load, b.load)
     if loads.a is None or loads.b is None:
         missing = " and ".join(n for n, s in (("A", a), ("B", b)) if s.kind != "trace" and s.load is None)
         return f" (the machine's load during {missing} was not recorded)" if missing else ""

@@ -65,11 +65,6 @@ class StepEndHeap:
         self._every_ns = EVERY_NS
         self._next_ns = 0
 
-    @property
-    def available(self) -> bool:
-        """Whether this C library reports its live bytes."""
-        return self._read is not None
-
     def at_step_end(self, t_ns: int) -> None:
         """Take a reading if the last one is old enough (``t_ns``: ``time.time_ns()``)."""
         if self._read is None or t_ns < self._next_ns:

@@ -468,9 +468,8 @@ def memory_trend(run: RunData) -> MemoryTrend | None:
     summary is rank 0's). None with fewer than
     :data:`~autotune.advice.thresholds.MIN_MEMORY_SAMPLES` readings in the span.
     """
-    span = steady_span_ns(run)
-    steps = [s for s in measured_steps(run) if span is not None and s.start_ns >= span[0]]
-    if span is None or not steps:
+    steps = _steady_steps(run)
+    if not steps:
         return None
     series: list[tuple[str, Envelope | None, int | None]] = []
     for index in job_gpus(run):
@@ -486,6 +485,12 @@ def memory_trend(run: RunData) -> MemoryTrend | None:
     return max(enough, key=lambda t: t.growth_pct, default=None)
 
 
+def _steady_steps(run: RunData) -> list[StepRecord]:
+    """The measured steps of the steady span (after the profiler's instruments); [] without one."""
+    span = steady_span_ns(run)
+    return [s for s in measured_steps(run) if span is not None and s.start_ns >= span[0]]
+
+
 #: What the heap trend is a line of (summary ``memory.heap_live_envelope``: profilers.heap).
 HEAP_SOURCE = "memory in live C allocations at step ends (glibc)"
 
@@ -497,8 +502,7 @@ def heap_trend(run: RunData) -> MemoryTrend | None:
     Beside RSS it tells a leak (live bytes grow) from an allocator that keeps what was freed (RSS
     grows, live bytes stay flat). None without the readings (another C library, an older run).
     """
-    span = steady_span_ns(run)
-    steps = [s for s in measured_steps(run) if span is not None and s.start_ns >= span[0]]
+    steps = _steady_steps(run)
     memory = run.summary.get("memory")
     if not steps or not isinstance(memory, dict):
         return None

@@ -35,11 +35,6 @@ class RunLoad:
     other_cores: float
     machine_cores: int
 
-    @property
-    def busy_share(self) -> float:
-        """Other processes' share of the machine (0..1)."""
-        return min(1.0, self.other_cores / self.machine_cores) if self.machine_cores else 0.0
-
 
 def load_of(summary: Mapping[str, Any]) -> RunLoad | None:
     """A profile summary's load; None when it was not recorded (or a rank's CPU was unknown)."""
