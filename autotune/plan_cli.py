@@ -185,12 +185,12 @@ def _run_samples(
 
 
 def plan_dict(result: Any) -> dict[str, Any]:
-    """The plan as JSON: ``configs``, ``model``, ``calibration``, ``trace_s``, ``notes``."""
+    """The plan as JSON: ``configs``, ``model``, ``calibration``, ``trace_s``, ``notes``, ``suggestion``."""
     from autotune.report.jsonout import clean_json
 
     data = {"configs": [dataclasses.asdict(c) for c in result.configs], "model": result.model,
             "calibration": result.calibration, "trace_s": result.trace_s,
-            "notes": list(result.notes)}  # fmt: skip
+            "notes": list(result.notes), "suggestion": result.suggestion}  # fmt: skip
     cleaned: dict[str, Any] = clean_json(data)
     return cleaned
 
@@ -214,10 +214,11 @@ def _print_table(result: Any, top: int) -> None:
         title_justify="left",
     )
     run_total = any(c.usd_total is not None for c in result.configs)
-    columns = ["GPU", "micro-batch × accum", "precision", "ckpt", "peak memory", "fits", "step", "interval",
+    columns = ["GPU", "micro-batch × accum", "precision", "ckpt", "layout", "peak memory", "fits", "step",
+               "interval",
                "samples/s", "$/M samples", *(["$ for the run"] if run_total else [])]  # fmt: skip
     for name in columns:
-        table.add_column(name, justify="left" if name in ("GPU", "precision", "fits") else "right")
+        table.add_column(name, justify="left" if name in ("GPU", "precision", "layout", "fits") else "right")
     for c in result.configs[:top]:
         p = c.params
         low_high = c.step_time_s_interval
@@ -226,6 +227,7 @@ def _print_table(result: Any, top: int) -> None:
             f"{p['micro_batch']} × {p['grad_accum']}",
             p["precision"],
             "yes" if p["activation_checkpointing"] else "no",
+            p["layout"],
             format_bytes(c.peak_memory_bytes),
             "yes" if c.fits else f"no: {c.why_not}",
             format_seconds(c.step_time_s),
@@ -235,6 +237,8 @@ def _print_table(result: Any, top: int) -> None:
             *([format_usd(c.usd_total) if c.usd_total is not None else NA] if run_total else []),
         )
     console = Console()
+    if result.suggestion:
+        console.print(f"Suggestion: {result.suggestion['text']}.")
     console.print(table)
     cpu = result.calibration.get("cpu")
     if cpu:

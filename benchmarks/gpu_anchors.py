@@ -38,11 +38,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 LLM_FOUNDRY = "mosaicml/llm-foundry scripts/train/benchmarking/README.md (061f2c7)"
+TORCHTITAN = "pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md (Tables 1 and 3)"
 #: (d_model, n_layers, n_heads) of llm-foundry's MPT sizes.
 MPT = {"125m": (768, 12, 12), "350m": (1024, 24, 16), "760m": (1536, 24, 12), "1b": (2048, 24, 16),
-       "3b": (2560, 32, 20), "7b": (4096, 32, 32)}  # fmt: skip
+       "3b": (2560, 32, 20), "7b": (4096, 32, 32), "13b": (5120, 40, 40)}  # fmt: skip
+LLAMA_VOCAB = 128256
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,10 @@ class Anchor:
     layout: str  # "fsdp" or "ddp"
     tokens_per_s_per_gpu: float
     vocab: int = 50368
+    nodes: int = 1
+    #: GB/s per GPU between nodes: torchtitan's 400 Gb/s RDMA per GPU; llm-foundry does not say
+    #: for its H100 rows, taken as the same (3,200 Gb/s per node of 8, as H100 clusters are built).
+    inter_node_gb_s: float = 50.0
 
 
 ANCHORS = (
@@ -74,6 +81,21 @@ ANCHORS = (
     Anchor("mpt-1b H100-SXM", LLM_FOUNDRY, "H100-SXM", 8, "1b", 2048, 14, 1, "fsdp", 45_455),
     Anchor("mpt-7b H100-SXM", LLM_FOUNDRY, "H100-SXM", 8, "7b", 2048, 6, 1, "fsdp", 10_643),
 )
+#: Published runs of one model on one node and on several (FSDP, bf16, H100): what the share of
+#: communication hidden behind compute (:data:`autotune.plan.layouts.OVERLAP`) is fitted on. The
+#: torchtitan runs use selective activation checkpointing (its recompute is not counted here) on
+#: H100s with HBM2e at 500 W, between the SXM and NVL parts, taken as SXM.
+SCALING = (
+    Anchor("llama3.1-8b 8 H100", TORCHTITAN, "H100-SXM", 8, "llama-8b", 8192, 2, 1, "fsdp", 5_762,
+           LLAMA_VOCAB),
+    Anchor("llama3.1-8b 128 H100", TORCHTITAN, "H100-SXM", 128, "llama-8b", 8192, 2, 1, "fsdp", 5_605,
+           LLAMA_VOCAB, nodes=16),
+    Anchor("mpt-13b 8 H100", LLM_FOUNDRY, "H100-SXM", 8, "13b", 2048, 2, 1, "fsdp", 4_792),
+    Anchor("mpt-13b 64 H100", LLM_FOUNDRY, "H100-SXM", 64, "13b", 2048, 2, 1, "fsdp", 4_800, nodes=8),
+    Anchor("mpt-1b 64 H100", LLM_FOUNDRY, "H100-SXM", 64, "1b", 2048, 20, 1, "fsdp", 44_402, nodes=8),
+    Anchor("mpt-3b 64 H100", LLM_FOUNDRY, "H100-SXM", 64, "3b", 2048, 6, 3, "fsdp", 22_525, nodes=8),
+    Anchor("mpt-760m 32 H100", LLM_FOUNDRY, "H100-SXM", 32, "760m", 2048, 24, 1, "fsdp", 67_971, nodes=4),
+)  # fmt: skip
 
 
 def step_models(anchor: Anchor) -> tuple[object, int]:
@@ -84,28 +106,53 @@ def step_models(anchor: Anchor) -> tuple[object, int]:
     from autotune.plan.script import scaled
     from autotune.plan.step import trace_step
 
-    d, layers, heads = MPT[anchor.shape]
-    cfg = GPTConfig(
-        vocab_size=anchor.vocab, seq_len=anchor.seq_len, d_model=d, n_layers=layers, n_heads=heads
-    )
-    factory, batch, loss, adamw, _ = demo_workload("gpt", cfg)
+    if anchor.shape == "llama-8b":  # Llama 3.1 8B's own architecture (benchmarks/llama_shape.py)
+        from llama_shape import LLAMA_8B, llama_workload
+
+        factory, batch, loss, adamw, _ = llama_workload(LLAMA_8B)
+    else:
+        d, layers, heads = MPT[anchor.shape]
+        cfg = GPTConfig(
+            vocab_size=anchor.vocab, seq_len=anchor.seq_len, d_model=d, n_layers=layers, n_heads=heads
+        )
+        factory, batch, loss, adamw, _ = demo_workload("gpt", cfg)
     one = trace_step(factory, batch, loss, adamw, anchor.micro_batch, "bf16")
     return StepModel.fit(one, scaled(one, 2 * anchor.micro_batch)), one.parameters
 
 
-def predicted_tokens_per_s(anchor: Anchor, step: object, eff: object) -> float | None:
-    """Tokens/s per GPU the plan predicts for the anchor with efficiencies ``eff``."""
+def predicted_tokens_per_s(
+    anchor: Anchor, step: object, eff: object, overlap: float | None = None, hopper: float | None = None
+) -> float | None:
+    """Tokens/s per GPU the plan predicts for the anchor with efficiencies ``eff`` (and ``overlap``,
+    and ``hopper``: the compute scale of H100/H200 instead of the shipped one)."""
+    import dataclasses
+
     from autotune.plan.gpus import gpu_spec
-    from autotune.plan.plan import Layout
+    from autotune.plan.layouts import OVERLAP, Layout
 
     spec = gpu_spec(anchor.gpu)
     assert spec is not None, anchor.gpu
-    seconds = Layout(anchor.layout, anchor.gpus, 0).step_s(
-        spec, step, anchor.micro_batch, anchor.accumulation, eff  # type: ignore[arg-type]
+    if hopper is not None and is_hopper(anchor):
+        spec = dataclasses.replace(spec, compute_scale=hopper)
+    layout = Layout(anchor.layout, anchor.gpus, 0, nodes=anchor.nodes, inter_node_gb_s=anchor.inter_node_gb_s)
+    seconds = layout.step_s(
+        spec, step, anchor.micro_batch, anchor.accumulation, eff,  # type: ignore[arg-type]
+        OVERLAP[1] if overlap is None else overlap,
     )
     if seconds is None:
         return None
     return anchor.micro_batch * anchor.accumulation * anchor.seq_len / seconds
+
+
+def _or(fitted: tuple[object, float] | None, eff: object, hopper: float) -> tuple[object, None, float]:
+    """(efficiencies, no overlap override, Hopper's scale): the refitted ones, else the fit on all."""
+    e, h = fitted if fitted is not None else (eff, hopper)
+    return e, None, h
+
+
+def is_hopper(anchor: Anchor) -> bool:
+    """Whether the anchor ran on an H100 or H200."""
+    return anchor.gpu.startswith(("H100", "H200"))
 
 
 def pct(predicted: float | None, published: float) -> str:
@@ -118,32 +165,37 @@ def log_error(predicted: float | None, published: float) -> float:
 
 
 def main() -> None:
+    from autotune.plan.gpus import gpu_spec
+    from autotune.plan.layouts import OVERLAP
     from autotune.plan.model import EFFICIENCY, Efficiency
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--only", default="", help="comma-separated anchor names")
     args = parser.parse_args()
-    anchors = [a for a in ANCHORS if not args.only or a.name in args.only.split(",")]
+    every = [a for a in (*ANCHORS, *SCALING) if not args.only or a.name in args.only.split(",")]
     started = time.perf_counter()
     models = {}
-    for a in anchors:
+    for a in every:
         models[a.name], params = step_models(a)
         print(f"traced {a.name}: {params / 1e6:,.0f}M parameters ({time.perf_counter() - started:.0f} s)")
+    one_node = [a for a in every if a.nodes == 1]
+    several = [a for a in every if a.nodes > 1]
 
     shipped = EFFICIENCY[1]
     print(f"\n{'anchor':22s} {'published':>10s} {'shipped':>10s} {'error':>7s}  interval (tokens/s per GPU)")
     inside = 0
-    for a in anchors:
+    for a in every:
         p = predicted_tokens_per_s(a, models[a.name], shipped) or 0.0
-        slow = predicted_tokens_per_s(a, models[a.name], EFFICIENCY[0]) or 0.0
-        fast = predicted_tokens_per_s(a, models[a.name], EFFICIENCY[2]) or 0.0
+        slow = predicted_tokens_per_s(a, models[a.name], EFFICIENCY[0], OVERLAP[0]) or 0.0
+        fast = predicted_tokens_per_s(a, models[a.name], EFFICIENCY[2], OVERLAP[2]) or 0.0
         inside += slow <= a.tokens_per_s_per_gpu <= fast
         print(
             f"{a.name:22s} {a.tokens_per_s_per_gpu:10,.0f} {p:10,.0f} {pct(p, a.tokens_per_s_per_gpu):>7s}"
             f"  {slow:,.0f}-{fast:,.0f}"
         )
-    print(f"published inside the predicted interval: {inside} of {len(anchors)}")
+    print(f"published inside the predicted interval: {inside} of {len(every)}")
 
+    # 1. efficiencies and Hopper's compute scale, on the runs within one node
     grid = {
         "gemm": [0.5, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95],
         "attention": [0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
@@ -151,38 +203,82 @@ def main() -> None:
         "launch_us": [0.0, 2.0, 5.0, 10.0],
     }
     candidates = [Efficiency(*v) for v in itertools.product(*grid.values())]
+    hopper_grid = [round(0.5 + 0.05 * i, 2) for i in range(11)]
 
-    def fit(on: list[Anchor]) -> Efficiency:
-        def cost(e: Efficiency) -> float:
-            return sum(
-                log_error(predicted_tokens_per_s(a, models[a.name], e), a.tokens_per_s_per_gpu) ** 2
-                for a in on
+    def sq(a: Anchor, e: Efficiency, hopper: float | None = None, overlap: float | None = None) -> float:
+        predicted = predicted_tokens_per_s(a, models[a.name], e, overlap, hopper)
+        return log_error(predicted, a.tokens_per_s_per_gpu) ** 2
+
+    def fit(on: list[Anchor]) -> tuple[Efficiency, float]:
+        ampere = [a for a in on if not is_hopper(a)]
+        hopper = [a for a in on if is_hopper(a)]
+        best: tuple[float, Efficiency, float] = (math.inf, shipped, 1.0)
+        for e in candidates:
+            base = sum(sq(a, e) for a in ampere)
+            if base >= best[0]:
+                continue
+            for h in hopper_grid if hopper else [1.0]:
+                total = base + sum(sq(a, e, h) for a in hopper)
+                if total < best[0]:
+                    best = (total, e, h)
+        return best[1], best[2]
+
+    def table(title: str, on: list[Anchor], predict: object, refit: object) -> None:
+        print(f"\n{title}")
+        print(f"{'anchor':22s} {'published':>10s} {'fitted':>10s} {'error':>7s} {'leave-one-out':>14s}")
+        loo = []
+        for a in on:
+            fitted = predict(a, None)  # type: ignore[operator]
+            q = predict(a, refit([x for x in on if x is not a]))  # type: ignore[operator]
+            loo.append(abs((q or 0) / a.tokens_per_s_per_gpu - 1))
+            print(
+                f"{a.name:22s} {a.tokens_per_s_per_gpu:10,.0f} {fitted or 0:10,.0f} "
+                f"{pct(fitted, a.tokens_per_s_per_gpu):>7s} {pct(q, a.tokens_per_s_per_gpu):>14s}"
             )
+        elapsed = time.perf_counter() - started
+        print(f"median |error| left out: {100 * statistics.median(loo):.1f}% ({elapsed:.0f} s)")
 
-        return min(candidates, key=cost)
-
-    best = fit(anchors)
-    print(f"\nfitted on all {len(anchors)}: {best}")
-    print(f"{'anchor':22s} {'published':>10s} {'fitted':>10s} {'error':>7s} {'leave-one-out':>14s}")
-    loo = []
-    for a in anchors:
-        fitted = predicted_tokens_per_s(a, models[a.name], best)
-        others = fit([x for x in anchors if x is not a])
-        q = predicted_tokens_per_s(a, models[a.name], others)
-        loo.append(abs((q or 0) / a.tokens_per_s_per_gpu - 1))
-        print(
-            f"{a.name:22s} {a.tokens_per_s_per_gpu:10,.0f} {fitted or 0:10,.0f} "
-            f"{pct(fitted, a.tokens_per_s_per_gpu):>7s} {pct(q, a.tokens_per_s_per_gpu):>14s}"
-        )
-    shipped_errors = [
-        abs((predicted_tokens_per_s(a, models[a.name], shipped) or 0) / a.tokens_per_s_per_gpu - 1)
-        for a in anchors
-    ]
-    print(
-        f"median |error|: shipped efficiencies {100 * statistics.median(shipped_errors):.1f}%, "
-        f"leave-one-out {100 * statistics.median(loo):.1f}% ({time.perf_counter() - started:.0f} s)"
+    eff, hopper = fit(one_node)
+    print(f"\nfitted on the {len(one_node)} runs within a node: {eff}, Hopper compute scale {hopper}")
+    table(
+        "within a node (fitted: efficiencies and Hopper's scale; leave-one-out refits both):",
+        one_node,
+        lambda a, f: predicted_tokens_per_s(a, models[a.name], *_or(f, eff, hopper)),
+        fit,
     )
-    ranking(anchors, models, shipped)
+
+    # 2. the share of communication hidden behind compute, on the runs across nodes
+    overlaps = [i / 20 for i in range(21)]
+
+    def fit_overlap(on: list[Anchor]) -> float:
+        return min(overlaps, key=lambda o: sum(sq(a, eff, hopper, o) for a in on))
+
+    overlap = fit_overlap(several) if several else OVERLAP[1]
+    print(f"\noverlap fitted on the {len(several)} runs across nodes: {overlap} (shipped {OVERLAP[1]})")
+    table(
+        "across nodes (fitted: the overlap; leave-one-out refits it):",
+        several,
+        lambda a, o: predicted_tokens_per_s(a, models[a.name], eff, overlap if o is None else o, hopper),
+        fit_overlap,
+    )
+    by_model: dict[str, list[Anchor]] = {}
+    for a in every:
+        by_model.setdefault(f"{a.shape} {a.source} {a.gpu} {a.seq_len}", []).append(a)
+    print("\nper GPU from one node to the most published (tokens/s per GPU), fitted:")
+    for runs in by_model.values():
+        one, most = min(runs, key=lambda a: a.gpus), max(runs, key=lambda a: a.gpus)
+        if most.nodes == 1 or one.nodes > 1:
+            continue
+        p1 = predicted_tokens_per_s(one, models[one.name], eff, overlap, hopper) or math.nan
+        pn = predicted_tokens_per_s(most, models[most.name], eff, overlap, hopper) or math.nan
+        print(
+            f"  {most.name} from {one.gpus}: published "
+            f"{pct(most.tokens_per_s_per_gpu, one.tokens_per_s_per_gpu)}, predicted {pct(pn, p1)}"
+        )
+    spec = gpu_spec("H100-SXM")
+    scale = spec.compute_scale if spec else "?"
+    print(f"shipped: {shipped}, H100 compute scale {scale}, overlap {OVERLAP[1]}")
+    ranking([a for a in ANCHORS if a in every], models, shipped)
 
 
 def ranking(anchors: list[Anchor], models: dict[str, object], eff: object) -> None:

@@ -41,22 +41,24 @@ class Efficiency:
 
 
 #: (pessimistic, expected, optimistic). The expected values are fitted (least squares of the log
-#: error, ``benchmarks/gpu_anchors.py``) on 10 published runs of mosaicml/llm-foundry's benchmark
-#: table (MPT 125M to 7B, FSDP, bf16, flash attention, 8 × A100 40/80GB and H100): median error
-#: 4.3% leave-one-out, against 23.4% for the starting values (0.6, 0.4, 0.7, 5 µs), which were 23%
-#: slow on every A100 run. They are effective values of an optimised stack: attention FLOPs are
-#: counted for the whole score matrix while flash attention skips the masked half, and fused
-#: elementwise kernels move fewer bytes than the eager ops traced; a script of plain eager ops runs
-#: toward the pessimistic end (the starting values, roughly), which the interval spans.
+#: error over a grid, ``benchmarks/gpu_anchors.py``) on the 12 published runs within one node:
+#: mosaicml/llm-foundry's benchmark table (MPT 125M to 13B, FSDP, bf16, flash attention, 8 × A100
+#: 40/80GB and H100) and torchtitan's Llama 3.1 8B on 8 H100s, together with Hopper's
+#: :attr:`~autotune.plan.gpus.GpuSpec.compute_scale`: median error 3.1% on runs left out of the
+#: fit. They are effective values of an optimised stack: attention FLOPs are counted for the whole
+#: score matrix while flash attention skips the masked half, and fused elementwise kernels move
+#: fewer bytes than the eager ops traced (hence a memory efficiency of 1.0); a script of plain
+#: eager ops runs toward the pessimistic end, which the interval spans.
 EFFICIENCY: tuple[Efficiency, Efficiency, Efficiency] = (
-    Efficiency(gemm=0.55, attention=0.35, memory=0.35, launch_us=15.0),
-    Efficiency(gemm=0.85, attention=0.9, memory=0.5, launch_us=10.0),
-    Efficiency(gemm=0.95, attention=1.0, memory=0.85, launch_us=3.0),
+    Efficiency(gemm=0.55, attention=0.25, memory=0.35, launch_us=15.0),
+    Efficiency(gemm=0.8, attention=0.4, memory=1.0, launch_us=2.0),
+    Efficiency(gemm=0.95, attention=1.0, memory=1.5, launch_us=1.0),
 )
 #: What :data:`EFFICIENCY` was fitted on, and how well it predicts runs left out of the fit.
 CALIBRATED_ON = (
-    "10 published runs (mosaicml/llm-foundry: MPT 125M-7B, FSDP, bf16, 8 x A100/H100); median error 4.3% "
-    "on runs left out of the fit (benchmarks/gpu_anchors.py)"
+    "17 published runs (mosaicml/llm-foundry: MPT 125M-13B, FSDP, bf16, 8-64 x A100/H100; "
+    "pytorch/torchtitan: Llama 3.1 8B on 8 and 128 H100); median error 3.1% within a node and 2.1% "
+    "across nodes on runs left out of the fit (benchmarks/gpu_anchors.py)"
 )
 #: The precision whose peak a step's GEMMs run at.
 _PEAK_PRECISION = {"fp32": "fp32", "tf32": "tf32", "bf16": "bf16", "fp16": "fp16"}
@@ -86,12 +88,10 @@ class StepModel:
 
     precision: str
     checkpointing: bool
-    peak: Affine
+    #: Each phase's own peak ("forward", "backward", "optimizer") by category (CATEGORIES): the
+    #: step's peak at a micro-batch is the largest phase there.
+    phases: dict[str, dict[str, Affine]]
     parameters: Affine
-    gradients: Affine
-    optimizer_state: Affine
-    activations: Affine
-    temporaries: Affine
     rounding: Affine
     flops: dict[str, Affine]  # op class -> FLOPs
     moved: dict[str, Affine]  # op class -> bytes read and written
@@ -100,6 +100,9 @@ class StepModel:
     optimizer_ops: float
     #: Share of the GEMM and attention FLOPs that run in bf16 or fp16 (the rest in fp32).
     low_precision_share: float = 0.0
+    #: The repeated blocks, and the elements passed between two of them per micro-batch.
+    blocks: int = 0
+    block_io: Affine = Affine(0.0, 0.0)
 
     @classmethod
     def fit(cls, a: StepFigures, b: StepFigures) -> StepModel:
@@ -108,24 +111,34 @@ class StepModel:
         def fit(f: str) -> Affine:
             return Affine.through(a.micro_batch, float(getattr(a, f)), b.micro_batch, float(getattr(b, f)))
 
-        def cat(name: str) -> Affine:
-            return Affine.through(
-                a.micro_batch, a.memory_by_category[name], b.micro_batch, b.memory_by_category[name]
-            )
-
         def klass(field: str, k: str) -> Affine:
             va, vb = getattr(a, field).get(k, 0), getattr(b, field).get(k, 0)
             return Affine.through(a.micro_batch, va, b.micro_batch, vb)
 
+        def phases_of(f: StepFigures) -> dict[str, dict[str, int]]:
+            return f.phase_memory or {"step": f.memory_by_category}
+
+        pa, pb = phases_of(a), phases_of(b)
+        if b.scaled_from != a.micro_batch or a.scaled_from:  # two traces: their envelopes' ops differ
+            pa = {k: v for k, v in pa.items() if "." not in k}
+        phases = {
+            phase: {
+                k: Affine.through(a.micro_batch, v, b.micro_batch, pb[phase].get(k, 0))
+                for k, v in pa[phase].items()
+            }
+            for phase in pa
+            if phase in pb
+        }
         return cls(
             precision=a.precision,
             checkpointing=a.checkpointing,
-            peak=fit("peak_bytes"),
-            parameters=cat("parameters"),
-            gradients=cat("gradients"),
-            optimizer_state=cat("optimizer_state"),
-            activations=cat("activations"),
-            temporaries=cat("temporaries"),
+            phases=phases,
+            parameters=Affine.through(
+                a.micro_batch,
+                a.memory_by_category["parameters"],
+                b.micro_batch,
+                b.memory_by_category["parameters"],
+            ),
             rounding=fit("rounding_bytes"),
             flops={k: klass("flops_by_class", k) for k in (GEMM, ATTENTION, OTHER)},
             moved={k: klass("bytes_by_class", k) for k in (GEMM, ATTENTION, OTHER)},
@@ -133,37 +146,51 @@ class StepModel:
             optimizer_bytes=float(a.optimizer_bytes),
             optimizer_ops=float(a.optimizer_ops),
             low_precision_share=_low_share(a),
+            blocks=a.blocks,
+            block_io=fit("block_io_elements"),
         )
+
+    def phase_memory(self, micro_batch: float) -> dict[str, dict[str, float]]:
+        """Each phase's peak by category at ``micro_batch`` (live tensors only)."""
+        return {phase: {k: f.at(micro_batch) for k, f in by.items()} for phase, by in self.phases.items()}
+
+    def peak_phase(self, micro_batch: float) -> str:
+        """The phase whose live bytes peak highest at ``micro_batch``."""
+        memory = self.phase_memory(micro_batch)
+        return max(memory, key=lambda phase: sum(memory[phase].values()))
+
+    def live_peak_bytes(self, micro_batch: float) -> float:
+        """The step's peak of live tensor bytes at ``micro_batch``: its largest phase."""
+        return max(sum(by.values()) for by in self.phase_memory(micro_batch).values())
 
     def memory_bytes(self, micro_batch: int, gpu: bool) -> int:
         """Peak memory of a step at ``micro_batch``: live tensors (+ allocator and reserve on a GPU)."""
-        live = self.peak.at(micro_batch)
+        live = self.live_peak_bytes(micro_batch)
         if gpu:
             live += self.rounding.at(micro_batch) + FRAMEWORK_RESERVE_BYTES
         return math.ceil(live)
 
-    def memory_by_category(self, micro_batch: int, gpu: bool) -> dict[str, int]:
-        """The peak by category; on a GPU with the allocator's rounding and the framework's reserve."""
-        out = {
-            "parameters": self.parameters.at(micro_batch),
-            "gradients": self.gradients.at(micro_batch),
-            "optimizer_state": self.optimizer_state.at(micro_batch),
-            "activations": self.activations.at(micro_batch),
-            "temporaries": self.temporaries.at(micro_batch),
-        }
+    def memory_by_category(self, micro_batch: int, gpu: bool, phase: str | None = None) -> dict[str, int]:
+        """The peak (or ``phase``'s) by category; on a GPU with the allocator's rounding and reserve."""
+        out = dict(self.phase_memory(micro_batch)[phase or self.peak_phase(micro_batch)])
         if gpu:
             out["allocator_rounding"] = self.rounding.at(micro_batch)
             out["framework_reserve"] = FRAMEWORK_RESERVE_BYTES
         return {k: round(v) for k, v in out.items()}
 
     def largest_micro_batch(self, budget_bytes: float, gpu: bool) -> int:
-        """The largest micro-batch whose peak fits ``budget_bytes`` (0 when none does)."""
+        """The largest micro-batch whose peak (every phase's) fits ``budget_bytes`` (0 when none does)."""
         fixed = FRAMEWORK_RESERVE_BYTES if gpu else 0.0
-        slope = self.peak.slope + (self.rounding.slope if gpu else 0.0)
-        intercept = self.peak.intercept + (self.rounding.intercept if gpu else 0.0) + fixed
-        if slope <= 0:
-            return 0 if intercept > budget_bytes else 1 << 20
-        return max(0, math.floor((budget_bytes - intercept) / slope))
+        largest = 1 << 20
+        for by in self.phases.values():
+            slope = sum(f.slope for f in by.values()) + (self.rounding.slope if gpu else 0.0)
+            intercept = sum(f.intercept for f in by.values()) + fixed
+            intercept += self.rounding.intercept if gpu else 0.0
+            if slope <= 0:
+                largest = min(largest, 0 if intercept > budget_bytes else 1 << 20)
+            else:
+                largest = min(largest, max(0, math.floor((budget_bytes - intercept) / slope)))
+        return largest
 
     def step_time_s(
         self, spec: GpuSpec, micro_batch: int, accumulation: int, eff: Efficiency, shards: int = 1
@@ -172,11 +199,25 @@ class StepModel:
 
         ``shards``: GPUs the optimizer's state is split over (FSDP), each updating its share.
         """
+        parts = self.micro_and_optimizer_s(spec, micro_batch, eff)
+        if parts is None:
+            return None
+        micro_s, opt_s = parts
+        shared = self.optimizer_bytes / (spec.bandwidth_gb_s * 1e9 * eff.memory) * (1 - 1 / max(shards, 1))
+        return accumulation * micro_s + opt_s - shared
+
+    def micro_and_optimizer_s(
+        self, spec: GpuSpec, micro_batch: int, eff: Efficiency
+    ) -> tuple[float, float] | None:
+        """Seconds of one micro-batch's forward and backward, and of the optimizer's step, on one GPU.
+
+        None: the GPU has no tensor cores for this precision.
+        """
         peak = spec.peak
         tflops = None if peak is None else peak.tflops(_PEAK_PRECISION[self.precision])
         if not tflops:
             return None
-        flops_per_s = tflops * 1e12
+        flops_per_s = tflops * 1e12 * spec.compute_scale
         bw = spec.bandwidth_gb_s * 1e9
         m = micro_batch
 
@@ -188,11 +229,8 @@ class StepModel:
         math_s = roof(GEMM, eff.gemm) + roof(ATTENTION, eff.attention)
         other_s = self.moved[OTHER].at(m) / (bw * eff.memory)
         launch_s = self.ops.at(m) * eff.launch_us * 1e-6
-        micro_s = math_s + other_s + launch_s
         opt_s = self.optimizer_bytes / (bw * eff.memory) + self.optimizer_ops * eff.launch_us * 1e-6
-        return accumulation * (micro_s - opt_s) + opt_s - self.optimizer_bytes / (bw * eff.memory) * (
-            1 - 1 / max(shards, 1)
-        )
+        return math_s + other_s + launch_s - opt_s, opt_s
 
     def cpu_step_time_s(self, costs: Costs, micro_batch: int, accumulation: int) -> float:
         """Seconds for one optimizer step on a CPU whose ``costs`` are known (ops one after another)."""

@@ -20,30 +20,24 @@ from typing import Any
 from autotune.cost.prices import load_prices, resolve_price
 from autotune.plan.calibrate import CpuCalibration
 from autotune.plan.gpus import GPUS, GpuSpec, gpu_spec
+from autotune.plan.layouts import (
+    HOST_OPTIMIZER_BYTES_PER_S,
+    INTER_NODE_GB_S,
+    OVERLAP,
+    Layout,
+    layouts_for,
+)
 from autotune.plan.model import (
     CALIBRATED_ON,
     EFFICIENCY,
     FRAMEWORK_RESERVE_BYTES,
     Affine,
-    Efficiency,
     StepModel,
 )
 from autotune.plan.step import BatchFn, LossFn, OptimizerFn, largest_unit_bytes, model_notes, trace_step
 from autotune.plan.workspace import MemoryCalibration
 
 PRECISIONS = ("fp32", "bf16")
-#: Share of the all-reduce time a real DDP job hid behind compute: the NCCL kernels' overlap with
-#: compute kernels on rank 0 of an A100 DDP trace (HTA's nccl_data test trace, ResNet, world size
-#: 2: tests/data/gpu_traces/a100_ddp2), as :mod:`profilers.gpu_time` measures it, 14.8%. One job:
-#: the interval around it runs from none hidden to all.
-MEASURED_HIDDEN_SHARE = 0.148
-#: Share of a layout's communication hidden behind compute: (pessimistic, expected, optimistic).
-HIDDEN_COMM = (0.0, MEASURED_HIDDEN_SHARE, 1.0)
-#: GPU-to-GPU bandwidth between nodes, one direction, GB/s per GPU: one 400 Gb/s InfiniBand NDR
-#: adapter per GPU, as in NVIDIA's DGX H100 datasheet (8 × ConnectX-7 400 Gb/s), and AWS p5
-#: (3,200 Gb/s EFA for 8 GPUs). Clouds differ (AWS p4d: 400 Gb/s for 8 A100s, 6.25 GB/s per GPU):
-#: ``--inter-node-gb-s`` sets it.
-INTER_NODE_GB_S = 50.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +61,8 @@ class PlannedConfig:
     usd_per_million_samples: float | None
     usd_per_million_tokens: float | None
     usd_total: float | None
+    #: Host memory per GPU holding offloaded shards (CPU offload; 0 otherwise).
+    host_memory_bytes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +74,8 @@ class Plan:
     calibration: dict[str, Any]
     trace_s: float  # time spent tracing
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: The cheapest configuration that fits, in one line and as figures (None: none fits anywhere tried).
+    suggestion: dict[str, Any] | None = None
 
 
 def plan(
@@ -122,14 +120,30 @@ def plan(
         "ops_per_step": a.ops,
     }
     trace_s = time.perf_counter() - started
-    unit = largest_unit_bytes(model) if gpus_per_node * nodes > 1 else 0
+    unit = largest_unit_bytes(model)
     result = plan_models(
         models, figures, global_batch, gpus=gpus, gpus_per_node=gpus_per_node, unit_bytes=unit,
         headroom=headroom, tokens_per_sample=tokens_per_sample, run_samples=run_samples, prices=prices,
         cpu_times=cpu_times, cpu_memory=cpu.memory if cpu is not None else None, nodes=nodes,
         inter_node_gb_s=inter_node_gb_s, notes=tuple(model_notes(model)),
     )  # fmt: skip
+    if checkpointing == (False,) and a.blocks and not fits_anywhere(result):
+        again = plan(model, batch_fn, loss_fn, optimizer_fn, global_batch, gpus, gpus_per_node, precisions,
+                     (False, True), headroom, tokens_per_sample, run_samples, prices, cpu, nodes,
+                     inter_node_gb_s)  # fmt: skip
+        return dataclasses.replace(again, notes=(*again.notes, NOTHING_FIT_WITHOUT_CHECKPOINTING))
     return dataclasses.replace(result, calibration=with_cpu(result.calibration, cpu), trace_s=trace_s)
+
+
+#: The note of a plan that nothing fitted until activation checkpointing was planned too.
+NOTHING_FIT_WITHOUT_CHECKPOINTING = (
+    "nothing fitted on the GPUs asked for without activation checkpointing: it was planned too"
+)
+
+
+def fits_anywhere(result: Plan) -> bool:
+    """Whether any GPU configuration of ``result`` fits (this machine's own rows aside)."""
+    return any(c.fits for c in result.configs if c.gpu != "this-cpu")
 
 
 def with_cpu(calibration: dict[str, Any], cpu: CpuCalibration | None) -> dict[str, Any]:
@@ -188,24 +202,18 @@ def plan_models(
     """
     specs = [_spec(g) for g in gpus] if gpus else list(GPUS)
     n = gpus_per_node * nodes
-    micro = micro_batches(global_batch, n, extra_micro_batches)
-    layouts = [Layout("single", 1, 0)]
-    if n > 1:
-        layouts = [Layout(name, n, unit_bytes, nodes, inter_node_gb_s) for name in ("ddp", "fsdp")]
     table = prices if prices is not None else load_prices(None)
-    configs = []
-    for spec in specs:
-        quote = resolve_price(spec.key, table=table)
-        price = quote.usd_per_gpu_hour if quote is not None else None
-        for step in models.values():
-            for layout in layouts:
-                for m in micro:
-                    configs.append(
-                        _predict(spec, layout, step, m, global_batch // (m * n), headroom, price,
-                                 tokens_per_sample, run_samples)
-                    )  # fmt: skip
+    blocks = max((step.blocks for step in models.values()), default=0)
+    layouts = layouts_for(gpus_per_node, nodes, unit_bytes, blocks, inter_node_gb_s)
+    configs = predict_all(
+        models, specs, layouts, global_batch, headroom, table, tokens_per_sample, run_samples,
+        extra_micro_batches,
+    )  # fmt: skip
+    if not configs:
+        raise ValueError(f"a global batch of {global_batch} does not split over {n} GPUs")
     for key, step in models.items():
         if cpu_times and key in cpu_times and n == 1:
+            micro = micro_batches(global_batch, 1, extra_micro_batches)
             configs += [
                 _predict_cpu(step, cpu_times[key], m, global_batch // m, tokens_per_sample, cpu_memory)
                 for m in micro
@@ -220,7 +228,150 @@ def plan_models(
         f"attention, fused kernels): {CALIBRATED_ON}; plain eager scripts run toward the slow end of the "
         "interval; memory is traced, with the framework reserve assumed",
     }
-    return Plan(tuple(configs), figures, calibration, 0.0, notes)
+    notes += layout_notes(configs)
+    suggestion = suggest(
+        configs, models, specs, global_batch, gpus_per_node, nodes, unit_bytes, headroom, table,
+        tokens_per_sample, run_samples, inter_node_gb_s,
+    )  # fmt: skip
+    return Plan(tuple(configs), figures, calibration, 0.0, notes, suggestion)
+
+
+def predict_all(
+    models: dict[tuple[str, bool], StepModel],
+    specs: list[GpuSpec],
+    layouts: list[Layout],
+    global_batch: int,
+    headroom: float,
+    prices: Any,
+    tokens_per_sample: int | None,
+    run_samples: int | None,
+    extra_micro_batches: tuple[int, ...] = (),
+) -> list[PlannedConfig]:
+    """Every GPU × step model × layout × micro-batch that splits the global batch, predicted."""
+    configs = []
+    for spec in specs:
+        quote = resolve_price(spec.key, table=prices)
+        price = quote.usd_per_gpu_hour if quote is not None else None
+        for step in models.values():
+            for layout in layouts:
+                try:
+                    micro = micro_batches(global_batch, layout.dp, extra_micro_batches)
+                except ValueError:
+                    continue
+                largest = layout.largest_micro_batch(step, spec.memory_bytes / (1 + headroom))
+                for m in micro:
+                    configs.append(
+                        _predict(spec, layout, step, m, global_batch // (m * layout.dp), headroom, price,
+                                 tokens_per_sample, run_samples, largest)
+                    )  # fmt: skip
+    return configs
+
+
+#: How far :func:`suggest` looks when nothing fits the GPUs asked for: up to this many nodes of 8.
+MAX_SUGGESTED_NODES = 64
+
+
+def suggest(
+    configs: list[PlannedConfig],
+    models: dict[tuple[str, bool], StepModel],
+    specs: list[GpuSpec],
+    global_batch: int,
+    gpus_per_node: int,
+    nodes: int,
+    unit_bytes: int,
+    headroom: float,
+    prices: Any,
+    tokens_per_sample: int | None,
+    run_samples: int | None,
+    inter_node_gb_s: float,
+) -> dict[str, Any]:
+    """The cheapest configuration that fits: among ``configs`` when one does, else on more GPUs.
+
+    More GPUs means the node filled up to 8, then 2, 4, 8... nodes of 8 (up to
+    :data:`MAX_SUGGESTED_NODES`), every layout of each; the first size where something fits gives
+    its cheapest configuration.
+    """
+    asked = f"{gpus_per_node * nodes} × " if gpus_per_node * nodes > 1 else ""
+    where = f"{asked}{'/'.join(s.key for s in specs)}" if len(specs) <= 3 else f"{asked}any priced GPU"
+    fitting = [c for c in configs if c.fits and c.gpu != "this-cpu"]
+    if fitting:
+        return _suggestion(min(fitting, key=_rank), "cheapest that fits", True)
+    blocks = max((step.blocks for step in models.values()), default=0)
+    for per_node, n_nodes in _bigger(gpus_per_node, nodes):
+        layouts = layouts_for(per_node, n_nodes, unit_bytes, blocks, inter_node_gb_s)
+        predicted = predict_all(
+            models, specs, layouts, global_batch, headroom, prices, tokens_per_sample, run_samples
+        )
+        rows = [c for c in predicted if c.fits]
+        if rows:
+            best = min(rows, key=_rank)
+            flags = f"--gpus {per_node}" + (f" --nodes {n_nodes}" if n_nodes > 1 else "")
+            return _suggestion(best, f"nothing fits {where}; the cheapest that fits: ({flags})", False)
+    text = f"nothing fits {where}, nor on up to {MAX_SUGGESTED_NODES} nodes of 8"
+    return {"text": text, "fits_as_asked": False, "config": None}
+
+
+def _bigger(gpus_per_node: int, nodes: int) -> list[tuple[int, int]]:
+    """Larger jobs to try, smallest first: the node filled to 8 GPUs, then more nodes of 8."""
+    sizes = [(g, 1) for g in (2, 4, 8) if nodes == 1 and g > gpus_per_node]
+    per_node = max(gpus_per_node, 8)
+    n = nodes * 2
+    while n <= MAX_SUGGESTED_NODES:
+        sizes.append((per_node, n))
+        n *= 2
+    return sizes
+
+
+def _suggestion(c: PlannedConfig, lead: str, as_asked: bool) -> dict[str, Any]:
+    p = c.params
+    where = c.gpu if c.gpus == 1 else f"{c.gpus} × {c.gpu}" + (f" on {c.nodes} nodes" if c.nodes > 1 else "")
+    ckpt = ", activation checkpointing" if p["activation_checkpointing"] else ""
+    cost = (
+        f", {_usd(c.usd_per_million_tokens)} per million tokens"
+        if c.usd_per_million_tokens is not None
+        else f", {_usd(c.usd_per_million_samples)} per million samples"
+        if c.usd_per_million_samples is not None
+        else ""
+    )
+    peak = (c.peak_memory_bytes or 0) / 2**30
+    text = (
+        f"{lead} {where}, {p['layout']}, micro-batch {p['micro_batch']} × {p['grad_accum']}, "
+        f"{p['precision']}{ckpt}: {peak:.1f} GiB per GPU{cost}"
+    )
+    return {
+        "text": text,
+        "fits_as_asked": as_asked,
+        "config": {"gpu": c.gpu, "gpus": c.gpus, "nodes": c.nodes, "params": dict(p),
+                   "peak_memory_bytes": c.peak_memory_bytes, "step_time_s": c.step_time_s,
+                   "usd_per_million_samples": c.usd_per_million_samples,
+                   "usd_per_million_tokens": c.usd_per_million_tokens},
+    }  # fmt: skip
+
+
+def _usd(value: float | None) -> str:
+    return "n/a" if value is None else f"${value:,.2f}"
+
+
+def layout_notes(configs: list[PlannedConfig]) -> tuple[str, ...]:
+    """What the layouts planned assume, for the layouts that are in the plan."""
+    notes = []
+    if any(c.params["offload"] for c in configs):
+        notes.append(
+            f"CPU offload rows assume the host runs each GPU's optimizer shard at "
+            f"{HOST_OPTIMIZER_BYTES_PER_S / 1e9:.0f} GB/s of state (an assumption, not a measurement), "
+            "and hold it in host memory (host_memory_bytes)"
+        )
+    if any(c.params["degrees"]["tp"] > 1 for c in configs):
+        notes.append(
+            "tensor parallel rows: Megatron-style column/row split with sequence parallelism, its "
+            "collectives on NVLink and not overlapped (async TP would hide part)"
+        )
+    if any(c.params["degrees"]["pp"] > 1 for c in configs):
+        notes.append(
+            "pipeline rows: 1F1B, grad_accum is the pipeline's micro-batches (bubble (pp-1)/(M+pp-1)); "
+            "the stages are taken as even (the first holds the embedding, the last the output layer)"
+        )
+    return tuple(notes)
 
 
 def with_run(result: Plan, run_samples: int) -> Plan:
@@ -250,65 +401,6 @@ def _powers_of_two(limit: int) -> list[int]:
 
 
 
-@dataclass(frozen=True, slots=True)
-class Layout:
-    """How a step spreads over ``gpus`` GPUs, on ``nodes`` nodes."""
-
-    name: str  # "single", "ddp", "fsdp"
-    gpus: int  # all of them, every node's
-    unit_bytes: int  # FSDP: parameter bytes of the largest wrapped unit (gathered whole)
-    nodes: int = 1
-    inter_node_gb_s: float = INTER_NODE_GB_S
-
-    def memory(self, step: StepModel, micro_batch: int) -> tuple[int, dict[str, int]]:
-        """Peak bytes per GPU and their categories under this layout."""
-        by = step.memory_by_category(micro_batch, gpu=True)
-        peak = step.memory_bytes(micro_batch, gpu=True)
-        if self.name == "ddp":  # DDP's buckets hold a copy of the gradients (without gradient_as_bucket_view)
-            by["ddp_buckets"] = round(step.parameters.at(micro_batch))
-            peak += by["ddp_buckets"]
-        elif self.name == "fsdp":  # parameters, gradients and optimizer state sharded; one unit gathered
-            for key in ("parameters", "gradients", "optimizer_state"):
-                shard = by[key] // self.gpus
-                peak -= by[key] - shard
-                by[key] = shard
-            by["fsdp_gathered_units"] = 2 * self.unit_bytes  # the unit in use and the one prefetched
-            peak += by["fsdp_gathered_units"]
-        return peak, by
-
-    def step_s(
-        self,
-        spec: GpuSpec,
-        step: StepModel,
-        micro_batch: int,
-        accumulation: int,
-        eff: Efficiency = EFFICIENCY[1],
-        hidden: float = HIDDEN_COMM[1],
-    ) -> float | None:
-        """Seconds of one optimizer step: compute, and the share ``1 - hidden`` of the communication.
-
-        With FSDP each GPU updates its shard of the optimizer state. None: no such precision.
-        """
-        shards = self.gpus if self.name == "fsdp" else 1
-        compute = step.step_time_s(spec, micro_batch, accumulation, eff, shards)
-        if compute is None:
-            return None
-        return compute + self.comm_s(spec, step, micro_batch, accumulation) * (1 - hidden)
-
-    def comm_s(self, spec: GpuSpec, step: StepModel, micro_batch: int, accumulation: int) -> float:
-        """Seconds of communication per optimizer step, none hidden (ring collectives)."""
-        if self.name == "single":
-            return 0.0
-        ring = (self.gpus - 1) / self.gpus
-        # a ring across nodes runs at its slowest hop: the link between nodes, when it is slower
-        link = (spec.link_gb_s if self.nodes == 1 else min(spec.link_gb_s, self.inter_node_gb_s)) * 1e9
-        params = step.parameters.at(micro_batch)
-        if self.name == "ddp":  # one all-reduce of the gradients per optimizer step (no_sync between)
-            return 2 * ring * params / link
-        # FSDP, each micro-batch: all-gather in forward and backward, reduce-scatter of gradients
-        return accumulation * 3 * ring * params / link
-
-
 def _predict(
     spec: GpuSpec,
     layout: Layout,
@@ -319,28 +411,34 @@ def _predict(
     price: float | None,
     tokens_per_sample: int | None,
     run_samples: int | None,
+    largest: int,
 ) -> PlannedConfig:
     gpus = layout.gpus
     params = {"micro_batch": micro_batch, "grad_accum": accumulation, "precision": step.precision,
-              "activation_checkpointing": step.checkpointing, "layout": layout.name}  # fmt: skip
-    peak, by_category = layout.memory(step, micro_batch)
+              "activation_checkpointing": step.checkpointing, "layout": layout.label,
+              "degrees": layout.degrees(), "offload": layout.offload}  # fmt: skip
+    peak, by_category = layout.memory(step, micro_batch, accumulation)
     budget = spec.memory_bytes / (1 + headroom)
-    extra = peak - step.memory_bytes(micro_batch, gpu=True)  # what the layout adds (or saves)
-    largest = step.largest_micro_batch(budget - extra, gpu=True)
+    host = layout.host_bytes(step, micro_batch)
     slow, expected, fast = (
-        layout.step_s(spec, step, micro_batch, accumulation, eff, hidden)
-        for eff, hidden in zip(EFFICIENCY, HIDDEN_COMM, strict=True)
+        layout.step_s(spec, step, micro_batch, accumulation, eff, overlap)
+        for eff, overlap in zip(EFFICIENCY, OVERLAP, strict=True)
     )
     why = None
     if expected is None:
         why = f"{spec.key} has no {step.precision} tensor cores"
+    elif layout.offload and host > spec.host_memory_gib * 2**30 / (1 + headroom):
+        why = (
+            f"offload needs {host / 2**30:.0f} GiB of host memory per GPU, "
+            f"over {spec.host_memory_gib / (1 + headroom):.0f} GiB"
+        )
     elif peak > budget:
         why = (
             f"needs {peak / 2**30:.1f} GiB, over {budget / 2**30:.1f} GiB "
             f"({spec.key} less {headroom:.0%} headroom)"
         )
     interval = (fast, slow) if fast is not None and slow is not None else None
-    samples = micro_batch * accumulation * gpus
+    samples = micro_batch * accumulation * layout.dp
     rate = samples / expected if expected else None
     tokens = rate * tokens_per_sample if rate is not None and tokens_per_sample else None
     per_m = price * gpus / 3600 / rate * 1e6 if price is not None and rate else None
@@ -364,6 +462,7 @@ def _predict(
         usd_per_million_samples=per_m,
         usd_per_million_tokens=per_m_tokens,
         usd_total=total,
+        host_memory_bytes=host,
     )
 
 
@@ -384,7 +483,8 @@ def _predict_cpu(
     if memory is not None:
         by_category["kernel_workspace"] = round(workspace)
     params = {"micro_batch": micro_batch, "grad_accum": accumulation, "precision": step.precision,
-              "activation_checkpointing": step.checkpointing, "layout": "single"}  # fmt: skip
+              "activation_checkpointing": step.checkpointing, "layout": "single",
+              "degrees": {"dp": 1, "tp": 1, "pp": 1}, "offload": False}  # fmt: skip
     step_s = accumulation * seconds.at(micro_batch)
     rate = micro_batch * accumulation / step_s if step_s > 0 else None
     return PlannedConfig(
@@ -416,12 +516,16 @@ def _rank(c: PlannedConfig) -> tuple[bool, float, float]:
 
 
 __all__ = [
+    "NOTHING_FIT_WITHOUT_CHECKPOINTING",
     "PRECISIONS",
     "Plan",
     "PlannedConfig",
+    "fits_anywhere",
     "micro_batches",
     "plan",
     "plan_models",
+    "predict_all",
+    "suggest",
     "with_cpu",
     "with_run",
 ]

@@ -7,8 +7,10 @@ needs every figure as a function of the micro-batch: from the one traced size, a
 forward and backward's FLOPs and bytes grow in proportion to it, parameters, gradients, optimizer
 state, the optimizer's work and the number of kernels do not (:func:`scaled`). That holds when
 every activation has the batch as a dimension: a GPT script traced at micro-batch 4 and scaled to 16
-is within 5% of its trace at 16 (tests/autotune/plan/test_script.py); the peak's temporaries are
-scaled with it when the peak is in the forward or backward.
+is within 5% of its trace at 16 (tests/autotune/plan/test_script.py). Each phase's own peak is
+scaled (the forward's and backward's temporaries with the batch, the optimizer's not), and the
+step's peak at another micro-batch is the largest of them: a step traced with its peak in the
+optimizer has it in the backward at a larger micro-batch.
 """
 
 from __future__ import annotations
@@ -26,10 +28,10 @@ from typing import Any
 
 from autotune.plan.calibrate import CpuCalibration
 from autotune.plan.model import Affine, StepModel
-from autotune.plan.plan import Plan, plan_models, with_cpu
+from autotune.plan.plan import NOTHING_FIT_WITHOUT_CHECKPOINTING, Plan, fits_anywhere, plan_models, with_cpu
 from autotune.plan.probe import probe_costs
 from autotune.plan.step import StepFigures
-from autotune.plan.trace import ATTENTION, GEMM, OTHER
+from autotune.plan.trace import ATTENTION, CATEGORIES, GEMM, OTHER
 from autotune.plan.workspace import MemoryCalibration, config_label, fit_residuals
 
 #: A script's trace in the child may take this long (its imports, its data, two steps).
@@ -179,10 +181,10 @@ def scaled(f: StepFigures, micro_batch: int) -> StepFigures:
             out[OTHER] = round((by_class[OTHER] - optimizer_part) * r) + optimizer_part
         return out
 
-    memory = dict(f.memory_by_category)
-    memory["activations"] = round(memory["activations"] * r)
-    if f.peak_phase in ("forward", "backward"):
-        memory["temporaries"] = round(memory["temporaries"] * r)
+    phases = f.phase_memory or {f.peak_phase: dict(f.memory_by_category)}
+    scaled_phases = {phase: _scaled_memory(by, phase, r) for phase, by in phases.items()}
+    peak_phase = max(scaled_phases, key=lambda phase: sum(scaled_phases[phase].values()))
+    memory = scaled_phases[peak_phase]
     peak = sum(memory.values())
     flops = grow(f.flops_by_class, f.optimizer_flops)
     return dataclasses.replace(
@@ -190,12 +192,28 @@ def scaled(f: StepFigures, micro_batch: int) -> StepFigures:
         micro_batch=micro_batch,
         peak_bytes=peak,
         memory_by_category=memory,
+        peak_phase=peak_phase.split(".")[0],
+        phase_memory=scaled_phases,
         flops=sum(flops.values()),
         flops_by_class=flops,
         bytes_by_class=grow(f.bytes_by_class, f.optimizer_bytes),
         dtype_flops={k: round(v * r) for k, v in f.dtype_flops.items()},
         rounding_bytes=round(f.rounding_bytes * peak / f.peak_bytes) if f.peak_bytes else 0,
+        block_io_elements=round(f.block_io_elements * r),
+        scaled_from=f.scaled_from or f.micro_batch,
     )
+
+
+def _scaled_memory(by_category: dict[str, int], phase: str, r: float) -> dict[str, int]:
+    """A phase's peak (or an op of :mod:`autotune.plan.envelope`) at ``r`` times the micro-batch.
+
+    The activations grow, and the forward's and backward's temporaries; the optimizer's do not.
+    """
+    out = dict.fromkeys(CATEGORIES, 0) | by_category
+    out["activations"] = round(out["activations"] * r)
+    if phase.split(".")[0] in ("forward", "backward"):
+        out["temporaries"] = round(out["temporaries"] * r)
+    return out
 
 
 def step_model(trace: ScriptTrace) -> StepModel:
@@ -286,6 +304,9 @@ def plan_script(
         models, figures, batch, unit_bytes=first.unit_bytes, notes=tuple(notes),
         extra_micro_batches=(first.micro_batch,), **options,
     )  # fmt: skip
+    if checkpointing == (False,) and first.has_blocks and not fits_anywhere(result):
+        again = plan_script(script, args, global_batch, precisions, (False, True), calibrate, **options)
+        return dataclasses.replace(again, notes=(*again.notes, NOTHING_FIT_WITHOUT_CHECKPOINTING))
     return dataclasses.replace(result, calibration=with_cpu(result.calibration, cpu), trace_s=trace_s)
 
 

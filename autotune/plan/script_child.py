@@ -43,6 +43,8 @@ import torch
 from torch import nn
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
+from autotune.plan.blocks import BlockWatch
+from autotune.plan.gpu_kernels import AsOnAGpu
 from autotune.plan.script import EXITED
 from autotune.plan.stand_in import ScalarStandIn
 from autotune.plan.step import figures_of
@@ -86,6 +88,8 @@ class _Trace:
     after_backward: int | None = None  # ops recorded when the last backward ended
     optimizers_made: int = 0  # torch.optim optimizers the script built (none: it updates by hand)
     optimizer_note: str | None = None  # how the optimizer was run for the plan, when not as written
+    blocks: BlockWatch | None = None  # the step model's repeated blocks, watched
+    gpu_ops: AsOnAGpu | None = None  # ops traced as a GPU runs them
 
 
 def trace_script(
@@ -115,6 +119,7 @@ def trace_script(
             if fake and not measure:  # fake tensors, and the stand-ins above them
                 modes.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
                 modes.enter_context(stand_in)
+                state.gpu_ops = modes.enter_context(AsOnAGpu())
             if module:
                 runpy.run_module(script, run_name="__main__", alter_sys=True)
             else:
@@ -132,6 +137,8 @@ def trace_script(
             f"the first, so it needs {WARM_STEPS + 1} (give it enough steps or data)"
         )
     state.result["scalar_stand_ins"] = stand_in.stand_ins
+    if "untrusted" in state.result:  # a trace (a measured run has no notes)
+        state.result["untrusted"] = [*state.result["untrusted"], *stand_in.notes()]
     return state.result
 
 
@@ -279,6 +286,7 @@ def _forward_in(state: _Trace, module: nn.Module) -> None:
         if not any(p.requires_grad for p in module.parameters()):
             return  # a transform the DataLoader calls in this process, a loss module: not the model
         state.model = module
+        state.blocks = BlockWatch(module)
         if state.checkpointing:
             _checkpoint_blocks(module)
         time_major = any(
@@ -385,7 +393,9 @@ def _step_boundary(
 def _result(state: _Trace, tracer: StepTracer, params: list[torch.Tensor]) -> dict[str, Any]:
     if state.micro_batch is None or state.model is None:
         raise RuntimeError("no training forward of a model with a tensor input was seen in the traced step")
-    figures = figures_of(tracer, state.micro_batch, state.precision, state.checkpointing, params)
+    figures = figures_of(
+        tracer, state.micro_batch, state.precision, state.checkpointing, params, state.blocks
+    )
     blocks = _blocks(state.model)
     units = list(blocks) if blocks is not None else [state.model]
     return {
@@ -396,7 +406,8 @@ def _result(state: _Trace, tracer: StepTracer, params: list[torch.Tensor]) -> di
         "model_class": type(state.model).__name__,
         "unit_bytes": max(sum(p.numel() * p.element_size() for p in u.parameters()) for u in units),
         "has_blocks": blocks is not None,
-        "untrusted": untrusted_notes(state.model) + ([state.optimizer_note] if state.optimizer_note else []),
+        "untrusted": untrusted_notes(state.model)
+        + [note for note in (state.optimizer_note, state.gpu_ops and state.gpu_ops.note()) if note],
         "start_bytes": state.start_bytes,
         "step_new_peak_bytes": tracer.memory.peak_new_bytes,
     }

@@ -7,16 +7,24 @@ mode above ``FakeTensorMode``, gives them what keeps the loop doing what it woul
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
+from torch._subclasses.fake_tensor import (
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    FakeTensor,
+    unset_fake_temporarily,
+)
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 from torch.utils.weak import WeakIdKeyDictionary
 
 #: Tensors up to this many elements are also computed for real (:class:`ScalarStandIn`).
 SHADOW_ELEMENTS = 4096
+#: A data-dependent op runs for real when its inputs without a real twin take at most this many bytes.
+REAL_RUN_BYTES = 64 * 2**20
 _NAN_CHECKS = frozenset(("isnan", "isinf", "isposinf", "isneginf"))
 _PASS_THROUGH = frozenset((
     "any", "all", "logical_or", "logical_and", "bitwise_or", "bitwise_and", "squeeze", "view", "reshape",
@@ -40,6 +48,8 @@ class ScalarStandIn(TorchDispatchMode):
         self.truths: WeakIdKeyDictionary = WeakIdKeyDictionary()
         self.shadows: WeakIdKeyDictionary = WeakIdKeyDictionary()
         self.stand_ins = 0
+        #: Ops whose output size depends on values, by name: (run for real, stood in by a bound).
+        self.data_dependent: dict[str, list[int]] = {}
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
@@ -53,7 +63,10 @@ class ScalarStandIn(TorchDispatchMode):
             if tensor.dtype == torch.bool:
                 return self.truths.get(tensor, True)
             return 1.0 if tensor.is_floating_point() or tensor.is_complex() else 1
-        out = func(*args, **kwargs)
+        try:
+            out = func(*args, **kwargs)
+        except (DynamicOutputShapeException, DataDependentOutputException):
+            return self._data_dependent(func, args, kwargs)
         self._shadow(func, args, kwargs, out)
         if isinstance(out, torch.Tensor) and out.dtype == torch.bool and out not in self.shadows:
             name = func._overloadpacket.__name__
@@ -65,6 +78,60 @@ class ScalarStandIn(TorchDispatchMode):
                 known = [self.truths[a] for a in args if isinstance(a, torch.Tensor) and a in self.truths]
                 if known:
                     self.truths[out] = (not known[0]) if name in _NEGATIONS else known[0]
+        return out
+
+    def _data_dependent(self, func: Any, args: Any, kwargs: Any) -> Any:
+        """An op whose output size depends on its inputs' values, run for real or at its largest.
+
+        ``masked_select``, ``nonzero``, ``ctc_loss`` with tensor lengths: run for real when its
+        inputs are small enough (their shadows, zeros for the rest), else its output is taken at
+        the documented upper bound.
+        """
+        name = str(func._overloadpacket).removeprefix("aten.")
+        counts = self.data_dependent.setdefault(name, [0, 0])
+        fakes = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, FakeTensor)]
+        unshadowed = sum(t.numel() * t.element_size() for t in fakes if t not in self.shadows)
+        if unshadowed <= REAL_RUN_BYTES:
+
+            def real(value: Any) -> Any:
+                if not isinstance(value, FakeTensor):
+                    return value
+                shadow = self.shadows.get(value)
+                if shadow is not None:
+                    return shadow
+                return torch.zeros(value.shape, dtype=value.dtype)
+
+            with unset_fake_temporarily():
+                real_args, real_kwargs = tree_map(real, (args, kwargs))
+                real_out = func(*real_args, **real_kwargs)
+            counts[0] += 1
+            exact = all(t in self.shadows for t in fakes)
+            device = fakes[0].device if fakes else torch.device("cpu")
+
+            def fake(value: Any) -> Any:
+                if not isinstance(value, torch.Tensor):
+                    return value
+                out = torch.empty(value.shape, dtype=value.dtype, device=device)
+                if exact and value.numel() <= SHADOW_ELEMENTS:
+                    self.shadows[out] = value
+                return out
+
+            return tree_map(fake, real_out)
+        bound = _upper_bound(name, args)
+        if bound is None:
+            raise DynamicOutputShapeException(func)
+        counts[1] += 1
+        return bound
+
+    def notes(self) -> list[str]:
+        """What the plan's notes say about the data-dependent ops it met."""
+        out = []
+        for name, (real, bounded) in sorted(self.data_dependent.items()):
+            what = f"{name} (output size from its values)"
+            if real:
+                out.append(f"{what} run for real on its inputs {real} time(s)")
+            if bounded:
+                out.append(f"{what} taken at its largest size {bounded} time(s)")
         return out
 
     def _shadow(self, func: Any, args: Any, kwargs: Any, out: Any) -> None:
@@ -103,4 +170,18 @@ class ScalarStandIn(TorchDispatchMode):
                 self.shadows[fake] = shadow
 
 
-__all__ = ["SHADOW_ELEMENTS", "ScalarStandIn"]
+def _upper_bound(name: str, args: Any) -> Any:
+    """The largest output a data-dependent op can have, as empty (fake) tensors; None: unknown.
+
+    ``masked_select``: every element selected (the broadcast size); ``nonzero``: every element
+    non-zero (numel × dims indexes).
+    """
+    if name == "masked_select":
+        shape = torch.broadcast_shapes(args[0].shape, args[1].shape)
+        return torch.empty(math.prod(shape), dtype=args[0].dtype, device=args[0].device)
+    if name == "nonzero":
+        return torch.empty((args[0].numel(), args[0].dim()), dtype=torch.long, device=args[0].device)
+    return None
+
+
+__all__ = ["REAL_RUN_BYTES", "SHADOW_ELEMENTS", "ScalarStandIn"]

@@ -14,12 +14,15 @@ import contextlib
 import copy
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
 
+from autotune.plan.blocks import BlockWatch
+from autotune.plan.envelope import memory_envelope
+from autotune.plan.gpu_kernels import AsOnAGpu
 from autotune.plan.trace import CATEGORIES, StepTracer, run_step
 from autotune.plan.untrusted import untrusted_notes
 from autotune.prepared import _blocks, _checkpoint_blocks
@@ -54,6 +57,15 @@ class StepFigures:
     optimizer_ops: int
     #: Bytes the CUDA caching allocator adds at the peak: every live block rounded up to 512 bytes.
     rounding_bytes: int
+    #: Bytes by category at each phase's own peak ("forward", "backward", "optimizer") and at the
+    #: ops that would be the peak at another micro-batch ("backward.1"; :mod:`autotune.plan.envelope`).
+    phase_memory: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: The traced micro-batch these figures were scaled from (0: traced as they are).
+    scaled_from: int = 0
+    #: The model's repeated blocks, and the elements of the tensor passed between two of them in
+    #: one micro-batch (what tensor and pipeline parallelism communicate; :mod:`autotune.plan.blocks`).
+    blocks: int = 0
+    block_io_elements: int = 0
 
 
 def trace_step(
@@ -70,8 +82,9 @@ def trace_step(
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     mode: Any = FakeTensorMode(allow_non_fake_inputs=False) if fake else contextlib.nullcontext()
-    with mode:
+    with mode, AsOnAGpu() if fake else contextlib.nullcontext():
         net = _build(model, mode if fake else None)
+        watch = BlockWatch(net)
         step = prepare_step(net, batch_fn, loss_fn, optimizer_fn, micro_batch, precision, checkpointing)
         run_step(
             StepTracer(), step.forward_loss, step.params, step.optimizer
@@ -79,7 +92,8 @@ def trace_step(
         tracer = StepTracer()
         tracer.track(step.batch, "activations")  # the batch is live through the step
         run_step(tracer, step.forward_loss, step.params, step.optimizer)
-    return figures_of(tracer, micro_batch, precision, checkpointing, step.params)
+        watch.remove()
+    return figures_of(tracer, micro_batch, precision, checkpointing, step.params, watch)
 
 
 @dataclass(frozen=True)
@@ -184,7 +198,12 @@ def _build(model: nn.Module | Callable[[], nn.Module], mode: Any) -> nn.Module:
 
 
 def figures_of(
-    tracer: StepTracer, micro_batch: int, precision: str, checkpointing: bool, params: list[Any]
+    tracer: StepTracer,
+    micro_batch: int,
+    precision: str,
+    checkpointing: bool,
+    params: list[Any],
+    blocks: BlockWatch | None = None,
 ) -> StepFigures:
     """The figures of a traced step: its peak by category, its ops by class, the optimizer's share."""
     flops: dict[str, int] = defaultdict(int)
@@ -219,6 +238,9 @@ def figures_of(
         optimizer_bytes=sum(op.bytes_moved for op in opt),
         optimizer_ops=len(opt),
         rounding_bytes=rounding,
+        phase_memory=memory_envelope(memory.lifetimes, memory.final, memory.phases),
+        blocks=blocks.count if blocks is not None else 0,
+        block_io_elements=blocks.elements if blocks is not None else 0,
     )
 
 

@@ -6,8 +6,10 @@ kernel is), the bytes it reads and writes, and the storages it creates. Views (a
 metadata queries) make no kernel and move no bytes: they are not recorded. A storage is live from
 the op that created it until Python frees it (a ``weakref`` callback), so the tracer knows the live
 tensor bytes after every op and their peak,
-split by what the bytes are: parameters, gradients, optimizer state, activations (kept from the
-forward for the backward) and temporaries (everything else).
+split by what the bytes are: parameters, gradients, optimizer state, parameter casts (autocast's
+lower-precision copies of the weights, cached for the forward and saved for the backward: a whole
+bf16 copy of the model on one GPU), activations (kept from the forward for the backward) and
+temporaries (everything else).
 
 Under ``FakeTensorMode`` no tensor memory is allocated: a model plans at any size. With real
 tensors the same tracer measures the real step, which is what the predictions are checked against.
@@ -27,8 +29,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 from torch.utils.flop_counter import flop_registry
 
-#: Memory categories, in report order.
-CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries")
+from autotune.plan.envelope import CATEGORIES
+
 #: Op classes for the time model.
 GEMM, ATTENTION, OTHER = "gemm", "attention", "other"
 _ATTENTION_WORDS = ("attention", "sdpa", "flash")
@@ -55,6 +57,11 @@ class MemoryTimeline:
     peak_bytes: int = 0
     peak_live: dict[int, tuple[int, str]] = field(default_factory=dict)  # what was live at the peak
     peak_phase: str = ""
+    #: Every storage's bytes, first category, and the marks it was live from and freed at (None:
+    #: still live), and each mark's phase: :func:`~autotune.plan.envelope.memory_envelope` turns
+    #: them into the live bytes by final category after every op.
+    lifetimes: dict[int, list[Any]] = field(default_factory=dict)
+    phases: list[str] = field(default_factory=list)
     #: Storages whose category became known later (a gradient made in the backward is one from
     #: the op that wrote it): the peak's breakdown uses the final category.
     final: dict[int, str] = field(default_factory=dict)
@@ -70,6 +77,7 @@ class MemoryTimeline:
         if key in self.live:
             return
         self.live[key] = (nbytes, category)
+        self.lifetimes[key] = [nbytes, category, len(self.phases), None]
         self.by_category[category] += nbytes
         if key >= self.new_from:
             self.new_live_bytes += nbytes
@@ -78,6 +86,7 @@ class MemoryTimeline:
         """A storage was freed."""
         nbytes, category = self.live.pop(key, (0, ""))
         if category:
+            self.lifetimes[key][3] = len(self.phases)
             self.by_category[category] -= nbytes
             if key >= self.new_from:
                 self.new_live_bytes -= nbytes
@@ -94,6 +103,7 @@ class MemoryTimeline:
     def mark(self, phase: str) -> None:
         """After an op: a new peak keeps what is live."""
         self.peak_new_bytes = max(self.peak_new_bytes, self.new_live_bytes)
+        self.phases.append(phase)
         total = sum(self.by_category.values())
         if total > self.peak_bytes:
             self.peak_bytes = total
@@ -101,7 +111,7 @@ class MemoryTimeline:
             self.peak_phase = phase
 
     def peak_by_category(self) -> dict[str, int]:
-        """The live bytes at the peak, by each storage's final category."""
+        """The live bytes at the step's peak, by each storage's final category."""
         out = dict.fromkeys(CATEGORIES, 0)
         for key, (nbytes, category) in self.peak_live.items():
             out[self.final.get(key, category)] += nbytes
@@ -172,6 +182,11 @@ class StepTracer(TorchDispatchMode):
             else:
                 self._track(t, category)
 
+    def _category(self, tensors: list[torch.Tensor]) -> str:
+        """The category of the first tensor's storage while it is live, else ''."""
+        key = self._key(tensors[0]) if tensors else None
+        return self.memory.live.get(key, (0, ""))[1] if key is not None else ""
+
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
@@ -204,6 +219,9 @@ class StepTracer(TorchDispatchMode):
         dtype = next((str(t.dtype).removeprefix("torch.") for t in outputs if t.is_floating_point()), "")
         self.ops.append(OpRecord(name, op_class, self.phase, flops, moved, dtype))
         new = "activations" if self.phase == "forward" else "temporaries"
+        casting = packet is _aten._to_copy and self.phase == "forward"
+        if casting and self._category(inputs[:1]) == "parameters":
+            new = "parameter_casts"
         # a view of an input (a row of a dataset made before the step) allocates nothing
         viewed = {id(t.untyped_storage()) for t in inputs}
         for t in outputs:

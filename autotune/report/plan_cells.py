@@ -63,7 +63,7 @@ def plan_title(data: dict[str, Any]) -> str:
 
 
 def summary_lines(data: dict[str, Any]) -> list[str]:
-    """The model's size, its own batch, and how many configurations fit."""
+    """The model's size, its own batch, how many configurations fit, and the plan's suggestion."""
     model = data.get("model") or {}
     lines = []
     if model.get("parameters") is not None:
@@ -76,6 +76,9 @@ def summary_lines(data: dict[str, Any]) -> list[str]:
     configs = data.get("configs") or []
     fit = sum(1 for c in configs if c["fits"])
     lines.append(f"{len(configs)} configurations, {fit} fit; traced in {data.get('trace_s', 0):.1f} s")
+    suggestion = data.get("suggestion") or {}
+    if suggestion.get("text"):
+        lines.append(f"Suggestion: {suggestion['text']}")
     return lines
 
 

@@ -146,7 +146,7 @@ class PlanMemory:
             return None
         size = int(params[batch])
         extra = (self.offset_bytes or 0) if offset else 0
-        return round(traced.model.peak.at(size) + traced.model.rounding.at(size)) + extra
+        return round(traced.model.live_peak_bytes(size) + traced.model.rounding.at(size)) + extra
 
 
 __all__ = ["PlanMemory", "PlanTraces", "Traced"]

@@ -151,7 +151,7 @@ class PlanPrior:
     def _gpu_step_s(
         self, traced: Traced, micro: int, accumulation: int, ranks: int, layout: str
     ) -> float | None:
-        from autotune.plan.plan import Layout  # torch: only on a GPU
+        from autotune.plan.layouts import Layout  # torch: only on a GPU
 
         spec = gpu_spec(self.device)
         if spec is None:

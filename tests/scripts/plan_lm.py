@@ -21,6 +21,7 @@ parser.add_argument("--seq", type=int, default=32)
 parser.add_argument("--steps", type=int, default=4)
 parser.add_argument("--width", type=int, default=64)
 parser.add_argument("--layers", type=int, default=2)
+parser.add_argument("--dropout", type=float, default=0.0, help="attention dropout")
 parser.add_argument("--fail-at", type=int, default=0, help="raise at this step (0: never)")
 args = parser.parse_args()
 
@@ -39,7 +40,8 @@ class Block(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, t, d = x.shape
         q, k, v = self.qkv(self.norm1(x)).view(b, t, 3, 4, d // 4).permute(2, 0, 3, 1, 4)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        dropout = args.dropout if self.training else 0.0
+        y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=True)
         x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
         return x + self.mlp(self.norm2(x))
 

@@ -61,7 +61,7 @@ def test_figures_are_affine_in_the_micro_batch():
     peak within 1%."""
     a, b, mid = (trace_step(*GPT, m, "fp32", False) for m in (2, 32, 8))
     step = StepModel.fit(a, b)
-    assert step.peak.at(8) == pytest.approx(mid.peak_bytes, rel=0.01)
+    assert step.live_peak_bytes(8) == pytest.approx(mid.peak_bytes, rel=0.01)
     for k, flops in mid.flops_by_class.items():
         assert step.flops[k].at(8) == pytest.approx(flops, rel=1e-9)
 
@@ -89,11 +89,20 @@ def test_a_two_billion_parameter_model_plans_without_allocating_it():
     grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
     assert result.model["parameters"] == 32 * 8192 * 8192
     assert grown < 200 * 2**20
-    h100 = [c for c in result.configs if c.gpu == "H100-SXM" and c.params["precision"] == "fp32"]
+    single = [c for c in result.configs if c.params["layout"] == "single"]
+    h100 = [c for c in single if c.gpu == "H100-SXM" and c.params["precision"] == "fp32"]
     assert all(c.memory_by_category["parameters"] == 4 * 32 * 8192**2 for c in h100)
     # 8.6 GB of weights, gradients, and two AdamW moments: 34 GB, over an L4's 24 GB
-    l4 = [c for c in result.configs if c.gpu == "L4"]
+    l4 = [c for c in single if c.gpu == "L4"]
     assert l4 and not any(c.fits for c in l4) and all("GiB" in (c.why_not or "") for c in l4)
+    # offloaded, the state lives in the host's memory (34 GB of the 96 GiB an L4 machine has per GPU),
+    # but a model without repeated blocks is one FSDP unit, gathered whole with its fp32 gradients:
+    # 3 × 8.6 GB in fp32 does not fit; gathered in bf16 (2 × 4.3 GB, and 8.6 GB of gradients) it does
+    on_l4 = [c for c in result.configs if c.gpu == "L4"]
+    offload = {c.params["precision"]: c for c in on_l4 if c.params["layout"] == "offload"}
+    assert all(c.host_memory_bytes == pytest.approx(16 * 32 * 8192**2, rel=0.01) for c in offload.values())
+    assert not offload["fp32"].fits and offload["bf16"].fits
+    assert offload["fp32"].memory_by_category["fsdp_gathered_units"] == 3 * 4 * 32 * 8192**2
 
 
 def test_the_plan_ranks_what_fits_cheapest_first_and_says_why_the_rest_does_not():
@@ -140,9 +149,9 @@ def test_an_unknown_gpu_is_one_line_and_exit_2():
 def test_layouts_over_several_gpus_add_buckets_shard_state_and_pay_for_the_collectives():
     """Over 4 GPUs: DDP holds a bucket copy of the gradients; FSDP keeps a quarter of parameters,
     gradients and optimizer state plus two gathered blocks; their step time adds the ring
-    collectives at the GPU's link bandwidth, the measured DDP share hidden in the expected figure."""
+    collectives at the GPU's link bandwidth, less what the compute beside them hides."""
+    from autotune.plan.layouts import DDP_BUCKET_BYTES, OVERLAP, Layout, exposed_comm_s
     from autotune.plan.model import EFFICIENCY
-    from autotune.plan.plan import HIDDEN_COMM, Layout
     from autotune.plan.step import largest_unit_bytes
 
     a, b = (trace_step(*GPT, m, "fp32", False) for m in (1, 16))
@@ -154,27 +163,49 @@ def test_layouts_over_several_gpus_add_buckets_shard_state_and_pay_for_the_colle
     fsdp, fsdp_by = Layout("fsdp", 4, unit).memory(step, 4)
     assert ddp - single == ddp_by["ddp_buckets"] == a.parameter_bytes
     full = step.memory_by_category(4, gpu=True)
-    assert fsdp_by["parameters"] == full["parameters"] // 4
-    assert fsdp_by["optimizer_state"] == full["optimizer_state"] // 4
+    assert fsdp_by["parameters"] == pytest.approx(full["parameters"] / 4, abs=1)
+    assert fsdp_by["optimizer_state"] == pytest.approx(full["optimizer_state"] / 4, abs=1)
     assert fsdp_by["fsdp_gathered_units"] == 2 * unit and 0 < unit < a.parameter_bytes
-    sharded = sum(full[k] - full[k] // 4 for k in ("parameters", "gradients", "optimizer_state"))
-    assert fsdp == single - sharded + 2 * unit
+
+    def sharded(phase: str) -> int:
+        by = step.memory_by_category(4, gpu=True, phase=phase)
+        kept = sum(by[k] - by[k] / 4 for k in ("parameters", "gradients", "optimizer_state"))
+        return sum(by.values()) - kept + 2 * unit
+
+    assert fsdp == pytest.approx(max(sharded(phase) for phase in step.phases), abs=8)
     comm = Layout("ddp", 4, unit).comm_s(h100, step, 4, 2)
     assert comm == pytest.approx(2 * 0.75 * a.parameter_bytes / (h100.link_gb_s * 1e9))
     assert Layout("fsdp", 4, unit).comm_s(h100, step, 4, 2) == pytest.approx(
         2 * 3 * 0.75 * a.parameter_bytes / 450e9
     )
     result = plan(*GPT, global_batch=32, gpus=("H100-SXM",), gpus_per_node=4, precisions=("fp32",))
-    assert {c.params["layout"] for c in result.configs} == {"ddp", "fsdp"}
+    labels = {c.params["layout"] for c in result.configs}
+    assert {"ddp", "fsdp", "fsdp+offload", "tp4", "fsdp2+tp2", "pp2+tp2"} <= labels
     row = next(c for c in result.configs if c.params["layout"] == "ddp" and c.params["micro_batch"] == 4)
     assert row.params["grad_accum"] == 2 and row.gpus == 4
+    assert row.params["degrees"] == {"dp": 4, "tp": 1, "pp": 1}
     compute = step.step_time_s(h100, 4, 2, EFFICIENCY[1])
-    assert row.step_time_s == pytest.approx(compute + comm * (1 - HIDDEN_COMM[1]), rel=0.02)
+    micro_s, _ = step.micro_and_optimizer_s(h100, 4, EFFICIENCY[1])
+    buckets = -(-a.parameter_bytes // DDP_BUCKET_BYTES)
+    expected = compute + exposed_comm_s(comm, 2 / 3 * micro_s, buckets, OVERLAP[1])
+    assert row.step_time_s == pytest.approx(expected, rel=0.02)
     assert row.samples_per_s == pytest.approx(32 / row.step_time_s)
 
 
-def test_across_nodes_the_ring_runs_at_the_link_between_nodes_and_state_shards_over_all_gpus():
-    from autotune.plan.plan import INTER_NODE_GB_S, Layout
+def test_communication_is_hidden_up_to_the_compute_beside_it_never_the_first_piece():
+    from autotune.plan.layouts import exposed_comm_s
+
+    assert exposed_comm_s(1.0, 10.0, 4, 0.0) == 1.0  # the pessimistic end hides nothing
+    assert exposed_comm_s(1.0, 10.0, 4, 1.0) == pytest.approx(0.25)  # the first of 4 pieces stays
+    assert exposed_comm_s(1.0, 0.2, 4, 0.5) == pytest.approx(0.9)  # compute hides only 0.1 s
+    assert exposed_comm_s(1.0, 10.0, 1, 1.0) == 1.0  # one piece: nothing runs before it
+
+
+def test_across_nodes_a_ring_moves_at_the_adapters_of_its_gpus_in_each_node():
+    """NCCL runs a ring per network adapter: a data-parallel group of 8 GPUs in each of 2 nodes
+    crosses at 8 adapters' bandwidth (400 GB/s at 50 per GPU, under NVLink's 450); a group with one
+    GPU per node (tensor parallel 8 inside each node) at one adapter's."""
+    from autotune.plan.layouts import INTER_NODE_GB_S, Layout
     from autotune.plan.step import largest_unit_bytes
 
     a, b = (trace_step(*GPT, m, "fp32", False) for m in (1, 16))
@@ -184,25 +215,31 @@ def test_across_nodes_the_ring_runs_at_the_link_between_nodes_and_state_shards_o
     one_node = Layout("ddp", 8, unit).comm_s(h100, step, 4, 1)
     two_nodes = Layout("ddp", 16, unit, nodes=2).comm_s(h100, step, 4, 1)
     assert one_node == pytest.approx(2 * (7 / 8) * a.parameter_bytes / 450e9)  # NVLink within the node
-    assert two_nodes == pytest.approx(2 * (15 / 16) * a.parameter_bytes / (INTER_NODE_GB_S * 1e9))
+    assert two_nodes == pytest.approx(2 * (15 / 16) * a.parameter_bytes / (8 * INTER_NODE_GB_S * 1e9))
     slow = Layout("ddp", 16, unit, nodes=2, inter_node_gb_s=6.25).comm_s(h100, step, 4, 1)
-    assert slow == pytest.approx(two_nodes * INTER_NODE_GB_S / 6.25)
+    assert slow == pytest.approx(two_nodes * 8 * INTER_NODE_GB_S / (8 * 6.25))
+    # tensor parallel 2 inside the node: the ddp group has 4 GPUs per node, its parameters halved
+    tp2 = Layout("ddp", 16, unit, nodes=2, tp=2).comm_s(h100, step, 4, 1)
+    assert tp2 == pytest.approx(2 * (7 / 8) * a.parameter_bytes / 2 / (4 * INTER_NODE_GB_S * 1e9))
     _, by = Layout("fsdp", 16, unit, nodes=2).memory(step, 4)
-    assert by["optimizer_state"] == step.memory_by_category(4, gpu=True)["optimizer_state"] // 16
+    whole = step.memory_by_category(4, gpu=True)["optimizer_state"]
+    assert by["optimizer_state"] == pytest.approx(whole / 16, abs=1)
     result = plan(*GPT, global_batch=64, gpus=("H100-SXM",), gpus_per_node=8, nodes=2, precisions=("fp32",))
     row = next(c for c in result.configs if c.params["layout"] == "ddp" and c.params["micro_batch"] == 2)
     assert (row.gpus, row.nodes, row.params["grad_accum"]) == (16, 2, 2)  # 64 = 2 × 2 × 16
     assert row.samples_per_s == pytest.approx(64 / row.step_time_s)
 
 
-def test_the_expected_hidden_share_is_what_a_real_ddp_trace_hid():
-    from autotune.plan.plan import HIDDEN_COMM, MEASURED_HIDDEN_SHARE
+def test_the_measured_ddp_trace_hid_what_it_is_said_to_have_hidden():
+    """The A100 DDP trace (ResNet, host-bound: its GPU idle 77%) hid 14.8% of its all-reduce; the
+    plan's pessimistic end hides none, so the trace lies inside the plan's range."""
+    from autotune.plan.layouts import MEASURED_HIDDEN_SHARE, OVERLAP
     from profilers.trace_analysis import analyse_file
 
     trace = Path(__file__).resolve().parents[2] / "data" / "gpu_traces" / "a100_ddp2" / "rank-0.json.gz"
     measured = analyse_file(trace).comm_overlap_pct / 100
     assert pytest.approx(measured, abs=0.0005) == MEASURED_HIDDEN_SHARE
-    assert HIDDEN_COMM == (0.0, MEASURED_HIDDEN_SHARE, 1.0)
+    assert OVERLAP[0] == 0.0 < MEASURED_HIDDEN_SHARE < OVERLAP[2] == 1.0
 
 
 def test_the_run_is_priced_from_tokens_or_epochs():

@@ -198,3 +198,53 @@ def test_a_transform_module_before_the_model_is_not_the_model():
     plan's model is the network that has parameters to train (it was the transform)."""
     traced = trace_script(str(SCRIPTS / "loop_module_transform.py"), ["--steps", "4"])
     assert traced.model_class == "SmallConvNet" and traced.micro_batch == 16
+
+
+def test_attention_with_dropout_is_planned_as_the_gpus_fused_kernel():
+    """On a CPU, SDPA with dropout falls back to its math path (the score matrix and the mask kept
+    for the backward: over 1.3 times this step's peak at sequence 512); a GPU's flash kernel takes
+    dropout inside. The plan traces the kernel the GPU runs: the same activations as without
+    dropout, and a note saying so."""
+    shape = ["--width", "128", "--layers", "2", "--seq", "512"]
+    plain = trace_script(LM, [*shape, "--dropout", "0"])
+    dropout = trace_script(LM, [*shape, "--dropout", "0.1"])
+    activations = plain.figures.memory_by_category["activations"]
+    assert dropout.figures.memory_by_category["activations"] == activations
+    assert any("attention with dropout traced as a GPU runs it" in note for note in dropout.untrusted)
+    assert not any("attention with dropout" in note for note in plain.untrusted)
+    # the CPU's own math path, measured for real, holds far more: what the plan does not plan for
+    measured = run_child(LM, [*shape, "--dropout", "0.1"], measure=True)["measured_step_peak_bytes"]
+    assert measured > plain.step_new_peak_bytes * 1.3 > dropout.step_new_peak_bytes
+
+
+CTC = str(SCRIPTS / "plan_ctc.py")
+
+
+def test_data_dependent_ops_run_for_real_on_their_small_inputs():
+    """A CTC script: masked_select of the labels and ctc_loss with tensor lengths cannot be sized
+    from shapes. They run for real on their inputs (the labels' real twins, zeros for the log
+    probabilities), the plan says so, and the traced step is the allocator's own within 5%."""
+    trace = trace_script(CTC, [])
+    notes = " ".join(trace.untrusted)
+    assert "masked_select (output size from its values) run for real" in notes
+    assert "_ctc_loss (output size from its values) run for real" in notes
+    measured = run_child(CTC, [], measure=True)["measured_step_peak_bytes"]
+    assert trace.step_new_peak_bytes == pytest.approx(measured, rel=0.05)
+
+
+def test_a_data_dependent_op_on_large_inputs_is_taken_at_its_largest():
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from autotune.plan.stand_in import REAL_RUN_BYTES, ScalarStandIn
+
+    stand_in = ScalarStandIn()
+    with FakeTensorMode(), stand_in:
+        x = torch.randn(4096, 4097)  # 64 MiB and more, no real twin
+        assert x.numel() * 4 > REAL_RUN_BYTES
+        picked = torch.masked_select(x, x > 0)
+        where = torch.nonzero(x)
+    assert picked.shape == (4096 * 4097,) and where.shape == (4096 * 4097, 2)
+    assert stand_in.data_dependent == {"masked_select": [0, 1], "nonzero": [0, 1]}
+    note = "masked_select (output size from its values) taken at its largest size 1 time(s)"
+    assert note in stand_in.notes()

@@ -1,0 +1,309 @@
+"""How a step spreads over GPUs: data, tensor and pipeline parallelism, sharding and CPU offload.
+
+A :class:`Layout` is a mesh of ``pp`` pipeline stages × ``dp`` data-parallel ranks × ``tp`` tensor-
+parallel ranks (tp innermost, inside one node; pp outermost, across nodes), as torchtitan and
+Megatron-LM place them. The data-parallel ranks replicate the model (``ddp``) or shard it (``fsdp``).
+
+Memory per GPU, for each phase of the step (forward, backward, optimizer; the peak is the largest):
+
+- **TP**, Megatron-LM's column/row split with sequence parallelism (Korthikanti et al. 2022,
+  "Reducing Activation Recomputation in Large Transformer Models", §4.2.2): the blocks' weights,
+  gradients and optimizer state, and their activations and temporaries, are split ``tp`` ways.
+- **PP**, the 1F1B schedule (Narayanan et al. 2021, "Efficient Large-Scale Language Model Training
+  on GPU Clusters Using Megatron-LM", §2.2): a stage holds 1/``pp`` of the parameters, gradients,
+  optimizer state and temporaries; the first stage keeps min(M, pp) micro-batches in flight, each
+  with 1/``pp`` of the layers' activations. The first and last stages' embedding and head are taken
+  as an even share (an approximation: the plan's notes say so).
+- **FSDP** (``torch.distributed.fsdp``): parameters, gradients and optimizer state sharded over the
+  ``dp`` ranks; two units gathered whole (one in use, one prefetched), in low precision by its
+  mixed-precision policy rather than autocast's cached copy of every weight.
+- **DDP**: its buckets hold a copy of the gradients.
+- **CPU offload** (FSDP's ``CPUOffloadPolicy``/``CPUOffload(offload_params=True)``): the shards of
+  parameters, gradients and optimizer state live in host memory; the GPU holds the gathered units
+  and one unit's gradients; the optimizer steps on the CPU.
+
+Time per optimizer step: the single-GPU micro-batch time (:class:`~autotune.plan.model.StepModel`)
+divided ``tp × pp`` ways, over M + pp − 1 pipeline slots (the 1F1B bubble (pp − 1)/(M + pp − 1));
+plus tensor parallelism's collectives (per block per micro-batch two in the forward and two in the
+backward, two more with checkpointing's recompute, each a ring all-reduce of the tensor between
+blocks, on NVLink, not hidden), the pipeline's sends (the tensor between blocks, forward and back);
+plus data parallelism's collectives (DDP's all-reduce of the gradients per optimizer step; FSDP's
+two all-gathers and a reduce-scatter per micro-batch; offload's copies over the host link), of which
+what the compute can hide is hidden (:func:`exposed_comm_s`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from autotune.plan.model import EFFICIENCY, Efficiency
+
+if TYPE_CHECKING:
+    from autotune.plan.gpus import GpuSpec
+    from autotune.plan.model import StepModel
+
+#: Share of the compute that data-parallel communication can run behind: (pessimistic, expected,
+#: optimistic). The expected value is fitted on the 5 published runs across nodes in
+#: ``benchmarks/gpu_anchors.py`` (torchtitan's Llama 3.1 8B on 128 H100s, llm-foundry's MPT 760M-13B
+#: on 32-64; median error 2.1% on runs left out of the fit), where FSDP's prefetched all-gathers run
+#: behind the previous unit's compute. Whatever the compute, the first unit's gather (one unit's
+#: share of the communication) is never hidden.
+OVERLAP = (0.0, 0.2, 1.0)
+#: Share of the all-reduce time a real DDP job hid behind compute: the NCCL kernels' overlap with
+#: compute kernels on rank 0 of an A100 DDP trace (HTA's nccl_data test trace, ResNet, world size
+#: 2: tests/data/gpu_traces/a100_ddp2), as :mod:`profilers.gpu_time` measures it, 14.8%: its
+#: backward was short beside its all-reduce, which is what :func:`exposed_comm_s` makes of it.
+MEASURED_HIDDEN_SHARE = 0.148
+#: GPU-to-GPU bandwidth between nodes, one direction, GB/s per GPU: one 400 Gb/s InfiniBand NDR
+#: adapter per GPU, as in NVIDIA's DGX H100 datasheet (8 × ConnectX-7 400 Gb/s), and AWS p5
+#: (3,200 Gb/s EFA for 8 GPUs). Clouds differ (AWS p4d: 400 Gb/s for 8 A100s, 6.25 GB/s per GPU):
+#: ``--inter-node-gb-s`` sets it.
+INTER_NODE_GB_S = 50.0
+#: Bytes of optimizer work per second the host does for one GPU's shard under CPU offload: an
+#: assumption (a server socket streams 100-300 GB/s, shared by its GPUs; torch's CPU AdamW reaches a
+#: fraction of it), not a measurement; the notes of a plan with offload rows say so.
+HOST_OPTIMIZER_BYTES_PER_S = 10e9
+#: DDP's default gradient bucket (``bucket_cap_mb=25``): the last bucket's all-reduce is not hidden.
+DDP_BUCKET_BYTES = 25 * 2**20
+TP_DEGREES = (1, 2, 4, 8)
+PP_DEGREES = (1, 2, 4, 8, 16, 32)
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """How a step spreads over ``gpus`` GPUs on ``nodes`` nodes (see the module's doc)."""
+
+    name: str  # "single", "ddp", "fsdp": how the data-parallel ranks hold the model
+    gpus: int  # all of them, every node's
+    unit_bytes: int  # FSDP: parameter bytes of the largest wrapped unit (gathered whole)
+    nodes: int = 1
+    inter_node_gb_s: float = INTER_NODE_GB_S
+    tp: int = 1
+    pp: int = 1
+    offload: bool = False
+
+    @property
+    def dp(self) -> int:
+        """Data-parallel ranks: the GPUs over tensor × pipeline degrees."""
+        return max(1, self.gpus // (self.tp * self.pp))
+
+    @property
+    def label(self) -> str:
+        """``fsdp``, ``ddp``, ``fsdp2+tp4``, ``pp2+tp4``, ``fsdp+offload``: the layout with its degrees."""
+        if self.tp == 1 and self.pp == 1:
+            base = "single" if self.gpus == 1 and self.name == "single" else self.name
+            if self.offload:
+                return "offload" if self.gpus == 1 else f"{base}+offload"
+            return base
+        parts = [f"{self.name}{self.dp}"] if self.dp > 1 else []
+        parts += [f"pp{self.pp}"] * (self.pp > 1) + [f"tp{self.tp}"] * (self.tp > 1)
+        return "+".join(parts) + "+offload" * self.offload
+
+    def degrees(self) -> dict[str, int]:
+        """``{"dp": …, "tp": …, "pp": …}``."""
+        return {"dp": self.dp, "tp": self.tp, "pp": self.pp}
+
+    # -- memory -----------------------------------------------------------------------------------
+    def memory(
+        self, step: StepModel, micro_batch: int, accumulation: int | None = None
+    ) -> tuple[int, dict[str, int]]:
+        """Peak bytes per GPU and their categories, the largest phase's (``accumulation``: in flight)."""
+        best: tuple[int, dict[str, int]] = (-1, {})
+        for phase in step.phases:
+            by = self._phase(step, micro_batch, phase, accumulation)
+            total = sum(by.values())
+            if total > best[0]:
+                best = (total, by)
+        return best
+
+    def _phase(self, step: StepModel, m: int, phase: str, accumulation: int | None) -> dict[str, int]:
+        raw = step.memory_by_category(m, gpu=True, phase=phase)
+        by: dict[str, float] = dict(raw)
+        split = self.tp * self.pp
+        for key in ("parameters", "gradients", "optimizer_state", "parameter_casts", "temporaries",
+                    "allocator_rounding"):  # fmt: skip
+            by[key] = raw.get(key, 0) / split
+        in_flight = min(accumulation or self.pp, self.pp) / self.pp
+        by["activations"] = raw["activations"] / self.tp * in_flight
+        unit = self.unit_bytes / self.tp
+        if self.name == "ddp":  # DDP's buckets hold a copy of the gradients (without gradient_as_bucket_view)
+            by["ddp_buckets"] = step.parameters.at(m) / split
+        elif self.name == "fsdp":  # parameters, gradients and optimizer state sharded; one unit gathered
+            for key in ("parameters", "gradients", "optimizer_state"):
+                by[key] /= self.dp
+            low = 0.5 if step.precision in ("bf16", "fp16") else 1.0  # gathered in bf16 by its policy
+            by["fsdp_gathered_units"] = 2 * unit * low  # the unit in use and the one prefetched
+            by["parameter_casts"] = 0.0  # its mixed-precision policy gathers units in bf16 instead
+            if self.offload:  # the shards live on the host; the update runs there
+                for key in ("parameters", "gradients", "optimizer_state"):
+                    by[key] = 0.0
+                by["fsdp_gathered_units"] = 2 * unit * low + unit  # and one unit's fp32 gradients
+                if phase == "optimizer":
+                    by["temporaries"] = 0.0
+        return {k: math.ceil(v) for k, v in by.items()}
+
+    def host_bytes(self, step: StepModel, micro_batch: int) -> int:
+        """Host memory per GPU for its offloaded shards (0 without offload)."""
+        if not self.offload:
+            return 0
+        phases = [step.memory_by_category(micro_batch, gpu=False, phase=phase) for phase in step.phases]
+        state = sum(max(by[k] for by in phases) for k in ("parameters", "gradients", "optimizer_state"))
+        return math.ceil(state / (self.tp * self.pp * self.dp))
+
+    def largest_micro_batch(
+        self, step: StepModel, budget_bytes: float, accumulation: int | None = None
+    ) -> int:
+        """The largest micro-batch whose peak under this layout fits ``budget_bytes`` (0: none does)."""
+        if self.memory(step, 1, accumulation)[0] > budget_bytes:
+            return 0
+        lo, hi = 1, 2
+        while hi < 1 << 20 and self.memory(step, hi, accumulation)[0] <= budget_bytes:
+            lo, hi = hi, hi * 2
+        if hi >= 1 << 20:
+            return 1 << 20
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if self.memory(step, mid, accumulation)[0] <= budget_bytes else (lo, mid)
+        return lo
+
+    # -- time -------------------------------------------------------------------------------------
+    def step_s(
+        self,
+        spec: GpuSpec,
+        step: StepModel,
+        micro_batch: int,
+        accumulation: int,
+        eff: Efficiency = EFFICIENCY[1],
+        overlap: float = OVERLAP[1],
+    ) -> float | None:
+        """Seconds of one optimizer step (see the module's doc). None: no such precision."""
+        parts = step.micro_and_optimizer_s(spec, micro_batch, eff)
+        if parts is None:
+            return None
+        micro_s, opt_s = parts
+        split = self.tp * self.pp
+        per_slot = micro_s / split + self.tp_comm_s(spec, step, micro_batch) / self.pp
+        per_slot += self.pp_comm_s(spec, step, micro_batch)
+        slots = accumulation + self.pp - 1
+        compute = slots * per_slot
+        if self.offload:
+            state_bytes = step.optimizer_bytes / (split * self.dp)
+            opt_s = state_bytes / HOST_OPTIMIZER_BYTES_PER_S
+        else:
+            opt_s /= split * (self.dp if self.name == "fsdp" else 1)
+        comm = self.comm_s(spec, step, micro_batch, accumulation)
+        behind = accumulation * micro_s / split if self.name == "fsdp" else (2 / 3) * micro_s / split
+        return compute + opt_s + exposed_comm_s(comm, behind, self.units(step), overlap)
+
+    def units(self, step: StepModel) -> int:
+        """Pieces the data-parallel communication comes in: FSDP's units, DDP's buckets."""
+        if self.name == "fsdp":
+            return max(1, step.blocks)
+        return max(1, math.ceil(step.parameters.at(1) / (self.tp * self.pp) / DDP_BUCKET_BYTES))
+
+    def comm_s(self, spec: GpuSpec, step: StepModel, micro_batch: int, accumulation: int) -> float:
+        """Seconds of data-parallel communication per optimizer step, none hidden (ring collectives).
+
+        FSDP in bf16/fp16 gathers parameters in that precision and reduces gradients in fp32 (its
+        mixed-precision policy, as torchtitan sets it): half the gathers' bytes of fp32 training.
+        """
+        if self.name == "single" or (self.dp == 1 and not self.offload):
+            return 0.0
+        ring = (self.dp - 1) / self.dp
+        params = step.parameters.at(micro_batch) / (self.tp * self.pp)
+        link = self._ring_gb_s(spec, self.dp, self.tp) * 1e9
+        if self.name == "ddp":  # one all-reduce of the gradients per optimizer step (no_sync between)
+            return 2 * ring * params / link
+        # FSDP, each micro-batch: all-gather in forward and backward, reduce-scatter of gradients
+        gathered = params * (0.5 if step.precision in ("bf16", "fp16") else 1.0)
+        seconds = accumulation * ring * (2 * gathered + params) / link
+        if self.offload:  # each micro-batch: the shard to the GPU twice, its gradients back
+            seconds += accumulation * 3 * params / self.dp / (spec.host_link_gb_s * 1e9)
+        return seconds
+
+    def tp_comm_s(self, spec: GpuSpec, step: StepModel, micro_batch: int) -> float:
+        """Seconds of tensor parallelism's collectives in one micro-batch, every block's (NVLink)."""
+        if self.tp == 1:
+            return 0.0
+        per_block = 6 if step.checkpointing else 4
+        ring = 2 * (self.tp - 1) / self.tp
+        volume = step.block_io.at(micro_batch) * _element_bytes(step.precision)
+        return per_block * step.blocks * ring * volume / (spec.link_gb_s * 1e9)
+
+    def pp_comm_s(self, spec: GpuSpec, step: StepModel, micro_batch: int) -> float:
+        """Seconds a stage spends sending one micro-batch's activations on and their gradients back."""
+        if self.pp == 1:
+            return 0.0
+        volume = step.block_io.at(micro_batch) * _element_bytes(step.precision) / self.tp
+        # over several nodes some stage boundary crosses them: each GPU sends its share on its adapter
+        link = min(spec.link_gb_s, self.inter_node_gb_s) if self.nodes > 1 else spec.link_gb_s
+        return 2 * volume / (link * 1e9)
+
+    def _ring_gb_s(self, spec: GpuSpec, size: int, stride: int) -> float:
+        """The bandwidth of a ring of ``size`` GPUs ``stride`` apart (consecutive ranks fill a node).
+
+        Within a node it runs at NVLink's. Across nodes each ring crosses each node boundary once,
+        and NCCL runs one ring per network adapter, so a group with k GPUs in each node moves its
+        data at k adapters' bandwidth (as NCCL's bus bandwidth across nodes shows: close to the
+        node's adapters together), capped by NVLink's.
+        """
+        per_node = self.gpus // self.nodes
+        if self.nodes == 1 or size * stride <= per_node:
+            return spec.link_gb_s
+        in_each_node = max(1, per_node // stride)
+        return min(spec.link_gb_s, self.inter_node_gb_s * in_each_node)
+
+
+def exposed_comm_s(comm_s: float, compute_s: float, units: int, overlap: float) -> float:
+    """The communication time a step pays: what ``overlap`` × the compute beside it cannot hide.
+
+    At least the first of ``units`` pieces is paid: nothing runs before it.
+    """
+    hidden = min(comm_s * (1 - 1 / max(units, 1)), overlap * compute_s)
+    return comm_s - max(0.0, hidden)
+
+
+def layouts_for(
+    gpus_per_node: int,
+    nodes: int,
+    unit_bytes: int,
+    blocks: int,
+    inter_node_gb_s: float = INTER_NODE_GB_S,
+) -> list[Layout]:
+    """Every layout of ``gpus_per_node × nodes`` GPUs the plan considers.
+
+    Tensor parallelism stays inside a node (2, 4, 8 ways, dividing its GPUs), pipeline stages are
+    at most the blocks; both need the model's repeated blocks. Offload is planned with FSDP alone.
+    """
+    n = gpus_per_node * nodes
+    if n == 1:
+        return [Layout("single", 1, 0), Layout("fsdp", 1, unit_bytes, offload=True)]
+    out = []
+    tps = [t for t in TP_DEGREES if gpus_per_node % t == 0 and (t == 1 or blocks > 1)]
+    pps = [p for p in PP_DEGREES if p == 1 or 1 < p <= blocks]
+    for tp in tps:
+        for pp in pps:
+            if n % (tp * pp):
+                continue
+            dp = n // (tp * pp)
+            common = {"unit_bytes": unit_bytes, "nodes": nodes, "inter_node_gb_s": inter_node_gb_s}
+            if dp == 1:
+                out.append(Layout("single", n, tp=tp, pp=pp, **common))  # type: ignore[arg-type]
+                continue
+            out += [Layout(name, n, tp=tp, pp=pp, **common) for name in ("ddp", "fsdp")]  # type: ignore[arg-type]
+            if tp == pp == 1:
+                out.append(Layout("fsdp", n, offload=True, **common))  # type: ignore[arg-type]
+    return out
+
+
+def _element_bytes(precision: str) -> int:
+    """Bytes of one activation element in the precision a block's output travels in."""
+    return 2 if precision in ("bf16", "fp16") else 4
+
+
+__all__ = [
+    "DDP_BUCKET_BYTES", "HOST_OPTIMIZER_BYTES_PER_S", "INTER_NODE_GB_S", "MEASURED_HIDDEN_SHARE", "OVERLAP",
+    "Layout", "exposed_comm_s", "layouts_for",
+]  # fmt: skip

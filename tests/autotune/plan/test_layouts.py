@@ -1,0 +1,165 @@
+"""Model parallelism in the plan: tensor and pipeline parallel, CPU offload, a step's phases, and the
+suggestion of what fits when nothing does."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from torch import nn
+
+from autotune.demo.plan import demo_workload
+from autotune.plan.gpus import gpu_spec
+from autotune.plan.layouts import Layout, layouts_for
+from autotune.plan.model import EFFICIENCY, StepModel
+from autotune.plan.plan import plan
+from autotune.plan.script import scaled
+from autotune.plan.step import largest_unit_bytes, trace_step
+from tests.autotune.report.conftest import autotune
+
+GPT = demo_workload("gpt")[:4]
+
+
+class Stack(nn.Module):
+    """Repeated square layers in a ModuleList: blocks to split, with almost no activations."""
+
+    def __init__(self, layers: int, width: int) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(width, width, bias=False) for _ in range(layers))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = torch.relu(layer(x))
+        return x
+
+
+def stack_workload(layers: int, width: int) -> tuple:
+    def batch(b: int) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+        return (torch.randn(b, width),), torch.randn(b, width)
+
+    def adamw(params: list[nn.Parameter]) -> torch.optim.Optimizer:
+        return torch.optim.AdamW(params, foreach=True)
+
+    return (lambda: Stack(layers, width)), batch, nn.functional.mse_loss, adamw
+
+
+@pytest.fixture(scope="module")
+def gpt_bf16() -> StepModel:
+    a, b = (trace_step(*GPT, m, "bf16", False) for m in (1, 8))
+    return StepModel.fit(a, b)
+
+
+def test_the_tensor_between_blocks_is_read_from_the_trace(gpt_bf16):
+    cfg = GPT[0]()
+    d_model, seq = cfg.cfg.d_model, cfg.cfg.seq_len
+    assert gpt_bf16.blocks == len(cfg.blocks) >= 2
+    assert gpt_bf16.block_io.at(4) == pytest.approx(4 * seq * d_model)
+
+
+def test_tensor_parallel_splits_weights_state_and_activations_and_pays_its_all_reduces(gpt_bf16):
+    """Megatron-style with sequence parallelism: everything a block holds is split tp ways; each
+    block all-reduces its output twice in the forward and twice in the backward (bf16, ring)."""
+    h100 = gpu_spec("H100-SXM")
+    one = Layout("single", 1, 0)
+    tp2 = Layout("single", 2, 0, tp=2)
+    for phase in gpt_bf16.phases:
+        full = gpt_bf16.memory_by_category(4, gpu=True, phase=phase)
+        split = tp2._phase(gpt_bf16, 4, phase, None)
+        for key in ("parameters", "gradients", "optimizer_state", "parameter_casts", "activations",
+                    "temporaries"):  # fmt: skip
+            assert split[key] == pytest.approx(full[key] / 2, abs=1), (phase, key)
+        assert split["framework_reserve"] == full["framework_reserve"]
+    volume = 4 * gpt_bf16.block_io.at(4) * 2  # bytes of the block's output in bf16
+    expected = 4 * gpt_bf16.blocks * 2 * (1 / 2) * volume / 4 / (h100.link_gb_s * 1e9)
+    assert tp2.tp_comm_s(h100, gpt_bf16, 4) == pytest.approx(expected)
+    micro_s, opt_s = gpt_bf16.micro_and_optimizer_s(h100, 4, EFFICIENCY[1])
+    assert tp2.step_s(h100, gpt_bf16, 4, 1) == pytest.approx(micro_s / 2 + expected + opt_s / 2)
+    assert one.step_s(h100, gpt_bf16, 4, 1) == pytest.approx(micro_s + opt_s)
+
+
+def test_a_pipeline_holds_a_stage_and_the_micro_batches_in_flight_and_pays_its_bubble(gpt_bf16):
+    h100 = gpu_spec("H100-SXM")
+    pp2 = Layout("single", 2, 0, pp=2)
+    full = gpt_bf16.memory_by_category(4, gpu=True, phase="backward")
+    alone = pp2._phase(gpt_bf16, 4, "backward", 1)  # one micro-batch: half the layers' activations
+    in_flight = pp2._phase(gpt_bf16, 4, "backward", 8)  # 1F1B: two in flight on the first stage
+    assert alone["parameters"] == pytest.approx(full["parameters"] / 2, abs=1)
+    assert alone["activations"] == pytest.approx(full["activations"] / 2, abs=1)
+    assert in_flight["activations"] == pytest.approx(full["activations"], abs=1)
+    micro_s, opt_s = gpt_bf16.micro_and_optimizer_s(h100, 4, EFFICIENCY[1])
+    send = pp2.pp_comm_s(h100, gpt_bf16, 4)
+    assert send == pytest.approx(2 * gpt_bf16.block_io.at(4) * 2 / (h100.link_gb_s * 1e9))
+    for m in (1, 8):  # (M + p - 1) slots of half a micro-batch each: the bubble is (p-1)/(M+p-1)
+        assert pp2.step_s(h100, gpt_bf16, 4, m) == pytest.approx((m + 1) * (micro_s / 2 + send) + opt_s / 2)
+
+
+def test_layouts_keep_tensor_parallel_in_a_node_and_stages_within_the_blocks():
+    labels = {x.label for x in layouts_for(4, 2, 1, blocks=4)}
+    assert {"ddp", "fsdp", "fsdp+offload", "fsdp4+tp2", "pp2+tp4", "ddp2+pp4", "pp4+tp2"} <= labels
+    assert not any("tp8" in x for x in labels)  # 8-way tensor parallel would cross the node
+    assert not any("pp8" in x for x in labels)  # more stages than blocks
+    assert {x.label for x in layouts_for(8, 1, 1, blocks=0)} == {"ddp", "fsdp", "fsdp+offload"}
+    assert {x.label for x in layouts_for(1, 1, 1, blocks=8)} == {"single", "offload"}
+
+
+def test_a_step_peaking_in_the_optimizer_scales_to_its_backward_peak():
+    """A wide model with a small batch peaks in its (foreach) optimizer; at a large batch in its
+    backward. Scaled from the small trace, each phase grows as its own contents do: the scaled peak
+    is the large trace's within 5%, and so is the largest micro-batch that fits an L4."""
+    workload = stack_workload(4, 1024)
+    small = trace_step(*workload, 2, "fp32", False)
+    large = trace_step(*workload, 4096, "fp32", False)
+    assert small.peak_phase == "optimizer" and large.peak_phase != "optimizer"
+    predicted = scaled(small, 4096)
+    assert predicted.peak_phase == large.peak_phase
+    assert predicted.peak_bytes == pytest.approx(large.peak_bytes, rel=0.05)
+    budget = gpu_spec("L4").memory_bytes / 1.1
+    from_scaled = StepModel.fit(small, scaled(small, 4)).largest_micro_batch(budget, gpu=True)
+    from_traces = StepModel.fit(trace_step(*workload, 2048, "fp32", False), large).largest_micro_batch(
+        budget, gpu=True
+    )
+    assert from_scaled == pytest.approx(from_traces, rel=0.05)
+
+
+def test_a_model_too_big_for_the_gpus_asked_for_gets_a_suggestion_that_fits_when_planned():
+    """6.4B fp32 parameters with AdamW (103 GB of state): no layout of one L4 holds it (offload would
+    need 103 GB of host memory per GPU, over the 87 GiB an L4 machine has), so the suggestion looks
+    at more L4s; planned with the GPUs it names, its configuration fits at the same cost."""
+    workload = stack_workload(24, 16384)
+    result = plan(*workload, global_batch=8, gpus=("L4",))
+    assert not any(c.fits for c in result.configs)
+    offload = next(c for c in result.configs if c.params["layout"] == "offload")
+    assert "host memory" in (offload.why_not or "")
+    suggestion = result.suggestion
+    assert suggestion is not None and suggestion["fits_as_asked"] is False
+    config = suggestion["config"]
+    assert config["gpus"] > 1 and "nothing fits L4" in suggestion["text"]
+    assert f"--gpus {config['gpus']}" in suggestion["text"]
+    again = plan(*workload, global_batch=8, gpus=("L4",), gpus_per_node=config["gpus"])
+    row = next(
+        c for c in again.configs
+        if c.params["layout"] == config["params"]["layout"]
+        and c.params["micro_batch"] == config["params"]["micro_batch"]
+    )
+    assert row.fits and row.usd_per_million_samples == pytest.approx(config["usd_per_million_samples"])
+    assert again.suggestion["fits_as_asked"] is True
+    assert again.suggestion["config"]["usd_per_million_samples"] == pytest.approx(
+        min(c.usd_per_million_samples for c in again.configs if c.fits)
+    )
+
+
+def test_the_cli_prints_the_suggestion_and_writes_it_to_json():
+    out = autotune("plan", "--demo", "gpt", "--gpu", "H100-SXM", "--gpus", "4", "--format", "json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    first = data["configs"][0]
+    assert data["suggestion"]["fits_as_asked"] is True
+    assert data["suggestion"]["config"]["params"] == first["params"]
+    assert first["params"]["layout"] in data["suggestion"]["text"]
+    table = autotune("plan", "--demo", "gpt", "--gpu", "H100-SXM", "--gpus", "4")
+    assert table.returncode == 0 and "Suggestion: cheapest that fits 4 × H100-SXM" in table.stdout
+
+
+def test_unit_bytes_are_the_largest_block():
+    assert largest_unit_bytes(stack_workload(3, 64)[0]) == 64 * 64 * 4
