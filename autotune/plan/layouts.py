@@ -121,6 +121,7 @@ class Layout:
     def _phase(self, step: StepModel, m: int, phase: str, accumulation: int | None) -> dict[str, int]:
         raw = step.memory_by_category(m, gpu=True, phase=phase)
         by: dict[str, float] = dict(raw)
+        optimizer = phase.split(".")[0] == "optimizer"  # a phase's peak, or an op of its envelope
         split = self.tp * self.pp
         for key in ("parameters", "gradients", "optimizer_state", "parameter_casts", "temporaries",
                     "allocator_rounding"):  # fmt: skip
@@ -133,6 +134,8 @@ class Layout:
         elif self.name == "fsdp":  # parameters, gradients and optimizer state sharded; one unit gathered
             for key in ("parameters", "gradients", "optimizer_state"):
                 by[key] /= self.dp
+            if optimizer:  # the update runs on each shard: a foreach step's copies are a shard's
+                by["temporaries"] /= self.dp
             low = 0.5 if step.precision in ("bf16", "fp16") else 1.0  # gathered in bf16 by its policy
             by["fsdp_gathered_units"] = 2 * unit * low  # the unit in use and the one prefetched
             by["parameter_casts"] = 0.0  # its mixed-precision policy gathers units in bf16 instead
@@ -140,7 +143,7 @@ class Layout:
                 for key in ("parameters", "gradients", "optimizer_state"):
                     by[key] = 0.0
                 by["fsdp_gathered_units"] = 2 * unit * low + unit  # and one unit's fp32 gradients
-                if phase == "optimizer":
+                if optimizer:
                     by["temporaries"] = 0.0
         return {k: math.ceil(v) for k, v in by.items()}
 
@@ -155,18 +158,20 @@ class Layout:
     def largest_micro_batch(
         self, step: StepModel, budget_bytes: float, accumulation: int | None = None
     ) -> int:
-        """The largest micro-batch whose peak under this layout fits ``budget_bytes`` (0: none does)."""
-        if self.memory(step, 1, accumulation)[0] > budget_bytes:
-            return 0
-        lo, hi = 1, 2
-        while hi < 1 << 20 and self.memory(step, hi, accumulation)[0] <= budget_bytes:
-            lo, hi = hi, hi * 2
-        if hi >= 1 << 20:
-            return 1 << 20
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if self.memory(step, mid, accumulation)[0] <= budget_bytes else (lo, mid)
-        return lo
+        """The largest micro-batch whose peak under this layout fits ``budget_bytes`` (0: none does).
+
+        Every phase's bytes under a layout are affine in the micro-batch: each phase's line, through
+        its bytes at 0 and at 1, meets the budget somewhere; the smallest of these is the answer.
+        """
+        largest = 1 << 20
+        for phase in step.phases:
+            at_zero = sum(self._phase(step, 0, phase, accumulation).values())
+            slope = sum(self._phase(step, 1, phase, accumulation).values()) - at_zero
+            if slope <= 0:
+                largest = min(largest, 0 if at_zero > budget_bytes else 1 << 20)
+            else:
+                largest = min(largest, max(0, math.floor((budget_bytes - at_zero) / slope)))
+        return largest
 
     # -- time -------------------------------------------------------------------------------------
     def step_s(

@@ -172,7 +172,8 @@ class StepModel:
 
     def memory_by_category(self, micro_batch: int, gpu: bool, phase: str | None = None) -> dict[str, int]:
         """The peak (or ``phase``'s) by category; on a GPU with the allocator's rounding and reserve."""
-        out = dict(self.phase_memory(micro_batch)[phase or self.peak_phase(micro_batch)])
+        chosen = self.phases[phase or self.peak_phase(micro_batch)]
+        out = {k: f.at(micro_batch) for k, f in chosen.items()}
         if gpu:
             out["allocator_rounding"] = self.rounding.at(micro_batch)
             out["framework_reserve"] = FRAMEWORK_RESERVE_BYTES

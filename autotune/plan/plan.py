@@ -34,7 +34,15 @@ from autotune.plan.model import (
     Affine,
     StepModel,
 )
-from autotune.plan.step import BatchFn, LossFn, OptimizerFn, largest_unit_bytes, model_notes, trace_step
+from autotune.plan.step import (
+    BatchFn,
+    LossFn,
+    OptimizerFn,
+    StepFigures,
+    largest_unit_bytes,
+    model_notes,
+    trace_step,
+)
 from autotune.plan.workspace import MemoryCalibration
 
 PRECISIONS = ("fp32", "bf16")
@@ -103,35 +111,47 @@ def plan(
     """
     micro = micro_batches(global_batch, gpus_per_node * nodes)
     lo, hi = micro[0], micro[-1] if micro[-1] != micro[0] else micro[0] + 1
-    started = time.perf_counter()
     models: dict[tuple[str, bool], StepModel] = {}
     cpu_times: dict[tuple[str, bool], Affine] = {}
-    for precision in precisions:
-        for ckpt in checkpointing:
-            a = trace_step(model, batch_fn, loss_fn, optimizer_fn, lo, precision, ckpt)
-            b = trace_step(model, batch_fn, loss_fn, optimizer_fn, hi, precision, ckpt)
-            models[(precision, ckpt)] = StepModel.fit(a, b)
-            if cpu is not None:
-                cpu_times[(precision, ckpt)] = Affine.through(lo, cpu.predict_s(a), hi, cpu.predict_s(b))
+    trace_s = 0.0
+
+    def trace(settings: tuple[bool, ...]) -> tuple[StepFigures, StepFigures]:
+        nonlocal trace_s
+        started = time.perf_counter()
+        for precision in precisions:
+            for ckpt in settings:
+                a = trace_step(model, batch_fn, loss_fn, optimizer_fn, lo, precision, ckpt)
+                b = trace_step(model, batch_fn, loss_fn, optimizer_fn, hi, precision, ckpt)
+                models[(precision, ckpt)] = StepModel.fit(a, b)
+                if cpu is not None:
+                    cpu_times[(precision, ckpt)] = Affine.through(lo, cpu.predict_s(a), hi, cpu.predict_s(b))
+        trace_s += time.perf_counter() - started
+        return a, b
+
+    a, b = trace(checkpointing)
     figures = {
         "parameters": a.parameters,
         "parameter_bytes": a.parameter_bytes,
         "flops_per_sample": (b.flops - a.flops) / (hi - lo),
         "ops_per_step": a.ops,
     }
-    trace_s = time.perf_counter() - started
     unit = largest_unit_bytes(model)
-    result = plan_models(
-        models, figures, global_batch, gpus=gpus, gpus_per_node=gpus_per_node, unit_bytes=unit,
-        headroom=headroom, tokens_per_sample=tokens_per_sample, run_samples=run_samples, prices=prices,
-        cpu_times=cpu_times, cpu_memory=cpu.memory if cpu is not None else None, nodes=nodes,
-        inter_node_gb_s=inter_node_gb_s, notes=tuple(model_notes(model)),
-    )  # fmt: skip
-    if checkpointing == (False,) and a.blocks and not fits_anywhere(result):
-        again = plan(model, batch_fn, loss_fn, optimizer_fn, global_batch, gpus, gpus_per_node, precisions,
-                     (False, True), headroom, tokens_per_sample, run_samples, prices, cpu, nodes,
-                     inter_node_gb_s)  # fmt: skip
-        return dataclasses.replace(again, notes=(*again.notes, NOTHING_FIT_WITHOUT_CHECKPOINTING))
+    auto_checkpointing = checkpointing == (False,) and a.blocks > 0
+    notes = tuple(model_notes(model))
+
+    def planned(search_bigger: bool) -> Plan:
+        return plan_models(
+            models, figures, global_batch, gpus=gpus, gpus_per_node=gpus_per_node, unit_bytes=unit,
+            headroom=headroom, tokens_per_sample=tokens_per_sample, run_samples=run_samples, prices=prices,
+            cpu_times=cpu_times, cpu_memory=cpu.memory if cpu is not None else None, nodes=nodes,
+            inter_node_gb_s=inter_node_gb_s, notes=notes, search_bigger=search_bigger,
+        )  # fmt: skip
+
+    result = planned(search_bigger=not auto_checkpointing)
+    if auto_checkpointing and not fits_anywhere(result):
+        trace((True,))
+        notes += (NOTHING_FIT_WITHOUT_CHECKPOINTING,)
+        result = planned(search_bigger=True)
     return dataclasses.replace(result, calibration=with_cpu(result.calibration, cpu), trace_s=trace_s)
 
 
@@ -191,6 +211,7 @@ def plan_models(
     extra_micro_batches: tuple[int, ...] = (),
     nodes: int = 1,
     inter_node_gb_s: float = INTER_NODE_GB_S,
+    search_bigger: bool = True,
 ) -> Plan:
     """Predict, price and rank every configuration of fitted step models (precision, checkpointing).
 
@@ -198,7 +219,8 @@ def plan_models(
     ``cpu_times`` this machine's calibrated seconds per micro-batch of each model, when known, and
     ``cpu_memory`` the memory its steps take beyond their traces (measured kernel workspaces);
     ``extra_micro_batches`` are planned beside the powers of two (a script's own micro-batch);
-    ``nodes`` of ``gpus_per_node`` GPUs each, joined at ``inter_node_gb_s`` per GPU.
+    ``nodes`` of ``gpus_per_node`` GPUs each, joined at ``inter_node_gb_s`` per GPU; with
+    ``search_bigger``, when nothing fits the suggestion looks at more GPUs (:func:`suggest`).
     """
     specs = [_spec(g) for g in gpus] if gpus else list(GPUS)
     n = gpus_per_node * nodes
@@ -231,7 +253,7 @@ def plan_models(
     notes += layout_notes(configs)
     suggestion = suggest(
         configs, models, specs, global_batch, gpus_per_node, nodes, unit_bytes, headroom, table,
-        tokens_per_sample, run_samples, inter_node_gb_s,
+        tokens_per_sample, run_samples, inter_node_gb_s, search_bigger,
     )  # fmt: skip
     return Plan(tuple(configs), figures, calibration, 0.0, notes, suggestion)
 
@@ -284,7 +306,8 @@ def suggest(
     tokens_per_sample: int | None,
     run_samples: int | None,
     inter_node_gb_s: float,
-) -> dict[str, Any]:
+    search_bigger: bool = True,
+) -> dict[str, Any] | None:
     """The cheapest configuration that fits: among ``configs`` when one does, else on more GPUs.
 
     More GPUs means the node filled up to 8, then 2, 4, 8... nodes of 8 (up to
@@ -296,6 +319,8 @@ def suggest(
     fitting = [c for c in configs if c.fits and c.gpu != "this-cpu"]
     if fitting:
         return _suggestion(min(fitting, key=_rank), "cheapest that fits", True)
+    if not search_bigger:
+        return None
     blocks = max((step.blocks for step in models.values()), default=0)
     for per_node, n_nodes in _bigger(gpus_per_node, nodes):
         layouts = layouts_for(per_node, n_nodes, unit_bytes, blocks, inter_node_gb_s)

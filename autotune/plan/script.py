@@ -271,24 +271,35 @@ def plan_script(
     traces = {keys[0]: first} | {(p, c): trace_script(script, args, p, c) for p, c in keys[1:]}
     trace_s = time.perf_counter() - started
     models = {(t.figures.precision, c): step_model(t) for (_, c), t in traces.items()}
+    options.setdefault("tokens_per_sample", first.tokens_per_sample)
+    figures = _figures(script, first)
+    batch = global_batch or first.micro_batch * first.accumulation
+    notes = _notes(script, first)
+    common = {"unit_bytes": first.unit_bytes, "extra_micro_batches": (first.micro_batch,), **options}
+    if checkpointing == (False,) and first.has_blocks and not calibrate:
+        result = plan_models(models, figures, batch, notes=tuple(notes), search_bigger=False, **common)
+        if fits_anywhere(result):
+            return dataclasses.replace(result, trace_s=trace_s)
+        started = time.perf_counter()  # nothing fits: plan activation checkpointing too
+        for precision in precisions:
+            trace = trace_script(script, args, precision, True)
+            traces[(precision, True)] = trace
+            models[(trace.figures.precision, True)] = step_model(trace)
+        trace_s += time.perf_counter() - started
+        notes.append(NOTHING_FIT_WITHOUT_CHECKPOINTING)
     cpu = calibrate_script(script, args, traces) if calibrate else None
     if cpu is not None:
-        options["cpu_memory"] = cpu.memory
-        options["cpu_times"] = {
+        common["cpu_memory"] = cpu.memory
+        common["cpu_times"] = {
             (t.figures.precision, c): _cpu_seconds(cpu, t) for (_, c), t in traces.items()
         }
-    batch = global_batch or first.micro_batch * first.accumulation
-    notes = [
-        f"traced {script} at its own micro-batch of {first.micro_batch} × {first.accumulation} "
-        f"accumulated; other micro-batches are scaled from it (activations and compute in proportion)"
-    ]
-    if first.scalar_stand_ins:
-        notes.append(
-            f"{first.scalar_stand_ins} value(s) the script read from the model's fake tensors "
-            "(a loss's item()) got a stand-in: branches on them may differ from a real run"
-        )
-    notes += first.untrusted
-    figures = {
+    result = plan_models(models, figures, batch, notes=tuple(notes), **common)
+    return dataclasses.replace(result, calibration=with_cpu(result.calibration, cpu), trace_s=trace_s)
+
+
+def _figures(script: str, first: ScriptTrace) -> dict[str, Any]:
+    """The plan's ``model``: what the script's traced step is."""
+    return {
         "script": script,
         "model_class": first.model_class,
         "parameters": first.figures.parameters,
@@ -299,15 +310,20 @@ def plan_script(
         "accumulation": first.accumulation,
         "tokens_per_sample": first.tokens_per_sample,
     }
-    options.setdefault("tokens_per_sample", first.tokens_per_sample)
-    result = plan_models(
-        models, figures, batch, unit_bytes=first.unit_bytes, notes=tuple(notes),
-        extra_micro_batches=(first.micro_batch,), **options,
-    )  # fmt: skip
-    if checkpointing == (False,) and first.has_blocks and not fits_anywhere(result):
-        again = plan_script(script, args, global_batch, precisions, (False, True), calibrate, **options)
-        return dataclasses.replace(again, notes=(*again.notes, NOTHING_FIT_WITHOUT_CHECKPOINTING))
-    return dataclasses.replace(result, calibration=with_cpu(result.calibration, cpu), trace_s=trace_s)
+
+
+def _notes(script: str, first: ScriptTrace) -> list[str]:
+    """What the plan of a script rests on: its one traced size, stand-ins, what it cannot see."""
+    notes = [
+        f"traced {script} at its own micro-batch of {first.micro_batch} × {first.accumulation} "
+        f"accumulated; other micro-batches are scaled from it (activations and compute in proportion)"
+    ]
+    if first.scalar_stand_ins:
+        notes.append(
+            f"{first.scalar_stand_ins} value(s) the script read from the model's fake tensors "
+            "(a loss's item()) got a stand-in: branches on them may differ from a real run"
+        )
+    return notes + list(first.untrusted)
 
 
 def _cpu_seconds(cpu: CpuCalibration, trace: ScriptTrace) -> Affine:

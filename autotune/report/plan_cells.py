@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from autotune.fmt import NA, format_bytes, format_seconds, format_usd
+from autotune.fmt import NA, format_bytes, format_rate, format_seconds, format_usd
 
 #: Rows of the table in a report (the JSON keeps every configuration).
 REPORT_ROWS = 40
@@ -38,8 +38,8 @@ def config_cells(c: dict[str, Any]) -> list[str]:
         "yes" if c["fits"] else f"no: {c.get('why_not')}",
         format_seconds(c.get("step_time_s")),
         f"{format_seconds(interval[0])}–{format_seconds(interval[1])}" if interval else NA,
-        NA if rate is None else f"{rate:,.0f}",
-        NA if tokens is None else f"{tokens:,.0f}",
+        format_rate(rate, "").strip(),
+        format_rate(tokens, "").strip(),
         usd_cell(c.get("usd_per_million_samples")),
         usd_cell(c.get("usd_per_million_tokens")),
         usd_cell(c.get("usd_total")),

@@ -13,7 +13,7 @@ from autotune.demo.plan import demo_workload
 from autotune.plan.gpus import gpu_spec
 from autotune.plan.layouts import Layout, layouts_for
 from autotune.plan.model import EFFICIENCY, StepModel
-from autotune.plan.plan import plan
+from autotune.plan.plan import NOTHING_FIT_WITHOUT_CHECKPOINTING, plan
 from autotune.plan.script import scaled
 from autotune.plan.step import largest_unit_bytes, trace_step
 from tests.autotune.report.conftest import autotune
@@ -129,6 +129,8 @@ def test_a_model_too_big_for_the_gpus_asked_for_gets_a_suggestion_that_fits_when
     workload = stack_workload(24, 16384)
     result = plan(*workload, global_batch=8, gpus=("L4",))
     assert not any(c.fits for c in result.configs)
+    assert NOTHING_FIT_WITHOUT_CHECKPOINTING in result.notes  # so checkpointing was planned too
+    assert {c.params["activation_checkpointing"] for c in result.configs} == {False, True}
     offload = next(c for c in result.configs if c.params["layout"] == "offload")
     assert "host memory" in (offload.why_not or "")
     suggestion = result.suggestion
@@ -163,3 +165,19 @@ def test_the_cli_prints_the_suggestion_and_writes_it_to_json():
 
 def test_unit_bytes_are_the_largest_block():
     assert largest_unit_bytes(stack_workload(3, 64)[0]) == 64 * 64 * 4
+
+
+def test_the_optimizers_copies_are_a_shards_under_fsdp_and_none_on_the_gpu_under_offload():
+    """A foreach AdamW holds a copy of a whole group during its step: under FSDP each rank updates
+    its shard (a shard's copy); with the state offloaded the update runs on the host (none)."""
+    a = trace_step(*stack_workload(4, 1024), 2, "fp32", False)
+    step = StepModel.fit(a, scaled(a, 4))
+    optimizer_phases = [p for p in step.phases if p.split(".")[0] == "optimizer"]
+    assert optimizer_phases
+    fsdp = Layout("fsdp", 4, 1024 * 1024 * 4)
+    offload = Layout("fsdp", 4, 1024 * 1024 * 4, offload=True)
+    for phase in optimizer_phases:
+        whole = step.memory_by_category(2, gpu=True, phase=phase)["temporaries"]
+        assert whole >= 4 * 1024 * 1024 * 4  # one fp32 copy of the four layers' weights
+        assert fsdp._phase(step, 2, phase, 1)["temporaries"] == pytest.approx(whole / 4, abs=1)
+        assert offload._phase(step, 2, phase, 1)["temporaries"] == 0
