@@ -38,7 +38,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from autotune.plan.model import EFFICIENCY, Efficiency
+from autotune.plan.model import EFFICIENCY, Efficiency, largest_under
 
 if TYPE_CHECKING:
     from autotune.plan.gpus import GpuSpec
@@ -61,9 +61,10 @@ MEASURED_HIDDEN_SHARE = 0.148
 #: (3,200 Gb/s EFA for 8 GPUs). Clouds differ (AWS p4d: 400 Gb/s for 8 A100s, 6.25 GB/s per GPU):
 #: ``--inter-node-gb-s`` sets it.
 INTER_NODE_GB_S = 50.0
-#: Bytes of optimizer work per second the host does for one GPU's shard under CPU offload: an
-#: assumption (a server socket streams 100-300 GB/s, shared by its GPUs; torch's CPU AdamW reaches a
-#: fraction of it), not a measurement; the notes of a plan with offload rows say so.
+#: Bytes of the update's memory traffic (as traced: what the optimizer's ops read and write) the host
+#: moves per second for one GPU's shard under CPU offload: an assumption (a server socket streams
+#: 100-300 GB/s, shared by its GPUs; torch's CPU AdamW reaches a fraction of it), not a
+#: measurement; the notes of a plan with offload rows say so.
 HOST_OPTIMIZER_BYTES_PER_S = 10e9
 #: DDP's default gradient bucket (``bucket_cap_mb=25``): the last bucket's all-reduce is not hidden.
 DDP_BUCKET_BYTES = 25 * 2**20
@@ -163,15 +164,11 @@ class Layout:
         Every phase's bytes under a layout are affine in the micro-batch: each phase's line, through
         its bytes at 0 and at 1, meets the budget somewhere; the smallest of these is the answer.
         """
-        largest = 1 << 20
+        lines = []
         for phase in step.phases:
             at_zero = sum(self._phase(step, 0, phase, accumulation).values())
-            slope = sum(self._phase(step, 1, phase, accumulation).values()) - at_zero
-            if slope <= 0:
-                largest = min(largest, 0 if at_zero > budget_bytes else 1 << 20)
-            else:
-                largest = min(largest, max(0, math.floor((budget_bytes - at_zero) / slope)))
-        return largest
+            lines.append((at_zero, sum(self._phase(step, 1, phase, accumulation).values()) - at_zero))
+        return largest_under(lines, budget_bytes)
 
     # -- time -------------------------------------------------------------------------------------
     def step_s(

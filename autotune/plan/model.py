@@ -17,6 +17,7 @@ pessimistic and optimistic ends of their ranges.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -182,16 +183,12 @@ class StepModel:
     def largest_micro_batch(self, budget_bytes: float, gpu: bool) -> int:
         """The largest micro-batch whose peak (every phase's) fits ``budget_bytes`` (0 when none does)."""
         fixed = FRAMEWORK_RESERVE_BYTES if gpu else 0.0
-        largest = 1 << 20
+        lines = []
         for by in self.phases.values():
             slope = sum(f.slope for f in by.values()) + (self.rounding.slope if gpu else 0.0)
             intercept = sum(f.intercept for f in by.values()) + fixed
-            intercept += self.rounding.intercept if gpu else 0.0
-            if slope <= 0:
-                largest = min(largest, 0 if intercept > budget_bytes else 1 << 20)
-            else:
-                largest = min(largest, max(0, math.floor((budget_bytes - intercept) / slope)))
-        return largest
+            lines.append((intercept + (self.rounding.intercept if gpu else 0.0), slope))
+        return largest_under(lines, budget_bytes)
 
     def step_time_s(
         self, spec: GpuSpec, micro_batch: int, accumulation: int, eff: Efficiency, shards: int = 1
@@ -248,6 +245,21 @@ class StepModel:
         return accumulation * (micro_s - opt_s) + opt_s
 
 
+#: The largest micro-batch a plan considers (a step whose memory does not grow with it fits any).
+MAX_MICRO_BATCH = 1 << 20
+
+
+def largest_under(lines: Sequence[tuple[float, float]], budget_bytes: float) -> int:
+    """The largest micro-batch at which every line (bytes at 0, bytes per sample) stays within budget."""
+    largest = MAX_MICRO_BATCH
+    for at_zero, slope in lines:
+        if slope <= 0:
+            largest = min(largest, 0 if at_zero > budget_bytes else MAX_MICRO_BATCH)
+        else:
+            largest = min(largest, max(0, math.floor((budget_bytes - at_zero) / slope)))
+    return largest
+
+
 class Costs(Protocol):
     """Seconds per fp32 FLOP, bf16/fp16 FLOP, byte and op (as ``calibrate.CpuCalibration`` holds)."""
 
@@ -264,5 +276,6 @@ def _low_share(f: StepFigures) -> float:
 
 
 __all__ = [
-    "CALIBRATED_ON", "EFFICIENCY", "FRAMEWORK_RESERVE_BYTES", "Affine", "Costs", "Efficiency", "StepModel"
+    "CALIBRATED_ON", "EFFICIENCY", "FRAMEWORK_RESERVE_BYTES", "MAX_MICRO_BATCH", "Affine", "Costs",
+    "Efficiency", "StepModel", "largest_under",
 ]  # fmt: skip

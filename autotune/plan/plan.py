@@ -382,9 +382,9 @@ def layout_notes(configs: list[PlannedConfig]) -> tuple[str, ...]:
     notes = []
     if any(c.params["offload"] for c in configs):
         notes.append(
-            f"CPU offload rows assume the host runs each GPU's optimizer shard at "
-            f"{HOST_OPTIMIZER_BYTES_PER_S / 1e9:.0f} GB/s of state (an assumption, not a measurement), "
-            "and hold it in host memory (host_memory_bytes)"
+            f"CPU offload rows assume the host updates each GPU's shard at "
+            f"{HOST_OPTIMIZER_BYTES_PER_S / 1e9:.0f} GB/s of the update's memory traffic (an assumption, not "
+            "a measurement), and hold the shards in host memory (host_memory_bytes)"
         )
     if any(c.params["degrees"]["tp"] > 1 for c in configs):
         notes.append(
