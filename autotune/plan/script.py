@@ -97,7 +97,9 @@ def run_child(
     finally:
         os.unlink(out)
     if done.returncode != 0 or not text:
-        lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
+        # what Python prints at exit after the error (a __del__ that raised) is not the error
+        stderr = done.stderr.split("\nException ignored in", 1)[0]
+        lines = [line for line in stderr.strip().splitlines() if line.strip()]
         why = lines[-1] if lines else f"exit status {done.returncode}"
         if why.startswith(EXITED) and len(lines) >= 2:  # the script's own last words come first
             why = f"{lines[-2].strip()} ({why})"

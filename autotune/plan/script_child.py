@@ -119,6 +119,7 @@ def trace_script(
             if fake and not measure:  # fake tensors, and the stand-ins above them
                 modes.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
                 modes.enter_context(stand_in)
+                modes.enter_context(stand_in.numpy_arrays())
                 state.gpu_ops = modes.enter_context(AsOnAGpu())
             if module:
                 runpy.run_module(script, run_name="__main__", alter_sys=True)

@@ -7,9 +7,12 @@ mode above ``FakeTensorMode``, gives them what keeps the loop doing what it woul
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import torch
 from torch._subclasses.fake_tensor import (
     DataDependentOutputException,
@@ -50,6 +53,33 @@ class ScalarStandIn(TorchDispatchMode):
         self.stand_ins = 0
         #: Ops whose output size depends on values, by name: (run for real, stood in by a bound).
         self.data_dependent: dict[str, list[int]] = {}
+        self.numpy_stand_ins = 0  # fake tensors read as NumPy arrays without a real twin
+
+    @contextlib.contextmanager
+    def numpy_arrays(self) -> Iterator[None]:
+        """``tensor.numpy()`` (and ``np.asarray``) of a fake tensor, as a feature extractor does.
+
+        It gets its real twin's values, else zeros of its shape and dtype (counted for the notes).
+        """
+        original = torch.Tensor.numpy
+        stand_in = self
+
+        def numpy(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            if not isinstance(tensor, FakeTensor):
+                return original(tensor, *args, **kwargs)
+            with unset_fake_temporarily():
+                shadow = stand_in.shadows.get(tensor)
+                if shadow is not None:
+                    return original(shadow.detach(), *args, **kwargs)
+                stand_in.numpy_stand_ins += 1
+                dtype = original(torch.empty(0, dtype=tensor.dtype)).dtype
+                return np.zeros(tuple(tensor.shape), dtype=dtype)  # calloc: no pages touched
+
+        torch.Tensor.numpy = numpy  # type: ignore[method-assign,assignment]
+        try:
+            yield
+        finally:
+            torch.Tensor.numpy = original  # type: ignore[method-assign]
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
@@ -124,8 +154,13 @@ class ScalarStandIn(TorchDispatchMode):
         return bound
 
     def notes(self) -> list[str]:
-        """What the plan's notes say about the data-dependent ops it met."""
+        """What the plan's notes say about the data-dependent ops and NumPy reads it met."""
         out = []
+        if self.numpy_stand_ins:
+            out.append(
+                f"{self.numpy_stand_ins} fake tensor(s) read as NumPy arrays (tensor.numpy()) got zeros of "
+                "their shape: values computed from them differ from a real run, their sizes do not"
+            )
         for name, (real, bounded) in sorted(self.data_dependent.items()):
             what = f"{name} (output size from its values)"
             if real:

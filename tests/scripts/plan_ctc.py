@@ -2,11 +2,13 @@
 
 What CTC scripts do that shapes cannot tell in advance: the loss keeps only the frames and labels
 that are not padding (``masked_select``, as Hugging Face's CTC heads do), and ``F.ctc_loss`` takes
-the lengths as tensors, so its outputs' sizes depend on their values.
+the lengths as tensors, so its outputs' sizes depend on their values. With ``--numpy-features``
+the features are computed with NumPy from a tensor, as audio feature extractors do.
 """
 
 import argparse
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -16,6 +18,7 @@ parser.add_argument("--batch", type=int, default=8)
 parser.add_argument("--frames", type=int, default=200)
 parser.add_argument("--labels", type=int, default=30)
 parser.add_argument("--steps", type=int, default=3)
+parser.add_argument("--numpy-features", action="store_true", help="features made with NumPy, in this process")
 args = parser.parse_args()
 
 VOCAB, FEATURES = 32, 40
@@ -39,6 +42,11 @@ model = Encoder()
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
 for step in range(args.steps):
     features = torch.randn(args.batch, args.frames, FEATURES)
+    if args.numpy_features:  # as an audio feature extractor does: NumPy on the waveform's tensor
+        waveform = torch.randn(args.batch, args.frames * 160).numpy()
+        frames = waveform.reshape(args.batch, args.frames, 160)
+        power = np.log1p((frames[..., :FEATURES] ** 2).astype(np.float32))
+        features = torch.from_numpy(power)
     frame_lengths = torch.randint(args.frames // 2, args.frames + 1, (args.batch,))
     label_lengths = torch.randint(args.labels // 2, args.labels + 1, (args.batch,))
     labels = torch.randint(1, VOCAB, (args.batch, args.labels))

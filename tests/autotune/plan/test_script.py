@@ -254,3 +254,21 @@ def test_a_data_dependent_op_on_large_inputs_is_taken_at_its_largest():
     assert stand_in.data_dependent == {"masked_select": [0, 1], "nonzero": [0, 1], "_unique2": [0, 1]}
     note = "masked_select (output size from its values) taken at its largest size 1 time(s)"
     assert note in stand_in.notes()
+
+
+def test_a_fake_tensor_read_as_a_numpy_array_gets_zeros_of_its_shape():
+    """Feature extraction in the main process (a DataLoader without workers, Whisper's extractor):
+    ``tensor.numpy()`` of a fake tensor. It gets zeros of its shape, the plan says so, and the step
+    is the one with the features made by torch, less the features themselves (a host tensor made
+    from NumPy, which the trace sees once the script moves it to a device; this one stays put)."""
+    with_numpy = trace_script(CTC, ["--numpy-features"])
+    plain = trace_script(CTC, [])
+    assert any("read as NumPy arrays (tensor.numpy()) got zeros" in note for note in with_numpy.untrusted)
+    assert with_numpy.figures.flops == plain.figures.flops
+    features_bytes = 8 * 200 * 40 * 4
+    assert plain.figures.peak_bytes - with_numpy.figures.peak_bytes == pytest.approx(features_bytes, abs=512)
+
+
+def test_the_scripts_error_comes_before_what_python_prints_at_exit():
+    with pytest.raises(ScriptError, match=r"ValueError: bad sample at step 1$"):
+        trace_script(str(SCRIPTS / "loop_del_at_exit.py"), [])
