@@ -121,6 +121,7 @@ class ScalarStandIn(TorchDispatchMode):
         counts = self.data_dependent.setdefault(name, [0, 0])
         fakes = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, FakeTensor)]
         unshadowed = sum(t.numel() * t.element_size() for t in fakes if t not in self.shadows)
+        real_out = None
         if unshadowed <= REAL_RUN_BYTES:
 
             def real(value: Any) -> Any:
@@ -131,9 +132,10 @@ class ScalarStandIn(TorchDispatchMode):
                     return shadow
                 return torch.zeros(value.shape, dtype=value.dtype)
 
-            with unset_fake_temporarily():
+            with unset_fake_temporarily(), contextlib.suppress(Exception):  # else: the bound below
                 real_args, real_kwargs = tree_map(real, (args, kwargs))
                 real_out = func(*real_args, **real_kwargs)
+        if real_out is not None:
             counts[0] += 1
             exact = all(t in self.shadows for t in fakes)
             device = fakes[0].device if fakes else torch.device("cpu")
