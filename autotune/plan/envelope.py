@@ -21,12 +21,21 @@ CATEGORIES = ("parameters", "gradients", "optimizer_state", "parameter_casts", "
 _SCALES = tuple(2.0**k for k in range(-10, 21))
 
 
+def phase_of(key: str) -> str:
+    """The phase of an envelope key: ``"backward.2"`` -> ``"backward"``."""
+    return key.split(".")[0]
+
+
+def growing_categories(phase: str) -> tuple[str, ...]:
+    """The categories that grow with the micro-batch in ``phase`` (or an envelope key of it)."""
+    if phase_of(phase) in ("forward", "backward"):
+        return ("activations", "temporaries")
+    return ("activations",)  # the optimizer's temporaries are the update's, whatever the batch
+
+
 def growing_bytes(by_category: dict[str, int], phase: str) -> int:
     """The bytes of ``by_category`` that grow with the micro-batch, in ``phase``."""
-    grows = by_category.get("activations", 0)
-    if phase.split(".")[0] in ("forward", "backward"):
-        grows += by_category.get("temporaries", 0)
-    return grows
+    return sum(by_category.get(c, 0) for c in growing_categories(phase))
 
 
 def memory_envelope(
@@ -78,4 +87,4 @@ def memory_envelope(
     return out
 
 
-__all__ = ["CATEGORIES", "growing_bytes", "memory_envelope"]
+__all__ = ["CATEGORIES", "growing_bytes", "growing_categories", "memory_envelope", "phase_of"]

@@ -38,6 +38,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from autotune.plan.envelope import phase_of
 from autotune.plan.model import EFFICIENCY, Efficiency, largest_under
 
 if TYPE_CHECKING:
@@ -122,7 +123,7 @@ class Layout:
     def _phase(self, step: StepModel, m: int, phase: str, accumulation: int | None) -> dict[str, int]:
         raw = step.memory_by_category(m, gpu=True, phase=phase)
         by: dict[str, float] = dict(raw)
-        optimizer = phase.split(".")[0] == "optimizer"  # a phase's peak, or an op of its envelope
+        optimizer = phase_of(phase) == "optimizer"  # a phase's peak, or an op of its envelope
         split = self.tp * self.pp
         for key in ("parameters", "gradients", "optimizer_state", "parameter_casts", "temporaries",
                     "allocator_rounding"):  # fmt: skip

@@ -116,10 +116,7 @@ class StepModel:
             va, vb = getattr(a, field).get(k, 0), getattr(b, field).get(k, 0)
             return Affine.through(a.micro_batch, va, b.micro_batch, vb)
 
-        def phases_of(f: StepFigures) -> dict[str, dict[str, int]]:
-            return f.phase_memory or {"step": f.memory_by_category}
-
-        pa, pb = phases_of(a), phases_of(b)
+        pa, pb = a.memory_phases(), b.memory_phases()
         if b.scaled_from != a.micro_batch or a.scaled_from:  # two traces: their envelopes' ops differ
             pa = {k: v for k, v in pa.items() if "." not in k}
         phases = {

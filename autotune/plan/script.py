@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.plan.calibrate import CpuCalibration
+from autotune.plan.envelope import growing_categories, phase_of
 from autotune.plan.model import Affine, StepModel
 from autotune.plan.plan import NOTHING_FIT_WITHOUT_CHECKPOINTING, Plan, fits_anywhere, plan_models, with_cpu
 from autotune.plan.probe import probe_costs
@@ -183,7 +184,7 @@ def scaled(f: StepFigures, micro_batch: int) -> StepFigures:
             out[OTHER] = round((by_class[OTHER] - optimizer_part) * r) + optimizer_part
         return out
 
-    phases = f.phase_memory or {f.peak_phase: dict(f.memory_by_category)}
+    phases = f.memory_phases()
     scaled_phases = {phase: _scaled_memory(by, phase, r) for phase, by in phases.items()}
     peak_phase = max(scaled_phases, key=lambda phase: sum(scaled_phases[phase].values()))
     memory = scaled_phases[peak_phase]
@@ -194,7 +195,7 @@ def scaled(f: StepFigures, micro_batch: int) -> StepFigures:
         micro_batch=micro_batch,
         peak_bytes=peak,
         memory_by_category=memory,
-        peak_phase=peak_phase.split(".")[0],
+        peak_phase=phase_of(peak_phase),
         phase_memory=scaled_phases,
         flops=sum(flops.values()),
         flops_by_class=flops,
@@ -212,9 +213,8 @@ def _scaled_memory(by_category: dict[str, int], phase: str, r: float) -> dict[st
     The activations grow, and the forward's and backward's temporaries; the optimizer's do not.
     """
     out = dict.fromkeys(CATEGORIES, 0) | by_category
-    out["activations"] = round(out["activations"] * r)
-    if phase.split(".")[0] in ("forward", "backward"):
-        out["temporaries"] = round(out["temporaries"] * r)
+    for category in growing_categories(phase):
+        out[category] = round(out[category] * r)
     return out
 
 

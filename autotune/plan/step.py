@@ -62,6 +62,10 @@ class StepFigures:
     phase_memory: dict[str, dict[str, int]] = field(default_factory=dict)
     #: The traced micro-batch these figures were scaled from (0: traced as they are).
     scaled_from: int = 0
+
+    def memory_phases(self) -> dict[str, dict[str, int]]:
+        """:attr:`phase_memory`, or the peak's breakdown as its phase's when there is none."""
+        return self.phase_memory or {self.peak_phase: dict(self.memory_by_category)}
     #: The model's repeated blocks, and the elements of the tensor passed between two of them in
     #: one micro-batch (what tensor and pipeline parallelism communicate; :mod:`autotune.plan.blocks`).
     blocks: int = 0
