@@ -19,10 +19,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from profilers.parallel_degrees import PARAM_ENV_PREFIX, ranks_per_replica
 from profilers.session import active_session
-
-#: Prefix of the environment variables through which a trial passes its parameters.
-PARAM_ENV_PREFIX = "AUTOTUNE_PARAM_"
 
 #: Every parameter this process has read through param(), knob_value() or batch_plan(), with the
 #: value it got (the trial's, else the default), so a trial can report what the script really used.
@@ -84,6 +82,8 @@ class Knob:
 
 _PRECISION_HELP = "fp32; tf32 matmuls (Ampere+ CUDA); bf16 autocast; fp16 autocast + GradScaler"
 _CHECKPOINT_HELP = "recompute each block of the model's largest nn.ModuleList during backward"
+_TP_HELP = "ranks that split each layer (the script's own tensor parallelism)"
+_PP_HELP = "pipeline stages (the script's own pipeline parallelism)"
 
 #: Every built-in knob by name, with its type, default and allowed values.
 KNOBS: Mapping[str, Knob] = MappingProxyType(
@@ -99,6 +99,9 @@ KNOBS: Mapping[str, Knob] = MappingProxyType(
             Knob("global_batch", int, None, minimum=1, help="samples per optimizer step, all ranks"),
             Knob("micro_batch", int, None, minimum=1, help="samples per forward/backward on one rank"),
             Knob("grad_accum", int, 1, minimum=1, help="micro-batches per optimizer step"),
+            Knob("tensor_parallel", int, 1, minimum=1, help=_TP_HELP),
+            Knob("pipeline_parallel", int, 1, minimum=1, help=_PP_HELP),
+            Knob("cpu_offload", bool, False, (False, True), help="optimizer state and shards on the host"),
         )
     }
 )
@@ -147,12 +150,22 @@ def knob_value(name: str, default: Any = None) -> Any:
 
 @dataclass(frozen=True)
 class BatchPlan:
-    """How one optimizer step's samples split: ``micro_batch × grad_accum × world_size == global_batch``."""
+    """How one optimizer step's samples split: ``micro_batch × grad_accum × replicas == global_batch``.
+
+    ``replicas`` is ``world_size`` over ``ranks_per_replica``, the tensor × pipeline degree of a
+    model-parallel job (whose ranks of one replica train on the same samples); 1 without one.
+    """
 
     micro_batch: int
     grad_accum: int
     world_size: int
     global_batch: int
+    ranks_per_replica: int = 1
+
+    @property
+    def replicas(self) -> int:
+        """Data-parallel replicas of the model: the ranks over the tensor × pipeline degree."""
+        return self.world_size // self.ranks_per_replica
 
     @property
     def rank_batch(self) -> int:
@@ -200,6 +213,10 @@ def batch_plan(
 ) -> BatchPlan:
     """Split ``global_batch`` into ``micro_batch × grad_accum × world_size``.
 
+    Under tensor or pipeline parallelism (the ``tensor_parallel``/``pipeline_parallel`` knobs the
+    script read, or a trial's) the batch splits over the data-parallel replicas instead: the ranks
+    over the tensor × pipeline degree.
+
     Each value given here is the user's default; a trial's ``micro_batch``/``grad_accum`` (through
     :func:`param`) replace both of the user's, since the global batch is held fixed, and the
     missing one is derived (``grad_accum`` 1 when neither is set). ``world_size`` defaults to the
@@ -207,35 +224,41 @@ def batch_plan(
     trial may also move ``global_batch``. ValueError when the split is impossible.
     """
     g = check_knob("global_batch", param("global_batch", global_batch))
-    w = resolve_world_size(world_size)
+    ranks = resolve_world_size(world_size)
+    per_replica = ranks_per_replica(_USED, ranks)
+    w = ranks // per_replica  # data-parallel replicas: each splits its share of the batch
     m_t, a_t = param("micro_batch"), param("grad_accum")
     source = "the trial" if (m_t, a_t) != (None, None) else "the defaults"
     m, a = (m_t, a_t) if source == "the trial" else (micro_batch, grad_accum)
     m = m if m is None else check_knob("micro_batch", m)
     a = a if a is None else check_knob("grad_accum", a)
+    over = f"world_size {w}" if per_replica == 1 else f"{w} replicas ({ranks} ranks, {per_replica} a replica)"
+    unit = "rank" if per_replica == 1 else "replica"
     if g % w:
-        raise ValueError(f"global_batch {g} does not split evenly over world_size {w}")
+        raise ValueError(f"global_batch {g} does not split evenly over {over}")
     per_rank = g // w
     if m is None:
         a = 1 if a is None else a
         if per_rank % a:
             raise ValueError(
-                f"global_batch {g} over world_size {w} is {per_rank} per rank, not a multiple of "
+                f"global_batch {g} over {over} is {per_rank} per {unit}, not a multiple of "
                 f"grad_accum {a} (from {source}); grad_accum values that fit: {_divisors(per_rank)}"
             )
         m = per_rank // a
     elif a is None:
         if per_rank % m:
             raise ValueError(
-                f"global_batch {g} over world_size {w} is {per_rank} per rank, not a multiple of "
+                f"global_batch {g} over {over} is {per_rank} per {unit}, not a multiple of "
                 f"micro_batch {m} (from {source}); micro_batch values that fit: {_divisors(per_rank)}"
             )
         a = per_rank // m
     elif m * a * w != g:
         raise ValueError(
-            f"micro_batch {m} × grad_accum {a} × world_size {w} = {m * a * w}, not global_batch {g} "
+            f"micro_batch {m} × grad_accum {a} × {over} = {m * a * w}, not global_batch {g} "
             f"(from {source}); give one of micro_batch and grad_accum and the other is derived"
         )
-    for name, value in (("global_batch", g), ("micro_batch", m), ("grad_accum", a), ("world_size", w)):
+    for name, value in (("global_batch", g), ("micro_batch", m), ("grad_accum", a), ("world_size", ranks)):
         _note(name, value)
-    return BatchPlan(micro_batch=m, grad_accum=a, world_size=w, global_batch=g)
+    return BatchPlan(
+        micro_batch=m, grad_accum=a, world_size=ranks, global_batch=g, ranks_per_replica=per_replica
+    )

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autotune.cli_support import check_module
+from autotune.tuner.presets import PRESETS
 from autotune.tuner.space import Space, Value
 from profilers.contract.schema import TRIALS_DIR
 
@@ -58,8 +59,11 @@ def add_tune_parser(sub: Any, number: Any) -> None:
     p.add_argument("--space", type=Path, help="TOML file of [space.NAME] tables (default: built-in knobs)")
     p.add_argument(
         "--preset",
-        choices=("hf", "lightning"),
-        help="tune an unmodified Hugging Face TrainingArguments or LightningCLI script through its own flags",
+        choices=tuple(PRESETS),
+        help=(
+            "tune an unmodified Hugging Face TrainingArguments, LightningCLI or torchtitan-style "
+            "(--parallelism.*_degree) script through its own flags"
+        ),
     )
     p.add_argument(
         "--trials", type=positive_int, help="trials in all, baseline included (12; on --resume: as stored)"
@@ -165,6 +169,8 @@ def cmd_tune(args: argparse.Namespace, usage_error: type[Exception]) -> int:
             timeout_s=args.trial_timeout,
             memory_budget_bytes=args.memory_budget,
             distributed_world_size=args.nproc_per_node or 2,
+            # a model-parallel preset's every trial, the baseline's too, runs over the ranks
+            world_size=(args.nproc_per_node or 2) if args.preset and PRESETS[args.preset].distributed else 1,
             module=args.module,
             stable_within=args.stable_within or None,
             min_measured_steps=args.min_measured_steps,

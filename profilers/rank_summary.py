@@ -80,8 +80,12 @@ def gather_ranks(
     world_size: int,
     samples_per_step: int | None,
     warnings: list[str],
+    ranks_per_replica: int = 1,
 ) -> dict[str, Any]:
     """Rank 0's summary with every rank's figures and the job's throughput.
+
+    ``ranks_per_replica`` (tensor × pipeline degree) ranks train on the same samples: the job's
+    throughput is the ranks' sum over it (see profilers.parallel_degrees).
 
     Waits up to :data:`RANK_WAIT_S` for the other ranks to leave their summaries in ``store``;
     a rank that does not is left out with a warning (appended to ``warnings``).
@@ -106,7 +110,7 @@ def gather_ranks(
         if missing:
             warnings.append(f"ranks {missing} did not finish within {RANK_WAIT_S:.0f} s; left out")
     ranks_list = [entries[r] for r in sorted(entries)]
-    combined = combine_ranks(ranks_list)
+    combined = combine_ranks(ranks_list, ranks_per_replica)
     summary["ranks"] = ranks_list
     job, own = combined["samples_per_s"], mine["samples_per_s"]
     ci = summary["throughput"].get("samples_per_s_ci95")
@@ -116,6 +120,7 @@ def gather_ranks(
         # rank 0's interval scaled to the job (the ranks step together)
         "samples_per_s_ci95": [v * job / own if v and job and own else None for v in ci] if ci else None,
         "per_rank_samples_per_s": [e["samples_per_s"] for e in ranks_list],
+        "ranks_per_replica": ranks_per_replica,
     }
     summary["load"] = _job_load(summary.get("load"), ranks)
     summary["warnings"] = warnings

@@ -35,6 +35,7 @@ from profilers.heap import StepEndHeap, heap_figures
 from profilers.instrument import StepInstruments
 from profilers.nvtx_ranges import NvtxRanges, nvtx_available
 from profilers.options import ProfileOptions
+from profilers.parallel_degrees import ranks_per_replica
 from profilers.rank_summary import device_entry, gather_ranks, host_memory, write_summary
 from profilers.recorder import Recorder
 from profilers.rundir import claim_run_dir, job_id, resolve_run_dir, run_dir_lock
@@ -45,6 +46,9 @@ from profilers.tracker import ClosedStep, StepTracker
 
 _ACTIVE: Session | None = None
 _ACTIVE_LOCK = threading.Lock()
+#: Under several ranks, steps close at the optimizer step's end after this many steps in a row had
+#: one optimizer step each (see profilers.tracker): every rank then stops at the same point.
+EAGER_STEP_CLOSE_AFTER = 3
 
 
 class ProfilerWarning(UserWarning):
@@ -120,6 +124,7 @@ class Session:
             self.world_size,
             on_fault=self.fault,
             samples_per_step=options.samples_per_step,
+            ranks_per_replica=lambda: ranks_per_replica(self.params_used, self.world_size),
         )
 
     # -- faults ---------------------------------------------------------------------------------
@@ -156,7 +161,8 @@ class Session:
         self._guard("sampling backend", self._start_recorder)
         if self.options.nvtx:
             self._guard("NVTX ranges", self._start_nvtx)
-        self._tracker = StepTracker(self._on_step, nvtx=self._nvtx)
+        eager_after = EAGER_STEP_CLOSE_AFTER if self.world_size > 1 else None
+        self._tracker = StepTracker(self._on_step, nvtx=self._nvtx, eager_after=eager_after)
         self._tracker.on_retract = self._retract
         self._guard("step hooks", self._install_hooks)
 
@@ -603,7 +609,8 @@ class Session:
         """Rank 0: wait for the other ranks' own summaries, then add the per-rank figures."""
         path = self.run_dir / STORE_NAME if self.run_dir is not None else None
         per_step = self.options.samples_per_step
-        return gather_ranks(summary, mine, path, self.world_size, per_step, self.warnings)
+        per_replica = ranks_per_replica(self.params_used, self.world_size)
+        return gather_ranks(summary, mine, path, self.world_size, per_step, self.warnings, per_replica)
 
     def _write_summary(self, summary: dict[str, Any]) -> None:
         assert self.run_dir is not None

@@ -191,8 +191,12 @@ class StepBudgets:
         on_fault: Callable[[str, BaseException], None] | None = None,
         samples_per_step: int | None = None,
         agree_every_steps: int = AGREE_EVERY_STEPS,
+        ranks_per_replica: Callable[[], int] | None = None,
     ) -> None:
         self.rules = rules
+        #: Ranks that train on the same samples (tensor × pipeline degree): the job's throughput is
+        #: the ranks' summed over it (profilers.parallel_degrees).
+        self.ranks_per_replica = ranks_per_replica
         self.world_size = world_size
         self.agree = agree if agree is not None or world_size == 1 else RankAgreement()
         self.on_fault = on_fault
@@ -255,7 +259,10 @@ class StepBudgets:
         elif self._early_ok and step % self.agree_every_steps == 0 and self.agree is not None:
             slow = True  # a host-side wait for the other ranks: the next step starts after it
             try:
-                reason = decide(self.agree(self.view().values()), self.world_size, self.rules)
+                sums = self.agree(self.view().values())
+                per_replica = self.ranks_per_replica() if self.ranks_per_replica is not None else 1
+                sums[1] /= per_replica  # the job's samples/s: each replica's samples once
+                reason = decide(sums, self.world_size, self.rules)
             except Exception as exc:
                 self._early_ok = False
                 self._fault("step budgets (rank agreement)", exc)

@@ -7,6 +7,12 @@ start of the next iteration after each backward pass. Until the first optimizer 
 ``UNKNOWN_MODE_MAX_BACKWARDS`` backward passes the tracker cannot tell the last two apart, so it
 keeps the events and splits them retroactively; an optimizer step that comes later still (gradient
 accumulation over that many micro-batches) takes the split steps back into one.
+
+An optimizer step ends its step at the next phase that begins (a second optimizer right after it
+belongs to the same step). Under several ranks that is too late for a stop: a pipeline stage's next
+phase waits for the stage before it, which may have stopped already, and a rank agreement would
+wait for a rank that cannot reach it. So a tracker made with ``eager_after=N`` closes a step at
+its optimizer step's end once N steps in a row each had exactly one optimizer step.
 """
 
 from __future__ import annotations
@@ -47,8 +53,16 @@ class StepTracker:
     CUDA event for each boundary without synchronizing.
     """
 
-    def __init__(self, on_step: Callable[[ClosedStep], bool], nvtx: NvtxRanges | None = None) -> None:
+    def __init__(
+        self,
+        on_step: Callable[[ClosedStep], bool],
+        nvtx: NvtxRanges | None = None,
+        eager_after: int | None = None,
+    ) -> None:
         self.on_step = on_step
+        #: Steps in a row with exactly one optimizer step after which steps close at its end.
+        self.eager_after = eager_after
+        self._single_optimizer_steps = 0
         self.nvtx = nvtx
         self.mode = "unknown"
         self.gpu_mark: Callable[[], Any] | None = None
@@ -114,6 +128,8 @@ class StepTracker:
                 self.mode = "optimizer"
             if self.mode == "optimizer":
                 self._pending = ev
+                if self.eager_after is not None and self._single_optimizer_steps >= self.eager_after:
+                    self._close(ev, ev)
         elif code == BWD_E:
             if self.mode == "backward":
                 self._after_backward = True
@@ -183,6 +199,8 @@ class StepTracker:
         inside, rest = self._events[:n_inside], self._events[n_inside:]
         self.steps_closed += 1
         step = ClosedStep(self.steps_closed, self._start, end, inside, self.mode)
+        one_optimizer = self.mode == "optimizer" and sum(e.code == OPT_B for e in inside) == 1
+        self._single_optimizer_steps = self._single_optimizer_steps + 1 if one_optimizer else 0
         self._keep_for_merge(step)
         self._events = rest
         self._start = next_start

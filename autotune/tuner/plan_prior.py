@@ -35,6 +35,7 @@ from autotune.tuner.memory_model import batch_param
 from autotune.tuner.plan_memory import SCALED, PlanTraces, Traced
 from autotune.tuner.space import Value
 from autotune.tuner.trials import trial_world_size
+from autotune.tuner.tune_checks import ranks_per_replica
 from profilers.contract.study import usd_per_million
 
 #: Combinations of the non-batch parameters the prior will trace at most (each trace takes seconds).
@@ -72,7 +73,7 @@ class PlanPrior:
             rate = self.samples_per_s(own)
         else:
             ranks, base = 1, self.plans.baseline()
-            rate = None if base is None else self._rate(base, base.micro_batch, base.accumulation, 1, "")
+            rate = None if base is None else self._rate(base, base.micro_batch, base.accumulation, 1, {})
         predicted = None if rate is None else self._objective(rate, ranks)  # unscaled
         if predicted:
             self.scale = measured / predicted  # samples/s or $ per million samples alike
@@ -102,23 +103,28 @@ class PlanPrior:
         if batch is None or traced is None:
             return None
         ranks = trial_world_size(self.plans.settings, params)
+        replicas = ranks // ranks_per_replica(params) if ranks % ranks_per_replica(params) == 0 else 0
         micro = int(params[str(batch)])
-        if self.global_batch and self.global_batch % (micro * ranks):
-            return None  # the micro-batch cannot split the global batch: the study skips it
-        accumulation = self._accumulation(params, traced, micro, ranks)
-        return self._rate(traced, micro, accumulation, ranks, str(params.get("layout", "ddp")))
+        if not replicas or (self.global_batch and self.global_batch % (micro * replicas)):
+            return None  # the mesh or the micro-batch cannot split: the study skips it
+        accumulation = self._accumulation(params, traced, micro, replicas)
+        return self._rate(traced, micro, accumulation, ranks, params)
 
-    def _rate(self, traced: Traced, micro: int, accumulation: int, ranks: int, layout: str) -> float | None:
-        """Samples/s of ``micro`` × ``accumulation`` on each of ``ranks`` (unscaled)."""
+    def _rate(
+        self, traced: Traced, micro: int, accumulation: int, ranks: int, params: Mapping[str, Value]
+    ) -> float | None:
+        """Samples/s of ``micro`` × ``accumulation`` on each replica of ``ranks`` (unscaled)."""
+        replicas = ranks // ranks_per_replica(params)
         if self.device == "cpu":
             # every rank its share; as many ranks at once as the cores hold at their threads each
+            # (a model-parallel replica's ranks split its work: the same total on the cores)
             per_rank = traced.model.cpu_step_time_s(self.costs, micro, accumulation)
-            seconds = per_rank * ranks / self._at_once(ranks)
+            seconds = per_rank * replicas / self._at_once(ranks)
         else:
-            seconds = self._gpu_step_s(traced, micro, accumulation, ranks, layout)
+            seconds = self._gpu_step_s(traced, micro, accumulation, ranks, params)
         if not seconds or seconds <= 0:
             return None
-        return micro * accumulation * ranks / seconds
+        return micro * accumulation * replicas / seconds
 
     def _predict(self, params: Mapping[str, Value]) -> float | None:
         rate = self.samples_per_s(params)
@@ -149,15 +155,20 @@ class PlanPrior:
         return traced.accumulation
 
     def _gpu_step_s(
-        self, traced: Traced, micro: int, accumulation: int, ranks: int, layout: str
+        self, traced: Traced, micro: int, accumulation: int, ranks: int, params: Mapping[str, Value]
     ) -> float | None:
         from autotune.plan.layouts import Layout  # torch: only on a GPU
 
         spec = gpu_spec(self.device)
         if spec is None:
             return None
+        layout = str(params.get("layout", "ddp"))
         name = "single" if ranks == 1 else layout if layout in ("ddp", "fsdp") else "ddp"
-        return Layout(name, ranks, 0).step_s(spec, traced.model, micro, accumulation)
+        tp, pp = int(params.get("tensor_parallel", 1)), int(params.get("pipeline_parallel", 1))
+        offload = params.get("cpu_offload") is True
+        return Layout(name, ranks, 0, tp=tp, pp=pp, offload=offload).step_s(
+            spec, traced.model, micro, accumulation
+        )
 
 
 def prior_for_study(

@@ -3,7 +3,9 @@
 ``autotune tune --preset hf train.py ...`` searches micro-batch, precision, activation
 checkpointing and (on a GPU) ``torch.compile`` of a script that parses ``TrainingArguments``
 (``HfArgumentParser``), and
-``--preset lightning`` those of a ``LightningCLI`` script, without a hand-written space. The global
+``--preset lightning`` those of a ``LightningCLI`` script, and ``--preset torchtitan`` the tensor and
+pipeline degrees, FSDP's CPU offload (on a GPU) and the precision of a torchtitan-style script
+(``--parallelism.*_degree`` flags) over ``--nproc-per-node`` ranks, without a hand-written space. The global
 batch stays the baseline's: its samples per optimizer step (what the script ran with its own
 arguments, gradient accumulation included) are split into micro-batch × accumulation, and the
 trial's flags are appended after the script's own, so they win; each trial's outputs (checkpoints,
@@ -24,8 +26,8 @@ class Preset:
     """How one framework's command line takes each knob."""
 
     name: str
-    batch_flag: str  # per-device micro-batch
-    accumulation_flag: str  # gradient accumulation steps
+    batch_flag: str | None  # per-device micro-batch
+    accumulation_flag: str | None  # gradient accumulation steps
     precision_args: Mapping[str, tuple[str, ...]]  # precision -> its flags (CPU ones first)
     checkpointing_args: tuple[str, ...] | None  # activation checkpointing on
     #: Where the framework writes its outputs (config, checkpoints, logs): each trial its own.
@@ -36,6 +38,13 @@ class Preset:
     #: A precision's flags on a machine without a GPU, where they differ (transformers refuses --bf16
     #: there without --use_cpu: "Your setup doesn't support bf16/gpu").
     cpu_precision_args: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: Tensor and pipeline parallel degrees (``--flag=N``), searched over the divisors of the ranks.
+    tensor_parallel_flag: str | None = None
+    pipeline_parallel_flag: str | None = None
+    #: FSDP's CPU offload on and off (searched on GPUs only: a CPU has no device memory to save).
+    offload_args: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+    #: Every trial, the baseline too, runs under torchrun over the study's ranks.
+    distributed: bool = False
 
 
 PRESETS: dict[str, Preset] = {
@@ -65,16 +74,54 @@ PRESETS: dict[str, Preset] = {
         # LightningCLI saves its config.yaml there and refuses to overwrite one
         "--trainer.default_root_dir",
     ),
+    # torchtitan's ParallelismConfig and TrainingConfig flags (its config manager, tyro): the data
+    # parallel shard degree is left at -1, which takes the ranks the other degrees leave
+    "torchtitan": Preset(
+        "torchtitan",
+        None,
+        None,
+        {
+            "fp32": ("--training.mixed_precision_param=float32",),
+            "bf16": ("--training.mixed_precision_param=bfloat16",),
+        },
+        None,
+        "--dump_folder",  # its checkpoints, traces and logs
+        tensor_parallel_flag="--parallelism.tensor_parallel_degree",
+        pipeline_parallel_flag="--parallelism.pipeline_parallel_degree",
+        offload_args=(("--training.enable_cpu_offload",), ("--training.no-enable-cpu-offload",)),
+        distributed=True,
+    ),
 }
 
+#: Tensor parallel stays inside a node: its all-reduces run at every block (Megatron, torchtitan).
+MAX_TENSOR_PARALLEL = 8
 
-def preset_space(name: str, per_rank: int, device_kind: str) -> Space:
-    """The search space of preset ``name`` for a global batch of ``per_rank`` samples per rank."""
+
+def degrees(ranks: int, largest: int | None = None) -> list[int]:
+    """Powers of two that divide ``ranks`` (at most ``largest``): the degrees a mesh can take."""
+    return [
+        d for d in (2**e for e in range(ranks.bit_length())) if ranks % d == 0 and d <= (largest or ranks)
+    ]
+
+
+def preset_space(name: str, per_rank: int, device_kind: str, ranks: int = 1) -> Space:
+    """The search space of preset ``name`` for a global batch of ``per_rank`` samples per rank.
+
+    ``ranks``: the ranks of a trial, whose divisors the tensor and pipeline degrees take (the
+    combinations whose product does not divide them are skipped by the study as impossible).
+    """
     preset = PRESETS[name]
     params: dict[str, Int | Choice] = {}
     largest = per_rank & -per_rank  # the largest power of two dividing per_rank
-    if largest > 1:
+    if largest > 1 and preset.batch_flag is not None:
         params["micro_batch"] = Int(1, largest, power_of_two=True)
+    for knob, flag, most in (
+        ("tensor_parallel", preset.tensor_parallel_flag, MAX_TENSOR_PARALLEL),
+        ("pipeline_parallel", preset.pipeline_parallel_flag, None),
+    ):
+        values = degrees(ranks, most)
+        if flag is not None and len(values) > 1:
+            params[knob] = Choice(*values)
     cuda = device_kind == "cuda"
     names = [p for p in preset.precision_args if cuda or p in preset.cpu_precisions]
     if name == "lightning" and "tf32" in names:
@@ -84,6 +131,8 @@ def preset_space(name: str, per_rank: int, device_kind: str) -> Space:
         params["activation_checkpointing"] = Choice(False, True)
     if preset.compile_args is not None and cuda:
         params["compile"] = Choice(False, True)
+    if preset.offload_args is not None and cuda:
+        params["cpu_offload"] = Choice(False, True)
     return Space(**params)
 
 
@@ -101,7 +150,7 @@ def preset_args(
     preset = PRESETS[name]
     args: list[str] = [f"{preset.output_flag}={output_dir}"] if output_dir is not None else []
     micro = params.get("micro_batch")
-    if isinstance(micro, int) and per_rank:
+    if isinstance(micro, int) and per_rank and preset.batch_flag and preset.accumulation_flag:
         args += [f"{preset.batch_flag}={micro}", f"{preset.accumulation_flag}={max(1, per_rank // micro)}"]
     precision = params.get("precision")
     if isinstance(precision, str):
@@ -111,4 +160,13 @@ def preset_args(
         args += list(preset.checkpointing_args)
     if params.get("compile") is True and preset.compile_args:
         args += list(preset.compile_args)
+    for knob, flag in (
+        ("tensor_parallel", preset.tensor_parallel_flag),
+        ("pipeline_parallel", preset.pipeline_parallel_flag),
+    ):
+        if flag is not None and isinstance(params.get(knob), int):
+            args.append(f"{flag}={params[knob]}")
+    offload = params.get("cpu_offload")
+    if isinstance(offload, bool) and preset.offload_args is not None:
+        args += list(preset.offload_args[0 if offload else 1])
     return args

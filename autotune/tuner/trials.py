@@ -59,7 +59,8 @@ class TrialSettings:
     memory_budget_bytes: int | None = None
     #: Ranks of a trial whose params set neither ``world_size`` nor ``layout``.
     world_size: int = 1
-    #: Ranks of a trial whose ``layout`` is "ddp" or "fsdp" (and that sets no ``world_size``).
+    #: Ranks of a trial whose ``layout`` is "ddp" or "fsdp", or that sets a tensor or pipeline degree
+    #: (and sets no ``world_size``).
     distributed_world_size: int = 2
     module: bool = False
     extra_env: Mapping[str, str] = field(default_factory=dict)
@@ -118,7 +119,7 @@ def trial_world_size(settings: TrialSettings, params: Mapping[str, Value]) -> in
     layout = params.get("layout")
     if layout == "single":
         return 1
-    if layout in ("ddp", "fsdp"):
+    if layout in ("ddp", "fsdp") or "tensor_parallel" in params or "pipeline_parallel" in params:
         return settings.distributed_world_size
     return settings.world_size
 
@@ -323,7 +324,10 @@ def _read_summary(run_dir: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-_EXCEPTION_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt|Exit)\b.*")
+#: ``SomeError: ...`` (a traceback's last line), or argparse's ``prog: error: ...`` (exit status 2).
+_EXCEPTION_LINE = re.compile(
+    r"^\s*(?:(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt|Exit)\b|[\w.\-]+: error: ).*"
+)
 _DECORATION = re.compile(r"^[\s=\-_*#]*$")
 
 

@@ -52,6 +52,7 @@ from autotune.tuner.tune_checks import (
     default_space,
     ignored_params,
     loss_drift,
+    model_parallel_problem,
     same_everywhere,
 )
 from autotune.tuner.tune_summary import tune_summary, write_json
@@ -284,7 +285,8 @@ class Tuner:
         settings = self.config.settings
         if settings.preset is not None and settings.preset_per_rank is not None:
             kind = baseline.attrs.get("device_kind") or self.config.device_kind
-            return preset_space(settings.preset, settings.preset_per_rank, kind)
+            ranks = settings.distributed_world_size
+            return preset_space(settings.preset, settings.preset_per_rank, kind, ranks)
         if not baseline.ok:
             raise TuneError(
                 f"the baseline trial {baseline.status}: {_first_line(baseline.error)}; "
@@ -377,7 +379,9 @@ class Tuner:
                 f"the baseline's own configuration, measured as trial {base.id}", "skipped",
                 attrs={"world_size": world_size, "impossible": True, "same_as_baseline": True},
             )  # fmt: skip
-        impossible = batch_split_problem(params, baseline_used, world_size)
+        impossible = model_parallel_problem(params, world_size) or batch_split_problem(
+            params, baseline_used, world_size
+        )
         if impossible is not None:
             raise Infeasible(impossible, "skipped", attrs={"world_size": world_size, "impossible": True})
         precision = params.get("precision")

@@ -93,25 +93,45 @@ def default_space(
     return Space(**params) if params else None
 
 
+def ranks_per_replica(params: Mapping[str, Value]) -> int:
+    """Ranks that hold one copy of the model in ``params``: tensor × pipeline degree (1 without)."""
+    tp, pp = params.get("tensor_parallel", 1), params.get("pipeline_parallel", 1)
+    return (tp if isinstance(tp, int) else 1) * (pp if isinstance(pp, int) else 1)
+
+
+def model_parallel_problem(params: Mapping[str, Value], world_size: int) -> str | None:
+    """Why the tensor × pipeline degrees of ``params`` cannot split ``world_size`` ranks, or None."""
+    per_replica = ranks_per_replica(params)
+    if per_replica == 1 or world_size % per_replica == 0:
+        return None
+    tp, pp = params.get("tensor_parallel", 1), params.get("pipeline_parallel", 1)
+    return (
+        f"tensor_parallel {tp} × pipeline_parallel {pp} = {per_replica} ranks a replica does not "
+        f"divide the {world_size} rank(s) of a trial"
+    )
+
+
 def batch_split_problem(
     params: Mapping[str, Value], baseline_used: Mapping[str, Any], world_size: int
 ) -> str | None:
     """Why ``params`` cannot split the global batch (known from the baseline), or None.
 
+    The batch splits over the data-parallel replicas: the ranks over the tensor × pipeline degree.
     The trial would only fail in :func:`autotune.batch_plan`; saying so here costs no trial.
     """
     global_batch = params.get("global_batch", baseline_used.get("global_batch"))
     micro, accum = params.get("micro_batch"), params.get("grad_accum")
     if not isinstance(global_batch, int) or (micro is None and accum is None):
         return None
-    if global_batch % world_size:
-        return f"global batch {global_batch} does not split over {world_size} ranks"
-    per_rank = global_batch // world_size
+    replicas = max(1, world_size // ranks_per_replica(params))
+    if global_batch % replicas:
+        return f"global batch {global_batch} does not split over {replicas} ranks"
+    per_rank = global_batch // replicas
     for name, value in (("micro_batch", micro), ("grad_accum", accum)):
         if isinstance(value, int) and value > 0 and per_rank % value:
             return (
                 f"{name} {value} does not divide the {per_rank} samples per rank of global batch "
-                f"{global_batch} over {world_size} rank(s)"
+                f"{global_batch} over {replicas} rank(s)"
             )
     if isinstance(micro, int) and isinstance(accum, int) and micro * accum != per_rank:
         return f"micro_batch {micro} × grad_accum {accum} is not the {per_rank} samples per rank"

@@ -475,12 +475,16 @@ def rank_entry(
     }
 
 
-def combine_ranks(entries: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Job-wide throughput (sum over ranks) and the slowest rank's median step time."""
+def combine_ranks(entries: Sequence[dict[str, Any]], ranks_per_replica: int = 1) -> dict[str, Any]:
+    """Job-wide throughput and the slowest rank's median step time.
+
+    The throughput is the ranks' sum over ``ranks_per_replica``: the ranks of one model-parallel
+    replica (tensor × pipeline degree) train on the same samples.
+    """
 
     def total(key: str) -> float | None:
         values = [e[key] for e in entries]
-        return sum(values) if values and all(v is not None for v in values) else None
+        return sum(values) / ranks_per_replica if values and all(v is not None for v in values) else None
 
     medians = [e["step_time_s"]["median"] for e in entries if e["step_time_s"]]
     return {

@@ -29,6 +29,7 @@ def _clean_knob_state(monkeypatch: pytest.MonkeyPatch):
             monkeypatch.delenv(var)
     monkeypatch.setattr(prepared, "_WARNED", set())
     monkeypatch.setattr(prepared, "_CURRENT", None)
+    monkeypatch.setattr(knobs, "_USED", {})  # what one test's script read is not the next one's
     mode, threads = torch.get_float32_matmul_precision(), torch.get_num_threads()
     conv_tf32 = torch.backends.cudnn.allow_tf32
     torch.set_num_threads(1)  # tiny models; a second thread only waits on a shared, busy CPU
@@ -422,3 +423,20 @@ def test_compile_on_and_off_give_the_same_loss():
     compiled = autotune.prepare(*fresh(), compile=True)
     assert type(compiled.model).__name__ == "OptimizedModule"
     assert train(compiled, steps=3) == pytest.approx(train(autotune.prepare(*fresh()), steps=3), rel=1e-5)
+
+
+def test_batch_plan_splits_over_the_replicas_of_a_model_parallel_job(monkeypatch):
+    # 8 ranks at tensor 2 × pipeline 2: 2 replicas, each trains on half the global batch
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    set_param(monkeypatch, "tensor_parallel", 2)
+    set_param(monkeypatch, "pipeline_parallel", 2)
+    plan = autotune.batch_plan(64, micro_batch=8)
+    assert plan == autotune.BatchPlan(8, 4, 8, 64, ranks_per_replica=4)
+    assert plan.replicas == 2 and plan.micro_batch * plan.grad_accum * plan.replicas == 64
+    with pytest.raises(ValueError, match=r"over 2 replicas \(8 ranks, 4 a replica\) is 32 per replica"):
+        autotune.batch_plan(64, micro_batch=6)
+    # the degree the script read through knob_value (its own default, no trial parameter) counts too
+    monkeypatch.delenv(knobs.param_env_var("pipeline_parallel"))
+    assert autotune.batch_plan(64, micro_batch=8).replicas == 4
+    assert knobs.knob_value("pipeline_parallel", 2) == 2
+    assert autotune.batch_plan(64, micro_batch=8).replicas == 2

@@ -146,3 +146,26 @@ def test_accumulation_over_more_micro_batches_than_the_manual_threshold_is_still
         assert sum(1 for e in s.events if e.code == BWD_E) == micro
         assert s.end.code == OPT_E
     assert final[0].start is out.steps[0].start  # step 1 starts where the run's first step did
+
+
+def test_under_several_ranks_steps_close_at_the_optimizer_step_once_it_is_the_only_one():
+    # A pipeline stage's next phase waits for the stage before it: a stop decided at that phase
+    # comes after the other stage has gone, so a tracker of several ranks closes at OPT_E.
+    out = Collect()
+    t = StepTracker(out, eager_after=3)
+    for n in range(1, 6):
+        iteration(t)
+        assert len(out.steps) == (n - 1 if n <= 3 else n)  # lazy for 3 steps, then at the step's end
+    t.finish()
+    assert [s.number for s in out.steps] == [1, 2, 3, 4, 5]
+    assert all(s.end.code == OPT_E for s in out.steps)
+    assert all(a.end is b.start for a, b in zip(out.steps, out.steps[1:], strict=False))
+
+
+def test_two_optimizers_a_step_keep_the_tracker_of_several_ranks_lazy():
+    out = Collect()
+    t = StepTracker(out, eager_after=3)
+    for _ in range(6):
+        iteration(t, optimizers=2)
+    assert len(out.steps) == 5  # still closed at the next iteration's first phase
+    assert all(sum(e.code == OPT_B for e in s.events) == 2 for s in out.steps)

@@ -68,3 +68,43 @@ def test_a_precision_the_machine_refuses_is_left_out_of_the_rest_of_the_study(tm
         tuner._evaluate({"micro_batch": 4, "precision": "bf16"})  # not run: it would crash on the script
     assert skipped.value.status == "skipped" and skipped.value.attrs["impossible"] is True
     assert skipped.value.reason == "precision=bf16 is not for this machine: trial 1 was refused it"
+
+
+def test_the_torchtitan_preset_searches_the_degrees_that_divide_the_ranks():
+    space = preset_space("torchtitan", per_rank=4, device_kind="cuda", ranks=8)
+    assert "micro_batch" not in space.params  # torchtitan counts its batch in tokens, not samples
+    assert space.params["tensor_parallel"].choices == (1, 2, 4, 8)
+    assert space.params["pipeline_parallel"].choices == (1, 2, 4, 8)
+    assert space.params["cpu_offload"].choices == (False, True)
+    assert space.params["precision"].choices == ("fp32", "bf16")
+    # 16 ranks: tensor parallel stays within a node's 8 GPUs, pipeline stages may span nodes
+    wide = preset_space("torchtitan", per_rank=4, device_kind="cuda", ranks=16)
+    assert wide.params["tensor_parallel"].choices == (1, 2, 4, 8)
+    assert wide.params["pipeline_parallel"].choices == (1, 2, 4, 8, 16)
+    # 6 ranks: degrees 1 and 2 only; on a CPU no offload (no device memory to save)
+    six = preset_space("torchtitan", per_rank=4, device_kind="cpu", ranks=6)
+    assert six.params["tensor_parallel"].choices == (1, 2) and "cpu_offload" not in six.params
+    params = {"tensor_parallel": 4, "pipeline_parallel": 2, "cpu_offload": True, "precision": "bf16"}
+    assert preset_args("torchtitan", params, 4, Path("/t/f")) == [
+        "--dump_folder=/t/f",
+        "--training.mixed_precision_param=bfloat16",
+        "--parallelism.tensor_parallel_degree=4",
+        "--parallelism.pipeline_parallel_degree=2",
+        "--training.enable_cpu_offload",
+    ]
+    off = preset_args("torchtitan", {"cpu_offload": False}, 4)
+    assert off == ["--training.no-enable-cpu-offload"]  # tyro's negative flag: wins over a config's True
+
+
+def test_a_mesh_that_does_not_divide_the_ranks_is_impossible_and_the_batch_splits_over_replicas():
+    from autotune.tuner.tune_checks import batch_split_problem, model_parallel_problem
+
+    assert model_parallel_problem({"tensor_parallel": 2, "pipeline_parallel": 2}, 2) == (
+        "tensor_parallel 2 × pipeline_parallel 2 = 4 ranks a replica does not divide the 2 rank(s) of a trial"
+    )
+    assert model_parallel_problem({"tensor_parallel": 2, "pipeline_parallel": 2}, 8) is None
+    assert model_parallel_problem({"tensor_parallel": 4}, 6) is not None
+    # 8 ranks at tp 4: 2 replicas, each 16 of the 32 samples: micro-batch 16 fits, 32 does not
+    used = {"global_batch": 32}
+    assert batch_split_problem({"tensor_parallel": 4, "micro_batch": 16}, used, 8) is None
+    assert batch_split_problem({"micro_batch": 16}, used, 8) is not None  # 8 replicas: 4 each
