@@ -15,6 +15,7 @@ import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from autotune.cost.prices import load_prices, resolve_price
@@ -43,6 +44,7 @@ from autotune.plan.step import (
     model_notes,
     trace_step,
 )
+from autotune.plan.two_at_once import at_once
 from autotune.plan.workspace import MemoryCalibration
 
 PRECISIONS = ("fp32", "bf16")
@@ -120,8 +122,8 @@ def plan(
         started = time.perf_counter()
         for precision in precisions:
             for ckpt in settings:
-                a = trace_step(model, batch_fn, loss_fn, optimizer_fn, lo, precision, ckpt)
-                b = trace_step(model, batch_fn, loss_fn, optimizer_fn, hi, precision, ckpt)
+                traced = partial(trace_step, model, batch_fn, loss_fn, optimizer_fn)
+                a, b = at_once(traced, lo, hi, precision, ckpt)
                 models[(precision, ckpt)] = StepModel.fit(a, b)
                 if cpu is not None:
                     cpu_times[(precision, ckpt)] = Affine.through(lo, cpu.predict_s(a), hi, cpu.predict_s(b))
@@ -401,6 +403,7 @@ def layout_notes(configs: list[PlannedConfig]) -> tuple[str, ...]:
 
 def with_run(result: Plan, run_samples: int) -> Plan:
     """``result`` with each configuration's $ for a run of ``run_samples`` samples."""
+
     def total(c: PlannedConfig) -> float | None:
         return None if c.usd_per_million_samples is None else c.usd_per_million_samples * run_samples / 1e6
 
@@ -422,8 +425,6 @@ def _spec(key: str) -> GpuSpec:
 
 def _powers_of_two(limit: int) -> list[int]:
     return [1 << i for i in range(int(math.log2(max(limit, 1))) + 1)]
-
-
 
 
 def _predict(
