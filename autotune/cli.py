@@ -156,8 +156,10 @@ def cmd_profile(args: argparse.Namespace) -> int:
     """``autotune profile``: run the script in a session and pass its exit status through."""
     from autotune.api import profile
     from autotune.runscript import exit_code_of, print_user_traceback, run_target
+    from autotune.tuner.devices import apply_trial_cpus
     from profilers.session import StepBudgetReached
 
+    apply_trial_cpus()  # a trial of a parallel study: the cores it was given
     if args.module:
         check_module(args.script)
         name = args.script.rsplit(".", 1)[-1]

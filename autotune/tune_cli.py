@@ -116,6 +116,11 @@ def add_tune_parser(sub: Any, number: Any) -> None:
         action="store_true",
         help="search without the plan's prediction of each configuration (random first trials instead)",
     )
+    p.add_argument(
+        "--parallel",
+        type=positive_int,
+        help="trials of the search at once, each on its own GPUs (or its share of the cores) (1)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("-m", dest="module", action="store_true", help="SCRIPT is a module name, as in python -m")
     p.add_argument("script", metavar="SCRIPT", nargs="?", help="the training script (or module with -m)")
@@ -208,6 +213,7 @@ def cmd_tune(args: argparse.Namespace, usage_error: type[Exception]) -> int:
         ),
         # a resumed study keeps the search it started with (studies before the prior had none)
         plan_prior=not args.no_plan_prior if stored is None else bool(info.get("plan_prior", False)),
+        parallel=args.parallel or int(info.get("parallel") or 1),
     )
     run_dir = args.run_dir or default_run_dir(args.runs_root, args.name or _name(settings))
     progress = Progress(quiet=args.quiet)

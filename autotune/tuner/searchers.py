@@ -139,6 +139,30 @@ class Searcher(abc.ABC):
         if self.space.contains(params):
             self._seen_in_space.add(key)
 
+    def ask_pending(self, pending: Iterable[Mapping[str, Value]]) -> dict[str, Value]:
+        """The next configuration while ``pending`` ones still run: ``ask()`` as if they had ended.
+
+        A constant liar: each pending configuration is told for this ask only with the mean of the
+        feasible values so far (none yet: as impossible, so it is only kept out of the proposals),
+        so a batch of asks spreads over the space instead of proposing one point N times. The
+        history is left as it was. ``SearchExhausted`` when every configuration is tried or pending.
+        """
+        pending = list(pending)
+        if not pending:
+            return self.ask()
+        saved = (list(self._history), set(self._seen), set(self._seen_in_space))
+        values = [o.value for o in self._history if o.feasible and o.value is not None]
+        lie = sum(values) / len(values) if values else None
+        try:
+            for params in pending:
+                if lie is None:
+                    self.tell(params, None, feasible=False, impossible=True)
+                else:
+                    self.tell(params, lie)
+            return self.ask()
+        finally:
+            self._history, self._seen, self._seen_in_space = saved
+
     def replay(
         self,
         history: Iterable[

@@ -1,8 +1,10 @@
 """Where a study keeps its metadata and finished trials: a JSON Lines file or the run store.
 
-Both write each finished trial durably before the study goes on, so a tuner killed at any moment
-(``kill -9`` included) loses at most the trial that was running; a new ``Study`` on the same
-storage replays the stored trials into its searcher (no pickle) and continues.
+Both write each finished trial durably before the study goes on, and each trial's claim (its id,
+configuration and where it runs) before it starts, so a tuner killed at any moment (``kill -9``
+included) loses no trial: a new ``Study`` on the same storage replays the stored trials into its
+searcher (no pickle), runs the claimed trials that never finished again under their own ids, and
+continues.
 
 - :class:`SqliteStorage`: the ``study`` and ``trials`` tables of a run directory's ``run.db``
   (SQLite in WAL mode: readers such as the dashboard never block the tuner). The tuner's default.
@@ -43,6 +45,23 @@ class TrialStorage(Protocol):
     def append(self, trial: Trial) -> None:
         """Persist one finished trial durably before returning."""
         ...
+
+
+class ClaimStorage(TrialStorage, Protocol):
+    """A store that also keeps claims: trials started, with their configuration and where they run."""
+
+    def claim(self, trial_id: int, record: Mapping[str, Any]) -> None:
+        """Record (or update) the claim of trial ``trial_id`` durably before returning."""
+        ...
+
+    def claims(self) -> dict[int, dict[str, Any]]:
+        """Every claim by trial id (finished trials' too)."""
+        ...
+
+
+def claim_store(store: TrialStorage | None) -> ClaimStorage | None:
+    """``store`` if it keeps claims (both stores here do; a user's own store may not), else None."""
+    return store if hasattr(store, "claim") and hasattr(store, "claims") else None  # type: ignore[return-value]
 
 
 def open_storage(path: str | os.PathLike[str]) -> TrialStorage:
@@ -127,6 +146,29 @@ class SqliteStorage:
         finally:
             conn.close()
 
+    def claim(self, trial_id: int, record: Mapping[str, Any]) -> None:
+        """Insert or update the claim of trial ``trial_id``, committed before returning."""
+        text = json.dumps(dict(record), allow_nan=False)
+        conn = self._connect()
+        try:
+            with conn:
+                conn.execute(
+                    "INSERT OR REPLACE INTO claims (id, record, started_ns) VALUES (?, ?, ?)",
+                    (trial_id, text, time.time_ns()),
+                )
+        finally:
+            conn.close()
+
+    def claims(self) -> dict[int, dict[str, Any]]:
+        """Every claim in the file by trial id."""
+        if not self.path.exists():
+            return {}
+        try:
+            with Snapshot(self.path) as snap:
+                return dict(snap.claim_rows())
+        except RunStoreError as exc:
+            raise ValueError(str(exc)) from None
+
 
 class JsonlStorage:
     """A JSON Lines file: one ``{"record": "study", ...}`` line, then one ``{"record": "trial"}`` each.
@@ -140,10 +182,11 @@ class JsonlStorage:
         self.path = Path(path)
         self._cut_at: int | None = None  # byte offset of a damaged tail to cut before the next write
         self._add_newline = False  # the last line is intact but lacks its line end
+        self._claims: dict[int, dict[str, Any]] = {}
 
     def read(self) -> tuple[dict[str, Any] | None, list[Trial]]:
         """The study metadata and trials in the file (None and [] when it does not exist)."""
-        self._cut_at, self._add_newline = None, False
+        self._cut_at, self._add_newline, self._claims = None, False, {}
         if not self.path.exists():
             return None, []
         chunks = self.path.read_bytes().split(b"\n")
@@ -156,10 +199,13 @@ class JsonlStorage:
                 record = json.loads(raw) if raw.strip() else None
                 if record is None:
                     pass
-                elif not isinstance(record, dict) or record.get("record") not in ("study", "trial"):
-                    raise ValueError("not a study or trial record")
+                elif not isinstance(record, dict) or record.get("record") not in ("study", "trial", "claim"):
+                    raise ValueError("not a study, trial or claim record")
                 elif record["record"] == "study":
                     meta = record
+                elif record["record"] == "claim":
+                    facts = {k: v for k, v in record.items() if k not in ("record", "id")}
+                    self._claims[int(record["id"])] = facts
                 else:
                     trials.append(Trial.from_dict(record))
             except ValueError as exc:  # json.JSONDecodeError is a ValueError
@@ -185,6 +231,17 @@ class JsonlStorage:
     def append(self, trial: Trial) -> None:
         """Append one trial line, fsync'd."""
         self._write({"record": "trial", **trial.to_dict()})
+
+    def claim(self, trial_id: int, record: Mapping[str, Any]) -> None:
+        """Append one claim line, fsync'd (a later line for the same id updates it)."""
+        self._write({"record": "claim", "id": trial_id, **record})
+        self._claims[trial_id] = dict(record)
+
+    def claims(self) -> dict[int, dict[str, Any]]:
+        """Every claim read or written, by trial id."""
+        if not self._claims and self.path.exists():
+            self.read()
+        return dict(self._claims)
 
     def _write(self, record: Mapping[str, Any]) -> None:
         line = (json.dumps(record, allow_nan=False) + "\n").encode()

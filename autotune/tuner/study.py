@@ -6,25 +6,33 @@ objective; it raises ``Infeasible`` for a configuration that cannot run (out of 
 other exception marks the trial "crashed". Either way the study goes on.
 
 With ``storage`` every finished trial is written durably (a run store's ``run.db`` or a JSON
-Lines file, see :mod:`autotune.tuner.storage`); a new ``Study`` on the same storage replays those
-trials into the searcher and continues.
+Lines file, see :mod:`autotune.tuner.storage`), and every trial is claimed there before it starts;
+a new ``Study`` on the same storage replays the finished trials into the searcher, runs the
+claimed ones that never finished again under their own ids, and continues.
+
+``optimize(..., parallel=N)`` keeps up to N trials running at once, in worker threads, each
+proposed while the others run (:meth:`Searcher.ask_pending`); trials are recorded as they end,
+so the searcher's history is in the order they ended.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 import math
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
 from autotune.tuner.params import is_number
 from autotune.tuner.records import INFEASIBLE_STATUSES, Infeasible, Measured, Trial
-from autotune.tuner.searchers import Direction, Searcher, make_searcher
+from autotune.tuner.searchers import Direction, Searcher, SearchExhausted, make_searcher
 from autotune.tuner.space import Space, Value
-from autotune.tuner.storage import JsonlStorage, SqliteStorage, TrialStorage, open_storage
+from autotune.tuner.storage import JsonlStorage, SqliteStorage, TrialStorage, claim_store, open_storage
 from profilers.contract.schema import STATUSES
 
 log = logging.getLogger(__name__)
@@ -80,6 +88,11 @@ class Study:
             self.searcher = make_searcher(searcher, space, seed, direction)
         self._trials: list[Trial] = []
         self._queue: list[dict[str, Value]] = []
+        #: Trials started and not yet recorded, by id (this process's).
+        self._running: dict[int, dict[str, Value]] = {}
+        #: Trials a stopped study had claimed that never finished: run again first, under their ids.
+        self.unfinished: dict[int, dict[str, Any]] = {}
+        self._local = threading.local()
         self._info = dict(info or {})
         self.stored_info: dict[str, Any] = dict(self._info)
         self.storage: TrialStorage | None
@@ -134,6 +147,9 @@ class Study:
         fn: Objective,
         n_trials: int,
         callbacks: Sequence[Callable[[Study, Trial], None]] = (),
+        parallel: int = 1,
+        precheck: Callable[[dict[str, Value]], None] | None = None,
+        on_abort: Callable[[], None] | None = None,
     ) -> None:
         """Run trials until the study holds ``n_trials`` trials that ran.
 
@@ -141,32 +157,122 @@ class Study:
         when the searcher has tried every configuration, or after more than ``max(n_trials, 10)``
         skips in a row.
         ``callbacks`` are called with the study and each new trial once it is recorded (progress).
+        ``parallel``: up to that many trials at once, ``fn`` in worker threads (it must be
+        thread-safe, as a runner that starts a process per trial is; :attr:`current_trial_id`
+        tells it its trial). ``precheck``: called here with each configuration before it is
+        claimed; an ``Infeasible`` it raises is recorded as the trial, without ``fn``.
+        ``on_abort``: called when a callback or an interrupt ends the study while trials still
+        run (to stop them), before this waits for them.
         """
         if not isinstance(n_trials, int) or n_trials < 0:
             raise ValueError(f"n_trials must be an integer >= 0, got {n_trials!r}")
-        skips_in_a_row = 0
-        while self.n_run < n_trials and skips_in_a_row <= max(n_trials, 10):
-            params = self._next_params()
-            if params is None:
-                log.info("every configuration has been tried after %d trials", len(self._trials))
-                break
-            trial = self._evaluate(fn, self.next_id, params)
-            self.record(trial)
-            skips_in_a_row = skips_in_a_row + 1 if trial.status == "skipped" else 0
-            for callback in callbacks:
-                callback(self, trial)
+        if not isinstance(parallel, int) or parallel < 1:
+            raise ValueError(f"parallel must be an integer >= 1, got {parallel!r}")
+        skips = [0]  # in a row
+        running: dict[Future[Trial], int] = {}
+        pool = ThreadPoolExecutor(parallel, thread_name_prefix="trial") if parallel > 1 else None
+        try:
+            while True:
+                while len(running) < parallel and self.n_run + len(running) < n_trials:
+                    if skips[0] > max(n_trials, 10):
+                        break
+                    nxt = self._next_trial()
+                    if nxt is None:
+                        log.info("every configuration has been tried after %d trials", len(self._trials))
+                        break
+                    trial_id, params = nxt
+                    skipped = self._prechecked(precheck, trial_id, params)
+                    if skipped is not None:
+                        self._finish(skipped, callbacks, skips)
+                        continue
+                    self._claim(trial_id, params)
+                    if pool is None:
+                        self._finish(self._evaluate(fn, trial_id, params), callbacks, skips)
+                    else:
+                        running[pool.submit(self._evaluate, fn, trial_id, params)] = trial_id
+                if not running:
+                    break
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in sorted(done, key=lambda f: running[f]):
+                    del running[future]
+                    self._finish(future.result(), callbacks, skips)
+        except BaseException:
+            if running and on_abort is not None:
+                on_abort()
+            raise
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
 
     @property
     def next_id(self) -> int:
-        """The id the next trial gets (one more than the last stored)."""
-        return self._trials[-1].id + 1 if self._trials else 0
+        """The id the next trial gets (one more than the last stored, running or claimed)."""
+        ids = [t.id for t in self._trials] + list(self._running) + list(self.unfinished)
+        return max(ids) + 1 if ids else 0
+
+    @property
+    def current_trial_id(self) -> int:
+        """The id of the trial ``fn`` is running for, in the thread that runs it (else ``next_id``)."""
+        current = getattr(self._local, "trial_id", None)
+        return self.next_id if current is None else int(current)
+
+    @property
+    def running(self) -> dict[int, dict[str, Value]]:
+        """The trials this study has started and not yet recorded, by id."""
+        return dict(self._running)
+
+    def claim_update(self, trial_id: int, **facts: Any) -> None:
+        """Add ``facts`` (where the trial runs: host, process group) to its stored claim."""
+        store = claim_store(self.storage)
+        if store is not None:
+            store.claim(trial_id, {**(store.claims().get(trial_id) or {}), **_json_safe(facts)})
+
+    def _next_trial(self) -> tuple[int, dict[str, Value]] | None:
+        """The next (id, configuration): a claimed trial that never finished, else a new one."""
+        if self.unfinished:
+            trial_id = min(self.unfinished)
+            record = self.unfinished.pop(trial_id)
+            return trial_id, dict(record.get("params") or {})
+        params = self._next_params()
+        return None if params is None else (self.next_id, params)
 
     def _next_params(self) -> dict[str, Value] | None:
         while self._queue:
             params = self._queue.pop(0)
             if not any(t.params == params for t in self._trials):
                 return params
-        return None if self.searcher.done else self.searcher.ask()
+        if self.searcher.done:
+            return None
+        try:
+            return self.searcher.ask_pending(self._running.values())
+        except SearchExhausted:
+            return None  # every configuration is tried or running
+
+    def _prechecked(
+        self, precheck: Callable[[dict[str, Value]], None] | None, trial_id: int, params: dict[str, Value]
+    ) -> Trial | None:
+        """The trial ``precheck`` rules out without running it, or None."""
+        if precheck is None:
+            return None
+        try:
+            precheck(dict(params))
+        except Infeasible as exc:
+            return Trial(trial_id, params, exc.status, None, {}, 0.0, exc.reason, _json_safe(exc.attrs))
+        return None
+
+    def _claim(self, trial_id: int, params: dict[str, Value]) -> None:
+        self._running[trial_id] = dict(params)
+        store = claim_store(self.storage)
+        if store is not None:
+            store.claim(trial_id, {"params": _json_safe(dict(params)), "started_at": time.time()})
+
+    def _finish(
+        self, trial: Trial, callbacks: Sequence[Callable[[Study, Trial], None]], skips: list[int]
+    ) -> None:
+        self.record(trial)
+        skips[0] = skips[0] + 1 if trial.status == "skipped" else 0
+        for callback in callbacks:
+            callback(self, trial)
 
     def _evaluate(self, fn: Objective, trial_id: int, params: dict[str, Value]) -> Trial:
         """Call ``fn`` once and turn its outcome (value, metrics, or exception) into a Trial."""
@@ -175,13 +281,16 @@ class Study:
         attrs: dict[str, Any] = {}
         status, error = "ok", None
         start = time.perf_counter()
+        self._local.trial_id = trial_id
         try:
             result = fn(dict(params))
         except Infeasible as exc:
             status, error, attrs = exc.status, exc.reason, exc.attrs
         except Exception as exc:
             status, error = "crashed", f"{type(exc).__name__}: {exc}"
-        else:
+        finally:
+            self._local.trial_id = None
+        if status == "ok":
             if isinstance(result, Measured):
                 attrs, result = dict(result.attrs), result.metrics
             try:
@@ -222,13 +331,15 @@ class Study:
     def record(self, trial: Trial) -> None:
         """Store a finished trial and tell the searcher.
 
-        For trials run outside ``optimize`` too, such as a baseline. Its id must be ``next_id``.
+        For trials run outside ``optimize`` too, such as a baseline. Its id must be ``next_id``, or
+        that of a trial started and not yet recorded.
         """
-        if trial.id != self.next_id:
+        if trial.id != self.next_id and trial.id not in self._running:
             raise ValueError(f"trial id {trial.id} out of order: the next id is {self.next_id}")
         if self.storage is not None:
             self.storage.append(trial)
-        self._trials.append(trial)
+        self._running.pop(trial.id, None)
+        self._trials.insert(bisect.bisect([t.id for t in self._trials], trial.id), trial)
         observation = trial.observation()
         if observation is not None:
             self.searcher.tell(*observation)
@@ -262,6 +373,10 @@ class Study:
             )
         self._trials = trials
         self.stored_info = dict(meta.get("info") or {})
+        claimed = claim_store(storage)
+        claims = claimed.claims() if claimed is not None else {}
+        done = {t.id for t in trials}
+        self.unfinished = {i: dict(c) for i, c in claims.items() if i not in done}
         self.searcher.replay(o for t in trials if (o := t.observation()) is not None)
 
 

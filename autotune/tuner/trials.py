@@ -11,6 +11,7 @@ timeouts are outcomes, not failures of the study.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -215,10 +216,14 @@ def run_trial(
     params: Mapping[str, Value],
     run_dir: Path,
     stop_below: float | None = None,
+    device_env: Mapping[str, str] | None = None,
+    on_spawn: Callable[[int], None] | None = None,
 ) -> TrialOutcome:
     """Run one trial to its step budget, its end, its crash or its timeout, and classify it.
 
     ``space`` None and ``params`` empty: a baseline, the script with its own defaults.
+    ``device_env``: the devices of a trial of a parallel study (:mod:`autotune.tuner.devices`).
+    ``on_spawn``: called with the trial's process group id once it started.
     """
     run_dir.mkdir(parents=True, exist_ok=True)
     log_path = run_dir / LOG_NAME
@@ -228,12 +233,14 @@ def run_trial(
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
             trial_command(settings, space, params, run_dir, stop_below),
-            env=trial_env(settings, space, params),
+            env={**trial_env(settings, space, params), **(device_env or {})},
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group: a timeout kills every rank
         )
+        if on_spawn is not None:
+            on_spawn(proc.pid)
         try:
             code = proc.wait(timeout=settings.timeout_s)
         except subprocess.TimeoutExpired:
@@ -301,6 +308,31 @@ def study_objective(
         return metrics
 
     return objective
+
+
+def kill_stale_group(pgid: int) -> bool:
+    """Kill the process group of a trial a stopped study left running; whether one was killed.
+
+    Only a group whose leader is still an autotune trial (its command line says so): a process
+    id may have been reused since.
+    """
+    try:
+        cmdline = Path(f"/proc/{pgid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    if b"autotune" not in cmdline:
+        return False
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def kill_group_of(pid: int) -> None:
+    """SIGKILL a running trial's process group (a study stopping while trials run)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

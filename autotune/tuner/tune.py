@@ -12,8 +12,12 @@ and ``trials/trial-NNNN/`` (each trial's own profiler run and log). The order of
 4. the best configuration and the baseline measured again, interleaved, ``confirm_rounds``
    times (:mod:`autotune.tuner.confirm`): the speedup's 95% interval, and whether it is confirmed.
 
+With ``parallel`` N, up to N trials of step 3 run at once, each on devices of its own
+(:mod:`autotune.tuner.running`); the baseline and the re-measurements of step 4 run alone.
+
 Killed at any point (``kill -9`` included), ``resume=True`` continues from the trials stored:
-none is lost or run twice; a trial that was running when the tuner died runs again.
+none is lost or run twice; a trial that was running when the tuner died is stopped (its process
+group, on this node) and runs again under its own id.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -34,6 +40,7 @@ from autotune.tuner.plan_memory import PlanMemory, PlanTraces
 from autotune.tuner.plan_prior import PlanPrior, prior_for_study
 from autotune.tuner.presets import preset_space
 from autotune.tuner.records import Infeasible, Measured, Trial
+from autotune.tuner.running import RunningTrials
 from autotune.tuner.searchers import BayesSearcher
 from autotune.tuner.space import Space, Value
 from autotune.tuner.storage import SqliteStorage
@@ -91,6 +98,8 @@ class TuneConfig:
     confirm_rounds: int = 3
     #: The plan's predictions as the Bayesian search's prior mean (autotune.tuner.plan_prior).
     plan_prior: bool = True
+    #: Trials of the search that run at once, each on devices of its own (autotune.tuner.running).
+    parallel: int = 1
 
     def info(self) -> dict[str, Any]:
         """What is stored with the study, so ``resume`` can rebuild the settings."""
@@ -104,6 +113,7 @@ class TuneConfig:
             "loss_tolerance": self.loss_tolerance,
             "confirm_rounds": self.confirm_rounds,
             "plan_prior": self.plan_prior,
+            "parallel": self.parallel,
         }
 
 
@@ -151,6 +161,8 @@ class Tuner:
         #: How the trials' threads per process were chosen (a new study).
         self.threads_note: str | None = None
         self._prior: PlanPrior | None = None
+        self._running = RunningTrials(config.parallel, config.device_kind)
+        self._plan_lock = threading.Lock()
 
     # ------------------------------------------------------------------ the study
 
@@ -192,7 +204,15 @@ class Tuner:
             try:
                 self._check(study)
                 self._use_plan_prior(study, baseline)
-                study.optimize(self._evaluate, self.config.n_trials, callbacks=[self._after])
+                self._stop_stale(study)
+                study.optimize(
+                    self._evaluate,
+                    self.config.n_trials,
+                    callbacks=[self._after],
+                    parallel=self.config.parallel,
+                    precheck=self._precheck,
+                    on_abort=self._running.stop_all,
+                )
                 self._confirm(study)
             finally:
                 self._write_summary()
@@ -254,7 +274,9 @@ class Tuner:
         if settings.threads_per_rank is not None:
             return
         env = {**os.environ, **settings.extra_env}
-        threads, how = study_threads(self._max_ranks(), env)
+        pool = self._running.pool  # trials at once: each its slot of the cores
+        cores = pool.cores_per_slot if pool is not None else None
+        threads, how = study_threads(self._max_ranks(), env, cores)
         plural = "s" if threads != 1 else ""
         self.threads_note = f"{threads} thread{plural} per process in every trial ({how})"
         self.config = replace(self.config, settings=replace(settings, threads_per_rank=threads))
@@ -347,10 +369,11 @@ class Tuner:
     def _run_baseline(self) -> Trial:
         if self.on_start is not None:
             self.on_start(0, 1, self.config.n_trials, {})
+        started_at = time.time()
         outcome = run_trial(self.config.settings, None, {}, self._trial_dir(0))
         point = None  # set once the space is known
         world_size = trial_world_size(self.config.settings, {})
-        attrs = self._attrs(outcome, world_size)
+        attrs = {**self._attrs(outcome, world_size), **self._running.facts(None, started_at)}
         if outcome.status != "ok":
             return Trial(0, {}, outcome.status, None, {}, outcome.duration_s, outcome.error, attrs, point)
         metrics = self.config.scoring.metrics(outcome.summary or {}, world_size)
@@ -365,10 +388,20 @@ class Tuner:
             return Trial(0, {}, "crashed", None, metrics, outcome.duration_s, error, attrs, point)
         return Trial(0, {}, "ok", value, metrics, outcome.duration_s, None, attrs, point)
 
-    def _evaluate(self, params: dict[str, Value]) -> Measured:
+    def _stop_stale(self, study: Study) -> None:
+        """A resumed study: stop the trials the stopped one left running; they run again."""
+        if not study.unfinished:
+            return
+        stopped = self._running.stop_stale(study)
+        if self.on_note is not None:
+            ids = ", ".join(str(i) for i in sorted(study.unfinished))
+            killed = f" (stopped what was left of {', '.join(map(str, stopped))})" if stopped else ""
+            self.on_note(f"trial(s) {ids} were running when the study stopped: run again{killed}")
+
+    def _precheck(self, params: dict[str, Value]) -> None:
+        """Infeasible for a configuration known not to run (or to run out of memory), before it starts."""
         study = self.study
         assert study is not None
-        trial_id = study.next_id
         world_size = trial_world_size(self.config.settings, params)
         base = study.trials[0] if study.trials else None
         baseline_used = (base.attrs.get("params_used") or {}) if base is not None else {}
@@ -391,15 +424,29 @@ class Tuner:
                 f"precision={precision} is not for this machine: trial {refused[precision]} was refused it",
                 "skipped", attrs={"world_size": world_size, "impossible": True},
             )  # fmt: skip
-        skip = self._predicted_oom(params)
+        with self._plan_lock:
+            skip = self._predicted_oom(params)
         if skip is not None:
             raise Infeasible(skip, status="skipped", attrs={"world_size": world_size})
+
+    def _evaluate(self, params: dict[str, Value]) -> Measured:
+        """Run one trial (in a worker thread when trials run at once) and score it."""
+        study = self.study
+        assert study is not None
+        trial_id = study.current_trial_id
+        world_size = trial_world_size(self.config.settings, params)
+        precision = params.get("precision")
         if self.on_start is not None:
-            self.on_start(trial_id, study.n_run + 1, self.config.n_trials, params)
-        outcome = run_trial(
-            self.config.settings, study.space, params, self._trial_dir(trial_id), self._stop_below(world_size)
-        )
-        attrs = self._attrs(outcome, world_size)
+            self.on_start(trial_id, study.n_run + len(study.running), self.config.n_trials, params)
+        with self._running.devices(world_size) as lease:
+            started_at = time.time()
+            outcome = run_trial(
+                self.config.settings, study.space, params, self._trial_dir(trial_id),
+                self._stop_below(world_size), lease.env if lease is not None else None,
+                self._running.spawned(study, trial_id, lease),
+            )  # fmt: skip
+            self._running.ended(trial_id)
+        attrs = {**self._attrs(outcome, world_size), **self._running.facts(lease, started_at)}
         if outcome.status != "ok":
             crashed = outcome.status == "crashed" and isinstance(precision, str)
             if crashed and _refuses(outcome.error, str(precision)):
@@ -415,7 +462,8 @@ class Tuner:
         if drift is not None:
             raise Infeasible(drift, status="diverged", attrs=attrs)
         if self._prior is not None:
-            attrs["plan_predicted"] = self._prior.predict(params)
+            with self._plan_lock:  # the plan's traces are this process's: one thread at a time
+                attrs["plan_predicted"] = self._prior.predict(params)
         return Measured(metrics, attrs)
 
     def _trial_dir(self, trial_id: int) -> Path:

@@ -48,6 +48,12 @@ def trial_entry(trial: Trial) -> dict[str, Any]:
         "precision": trial.attrs.get("precision"),  # what the profiler saw the model run in
         "params_used": trial.attrs.get("params_used"),
         "run_dir": trial.attrs.get("run_dir"),
+        # where and when it ran (autotune.tuner.running): "local", this host, "cuda:0" / "cpu:1"
+        "executor": trial.attrs.get("executor"),
+        "node": trial.attrs.get("node"),
+        "devices": trial.attrs.get("devices"),
+        "started_at": trial.attrs.get("started_at"),
+        "ended_at": trial.attrs.get("ended_at"),
         "error": trial.error,
     }
 

@@ -255,6 +255,18 @@ class Snapshot:
                 raise RunStoreError(f"{self.path}: trial {trial_id} is damaged ({_short(exc)})") from None
         return out
 
+    def claim_rows(self) -> list[tuple[int, dict[str, Any]]]:
+        """(id, JSON record) of a study store's claimed trials (started; finished or not), in id order."""
+        if "claims" not in self.tables:
+            return []
+        out = []
+        for trial_id, text in self._rows("SELECT id, record FROM claims ORDER BY id"):
+            try:
+                out.append((int(trial_id), json.loads(text)))
+            except (TypeError, ValueError) as exc:
+                raise RunStoreError(f"{self.path}: claim {trial_id} is damaged ({_short(exc)})") from None
+        return out
+
     def study_rows(self) -> list[tuple[Any, dict[str, Any]]]:
         """(storage schema, metadata) of each row of a study store's ``study`` table (one, or none)."""
         if "study" not in self.tables:

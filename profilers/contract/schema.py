@@ -109,6 +109,7 @@ STUDY_SQL = """
 CREATE TABLE IF NOT EXISTS study (schema INTEGER NOT NULL, meta TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS trials (id INTEGER PRIMARY KEY, status TEXT NOT NULL,
     value REAL, record TEXT NOT NULL, finished_ns INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS claims (id INTEGER PRIMARY KEY, record TEXT NOT NULL, started_ns INTEGER NOT NULL);
 """
 
 #: Columns of ``steps`` in their first version, in StepRecord's reading order.

@@ -164,7 +164,7 @@ def test_resume_continues_to_the_total_without_repeating(tmp_path, monkeypatch):
 
     first = Study(LINE, seed=3, storage=path)
     first.optimize(slope, n_trials=5)
-    assert len(syncs) == 1 + 5  # the study line, then every trial
+    assert len(syncs) == 1 + 2 * 5  # the study line, then every trial's claim and its end
     resumed = Study(LINE, seed=3, storage=path)
     assert resumed.trials == first.trials
     resumed.optimize(slope, n_trials=10)
@@ -178,7 +178,9 @@ def test_resume_continues_to_the_total_without_repeating(tmp_path, monkeypatch):
 
     records = [json.loads(line) for line in path.read_text().splitlines()]
     assert records[0]["record"] == "study" and records[0]["space"] == LINE.to_dict()
-    assert [Trial.from_dict(r) for r in records[1:]] == resumed.trials
+    claims = [r for r in records[1:] if r["record"] == "claim"]
+    assert [(c["id"], c["params"]) for c in claims] == [(t.id, t.params) for t in resumed.trials]
+    assert [Trial.from_dict(r) for r in records[1:] if r["record"] == "trial"] == resumed.trials
 
 
 def test_truncated_last_line_is_ignored_with_a_warning(tmp_path):
@@ -190,9 +192,9 @@ def test_truncated_last_line_is_ignored_with_a_warning(tmp_path):
         resumed = Study(LINE, searcher="random", storage=path)
     assert len(resumed.trials) == 3
     resumed.optimize(slope, n_trials=5)
-    lines = path.read_text().splitlines()
-    assert len(lines) == 1 + 5 and all(json.loads(line) for line in lines)  # the partial line is gone
-    assert [json.loads(line)["id"] for line in lines[1:]] == [0, 1, 2, 3, 4]
+    records = [json.loads(line) for line in path.read_text().splitlines()]  # the partial line is gone
+    trials = [r["id"] for r in records if r["record"] == "trial"]
+    assert trials == [0, 1, 2, 3, 4] and len(records) == 1 + 2 * 5  # each trial claimed, then ended
 
 
 def test_damaged_line_before_the_end_is_an_error(tmp_path):

@@ -1,5 +1,6 @@
 """``autotune tune`` end to end: real trials of real scripts in subprocesses, the run store, resume."""
 
+import itertools
 import json
 import os
 import signal
@@ -331,3 +332,78 @@ def test_the_cost_objective_minimizes_dollars_per_million_samples(tmp_path):
     base = summary["baseline"]["objective"]
     assert best["cost_saving_vs_baseline"] == pytest.approx(1 - best["objective"] / base)
     assert best["id"] in summary["pareto"]
+
+
+def _claims(run_dir: Path) -> dict[int, dict]:
+    with sqlite3.connect(run_dir / "run.db") as conn:
+        return {i: json.loads(r) for i, r in conn.execute("SELECT id, record FROM claims").fetchall()}
+
+
+def _alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pgid}").exists() and b"autotune" in Path(f"/proc/{pgid}/cmdline").read_bytes()
+
+
+def test_two_trials_at_once_overlap_on_their_own_cores_and_find_the_same_best(tmp_path):
+    space = space_file(tmp_path, BATCH_SPACE)
+    best = {}
+    for parallel in ("2", "1"):
+        run_dir = tmp_path / f"study{parallel}"
+        args = ["--space", space, "--trials", "6", "--searcher", "grid", "--parallel", parallel]
+        out = tune(*args, "--run-dir", str(run_dir), *FAST, UNMODIFIED)
+        assert out.returncode == 0, out.stderr
+        trials = json.loads((run_dir / "summary.json").read_text())["trials"]
+        best[parallel] = json.loads((run_dir / "summary.json").read_text())["best"]["params"]
+        searched = [t for t in trials if not t["baseline"]]
+        assert len(searched) == 5 and all(t["status"] == "ok" for t in searched)
+        assert all(t["executor"] == "local" and t["ended_at"] > t["started_at"] for t in searched)
+        spans = sorted((t["started_at"], t["ended_at"]) for t in searched)
+        overlaps = sum(1 for a, b in itertools.pairwise(spans) if b[0] < a[1])
+        if parallel == "2":
+            assert overlaps >= 2  # the trials ran two at a time
+            assert {t["devices"] for t in searched} <= {"cpu:0", "cpu:1"}  # each on its own core (2 cores)
+        else:
+            assert overlaps == 0 and {t["devices"] for t in searched} == {None}
+    # batch 128 trains many more samples per second than 64 here (6x the default 8): the same best
+    assert best["2"] == best["1"] == {"batch_size": 128}
+
+
+def test_kill_9_with_trials_in_flight_then_resume_stops_them_and_runs_them_again(tmp_path):
+    run_dir = tmp_path / "study"
+    space = space_file(tmp_path, BATCH_SPACE)
+    slow = ["--trial-steps", "400", "--warmup-steps", "2", "--stable-within", "0", "--trial-timeout", "120",
+            "--confirm-rounds", "0"]  # fmt: skip
+    args = ["--space", space, "--trials", "4", "--searcher", "grid", "--parallel", "2"]
+    args += ["--run-dir", str(run_dir)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "autotune", "tune", *args, *slow, UNMODIFIED],
+        env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        end = time.monotonic() + 120
+        while time.monotonic() < end:  # two trials of the search claimed and started
+            claims = _claims(run_dir) if (run_dir / "run.db").exists() else {}
+            if sum(1 for c in claims.values() if isinstance(c.get("pgid"), int)) >= 2:
+                break
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.2)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)  # the tuner alone: its trials, in their own groups, run on
+        proc.communicate()
+    ended = {t["id"] for t in stored_trials(run_dir)}
+    in_flight = {i: c for i, c in _claims(run_dir).items() if i not in ended}
+    assert len(in_flight) == 2
+    groups = [c["pgid"] for c in in_flight.values()]
+    assert all(_alive(g) for g in groups)  # orphaned trials still running
+    out = tune("--resume", "--run-dir", str(run_dir), "--trial-steps", "12", timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert not any(_alive(g) for g in groups)
+    assert "were running when the study stopped: run again" in out.stderr
+    after = stored_trials(run_dir)
+    assert [t["id"] for t in after] == [0, 1, 2, 3]  # no trial lost, none counted twice
+    for trial_id, claim in in_flight.items():  # each ran again under its own id, as claimed
+        assert after[trial_id]["params"] == claim["params"] and after[trial_id]["status"] == "ok"
+    assert len({json.dumps(t["params"], sort_keys=True) for t in after}) == 4

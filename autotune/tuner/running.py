@@ -1,0 +1,86 @@
+"""Trials of a study while they run: their devices, where they run, and stopping them.
+
+``autotune tune --parallel N`` runs up to N trials at once on this machine (the local executor),
+each on devices of its own (:mod:`autotune.tuner.devices`). Every trial's claim in the study store
+says where it runs (``executor``, ``node``, ``devices``, its process group) as soon as it starts, so
+a study killed with trials in flight can stop them on ``--resume`` (each such trial is run again
+under its own id, never counted twice); its entry records the same and when it started and ended.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from autotune.tuner.devices import DevicePool, Lease, visible_gpus
+from autotune.tuner.study import Study
+from autotune.tuner.trials import kill_group_of, kill_stale_group
+
+EXECUTOR = "local"
+
+
+class RunningTrials:
+    """The trials of one study that run now: a device each (``parallel`` > 1), and their groups."""
+
+    def __init__(self, parallel: int, device_kind: str) -> None:
+        self.parallel = parallel
+        gpus = visible_gpus() if device_kind == "cuda" and parallel > 1 else []
+        self.pool = DevicePool(parallel, gpus=gpus) if parallel > 1 else None
+        self.node = socket.gethostname()
+        self._groups: dict[int, int] = {}  # trial id -> process group
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def devices(self, ranks: int) -> Iterator[Lease | None]:
+        """The devices of one trial of ``ranks`` ranks, held for the block (None: one trial at a time)."""
+        if self.pool is None:
+            yield None
+            return
+        with self.pool.lease(ranks) as lease:
+            yield lease
+
+    def spawned(self, study: Study, trial_id: int, lease: Lease | None) -> Callable[[int], None]:
+        """The ``on_spawn`` of a trial: its group noted here and in its claim."""
+
+        def note(pgid: int) -> None:
+            with self._lock:
+                self._groups[trial_id] = pgid
+            devices = lease.label if lease is not None else None
+            study.claim_update(trial_id, executor=EXECUTOR, node=self.node, pgid=pgid, devices=devices)
+
+        return note
+
+    def ended(self, trial_id: int) -> None:
+        """The trial's process is gone."""
+        with self._lock:
+            self._groups.pop(trial_id, None)
+
+    def facts(self, lease: Lease | None, started_at: float) -> dict[str, Any]:
+        """Where and when a trial ran, for its entry."""
+        return {
+            "executor": EXECUTOR,
+            "node": self.node,
+            "devices": lease.label if lease is not None else None,
+            "started_at": started_at,
+            "ended_at": time.time(),
+        }
+
+    def stop_all(self) -> None:
+        """Kill every running trial's process group (the study stops while they run)."""
+        with self._lock:
+            groups = list(self._groups.values())
+        for pgid in groups:
+            kill_group_of(pgid)
+
+    def stop_stale(self, study: Study) -> list[int]:
+        """Kill the trials a stopped study left running on this node; the ids of those it found."""
+        found = []
+        for trial_id, claim in sorted(study.unfinished.items()):
+            pgid = claim.get("pgid")
+            if claim.get("node") == self.node and isinstance(pgid, int) and kill_stale_group(pgid):
+                found.append(trial_id)
+        return found
