@@ -121,6 +121,16 @@ def add_tune_parser(sub: Any, number: Any) -> None:
         type=positive_int,
         help="trials of the search at once, each on its own GPUs (or its share of the cores) (1)",
     )
+    p.add_argument(
+        "--executor", choices=("local", "ray"), help="where trials run: this machine, or a Ray cluster"
+    )
+    p.add_argument("--ray-address", metavar="ADDR", help="the Ray cluster (default: a local one)")
+    p.add_argument("--ray-resource", metavar="NAME", help="the Ray resource a trial asks per rank (GPU)")
+    p.add_argument(
+        "--ray-storage",
+        choices=("shipped", "shared"),
+        help="trial directories sent back by each task, or written where every node sees them (shipped)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("-m", dest="module", action="store_true", help="SCRIPT is a module name, as in python -m")
     p.add_argument("script", metavar="SCRIPT", nargs="?", help="the training script (or module with -m)")
@@ -213,12 +223,19 @@ def cmd_tune(args: argparse.Namespace, usage_error: type[Exception]) -> int:
         ),
         # a resumed study keeps the search it started with (studies before the prior had none)
         plan_prior=not args.no_plan_prior if stored is None else bool(info.get("plan_prior", False)),
-        parallel=args.parallel or int(info.get("parallel") or 1),
+        parallel=args.parallel or int(info.get("parallel") or 0),  # 0: 1, or what a Ray cluster holds
+        executor=args.executor or info.get("executor") or "local",
+        ray_address=args.ray_address or info.get("ray_address"),
+        ray_resource=args.ray_resource or info.get("ray_resource"),
+        ray_storage=args.ray_storage or info.get("ray_storage") or "shipped",
     )
     run_dir = args.run_dir or default_run_dir(args.runs_root, args.name or _name(settings))
     progress = Progress(quiet=args.quiet)
     progress.header(config, run_dir, resumed=stored is not None)
-    tuner = progress.tuner(config, run_dir, resume=args.resume)
+    try:
+        tuner = progress.tuner(config, run_dir, resume=args.resume)
+    except ValueError as exc:  # --executor ray without Ray
+        raise usage_error(str(exc)) from None
     try:
         summary = tuner.run()
     except TuneError as exc:

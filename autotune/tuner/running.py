@@ -14,25 +14,54 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from autotune.tuner.devices import DevicePool, Lease, visible_gpus
+from autotune.tuner.space import Space, Value
 from autotune.tuner.study import Study
-from autotune.tuner.trials import kill_group_of, kill_stale_group
+from autotune.tuner.trials import TrialOutcome, TrialSettings, kill_group_of, kill_stale_group, run_trial
 
 EXECUTOR = "local"
 
 
 class RunningTrials:
-    """The trials of one study that run now: a device each (``parallel`` > 1), and their groups."""
+    """The trials of one study that run now: a device each (``parallel`` > 1), and their groups.
 
-    def __init__(self, parallel: int, device_kind: str) -> None:
+    ``ray``: an :class:`autotune.tuner.ray_executor.RayExecutor` that runs each trial as a Ray task
+    instead (Ray then places it and gives it its devices).
+    """
+
+    def __init__(self, parallel: int, device_kind: str, ray: Any = None) -> None:
         self.parallel = parallel
-        gpus = visible_gpus() if device_kind == "cuda" and parallel > 1 else []
-        self.pool = DevicePool(parallel, gpus=gpus) if parallel > 1 else None
+        self.ray = ray
+        gpus = visible_gpus() if device_kind == "cuda" and parallel > 1 and ray is None else []
+        self.pool = DevicePool(parallel, gpus=gpus) if parallel > 1 and ray is None else None
         self.node = socket.gethostname()
         self._groups: dict[int, int] = {}  # trial id -> process group
         self._lock = threading.Lock()
+
+    def run(
+        self,
+        study: Study,
+        trial_id: int,
+        ranks: int,
+        trial: tuple[TrialSettings, Space | None, dict[str, Value], Path, float | None],
+    ) -> tuple[TrialOutcome, dict[str, Any]]:
+        """Run one trial (settings, space, params, run directory, stop-below) where it goes; its facts."""
+        started_at = time.time()
+        if self.ray is not None:
+            study.claim_update(trial_id, executor=self.ray.name)
+            outcome, where = self.ray.run(trial_id, ranks, *trial)
+            facts = {"executor": self.ray.name, **where, "started_at": started_at, "ended_at": time.time()}
+            return outcome, facts
+        with self.devices(ranks) as lease:
+            settings, space, params, run_dir, stop_below = trial
+            env = lease.env if lease is not None else None
+            note = self.spawned(study, trial_id, lease)
+            outcome = run_trial(settings, space, params, run_dir, stop_below, env, note)
+            self.ended(trial_id)
+        return outcome, self.facts(lease, started_at)
 
     @contextmanager
     def devices(self, ranks: int) -> Iterator[Lease | None]:
@@ -70,7 +99,9 @@ class RunningTrials:
         }
 
     def stop_all(self) -> None:
-        """Kill every running trial's process group (the study stops while they run)."""
+        """Kill every running trial's process group, or cancel its Ray task (the study stops)."""
+        if self.ray is not None:
+            self.ray.cancel_all()
         with self._lock:
             groups = list(self._groups.values())
         for pgid in groups:

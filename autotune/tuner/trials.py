@@ -218,12 +218,14 @@ def run_trial(
     stop_below: float | None = None,
     device_env: Mapping[str, str] | None = None,
     on_spawn: Callable[[int], None] | None = None,
+    cwd: str | None = None,
 ) -> TrialOutcome:
     """Run one trial to its step budget, its end, its crash or its timeout, and classify it.
 
     ``space`` None and ``params`` empty: a baseline, the script with its own defaults.
     ``device_env``: the devices of a trial of a parallel study (:mod:`autotune.tuner.devices`).
-    ``on_spawn``: called with the trial's process group id once it started.
+    ``on_spawn``: called with the trial's process group id once it started. ``cwd``: where the
+    trial runs (the tuner's own directory by default).
     """
     run_dir.mkdir(parents=True, exist_ok=True)
     log_path = run_dir / LOG_NAME
@@ -238,6 +240,7 @@ def run_trial(
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group: a timeout kills every rank
+            cwd=cwd,
         )
         if on_spawn is not None:
             on_spawn(proc.pid)

@@ -98,8 +98,15 @@ class TuneConfig:
     confirm_rounds: int = 3
     #: The plan's predictions as the Bayesian search's prior mean (autotune.tuner.plan_prior).
     plan_prior: bool = True
-    #: Trials of the search that run at once, each on devices of its own (autotune.tuner.running).
+    #: Trials of the search that run at once, each on devices of its own (autotune.tuner.running);
+    #: 0: one, or as many as the Ray cluster holds with ``executor`` "ray".
     parallel: int = 1
+    #: "local", or "ray": each trial a Ray task on the cluster at ``ray_address``
+    #: (autotune.tuner.ray_executor).
+    executor: str = "local"
+    ray_address: str | None = None
+    ray_resource: str | None = None
+    ray_storage: str = "shipped"
 
     def info(self) -> dict[str, Any]:
         """What is stored with the study, so ``resume`` can rebuild the settings."""
@@ -114,7 +121,22 @@ class TuneConfig:
             "confirm_rounds": self.confirm_rounds,
             "plan_prior": self.plan_prior,
             "parallel": self.parallel,
+            "executor": self.executor,
+            "ray_address": self.ray_address,
+            "ray_resource": self.ray_resource,
+            "ray_storage": self.ray_storage,
         }
+
+
+def _ray_executor(config: TuneConfig) -> Any:
+    """The Ray executor of a study that asks for one (ValueError without Ray installed), else None."""
+    if config.executor != "ray":
+        return None
+    from autotune.tuner.ray_executor import RayExecutor  # ray: only for --executor ray
+
+    return RayExecutor(
+        config.ray_address, config.ray_resource, config.ray_storage, device_kind=config.device_kind
+    )
 
 
 def stored_config(run_dir: Path) -> dict[str, Any] | None:
@@ -161,7 +183,10 @@ class Tuner:
         #: How the trials' threads per process were chosen (a new study).
         self.threads_note: str | None = None
         self._prior: PlanPrior | None = None
-        self._running = RunningTrials(config.parallel, config.device_kind)
+        ray = _ray_executor(config)
+        if config.parallel < 1:  # not said: one at a time here, as many as a Ray cluster holds there
+            config = self.config = replace(config, parallel=ray.capacity() if ray is not None else 1)
+        self._running = RunningTrials(config.parallel, config.device_kind, ray)
         self._plan_lock = threading.Lock()
 
     # ------------------------------------------------------------------ the study
@@ -438,15 +463,10 @@ class Tuner:
         precision = params.get("precision")
         if self.on_start is not None:
             self.on_start(trial_id, study.n_run + len(study.running), self.config.n_trials, params)
-        with self._running.devices(world_size) as lease:
-            started_at = time.time()
-            outcome = run_trial(
-                self.config.settings, study.space, params, self._trial_dir(trial_id),
-                self._stop_below(world_size), lease.env if lease is not None else None,
-                self._running.spawned(study, trial_id, lease),
-            )  # fmt: skip
-            self._running.ended(trial_id)
-        attrs = {**self._attrs(outcome, world_size), **self._running.facts(lease, started_at)}
+        stop_below = self._stop_below(world_size)
+        trial = (self.config.settings, study.space, params, self._trial_dir(trial_id), stop_below)
+        outcome, facts = self._running.run(study, trial_id, world_size, trial)
+        attrs = {**self._attrs(outcome, world_size), **facts}
         if outcome.status != "ok":
             crashed = outcome.status == "crashed" and isinstance(precision, str)
             if crashed and _refuses(outcome.error, str(precision)):
