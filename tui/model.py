@@ -10,6 +10,7 @@ import math
 import os
 import socket
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,7 +98,7 @@ class TrialsInfo:
     rows: tuple[TrialView, ...]  # in id order
     param_names: tuple[str, ...]
     best_id: int | None
-    running_id: int | None  # a trial directory without a finished entry yet
+    running_ids: tuple[int, ...]  # trial directories without a finished entry yet (trials at once)
     n_trials: int | None
     stopped: str | None
     # The convergence, as the report draws it (profilers.contract.study.convergence): the trials that
@@ -109,6 +110,11 @@ class TrialsInfo:
     effects: tuple[ParamEffect, ...]
     speedup: float | None  # the study's verdict's headline figure (profilers.contract.verdict)
     verdict: str | None = None  # the verdict's sentence, as the terminal and the report say it
+
+    @property
+    def running_id(self) -> int | None:
+        """The latest running trial (None when none runs)."""
+        return self.running_ids[-1] if self.running_ids else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,7 +277,9 @@ def _ran_with(trial: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
     return ran_with(trial, names)
 
 
-def trials_info(summary: dict[str, Any], entries: list[dict[str, Any]], running_id: int | None) -> TrialsInfo:
+def trials_info(
+    summary: dict[str, Any], entries: list[dict[str, Any]], running: Sequence[int] | None = ()
+) -> TrialsInfo:
     """The Trials screen's record: the table, the convergence and the effect of each parameter."""
     direction = str(summary.get("direction") or "maximize")
     best = summary.get("best") if isinstance(summary.get("best"), dict) else None
@@ -307,7 +315,7 @@ def trials_info(summary: dict[str, Any], entries: list[dict[str, Any]], running_
         rows=tuple(rows),
         param_names=tuple(names),
         best_id=best_id,
-        running_id=running_id if running_id is not None and running_id not in finished else None,
+        running_ids=tuple(sorted(i for i in set(running or ()) if i not in finished)),
         n_trials=n_trials if isinstance(n_trials, int) else None,
         stopped=summary.get("stopped"),
         convergence_ids=ids,

@@ -137,7 +137,7 @@ class RunSource:
             self._trial = (shown[0], _Followed(shown[1]))
         command = summary.get("command") or []
         name = f"tune {Path(str(command[0])).name}" if command else self.run_dir.name
-        trials = trials_info(summary, entries, dirs[-1][0] if dirs else None)
+        trials = trials_info(summary, entries, [trial_id for trial_id, _ in dirs])
         live: LiveInfo | None = None
         trial_facts: dict[str, Any] = {}
         if self._trial is not None:

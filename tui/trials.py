@@ -187,8 +187,11 @@ class TrialsPane(Vertical):
         planned = f" of {info.n_trials}" if info.n_trials else ""
         text.append(f"{ran}{planned} trials run", style="bold")
         text.append(" (" + ", ".join(f"{n} {s}" for s, n in counts.items()) + ")" if counts else "")
-        if info.running_id is not None:
-            text.append(f" · trial {info.running_id} running", style=STATUS_STYLES["running"])
+        if len(info.running_ids) == 1:
+            text.append(f" · trial {info.running_ids[0]} running", style=STATUS_STYLES["running"])
+        elif info.running_ids:
+            ids = ", ".join(map(str, info.running_ids))
+            text.append(f" · trials {ids} running", style=STATUS_STYLES["running"])
         best = next((r for r in info.rows if r.best), None)
         if best is not None:
             text.append(
@@ -246,11 +249,11 @@ class TrialsPane(Vertical):
                 Text(r.stop_reason or _clip(r.error or "", 30), style="dim"),
             ]
             table.add_row(*cells, key=str(r.id))
-        if info.running_id is not None and not self.filter_text:
+        for running_id in info.running_ids if not self.filter_text else ():
             running: list[Any] = [""] * len(keys)
-            running[0] = Text(str(info.running_id), style=STATUS_STYLES["running"])
+            running[0] = Text(str(running_id), style=STATUS_STYLES["running"])
             running[keys.index("status")] = Text("running", style=STATUS_STYLES["running"])
-            table.add_row(*running, key="running")
+            table.add_row(*running, key=f"running-{running_id}")
         if rows and cursor < table.row_count:
             table.move_cursor(row=cursor, animate=False)
 

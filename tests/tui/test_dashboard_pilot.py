@@ -90,7 +90,7 @@ async def test_trials_sort_filter_and_header_click(recorded_root: Path) -> None:
             return [str(k.value) for k in table.rows]
 
         assert pane.info is not None and pane.info.best_id == 4
-        assert shown()[:3] == ["0", "1", "2"] and shown()[-1] == "running"
+        assert shown()[:3] == ["0", "1", "2"] and shown()[-1] == "running-8"
         await pilot.press("s")
         assert pane.sort_by == "objective" and shown()[:3] == ["4", "1", "7"]  # best first
         await pilot.press("s")

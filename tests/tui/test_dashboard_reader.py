@@ -302,3 +302,12 @@ def test_an_ended_study_shows_its_best_trial_not_its_last(tmp_path: Path) -> Non
     (study / "summary.json").write_text(json.dumps(summary))
     snap = RunSource(study).poll()
     assert snap.live is not None and snap.live.following.startswith("trial 4 of 10 · ok · best")
+
+
+def test_the_trials_screen_counts_every_trial_running_at_once():
+    from tui.model import trials_info
+
+    entries = [{"id": i, "params": {"b": i}, "status": "ok", "objective": float(i)} for i in range(3)]
+    info = trials_info({}, entries, [1, 3, 4])  # trial directories 3 and 4 have no entry yet
+    assert info.running_ids == (3, 4) and info.running_id == 4
+    assert trials_info({}, entries, [0, 2]).running_ids == ()

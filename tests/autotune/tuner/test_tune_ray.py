@@ -72,8 +72,9 @@ def _free_port() -> int:
 def test_a_cluster_started_apart_places_trials_by_a_custom_resource_and_writes_to_shared_storage(tmp_path):
     port = _free_port()
     ray = [sys.executable, "-m", "ray.scripts.scripts"]
-    start = [*ray, "start", "--head", "--port", str(port), "--node-ip-address", "127.0.0.1", "--num-cpus", "2",
-             "--resources", json.dumps({"fake_gpu": 2}), "--include-dashboard=false", "--disable-usage-stats"]  # fmt: skip
+    start = [*ray, "start", "--head", "--port", str(port), "--node-ip-address", "127.0.0.1"]
+    start += ["--num-cpus", "2", "--resources", json.dumps({"fake_gpu": 2})]
+    start += ["--include-dashboard=false", "--disable-usage-stats"]
     subprocess.run(start, capture_output=True, text=True, env=ENV, timeout=120, check=True)
     try:
         trials = tune(
