@@ -245,26 +245,21 @@ class Snapshot:
 
     def trial_rows(self) -> list[tuple[int, dict[str, Any]]]:
         """(id, JSON record) of a study store's trials, in id order; RunStoreError for a damaged one."""
-        if "trials" not in self.tables:
-            return []
-        out = []
-        for trial_id, text in self._rows("SELECT id, record FROM trials ORDER BY id"):
-            try:
-                out.append((int(trial_id), json.loads(text)))
-            except (TypeError, ValueError) as exc:
-                raise RunStoreError(f"{self.path}: trial {trial_id} is damaged ({_short(exc)})") from None
-        return out
+        return self._records_by_id("trials", "trial")
 
     def claim_rows(self) -> list[tuple[int, dict[str, Any]]]:
         """(id, JSON record) of a study store's claimed trials (started; finished or not), in id order."""
-        if "claims" not in self.tables:
+        return self._records_by_id("claims", "claim")
+
+    def _records_by_id(self, table: str, what: str) -> list[tuple[int, dict[str, Any]]]:
+        if table not in self.tables:
             return []
         out = []
-        for trial_id, text in self._rows("SELECT id, record FROM claims ORDER BY id"):
+        for row_id, text in self._rows(f"SELECT id, record FROM {table} ORDER BY id"):
             try:
-                out.append((int(trial_id), json.loads(text)))
+                out.append((int(row_id), json.loads(text)))
             except (TypeError, ValueError) as exc:
-                raise RunStoreError(f"{self.path}: claim {trial_id} is damaged ({_short(exc)})") from None
+                raise RunStoreError(f"{self.path}: {what} {row_id} is damaged ({_short(exc)})") from None
         return out
 
     def study_rows(self) -> list[tuple[Any, dict[str, Any]]]:
