@@ -4,7 +4,7 @@ import json
 import subprocess
 import sys
 
-HEAVY = ["plotly", "textual", "skopt", "torch", "pynvml", "nvtx"]
+HEAVY = ["plotly", "textual", "skopt", "torch", "pynvml", "nvtx", "ray"]
 
 
 def loaded_after(statement):
@@ -41,3 +41,9 @@ def test_advice_and_report_data_pull_nothing_heavy():
         "autotune.report.jsonout, autotune.advice.advise, autotune.cost.model, autotune.cost.prices"
     )
     assert loaded_after(statement) == []
+
+
+def test_the_tuner_and_its_local_executor_pull_no_ray():
+    # ray: only for --executor ray (autotune.tuner.ray_executor)
+    statement = "import autotune.tune_cli, autotune.tuner.tune, autotune.tuner.running, autotune.tuner.devices"
+    assert "ray" not in loaded_after(statement)
