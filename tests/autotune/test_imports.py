@@ -45,5 +45,5 @@ def test_advice_and_report_data_pull_nothing_heavy():
 
 def test_the_tuner_and_its_local_executor_pull_no_ray():
     # ray: only for --executor ray (autotune.tuner.ray_executor)
-    statement = "import autotune.tune_cli, autotune.tuner.tune, autotune.tuner.running, autotune.tuner.devices"
+    statement = "import autotune.tune_cli, autotune.tuner.tune, autotune.tuner.running"
     assert "ray" not in loaded_after(statement)

@@ -95,3 +95,49 @@ def test_an_address_where_no_cluster_answers_is_one_line_and_exit_2(tmp_path):
     out = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=60, check=False)
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "no Ray cluster answers at 127.0.0.1:" in out.stderr.strip().splitlines()[-1]
+
+
+def test_kill_9_with_ray_tasks_in_flight_then_resume_runs_them_again_under_their_ids(tmp_path):
+    import signal
+    import sqlite3
+    import time
+
+    (tmp_path / "space.toml").write_text(SPACE)
+    run_dir = tmp_path / "study"
+    slow = ["--trial-steps", "300", "--warmup-steps", "2", "--stable-within", "0", "--trial-timeout", "120",
+            "--confirm-rounds", "0", "--searcher", "grid"]  # fmt: skip
+    cmd = [sys.executable, "-m", "autotune", "tune", "--space", str(tmp_path / "space.toml")]
+    cmd += ["--trials", "4", "--executor", "ray", "--run-dir", str(run_dir), *slow, UNMODIFIED]
+    proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def claims() -> dict[int, dict]:
+        with sqlite3.connect(run_dir / "run.db") as conn:
+            rows = conn.execute("SELECT id, record FROM claims").fetchall()
+            ended = {i for (i,) in conn.execute("SELECT id FROM trials").fetchall()}
+        return {i: json.loads(r) for i, r in rows if i not in ended}
+
+    try:
+        end = time.monotonic() + 180
+        while time.monotonic() < end:  # two trials claimed and running as Ray tasks
+            try:
+                if len(claims()) >= 2:
+                    break
+            except sqlite3.Error:
+                pass  # not created yet
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.5)
+        time.sleep(3)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.communicate()
+    in_flight = claims()
+    assert len(in_flight) == 2 and all(c["executor"] == "ray" for c in in_flight.values())
+    out = subprocess.run(
+        [sys.executable, "-m", "autotune", "tune", "--resume", "--run-dir", str(run_dir), "--trial-steps", "12"],
+        capture_output=True, text=True, env=ENV, timeout=600, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    trials = json.loads((run_dir / "summary.json").read_text())["trials"]
+    assert [t["id"] for t in trials] == [0, 1, 2, 3]  # none lost, none twice
+    for trial_id, claim in in_flight.items():  # run again under their ids
+        assert trials[trial_id]["params"] == claim["params"] and trials[trial_id]["status"] == "ok"
