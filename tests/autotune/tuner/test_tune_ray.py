@@ -132,10 +132,10 @@ def test_kill_9_with_ray_tasks_in_flight_then_resume_runs_them_again_under_their
         proc.communicate()
     in_flight = claims()
     assert len(in_flight) == 2 and all(c["executor"] == "ray" for c in in_flight.values())
+    resume = [sys.executable, "-m", "autotune", "tune", "--resume", "--run-dir", str(run_dir)]
     out = subprocess.run(
-        [sys.executable, "-m", "autotune", "tune", "--resume", "--run-dir", str(run_dir), "--trial-steps", "12"],
-        capture_output=True, text=True, env=ENV, timeout=600, check=False,
-    )  # fmt: skip
+        [*resume, "--trial-steps", "12"], capture_output=True, text=True, env=ENV, timeout=600, check=False
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     trials = json.loads((run_dir / "summary.json").read_text())["trials"]
     assert [t["id"] for t in trials] == [0, 1, 2, 3]  # none lost, none twice
