@@ -27,6 +27,7 @@ import tarfile
 import tempfile
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -194,6 +195,4 @@ def _check_reachable(address: str) -> None:
 
 def _moved(outcome: TrialOutcome, run_dir: Path) -> TrialOutcome:
     """The outcome with its run directory where the study keeps it."""
-    from dataclasses import replace
-
     return replace(outcome, run_dir=run_dir)

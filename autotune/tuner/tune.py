@@ -39,6 +39,7 @@ from autotune.tuner.objectives import Scoring
 from autotune.tuner.plan_memory import PlanMemory, PlanTraces
 from autotune.tuner.plan_prior import PlanPrior, prior_for_study
 from autotune.tuner.presets import preset_space
+from autotune.tuner.ray_executor import RayExecutor
 from autotune.tuner.records import Infeasible, Measured, Trial
 from autotune.tuner.running import RunningTrials
 from autotune.tuner.searchers import BayesSearcher
@@ -132,9 +133,7 @@ def _ray_executor(config: TuneConfig) -> Any:
     """The Ray executor of a study that asks for one (ValueError without Ray installed), else None."""
     if config.executor != "ray":
         return None
-    from autotune.tuner.ray_executor import RayExecutor  # ray: only for --executor ray
-
-    return RayExecutor(
+    return RayExecutor(  # imports ray: only for --executor ray
         config.ray_address, config.ray_resource, config.ray_storage, device_kind=config.device_kind
     )
 

@@ -65,7 +65,7 @@ def test_a_precision_the_machine_refuses_is_left_out_of_the_rest_of_the_study(tm
     tuner = Tuner(TuneConfig(settings=TrialSettings(script="no-such-script.py"), space=space), tmp_path)
     tuner.study = study
     with pytest.raises(Infeasible) as skipped:
-        tuner._evaluate({"micro_batch": 4, "precision": "bf16"})  # not run: it would crash on the script
+        tuner._precheck({"micro_batch": 4, "precision": "bf16"})  # not run: it would crash on the script
     assert skipped.value.status == "skipped" and skipped.value.attrs["impossible"] is True
     assert skipped.value.reason == "precision=bf16 is not for this machine: trial 1 was refused it"
 

@@ -360,7 +360,7 @@ def test_the_baselines_own_configuration_is_never_spent_as_a_trial(tmp_path) -> 
     tuner = Tuner(TuneConfig(settings=TrialSettings(script="no-such-script.py"), space=space), tmp_path)
     tuner.study = study
     with pytest.raises(Infeasible) as skipped:
-        tuner._evaluate(dict(point))  # would run no-such-script.py, and crash, if it ran
+        tuner._precheck(dict(point))  # would run no-such-script.py, and crash, if it ran
     assert skipped.value.status == "skipped" and skipped.value.attrs["same_as_baseline"] is True
     assert "the baseline's own configuration, measured as trial 0" in skipped.value.reason
     assert not (tmp_path / "trials").exists()

@@ -48,6 +48,14 @@ arg = "--batch-size={value}"
 """
 
 
+FAR_SPACE = """
+[space.batch_size]
+type = "choice"
+choices = [8, 12, 128]
+arg = "--batch-size={value}"
+"""
+
+
 def stored_trials(run_dir: Path) -> list[dict]:
     with sqlite3.connect(run_dir / "run.db") as conn:
         rows = conn.execute("SELECT record FROM trials ORDER BY id").fetchall()
@@ -348,27 +356,27 @@ def _alive(pgid: int) -> bool:
 
 
 def test_two_trials_at_once_overlap_on_their_own_cores_and_find_the_same_best(tmp_path):
-    space = space_file(tmp_path, BATCH_SPACE.replace("low = 8", "low = 16"))  # 4 batch sizes
+    # batch sizes far apart: 128 trains about 4x the samples/s of 12 here (8: the baseline's), a
+    # gap no busy neighbour closes, so both studies must find it
+    space = space_file(tmp_path, FAR_SPACE)
     best = {}
     for parallel in ("2", "1"):
         run_dir = tmp_path / f"study{parallel}"
-        args = ["--space", space, "--trials", "5", "--searcher", "grid", "--parallel", parallel]
+        args = ["--space", space, "--trials", "4", "--searcher", "grid", "--parallel", parallel]
         out = tune(*args, "--run-dir", str(run_dir), *FAST, UNMODIFIED)
         assert out.returncode == 0, out.stderr
         trials = json.loads((run_dir / "summary.json").read_text())["trials"]
         best[parallel] = json.loads((run_dir / "summary.json").read_text())["best"]["params"]
         searched = [t for t in trials if not t["baseline"]]
-        assert len(searched) == 4 and all(t["status"] == "ok" for t in searched)
+        assert len(searched) == 3 and all(t["status"] == "ok" for t in searched)
         assert all(t["executor"] == "local" and t["ended_at"] > t["started_at"] for t in searched)
         spans = sorted((t["started_at"], t["ended_at"]) for t in searched)
         overlaps = sum(1 for a, b in itertools.pairwise(spans) if b[0] < a[1])
         if parallel == "2":
-            assert overlaps >= 2  # the trials ran two at a time
+            assert overlaps >= 1  # the trials ran two at a time
             assert {t["devices"] for t in searched} <= {"cpu:0", "cpu:1"}  # each on its own core (2 cores)
         else:
             assert overlaps == 0 and {t["devices"] for t in searched} == {None}
-    # the same best; the batch sizes are 2x apart: 128 trains about twice the samples/s of 64 here,
-    # run alone or beside another trial on its own core
     assert best["2"] == best["1"] == {"batch_size": 128}
 
 
