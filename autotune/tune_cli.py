@@ -367,10 +367,12 @@ class Progress:
             return
         s = config.settings
         what = "resuming" if resumed else "tuning"
+        where = " · on Ray" if config.executor == "ray" else ""
+        at_once = f" · {config.parallel} at once" if config.parallel > 1 else ""
         self.console.print(
             f"autotune tune: {what} {' '.join([s.script, *s.script_args])} · objective "
-            f"{config.scoring.objective} ({config.scoring.metric}) · {config.n_trials} trials · "
-            f"{config.searcher} seed {config.seed} · {run_dir}"
+            f"{config.scoring.objective} ({config.scoring.metric}) · {config.n_trials} trials{at_once}"
+            f"{where} · {config.searcher} seed {config.seed} · {run_dir}"
         )
 
     def started(self, trial_id: int, position: int, n_trials: int, params: dict[str, Value]) -> None:
