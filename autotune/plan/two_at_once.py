@@ -4,8 +4,9 @@ A plan traces every step twice, at two micro-batch sizes, and a trace is one Pyt
 dispatching fake-tensor ops: on two cores the pair takes the time of one. The child is a fork of
 this process (the model factory and the user's closures need no pickling), silent (its output
 would repeat this process's), and sends its figures back pickled. When it cannot run (no
-``fork``, one core, ``AUTOTUNE_PLAN_SERIAL=1``) or fails, the second trace runs here after the
-first, so its error, if any, is raised here as it would be without the child.
+``fork``, one core, other threads in this process, ``AUTOTUNE_PLAN_SERIAL=1``) or fails, the
+second trace runs here after the first, so its error, if any, is raised here as it would be
+without the child.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import os
 import pickle
 import signal
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -28,7 +30,9 @@ def _cores() -> int:
 
 def at_once(trace: Callable[..., T], first: int, second: int, *args: Any) -> tuple[T, T]:
     """``(trace(first, *args), trace(second, *args))``, the second in a forked child meanwhile."""
-    if not hasattr(os, "fork") or _cores() < 2 or os.environ.get("AUTOTUNE_PLAN_SERIAL") == "1":
+    serial = os.environ.get("AUTOTUNE_PLAN_SERIAL") == "1"
+    # a fork copies one thread: another's lock (a logger's, torch's) could stay held in the child
+    if serial or not hasattr(os, "fork") or _cores() < 2 or threading.active_count() > 1:
         return trace(first, *args), trace(second, *args)
     read_fd, write_fd = os.pipe()
     pid = os.fork()

@@ -47,3 +47,17 @@ def test_a_child_that_fails_is_retraced_here_and_an_error_of_the_trace_is_raised
 
     with pytest.raises(ValueError, match="cannot trace at micro-batch 2"):
         at_once(second_fails, 1, 2)
+
+
+def test_a_process_with_other_threads_traces_here_one_after_the_other(monkeypatch):
+    import threading
+
+    monkeypatch.setattr(two_at_once, "_cores", lambda: 2)
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert [pid for _, pid in at_once(traced, 3, 5, 10)] == [os.getpid()] * 2
+    finally:
+        stop.set()
+        other.join()
