@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.knobs import PARAM_ENV_PREFIX, param_env_var
+from autotune.tuner.devices import usable_cpus
 from autotune.tuner.host_load import OtherLoad
 from autotune.tuner.objectives import Scoring
 from autotune.tuner.presets import preset_args
@@ -127,10 +128,7 @@ def trial_world_size(settings: TrialSettings, params: Mapping[str, Value]) -> in
 
 def usable_cores() -> int:
     """Cores this process may run on (its affinity), which the trials share."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
+    return len(usable_cpus()) or 1
 
 
 def study_threads(max_ranks: int, env: Mapping[str, str], cores: int | None = None) -> tuple[int, str]:

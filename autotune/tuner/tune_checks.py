@@ -20,6 +20,7 @@ from autotune.tuner.host_load import machine_cores
 from autotune.tuner.records import Trial
 from autotune.tuner.space import Choice, Int, Space, Value
 from profilers.contract.load import RunLoad, compare_loads
+from profilers.parallel_degrees import model_parallel_degrees
 
 #: Trials that must agree before "every trial measured the same" stops a study.
 SAME_MIN_TRIALS = 5
@@ -95,8 +96,8 @@ def default_space(
 
 def ranks_per_replica(params: Mapping[str, Value]) -> int:
     """Ranks that hold one copy of the model in ``params``: tensor × pipeline degree (1 without)."""
-    tp, pp = params.get("tensor_parallel", 1), params.get("pipeline_parallel", 1)
-    return (tp if isinstance(tp, int) else 1) * (pp if isinstance(pp, int) else 1)
+    degrees = model_parallel_degrees(params, environ={})  # the trial's own values, not this process's
+    return degrees["tensor_parallel"] * degrees["pipeline_parallel"]
 
 
 def model_parallel_problem(params: Mapping[str, Value], world_size: int) -> str | None:
