@@ -16,6 +16,8 @@ def traced(n: int, scale: int) -> tuple[int, int]:
 
 def test_the_second_trace_runs_in_a_child_and_comes_back_as_it_was(monkeypatch):
     monkeypatch.setattr(two_at_once, "_cores", lambda: 2)
+    # threads an earlier test left in this process would make it trace serially (tested below)
+    monkeypatch.setattr(two_at_once.threading, "active_count", lambda: 1)
     (a, here), (b, there) = at_once(traced, 3, 5, 10)
     assert (a, b) == (30, 50)
     assert here == os.getpid() and there != os.getpid()  # the child's pid: it ran meanwhile
@@ -31,6 +33,7 @@ def test_one_core_or_the_serial_switch_trace_here_one_after_the_other(monkeypatc
 
 def test_a_child_that_fails_is_retraced_here_and_an_error_of_the_trace_is_raised_here(monkeypatch):
     monkeypatch.setattr(two_at_once, "_cores", lambda: 2)
+    monkeypatch.setattr(two_at_once.threading, "active_count", lambda: 1)
     parent = os.getpid()
 
     def only_here(n: int) -> tuple[int, int]:
