@@ -322,8 +322,9 @@ def _notes(script: str, first: ScriptTrace) -> list[str]:
     ]
     if first.scalar_stand_ins:
         notes.append(
-            f"{first.scalar_stand_ins} value(s) the script read from the model's fake tensors "
-            "(a loss's item()) got a stand-in: branches on them may differ from a real run"
+            f"{first.scalar_stand_ins} value(s) the script read from fake tensors "
+            "(a loss's item(), a sampler's shuffled indexes) got a stand-in: branches on them may differ "
+            "from a real run"
         )
     return notes + list(first.untrusted)
 

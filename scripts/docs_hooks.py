@@ -1,0 +1,64 @@
+"""mkdocs hooks: the reference pages' tables are made from the code's own tables at build time.
+
+A page holds a marker such as ``<!-- autotune:rules -->``; the hook puts the table in its place, so
+the site cannot drift from the code: the advice rules from ``autotune.advice.thresholds``, the
+summary.json keys from ``profilers.contract.fields``. An unknown marker fails the build.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+MARKER = re.compile(r"<!-- autotune:([a-z-]+) -->")
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def rules_table() -> str:
+    """Every threshold of the advice rules, in report order, with where its figure comes from."""
+    from autotune.advice.thresholds import BY_KEY, TRACE_ONLY
+
+    lines = ["| rule | fires when | reads | source |", "|---|---|---|---|"]
+    for key, t in BY_KEY.items():
+        reads = "traces" if key in TRACE_ONLY else "runs and studies"
+        when = f"{_cell(t.metric)} {_cell(t.limit_text())}"
+        lines.append(f"| `{t.rule}` ({t.title}) | {when} | {reads} | {_cell(t.source)} |")
+    return "\n".join(lines)
+
+
+def severity_table() -> str:
+    """The expected speedups from which a recommendation is high or medium."""
+    from autotune.advice.thresholds import SEVERITY_SPEEDUP
+
+    lines = ["| severity | expected speedup from |", "|---|---|"]
+    lines += [f"| {name} | {value:g}× |" for name, value in SEVERITY_SPEEDUP.items()]
+    return "\n".join(lines)
+
+
+def _fields(name: str) -> str:
+    from profilers.contract import fields
+
+    return fields.markdown_table(getattr(fields, name))
+
+
+GENERATED = {
+    "rules": rules_table,
+    "severity": severity_table,
+    "profile-summary": lambda: _fields("PROFILE_SUMMARY_FIELDS"),
+    "tune-summary": lambda: _fields("TUNE_SUMMARY_FIELDS"),
+}
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
+    """Replace every ``<!-- autotune:NAME -->`` marker with its generated table."""
+
+    def table(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in GENERATED:
+            raise ValueError(f"{page.file.src_path}: unknown generated table {name!r}")
+        return GENERATED[name]()
+
+    return MARKER.sub(table, markdown)
