@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from autotune.advice.records import AdviceSection
 from autotune.cost.records import CostSection
+from profilers.contract.trial_view import TrialView
 
 if TYPE_CHECKING:  # the dashboard reads these records from report.json and loads no profilers module
     from profilers.gpu_time import RankGpuTime
@@ -200,30 +201,11 @@ class ParetoSection:
 
 
 @dataclass(frozen=True, slots=True)
-class TrialRow:
-    """One row of the trial table."""
-
-    trial_id: int
-    baseline: bool
-    best: bool
-    params: dict[str, object]
-    status: str
-    objective: float | None
-    samples_per_s: float | None
-    peak_memory_bytes: int | None
-    step_time_s: float | None
-    world_size: int | None
-    duration_s: float | None
-    stop_reason: str | None
-    error: str | None
-
-
-@dataclass(frozen=True, slots=True)
 class TrialSection:
     """Every trial of the study."""
 
     metric: str
-    rows: tuple[TrialRow, ...]
+    rows: tuple[TrialView, ...]  # profilers.contract.trial_view: the dashboard's rows too
 
 
 @dataclass(frozen=True, slots=True)
