@@ -138,6 +138,18 @@ def profile(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
     ``sample_hz``, ``samples_per_step``, ``backend``, ``peak_tflops``, ``nvtx``, ``quiet``,
     ``overwrite`` (replace a run already in ``run_dir``; otherwise that run is kept and this one
     is measured in memory only, with a warning).
+
+    >>> import tempfile, torch, autotune
+    >>> model = torch.nn.Linear(8, 2)
+    >>> opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    >>> with autotune.profile(run_dir=tempfile.mkdtemp() + "/run", quiet=True, deep_profile=False) as prof:
+    ...     for _ in range(6):
+    ...         loss = model(torch.randn(4, 8)).sum()
+    ...         opt.zero_grad()
+    ...         loss.backward()
+    ...         opt.step()
+    >>> prof.summary["steps"], prof.summary["outcome"]
+    (6, 'finished')
     """
     try:
         opts = ProfileOptions(**options)

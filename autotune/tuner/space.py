@@ -26,7 +26,21 @@ __all__ = ["Choice", "ChoiceValue", "Float", "Int", "Param", "Space", "Value"]
 
 @dataclass(frozen=True, init=False)
 class Space:
-    """Named parameters to search, in declaration order: ``Space(batch_size=Int(4, 64), ...)``."""
+    """Named parameters to search, in declaration order: ``Space(batch_size=Int(4, 64), ...)``.
+
+    Each parameter reaches a script as a command-line argument (``arg``), an environment variable
+    (``env``), or through :func:`autotune.param` when it has neither.
+
+    >>> from autotune import Choice, Int, Space
+    >>> space = Space(
+    ...     batch_size=Int(8, 128, power_of_two=True, arg="--batch-size={value}"),
+    ...     precision=Choice("fp32", "bf16"),
+    ... )
+    >>> space.size  # 5 batch sizes x 2 precisions
+    10
+    >>> space.command_args({"batch_size": 32, "precision": "bf16"})
+    ['--batch-size=32']
+    """
 
     params: Mapping[str, Param]
 

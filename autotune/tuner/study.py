@@ -61,6 +61,12 @@ class Study:
     ``TrialStorage`` to persist trials to and resume from; resuming checks that the space,
     direction and objective are the same. ``info``: JSON facts stored with the study the first
     time (``stored_info`` gives back what was stored, also on resume).
+
+    >>> from autotune import Choice, Space, Study
+    >>> study = Study(Space(batch_size=Choice(8, 16, 32, 64)), searcher="grid")
+    >>> study.optimize(lambda p: 1000 * p["batch_size"] / (p["batch_size"] + 16), n_trials=4)
+    >>> study.best.params
+    {'batch_size': 64}
     """
 
     def __init__(
