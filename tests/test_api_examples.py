@@ -9,8 +9,8 @@ import pytest
 MODULES = (
     "autotune.api",
     "autotune.knobs",
-    "autotune.tuner.space",
-    "autotune.tuner.study",
+    "autotune.search.space",
+    "autotune.search.study",
     "profilers.contract.fields",
     "profilers.contract.trial_view",
 )

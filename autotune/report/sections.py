@@ -15,8 +15,8 @@ from autotune.cost.records import CostSection
 from profilers.contract.trial_view import TrialView
 
 if TYPE_CHECKING:  # the dashboard reads these records from report.json and loads no profilers module
-    from profilers.gpu_time import RankGpuTime
-    from profilers.trace_analysis import RankSpread
+    from profilers.traces.analysis import RankSpread
+    from profilers.traces.gpu_time import RankGpuTime
 
 #: Section keys in report order, with their headings.
 SECTION_TITLES: dict[str, str] = {
@@ -101,7 +101,7 @@ class GpuTimeSection:
 
     ``ranks[i]`` holds ``rank``, ``device_name``, ``idle_pct``, ``compute_pct``,
     ``non_compute_pct``, ``comm_overlap_pct``, ``kernel_time_us``, ``steps``,
-    ``step_time_s_median`` and the rest of :class:`profilers.gpu_time.RankGpuTime`.
+    ``step_time_s_median`` and the rest of :class:`profilers.traces.gpu_time.RankGpuTime`.
     """
 
     source: str  # the trace file or folder
