@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from autotune.api import Profile, profile, step
     from autotune.knobs import KNOBS, BatchPlan, Knob, batch_plan, param
     from autotune.prepared import Prepared, autocast, backward, prepare
-    from autotune.tuner import Choice, Float, Infeasible, Int, Space, Study
+    from autotune.search import Choice, Float, Infeasible, Int, Space, Study
 
 __version__ = "0.1.0"
 __all__ = [
@@ -54,13 +54,13 @@ _LAZY = {
     "autocast": "autotune.prepared",
     "backward": "autotune.prepared",
     "prepare": "autotune.prepared",
-    # the tuner: pure Python until a Bayesian searcher fits its first model (then skopt, numpy)
-    "Choice": "autotune.tuner",
-    "Float": "autotune.tuner",
-    "Infeasible": "autotune.tuner",
-    "Int": "autotune.tuner",
-    "Space": "autotune.tuner",
-    "Study": "autotune.tuner",
+    # the search library: pure Python until a Bayesian searcher fits its first model (then skopt, numpy)
+    "Choice": "autotune.search",
+    "Float": "autotune.search",
+    "Infeasible": "autotune.search",
+    "Int": "autotune.search",
+    "Space": "autotune.search",
+    "Study": "autotune.search",
 }
 
 

@@ -1,5 +1,5 @@
 """``python -m autotune`` (also what ``torchrun -m autotune profile ...`` runs)."""
 
-from autotune.cli import entry
+from autotune.cli.main import entry
 
 entry()

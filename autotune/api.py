@@ -12,7 +12,7 @@ from types import TracebackType
 from typing import Any, TypeVar, overload
 
 from autotune.knobs import param, param_env_var, used_params
-from profilers.session import ProfileOptions, Session, active_session
+from profilers.runtime.session import ProfileOptions, Session, active_session
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -133,11 +133,23 @@ def profile(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
 
     Use bare (``@autotune.profile``), with options (``@autotune.profile(run_dir="runs/x")``), or
     as a context manager (``with autotune.profile(name="gpt") as prof:``). Options are the fields
-    of :class:`profilers.session.ProfileOptions`: ``name``, ``run_dir``, ``runs_root``,
+    of :class:`profilers.runtime.session.ProfileOptions`: ``name``, ``run_dir``, ``runs_root``,
     ``warmup_steps``, ``count_flops``, ``deep_profile``, ``profile_steps``, ``trace_cap_bytes``,
     ``sample_hz``, ``samples_per_step``, ``backend``, ``peak_tflops``, ``nvtx``, ``quiet``,
     ``overwrite`` (replace a run already in ``run_dir``; otherwise that run is kept and this one
     is measured in memory only, with a warning).
+
+    >>> import tempfile, torch, autotune
+    >>> model = torch.nn.Linear(8, 2)
+    >>> opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    >>> with autotune.profile(run_dir=tempfile.mkdtemp() + "/run", quiet=True, deep_profile=False) as prof:
+    ...     for _ in range(6):
+    ...         loss = model(torch.randn(4, 8)).sum()
+    ...         opt.zero_grad()
+    ...         loss.backward()
+    ...         opt.step()
+    >>> prof.summary["steps"], prof.summary["outcome"]
+    (6, 'finished')
     """
     try:
         opts = ProfileOptions(**options)

@@ -21,9 +21,9 @@ from profilers.contract.load import LoadComparison, RunLoad, compare_loads, load
 from profilers.contract.rundir import RunDirError, load_run
 from profilers.contract.schema import resolve_trial_dir
 from profilers.contract.traces import TRACES_DIR, is_trace_path
-from profilers.gpu_time import KIND_MEMORY, RankGpuTime
-from profilers.kineto import TraceError
-from profilers.trace_analysis import analyse_traces
+from profilers.traces.analysis import analyse_traces
+from profilers.traces.gpu_time import KIND_MEMORY, RankGpuTime
+from profilers.traces.kineto import TraceError
 
 #: Kernels and operators listed, most changed first.
 SHOWN = 10

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from profilers.parallel_degrees import PARAM_ENV_PREFIX, ranks_per_replica
-from profilers.session import active_session
+from profilers.runtime.parallel_degrees import PARAM_ENV_PREFIX, ranks_per_replica
+from profilers.runtime.session import active_session
 
 #: Every parameter this process has read through param(), knob_value() or batch_plan(), with the
 #: value it got (the trial's, else the default), so a trial can report what the script really used.
@@ -124,6 +124,14 @@ def param(name: str, default: Any = None) -> Any:
 
     Read from ``AUTOTUNE_PARAM_<NAME>`` (JSON: ``64``, ``true``, ``"bf16"``); outside a trial, or
     when the trial does not tune ``name``, ``default`` is returned. Bad JSON raises ValueError.
+
+    >>> import os, autotune
+    >>> autotune.param("batch_size", 32)  # outside a trial: the default
+    32
+    >>> os.environ["AUTOTUNE_PARAM_BATCH_SIZE"] = "128"  # what a trial of autotune tune sets
+    >>> autotune.param("batch_size", 32)
+    128
+    >>> del os.environ["AUTOTUNE_PARAM_BATCH_SIZE"]
     """
     var = param_env_var(name)
     raw = os.environ.get(var)
@@ -222,6 +230,11 @@ def batch_plan(
     missing one is derived (``grad_accum`` 1 when neither is set). ``world_size`` defaults to the
     running job's (process group, then torchrun's ``WORLD_SIZE``), else the tuned one, else 1. A
     trial may also move ``global_batch``. ValueError when the split is impossible.
+
+    >>> import autotune
+    >>> plan = autotune.batch_plan(64, micro_batch=8, world_size=2)  # outside a trial: as given
+    >>> plan.micro_batch, plan.grad_accum, plan.world_size
+    (8, 4, 2)
     """
     g = check_knob("global_batch", param("global_batch", global_batch))
     ranks = resolve_world_size(world_size)

@@ -80,7 +80,7 @@ def _samples(first: int, count: int, gpus: int) -> list[dict[str, object]]:
 
 def writer(run_dir: Path, steps: int, samples: int, gpus: int) -> None:
     """The child: write the run, say so, wait for a line on stdin, append, say so, wait, exit."""
-    from profilers.store import RunStore
+    from profilers.runtime.store import RunStore
 
     run_dir.mkdir(parents=True, exist_ok=True)
     store = RunStore(run_dir / "run.db")

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.demo.target import DEFAULT_GLOBAL_BATCH, demo_space, layout_world_size
-from autotune.tuner.space import Value
+from autotune.search.space import Value
 from autotune.tuner.trials import TrialOutcome, TrialSettings, run_trial
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -30,8 +30,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from searchers import TARGET, Landscape, landscapes  # noqa: E402
 
-from autotune.tuner.searchers import SearchExhausted, make_searcher  # noqa: E402
-from autotune.tuner.space import Value  # noqa: E402
+from autotune.search.searchers import SearchExhausted, make_searcher  # noqa: E402
+from autotune.search.space import Value  # noqa: E402
 
 DEVICES = (1, 2, 4, 8)
 

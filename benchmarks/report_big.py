@@ -42,7 +42,7 @@ def write_run(run_dir: Path, steps: int, samples: int, gpus: int, host: bool = T
     """
     from profilers.contract.reader import Snapshot
     from profilers.contract.summarize import build_summary, run_statistics
-    from profilers.store import RunStore
+    from profilers.runtime.store import RunStore
 
     bench = _dashboard_bench()
     run_dir.mkdir(parents=True, exist_ok=True)

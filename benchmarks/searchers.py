@@ -58,9 +58,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from autotune.tuner import Choice, Float, Int, Space, make_searcher
-from autotune.tuner.searchers import Searcher
-from autotune.tuner.space import Value
+from autotune.search import Choice, Float, Int, Space, make_searcher
+from autotune.search.searchers import Searcher
+from autotune.search.space import Value
 
 TARGET = 0.95
 #: The issue's criterion: the Bayesian searcher reaches TARGET within this share of the grid's size.

@@ -31,7 +31,7 @@ OURS = """
 import resource, sys, time
 sys.path.insert(0, {root!r})
 from pathlib import Path
-from profilers.trace_analysis import analyse_file
+from profilers.traces.analysis import analyse_file
 t = time.perf_counter()
 r = analyse_file(Path({path!r}))
 s = time.perf_counter() - t

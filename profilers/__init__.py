@@ -1,5 +1,6 @@
-"""Measurement layer: GPU/host sampling backends, step and phase timing, the run store.
+"""Measurement layer: in-training code (``runtime``), trace analysis (``traces``), the run directory.
 
-Knows nothing of tuning. Importing this package is cheap: torch, pynvml and nvtx are imported
-lazily by the modules that need them.
+``contract`` is the run directory's definition, which every other layer reads runs through. Knows
+nothing of tuning. Importing this package is cheap: torch, pynvml and nvtx are imported lazily by
+the modules that need them.
 """

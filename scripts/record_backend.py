@@ -30,8 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from profilers.backends import get_backend  # noqa: E402 - after the sys.path fix above
-from profilers.backends.replay import record  # noqa: E402
+from profilers.runtime.backends import get_backend  # noqa: E402 - after the sys.path fix above
+from profilers.runtime.backends.replay import record  # noqa: E402
 
 
 def train_loop(stop: threading.Event) -> None:

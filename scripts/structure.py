@@ -11,7 +11,7 @@ with none): at module level it would close an import cycle; it would bring a thi
 (torch, plotly, textual, scikit-optimize...) into a module that does not import it at module level;
 or the module is loaded at a start-up (``import autotune``, every command's start-up, the
 dashboard's) and the import would add modules to that start-up. A "package" is the first two parts of a
-module's name under ``autotune`` (``autotune.report``, ``autotune.cli``...) and the first two under
+module's name under ``autotune`` (``autotune.report``, ``autotune.cli.main``...) and the first two under
 ``profilers`` and ``tui``; ``tests/test_structure.py`` keeps autotune's packages acyclic.
 """
 
@@ -30,7 +30,7 @@ PACKAGES = ("autotune", "profilers", "tui")
 #: The start-ups kept light: what each runs, in a fresh interpreter.
 START_UPS: dict[str, str] = {
     "import autotune": "import autotune",
-    "every command's start-up": "from autotune.cli import build_parser; build_parser()",
+    "every command's start-up": "from autotune.cli.main import build_parser; build_parser()",
     "the dashboard's start-up": "import tui.app",
 }
 

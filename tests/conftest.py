@@ -14,7 +14,7 @@ _NO_GPU = pytest.StashKey[str]()
 @pytest.fixture(autouse=True)
 def _fresh_backend() -> Iterator[None]:
     """Every test starts and ends with no cached sampling backend and NVML shut down."""
-    from profilers.backends import reset_backend
+    from profilers.runtime.backends import reset_backend
 
     reset_backend()
     yield

@@ -6,7 +6,6 @@ plain records that tests check directly; the widgets only draw them.
 
 from __future__ import annotations
 
-import math
 import os
 import socket
 import statistics
@@ -16,7 +15,8 @@ from typing import Any
 
 from profilers.contract.schema import OPTIONAL_PHASES, PHASES
 from profilers.contract.schema import run_state as state_of
-from profilers.contract.study import best_trial_id, convergence, ran_with
+from profilers.contract.study import convergence
+from profilers.contract.trial_view import TrialView, space_names, study_best_id, trial_views
 from profilers.contract.verdict import verdict_of
 
 from tui.store import GPU_FIELDS, HOST_FIELDS, StoreReader
@@ -57,24 +57,6 @@ class LiveInfo:
     message: str | None = None  # why there is nothing to show yet
     summary: dict[str, Any] | None = None  # the run's summary.json once it has finished
     samples_per_s_over: str = "recent"  # which steps samples_per_s is over: "recent" or "measured steps"
-
-
-@dataclass(frozen=True, slots=True)
-class TrialView:
-    """One trial of a study (a summary.json trial entry)."""
-
-    id: int
-    baseline: bool
-    best: bool
-    params: dict[str, Any]
-    status: str
-    objective: float | None
-    samples_per_s: float | None
-    peak_memory_bytes: float | None
-    step_time_s: float | None
-    duration_s: float | None
-    stop_reason: str | None
-    error: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,18 +247,6 @@ def live_info(
     )
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return None
-    return float(value)
-
-
-def _ran_with(trial: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
-    """A trial's values of the searched parameters (for the baseline, what its script read)."""
-    names = list(summary.get("space") or trial.get("params") or {})
-    return ran_with(trial, names)
-
-
 def trials_info(
     summary: dict[str, Any], entries: list[dict[str, Any]], running: Sequence[int] | None = ()
 ) -> TrialsInfo:
@@ -284,25 +254,9 @@ def trials_info(
     direction = str(summary.get("direction") or "maximize")
     best = summary.get("best") if isinstance(summary.get("best"), dict) else None
     entries = sorted(entries, key=lambda t: int(t["id"]))
-    best_id = best.get("id") if best else best_trial_id(entries, direction != "minimize")
+    best_id = study_best_id(summary, entries)
     verdict = verdict_of(summary)
-    rows = [
-        TrialView(
-            id=int(t["id"]),
-            baseline=bool(t.get("baseline")),
-            best=t.get("id") == best_id,
-            params=_ran_with(t, summary),
-            status=str(t.get("status")),
-            objective=_number(t.get("objective")),
-            samples_per_s=_number(t.get("throughput")),
-            peak_memory_bytes=_number(t.get("peak_memory_bytes")),
-            step_time_s=_number(t.get("step_time_s")),
-            duration_s=_number(t.get("duration_s")),
-            stop_reason=t.get("stop_reason"),
-            error=t.get("error"),
-        )
-        for t in entries
-    ]
+    rows = list(trial_views(entries, best_id, space_names(summary)))
     ids, values, best_so_far, statuses = convergence(entries, maximize=direction != "minimize")
     names: list[str] = []
     for r in rows:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from profilers.contract.trial_view import TrialView
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult, RenderResult
@@ -13,7 +14,7 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
 from tui.draw import STATUS_STYLES, convergence_plot, metric_header, metric_number, metric_value
-from tui.model import TrialsInfo, TrialView
+from tui.model import TrialsInfo
 
 #: Sortable columns besides the parameters: key -> (header, sorted best/largest first by default).
 COLUMNS: dict[str, tuple[str, bool]] = {

@@ -23,7 +23,7 @@ from autotune.advice.thresholds import (
     thresholds_for,
 )
 from profilers.contract.rundir import RunData
-from profilers.flops import match_device
+from profilers.runtime.flops import match_device
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +73,8 @@ def _why_not_fp32(run: RunData) -> str | None:
     name = facts.device(run).get("name")
     if run.summary.get("precision") == "fp32" and match_device(str(name or "")) is None:
         return (
-            f"precision: no peak figures for {name!r} in profilers/flops.py, so its tensor cores are unknown"
+            f"precision: no peak figures for {name!r} in profilers/runtime/flops.py, "
+            "so its tensor cores are unknown"
         )
     return None if run.summary.get("precision") else "precision: the run did not record its precision"
 

@@ -219,7 +219,7 @@ def device(run: RunData) -> dict[str, Any]:
 def job_gpus(run: RunData) -> list[int]:
     """NVML indexes of the GPUs the job trained on. A CPU run has none.
 
-    The profiler's own answer (``device.nvml_indexes``, matched by UUID: ``profilers.gpu_match``).
+    The profiler's own answer (``device.nvml_indexes``, matched by UUID: ``profilers.runtime.gpu_match``).
     Runs recorded before it: one process's CUDA device, or under torchrun the first ``world size``
     GPUs, taken as NVML's numbering (right without ``CUDA_VISIBLE_DEVICES``).
     """
@@ -491,7 +491,7 @@ def _steady_steps(run: RunData) -> list[StepRecord]:
     return [s for s in measured_steps(run) if span is not None and s.start_ns >= span[0]]
 
 
-#: What the heap trend is a line of (summary ``memory.heap_live_envelope``: profilers.heap).
+#: What the heap trend is a line of (summary ``memory.heap_live_envelope``: profilers.runtime.heap).
 HEAP_SOURCE = "memory in live C allocations at step ends (glibc)"
 
 

@@ -17,7 +17,7 @@ from autotune.advice.records import Recommendation, figures_of, records_of
 from autotune.advice.thresholds import MIN_GPU_SAMPLES, MIN_STEPS, limit, severity_for
 from autotune.fmt import format_bytes, format_pct
 from profilers.contract.rundir import RunData
-from profilers.flops import DDP_DEFAULT_BUCKET_CAP_BYTES, match_device
+from profilers.runtime.flops import DDP_DEFAULT_BUCKET_CAP_BYTES, match_device
 
 #: summary.json's ``profile_window.collective_source`` in words.
 COLLECTIVE_SOURCES = {
@@ -286,7 +286,7 @@ def precision_no_tensor_cores(run: RunData) -> Recommendation | None:
     evidence = (
         f"the run computes in {precision}, yet tensor-core kernels ran "
         f"{format_pct(w.tensor_core_share)} of GPU kernel time ({w.kernels_per_step or 0:,.0f} kernels "
-        "per step; kernel names as profilers/deep.py matches them)",
+        "per step; kernel names as profilers/runtime/deep.py matches them)",
     )
     actions = (
         "matmul and convolution sizes in multiples of 8 (pad hidden, vocabulary, channel sizes)",

@@ -1,6 +1,6 @@
 """The trace rules: what a torch.profiler trace alone shows, with the trace's own figures as evidence.
 
-Each rule takes a :class:`profilers.trace_analysis.TraceAnalysis` (every rank's GPU time) and
+Each rule takes a :class:`profilers.traces.analysis.TraceAnalysis` (every rank's GPU time) and
 returns a :class:`Recommendation` or None. The rule ids are the profile rules' where the finding is
 the same (``host_bound``, ``comm_bound``, ``precision_fp32``, ``straggler``) and new ones where a
 trace shows more (``launch_bound``, ``memcpy_heavy``). A rule fires on the worst rank and names it;
@@ -15,9 +15,9 @@ from autotune.advice.records import AdviceSection, Recommendation, Threshold
 from autotune.advice.rules import HOST_BOUND_ACTIONS, at_most
 from autotune.advice.thresholds import BY_KEY, limit, severity_for
 from autotune.fmt import format_seconds
-from profilers.flops import match_device
-from profilers.gpu_time import KIND_COMPUTE, KIND_MEMORY, RankGpuTime
-from profilers.trace_analysis import TraceAnalysis, compute_per_step_us
+from profilers.runtime.flops import match_device
+from profilers.traces.analysis import TraceAnalysis, compute_per_step_us
+from profilers.traces.gpu_time import KIND_COMPUTE, KIND_MEMORY, RankGpuTime
 
 _BATCH = "a larger micro-batch (autotune tune searches micro_batch)"
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import autotune
-from autotune.tuner.space import Choice, Int, Space
+from autotune.search.space import Choice, Int, Space
 
 if TYPE_CHECKING:
     import torch

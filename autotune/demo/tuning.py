@@ -16,7 +16,7 @@ from typing import Any
 from rich.console import Console
 
 from autotune.demo.target import demo_space
-from autotune.tune_cli import Progress
+from autotune.tuner.progress import Progress
 from autotune.tuner.trials import TrialSettings
 from autotune.tuner.tune import TuneConfig, TuneError
 

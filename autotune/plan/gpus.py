@@ -1,6 +1,6 @@
 """The GPUs a plan can put a job on: memory and memory bandwidth per model, with their sources.
 
-Compute peaks come from :mod:`profilers.flops` (datasheet figures, dense), prices from the price
+Compute peaks come from :mod:`profilers.runtime.flops` (datasheet figures, dense), prices from the price
 table (:mod:`autotune.cost.prices`); this table adds what the memory and time models need. The keys
 are the price table's, so every priced GPU can be planned.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from profilers.flops import DevicePeak, match_device
+from profilers.runtime.flops import DevicePeak, match_device
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,7 +18,7 @@ class GpuSpec:
     """One GPU model: its memory, its memory bandwidth, its compute peaks."""
 
     key: str  # the price table's key: "H100-SXM"
-    device_name: str  # a name profilers.flops.match_device knows
+    device_name: str  # a name profilers.runtime.flops.match_device knows
     memory_bytes: int
     bandwidth_gb_s: float  # GB/s (10^9 bytes/s), the datasheet's peak
     source: str
@@ -57,7 +57,7 @@ HOPPER_COMPUTE_SCALE = 0.7
 _GB = 10**9
 _GIB = 2**30
 # Memory and bandwidth as printed by NVIDIA's datasheets and product pages (the same documents as
-# the compute peaks in profilers/flops.py): HBM/GDDR capacity in GB as sold, peak bandwidth in GB/s.
+# the compute peaks in profilers/runtime/flops.py): HBM/GDDR capacity in GB as sold, peak bandwidth in GB/s.
 _NVLINK_900, _NVLINK_600, _NVLINK_300 = "NVLink 900 GB/s", "NVLink 600 GB/s", "NVLink 300 GB/s"
 _GEN5, _GEN4, _GEN3 = "PCIe Gen5 x16", "PCIe Gen4 x16", "PCIe Gen3 x16"
 _H100_SHEET = "NVIDIA H100 Tensor Core GPU Datasheet"

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 OVERLAP = (0.0, 0.2, 1.0)
 #: Share of the all-reduce time a real DDP job hid behind compute: the NCCL kernels' overlap with
 #: compute kernels on rank 0 of an A100 DDP trace (HTA's nccl_data test trace, ResNet, world size
-#: 2: tests/data/gpu_traces/a100_ddp2), as :mod:`profilers.gpu_time` measures it, 14.8%: its
+#: 2: tests/data/gpu_traces/a100_ddp2), as :mod:`profilers.traces.gpu_time` measures it, 14.8%: its
 #: backward was short beside its all-reduce, which is what :func:`exposed_comm_s` makes of it.
 MEASURED_HIDDEN_SHARE = 0.148
 #: GPU-to-GPU bandwidth between nodes, one direction, GB/s per GPU: one 400 Gb/s InfiniBand NDR

@@ -51,7 +51,7 @@ from autotune.plan.step import figures_of
 from autotune.plan.trace import StepTracer, state_tensors
 from autotune.plan.untrusted import untrusted_notes
 from autotune.prepared import _blocks, _checkpoint_blocks
-from profilers.hooks import input_tensor
+from profilers.runtime.hooks import input_tensor
 
 _AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
 #: Optimizer steps before the traced one (the first creates the optimizer's state).

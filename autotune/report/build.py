@@ -27,7 +27,6 @@ from autotune.report.sections import (
     SweepSection,
     SweepSeries,
     TimelineSection,
-    TrialRow,
     TrialSection,
 )
 from autotune.tuner.memory_model import study_batch_param
@@ -39,6 +38,7 @@ from profilers.contract.schema import PHASES, PLAN_NAME
 from profilers.contract.study import convergence, pareto_front, ran_with, usd_per_million
 from profilers.contract.summaries import TrialEntry
 from profilers.contract.summarize import quantile, select_measured
+from profilers.contract.trial_view import space_names, study_best_id, trial_views
 from profilers.contract.verdict import verdict_of
 
 #: Most points a series keeps for drawing (a 100k-step run is drawn from this many); a finished
@@ -370,25 +370,7 @@ def pareto_section(run: RunData, price_per_gpu_hour: float | None) -> ParetoSect
 
 def trial_section(run: RunData) -> TrialSection:
     """The trial table, in id order."""
-    best_id = get_in(run.summary, "best", "id")
-    rows = tuple(
-        TrialRow(
-            trial_id=int(t["id"]),
-            baseline=bool(t.get("baseline")),
-            best=t.get("id") == best_id,
-            params=dict(t.get("params") or {}),
-            status=str(t.get("status")),
-            objective=t.get("objective"),
-            samples_per_s=t.get("throughput"),
-            peak_memory_bytes=t.get("peak_memory_bytes"),
-            step_time_s=t.get("step_time_s"),
-            world_size=t.get("world_size"),
-            duration_s=t.get("duration_s"),
-            stop_reason=t.get("stop_reason"),
-            error=t.get("error"),
-        )
-        for t in sorted(run.trials, key=lambda t: int(t["id"]))
-    )
+    rows = trial_views(run.trials, study_best_id(run.summary, run.trials), space_names(run.summary))
     return TrialSection(metric=str(run.summary.get("metric", "samples_per_s")), rows=rows)
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from autotune.fmt import NA, format_bytes, format_seconds
 from autotune.report.sections import GpuTimeSection
-from profilers.gpu_time import RankGpuTime
+from profilers.traces.gpu_time import RankGpuTime
 
 #: Rows of the top-kernel and top-op tables shown per rank (report.json keeps all of them).
 SHOWN = 8

@@ -333,7 +333,7 @@ def _trials(t: TrialSection) -> str:
         if row.error:
             stop += f'<div class="err">{esc(row.error)}</div>'
         cells = [
-            f'<span class="nowrap">#{row.trial_id}{marks}</span>',
+            f'<span class="nowrap">#{row.id}{marks}</span>',
             *(esc(row.params.get(k, "")) for k in keys),
             _status_pill(row.status),
         ]

@@ -307,7 +307,7 @@ def _trials(report: Report) -> list[str]:
         ("trial", "configuration", "status", md_text(t.metric), "throughput", "peak memory", "note"),
         (
             (
-                f"{r.trial_id}{mark(r)}",
+                f"{r.id}{mark(r)}",
                 _params(r.params),
                 md_text(r.status),
                 NA if r.objective is None else f"{r.objective:,.4g}",

@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from autotune.advice.records import AdviceSection
 from autotune.cost.records import CostSection
+from profilers.contract.trial_view import TrialView
 
 if TYPE_CHECKING:  # the dashboard reads these records from report.json and loads no profilers module
-    from profilers.gpu_time import RankGpuTime
-    from profilers.trace_analysis import RankSpread
+    from profilers.traces.analysis import RankSpread
+    from profilers.traces.gpu_time import RankGpuTime
 
 #: Section keys in report order, with their headings.
 SECTION_TITLES: dict[str, str] = {
@@ -100,7 +101,7 @@ class GpuTimeSection:
 
     ``ranks[i]`` holds ``rank``, ``device_name``, ``idle_pct``, ``compute_pct``,
     ``non_compute_pct``, ``comm_overlap_pct``, ``kernel_time_us``, ``steps``,
-    ``step_time_s_median`` and the rest of :class:`profilers.gpu_time.RankGpuTime`.
+    ``step_time_s_median`` and the rest of :class:`profilers.traces.gpu_time.RankGpuTime`.
     """
 
     source: str  # the trace file or folder
@@ -200,30 +201,11 @@ class ParetoSection:
 
 
 @dataclass(frozen=True, slots=True)
-class TrialRow:
-    """One row of the trial table."""
-
-    trial_id: int
-    baseline: bool
-    best: bool
-    params: dict[str, object]
-    status: str
-    objective: float | None
-    samples_per_s: float | None
-    peak_memory_bytes: int | None
-    step_time_s: float | None
-    world_size: int | None
-    duration_s: float | None
-    stop_reason: str | None
-    error: str | None
-
-
-@dataclass(frozen=True, slots=True)
 class TrialSection:
     """Every trial of the study."""
 
     metric: str
-    rows: tuple[TrialRow, ...]
+    rows: tuple[TrialView, ...]  # profilers.contract.trial_view: the dashboard's rows too
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,8 +16,8 @@ from pathlib import Path
 from autotune.advice.rules_trace import advise_trace
 from autotune.report.sections import EnvironmentSection, GpuTimeSection, Overview, Report
 from profilers.contract.traces import TRACES_DIR
-from profilers.kineto import TraceError
-from profilers.trace_analysis import TraceAnalysis, analyse_traces
+from profilers.traces.analysis import TraceAnalysis, analyse_traces
+from profilers.traces.kineto import TraceError
 
 
 def gpu_time_section(analysis: TraceAnalysis) -> GpuTimeSection:

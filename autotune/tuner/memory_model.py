@@ -18,9 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from autotune.tuner.params import Choice, Int
-from autotune.tuner.records import Trial
-from autotune.tuner.space import Space, Value
+from autotune.search.params import Choice, Int
+from autotune.search.records import Trial
+from autotune.search.space import Space, Value
 
 GIB = 2**30
 

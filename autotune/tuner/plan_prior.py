@@ -16,7 +16,7 @@ accumulation that keeps the script's global batch. The device's costs:
 
 Every prediction is then scaled so the baseline's equals its measurement: what the search needs is
 the ranking and the ratios, which the GP's residual corrects where trials show them wrong
-(:mod:`autotune.tuner.search_prior`). Only the throughput and cost objectives get a prior; a
+(:mod:`autotune.search.prior`). Only the throughput and cost objectives get a prior; a
 configuration whose trace could not be made gets none (a neutral guess in the search).
 """
 
@@ -30,10 +30,10 @@ from typing import Any
 
 from autotune.cost.prices import match_gpu
 from autotune.plan.gpus import gpu_spec
+from autotune.search.space import Value
 from autotune.tuner.host_load import machine_cores
 from autotune.tuner.memory_model import batch_param
 from autotune.tuner.plan_memory import SCALED, PlanTraces, Traced
-from autotune.tuner.space import Value
 from autotune.tuner.trials import trial_world_size
 from autotune.tuner.tune_checks import ranks_per_replica
 from profilers.contract.study import usd_per_million

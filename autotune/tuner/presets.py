@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autotune.tuner.space import Choice, Int, Space, Value
+from autotune.search.space import Choice, Int, Space, Value
 
 
 @dataclass(frozen=True)

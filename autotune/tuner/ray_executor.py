@@ -31,7 +31,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from autotune.tuner.space import Space, Value
+from autotune.search.space import Space, Value
 from autotune.tuner.trials import TrialOutcome, TrialSettings, run_trial
 
 #: Seconds a task may take beyond the trial's own time limit (start-up on a cold node, shipping).

@@ -17,9 +17,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from autotune.search.space import Space, Value
+from autotune.search.study import Study
 from autotune.tuner.devices import DevicePool, Lease, visible_gpus
-from autotune.tuner.space import Space, Value
-from autotune.tuner.study import Study
 from autotune.tuner.trials import TrialOutcome, TrialSettings, kill_group_of, kill_stale_group, run_trial
 
 EXECUTOR = "local"

@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from autotune.knobs import PARAM_ENV_PREFIX, param_env_var
+from autotune.search.space import Space, Value
+from autotune.search.study import Infeasible
 from autotune.tuner.devices import usable_cpus
 from autotune.tuner.host_load import OtherLoad
 from autotune.tuner.objectives import Scoring
 from autotune.tuner.presets import preset_args
-from autotune.tuner.space import Space, Value
-from autotune.tuner.study import Infeasible
-from profilers.options import option_args
+from profilers.runtime.options import option_args
 
 LOG_NAME = "trial.log"
 #: The variables that set a process's intra-op threads (torch reads OMP_NUM_THREADS at start).

@@ -1,7 +1,7 @@
 """``autotune tune``: a study of real trials of the user's script, persisted in a run directory.
 
 The run directory holds ``run.db`` (the study and one row per finished trial, see
-:class:`~autotune.tuner.storage.SqliteStorage`), ``summary.json`` (rewritten after every trial)
+:class:`~autotune.search.storage.SqliteStorage`), ``summary.json`` (rewritten after every trial)
 and ``trials/trial-NNNN/`` (each trial's own profiler run and log). The order of a study:
 
 1. a baseline trial of the script with its own defaults (no parameter set), always first;
@@ -32,6 +32,11 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from autotune.search.records import Infeasible, Measured, Trial
+from autotune.search.searchers import BayesSearcher
+from autotune.search.space import Space, Value
+from autotune.search.storage import SqliteStorage
+from autotune.search.study import Study
 from autotune.tuner import confirm
 from autotune.tuner.confirm import ConfirmRun
 from autotune.tuner.memory_model import MemoryModel
@@ -40,12 +45,7 @@ from autotune.tuner.plan_memory import PlanMemory, PlanTraces
 from autotune.tuner.plan_prior import PlanPrior, prior_for_study
 from autotune.tuner.presets import preset_space
 from autotune.tuner.ray_executor import RayExecutor
-from autotune.tuner.records import Infeasible, Measured, Trial
 from autotune.tuner.running import RunningTrials
-from autotune.tuner.searchers import BayesSearcher
-from autotune.tuner.space import Space, Value
-from autotune.tuner.storage import SqliteStorage
-from autotune.tuner.study import Study
 from autotune.tuner.trials import (
     LOG_NAME,
     TrialOutcome,

@@ -16,11 +16,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from autotune.knobs import KNOBS, check_knob
+from autotune.search.records import Trial
+from autotune.search.space import Choice, Int, Space, Value
 from autotune.tuner.host_load import machine_cores
-from autotune.tuner.records import Trial
-from autotune.tuner.space import Choice, Int, Space, Value
 from profilers.contract.load import RunLoad, compare_loads
-from profilers.parallel_degrees import model_parallel_degrees
+from profilers.runtime.parallel_degrees import model_parallel_degrees
 
 #: Trials that must agree before "every trial measured the same" stops a study.
 SAME_MIN_TRIALS = 5

@@ -11,15 +11,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autotune.search.records import Trial
 from autotune.tuner.confirm import ConfirmRun, verdict
 from autotune.tuner.host_load import machine_cores
-from autotune.tuner.records import Trial
 from profilers.contract.schema import TUNE_SUMMARY_SCHEMA
 from profilers.contract.study import pareto_front
 from profilers.contract.verdict import study_verdict
 
 if TYPE_CHECKING:
-    from autotune.tuner.study import Study
+    from autotune.search.study import Study
     from autotune.tuner.tune import TuneConfig
 
 

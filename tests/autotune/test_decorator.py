@@ -20,7 +20,7 @@ from torch.utils.data import DataLoader, TensorDataset, dataloader
 
 import autotune
 from profilers.contract.reader import read_steps
-from profilers.session import active_session
+from profilers.runtime.session import active_session
 
 #: Options that keep a profiled region cheap: no sampling thread work, no FLOP or trace steps.
 LIGHT: dict[str, Any] = {"quiet": True, "sample_hz": 0, "count_flops": False, "deep_profile": False}

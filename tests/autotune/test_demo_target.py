@@ -21,7 +21,7 @@ from autotune import knobs, prepared
 from autotune.demo import target
 from autotune.demo.models import default_config
 from autotune.knobs import BatchPlan
-from autotune.tuner import Choice, Int
+from autotune.search import Choice, Int
 from autotune.tuner.trials import TrialSettings, run_trial
 from profilers.contract.reader import read_steps
 

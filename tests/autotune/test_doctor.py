@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from autotune import doctor
+from autotune.cli import doctor
 from profilers.contract.records import SAMPLE_FIELDS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,7 +87,7 @@ def test_main_prints_and_returns_zero(no_env: pytest.MonkeyPatch, capsys: pytest
 
 def test_import_does_not_pull_torch_or_pynvml() -> None:
     code = (
-        "import sys, autotune.doctor\n"
+        "import sys, autotune.cli.doctor\n"
         "heavy = [m for m in ('torch', 'pynvml', 'nvtx') if m in sys.modules]\n"
         "assert not heavy, heavy"
     )

@@ -24,7 +24,7 @@ def test_import_tui_pulls_nothing_heavy():
 
 
 def test_cli_help_pulls_nothing_heavy():
-    assert loaded_after("import autotune.cli; autotune.cli.build_parser()") == []
+    assert loaded_after("import autotune.cli.main; autotune.cli.main.build_parser()") == []
 
 
 def test_import_time_is_small():
@@ -45,5 +45,5 @@ def test_advice_and_report_data_pull_nothing_heavy():
 
 def test_the_tuner_and_its_local_executor_pull_no_ray():
     # ray: only for --executor ray (autotune.tuner.ray_executor)
-    statement = "import autotune.tune_cli, autotune.tuner.tune, autotune.tuner.running"
+    statement = "import autotune.cli.tune, autotune.tuner.tune, autotune.tuner.running"
     assert "ray" not in loaded_after(statement)

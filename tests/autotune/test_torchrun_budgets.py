@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from profilers.contract.reader import read_steps
-from profilers.stopping import AGREE_EVERY_STEPS
+from profilers.runtime.stopping import AGREE_EVERY_STEPS
 
 pytestmark = pytest.mark.slow
 

@@ -22,12 +22,12 @@ from typing import Any
 import psutil
 import pytest
 
-from profilers.backends import describe_unavailable, get_backend, libnvml
-from profilers.backends.base import Backend
-from profilers.backends.host import HostBackend
-from profilers.backends.nvml import NvmlBackend
-from profilers.backends.replay import ReplayBackend, record, write_recording
 from profilers.contract.records import SAMPLE_FIELDS, DeviceInfo, DeviceSample
+from profilers.runtime.backends import describe_unavailable, get_backend, libnvml
+from profilers.runtime.backends.base import Backend
+from profilers.runtime.backends.host import HostBackend
+from profilers.runtime.backends.nvml import NvmlBackend
+from profilers.runtime.backends.replay import ReplayBackend, record, write_recording
 from tests.fake_nvml import make_fake_pynvml
 
 real_pynvml = pytest.importorskip("pynvml")
@@ -315,8 +315,9 @@ def test_throttle_reason_names_match_pynvml() -> None:
 
 def test_importing_backends_is_light() -> None:
     code = (
-        "import sys, profilers.backends, profilers.backends.libnvml, profilers.backends.nvml, "
-        "profilers.backends.replay, profilers.backends.host\n"
+        "import sys, profilers.runtime.backends, profilers.runtime.backends.libnvml, "
+        "profilers.runtime.backends.nvml, profilers.runtime.backends.replay,"
+        " profilers.runtime.backends.host\n"
         "heavy = [m for m in ('pynvml', 'torch', 'nvtx') if m in sys.modules]\n"
         "assert not heavy, heavy"
     )
@@ -542,7 +543,7 @@ def test_nvml_missing_falls_back_to_host_and_says_why(no_env: pytest.MonkeyPatch
 
 
 def test_reset_backend_closes_and_forgets(no_env: pytest.MonkeyPatch) -> None:
-    from profilers.backends import reset_backend
+    from profilers.runtime.backends import reset_backend
 
     b = get_backend("host")
     reset_backend()

@@ -18,12 +18,12 @@ from torch import nn
 
 import autotune
 from profilers import recorder as recorder_module
-from profilers.backends import libnvml
 from profilers.contract.reader import RunStoreError, Snapshot, read_sample_records, read_steps
 from profilers.contract.records import DeviceSample, StepRecord
 from profilers.contract.rundir import load_run
 from profilers.contract.schema import SCHEMA_VERSION, STORE_NAME, SUMMARY_NAME
-from profilers.store import RunStore
+from profilers.runtime.backends import libnvml
+from profilers.runtime.store import RunStore
 from tests.fake_nvml import make_fake_pynvml
 
 

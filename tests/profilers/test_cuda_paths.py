@@ -17,9 +17,9 @@ import torch
 from torch import nn
 
 import autotune
-from profilers.options import ProfileOptions
-from profilers.session import Session, active_session
-from profilers.tracker import StepTracker
+from profilers.runtime.options import ProfileOptions
+from profilers.runtime.session import Session, active_session
+from profilers.runtime.tracker import StepTracker
 
 
 class FakeCuda:
@@ -93,7 +93,7 @@ def test_a_model_on_cuda_1_is_timed_and_read_on_cuda_1_not_the_current_device(mo
 
 def test_the_hooks_hand_over_the_first_cuda_inputs_device():
     """The hooks call back with the input tensor's device (a CPU tensor never calls back)."""
-    from profilers.hooks import TorchHooks
+    from profilers.runtime.hooks import TorchHooks
 
     seen: list[Any] = []
     tracker = StepTracker(lambda closed: False)

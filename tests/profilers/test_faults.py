@@ -9,9 +9,9 @@ from torch import nn
 from torch.optim import optimizer as optim_module
 
 import autotune
-from profilers import deep, hooks, nvtx_ranges, recorder, store, tracker
-from profilers.backends import host
 from profilers.contract.reader import read_steps
+from profilers.runtime import deep, hooks, nvtx_ranges, recorder, store, tracker
+from profilers.runtime.backends import host
 
 
 def train(steps=12):
@@ -116,7 +116,7 @@ def test_flop_counter_fault_leaves_flops_null(tmp_path, monkeypatch, capsys):
 
 
 def test_summary_fault_is_reported(tmp_path, monkeypatch, capsys):
-    from profilers import session
+    from profilers.runtime import session
 
     monkeypatch.setattr(session, "run_statistics", boom)
     with autotune.profile(run_dir=tmp_path / "run"):
@@ -169,9 +169,9 @@ def test_without_the_recorder_thread_steps_are_built_inline_and_cuda_losses_are_
     be a host sync each step, so only CPU losses are read there."""
     from types import SimpleNamespace
 
-    from profilers.session import active_session
-    from profilers.timeline import BWD_B, OPT_E, Event
-    from profilers.tracker import ClosedStep
+    from profilers.runtime.session import active_session
+    from profilers.runtime.timeline import BWD_B, OPT_E, Event
+    from profilers.runtime.tracker import ClosedStep
 
     monkeypatch.setattr(recorder.Recorder, "__init__", boom)
     with autotune.profile(run_dir=tmp_path / "run") as prof:

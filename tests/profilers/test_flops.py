@@ -1,4 +1,4 @@
-"""Tests for profilers/flops.py: the peak table, name matching, MFU, FlopCounter, precision."""
+"""Tests for profilers/runtime/flops.py: the peak table, name matching, MFU, FlopCounter, precision."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from torch import nn
 from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 from torch.utils.flop_counter import FlopCounterMode
 
-from profilers import flops
-from profilers.flops import (
+from profilers.runtime import flops
+from profilers.runtime.flops import (
     DEVICE_PEAKS,
     PRECISIONS,
     DevicePeak,
@@ -484,7 +484,7 @@ def test_tf32_enabled_reads_new_and_legacy_api(restore_matmul_precision):
 
 
 def test_import_does_not_pull_torch():
-    code = "import sys, profilers.flops; sys.exit(1 if 'torch' in sys.modules else 0)"
+    code = "import sys, profilers.runtime.flops; sys.exit(1 if 'torch' in sys.modules else 0)"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

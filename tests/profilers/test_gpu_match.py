@@ -15,12 +15,12 @@ import torch
 from torch import nn
 
 import autotune
-from profilers.backends import libnvml
 from profilers.contract.reader import read_devices, read_sample_records
 from profilers.contract.records import DeviceInfo
 from profilers.contract.schema import STORE_NAME
 from profilers.contract.study import energy_per_sample
-from profilers.gpu_match import job_cuda_indexes, match_uuids, normalize_uuid, visible_nvml_indexes
+from profilers.runtime.backends import libnvml
+from profilers.runtime.gpu_match import job_cuda_indexes, match_uuids, normalize_uuid, visible_nvml_indexes
 from tests.fake_nvml import make_fake_pynvml
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -122,8 +122,8 @@ def test_without_cuda_visible_devices_every_gpu_is_sampled(tmp_path, monkeypatch
 @pytest.mark.gpu
 def test_on_gpu_the_models_device_is_matched_to_nvml_by_uuid(tmp_path):
     """torch's UUID text of each visible device matches exactly one NVML GPU."""
-    from profilers.backends.nvml import NvmlBackend
-    from profilers.gpu_match import cuda_uuids
+    from profilers.runtime.backends.nvml import NvmlBackend
+    from profilers.runtime.gpu_match import cuda_uuids
 
     nvml = NvmlBackend().devices()
     matched = match_uuids(cuda_uuids(range(torch.cuda.device_count())), nvml)

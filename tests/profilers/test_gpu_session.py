@@ -137,7 +137,7 @@ def nan_loop(done, nan_at, sync_every_step):
 
 @pytest.mark.parametrize("sync_every_step", [True, False])
 def test_a_nan_loss_on_cuda_stops_the_run_soon_after(tmp_path, sync_every_step):
-    from profilers.session import StepBudgetReached
+    from profilers.runtime.session import StepBudgetReached
 
     done = []
     prof = autotune.profile(
@@ -218,7 +218,7 @@ def test_a_model_on_the_second_gpu_is_timed_and_measured_there(tmp_path):
 def test_the_stop_below_rule_judges_gpu_step_times_not_enqueue_times(tmp_path):
     """A GPU-bound loop the host queues far faster than it runs: a floor at 3x the GPU's real rate
     fires right after the minimum of measured steps (enqueue times alone would pass it)."""
-    from profilers.session import StepBudgetReached
+    from profilers.runtime.session import StepBudgetReached
 
     options = {"deep_profile": False, "count_flops": False, "quiet": True}
     with autotune.profile(run_dir=tmp_path / "free", **options) as free:

@@ -16,7 +16,8 @@ import pytest
 
 from profilers import trace_stream
 from profilers.contract.traces import trace_files
-from profilers.gpu_time import (
+from profilers.traces.analysis import analyse_file, analyse_traces
+from profilers.traces.gpu_time import (
     KIND_COMMUNICATION,
     KIND_COMPUTE,
     KIND_MEMORY,
@@ -24,9 +25,8 @@ from profilers.gpu_time import (
     RankGpuTime,
     kernel_kind,
 )
-from profilers.kineto import TraceError
-from profilers.trace_analysis import analyse_file, analyse_traces
-from profilers.trace_stream import stream_trace
+from profilers.traces.kineto import TraceError
+from profilers.traces.stream import stream_trace
 
 TRACES = Path(__file__).resolve().parent.parent / "data" / "gpu_traces"
 REFERENCE = json.loads((TRACES / "hta_reference.json").read_text())["traces"]

@@ -1,10 +1,10 @@
-"""Live C-allocation bytes at step ends (profilers.heap): what is held, not what glibc keeps."""
+"""Live C-allocation bytes at step ends (profilers.runtime.heap): what is held, not what glibc keeps."""
 
 from __future__ import annotations
 
 import pytest
 
-from profilers.heap import EVERY_NS, MAX_POINTS, StepEndHeap, heap_figures, live_bytes_reader
+from profilers.runtime.heap import EVERY_NS, MAX_POINTS, StepEndHeap, heap_figures, live_bytes_reader
 
 read = live_bytes_reader()
 pytestmark = pytest.mark.skipif(read is None, reason="this C library has no mallinfo2")

@@ -82,7 +82,7 @@ def test_a_killed_run_of_two_ranks_does_not_count_the_other_rank_as_load(tmp_pat
     from profilers.contract.records import DeviceInfo
     from profilers.contract.rundir import load_run
     from profilers.contract.schema import STORE_NAME
-    from profilers.store import RunStore
+    from profilers.runtime.store import RunStore
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()

@@ -13,11 +13,11 @@ import torch
 from torch import nn
 
 import autotune
-from profilers import hooks
 from profilers.contract.reader import read_steps
 from profilers.contract.records import StepRecord
 from profilers.contract.summarize import loss_summary
-from profilers.store import RunStore
+from profilers.runtime import hooks
+from profilers.runtime.store import RunStore
 
 FAST = {"quiet": True, "deep_profile": False, "count_flops": False}
 

@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from autotune.cli import build_parser
-from profilers.options import PROFILE_OPTIONS, ProfileOptions, option_args
+from autotune.cli.main import build_parser
+from profilers.runtime.options import PROFILE_OPTIONS, ProfileOptions, option_args
 
 
 def profile_args(argv: list[str]) -> dict[str, object]:

@@ -22,7 +22,7 @@ from profilers.contract.records import StepRecord
 from profilers.contract.rundir import RunData, load_run
 from profilers.contract.schema import STORE_NAME, SUMMARY_NAME
 from profilers.contract.summarize import memory_envelope, steady_span_ns
-from profilers.store import RunStore
+from profilers.runtime.store import RunStore
 from tests.autotune.advice.gpu_runs import GIB, HW_THERMAL, SW_POWER_CAP, h200_run
 
 #: Figures the summarizer added to a GPU entry and the host entry, which older summaries lack.

@@ -10,8 +10,8 @@ import torch
 from torch import nn
 
 import autotune
-from profilers.backends.replay import ReplayBackend
 from profilers.contract.reader import read_steps
+from profilers.runtime.backends.replay import ReplayBackend
 
 RECORDING = "tests/data/host_recording.jsonl.gz"
 

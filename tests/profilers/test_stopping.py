@@ -10,8 +10,8 @@ from torch import nn
 
 import autotune
 from profilers.contract.reader import read_steps
-from profilers.options import ProfileOptions
-from profilers.stopping import (
+from profilers.runtime.options import ProfileOptions
+from profilers.runtime.stopping import (
     AGREE_EVERY_STEPS,
     StepBudgetReached,
     StepBudgets,
@@ -266,8 +266,8 @@ def test_gpu_losses_are_watched_through_the_records_the_recorder_built():
     from types import SimpleNamespace
 
     from profilers.contract.records import StepRecord
-    from profilers.timeline import BWD_B, OPT_E, Event
-    from profilers.tracker import ClosedStep
+    from profilers.runtime.timeline import BWD_B, OPT_E, Event
+    from profilers.runtime.tracker import ClosedStep
 
     on_gpu = SimpleNamespace(device=SimpleNamespace(type="cuda"))  # never read on this thread
 
@@ -290,7 +290,7 @@ def test_the_recorder_builds_queued_steps_at_once_when_asked():
     import time
 
     from profilers.contract.records import StepRecord
-    from profilers.recorder import Recorder
+    from profilers.runtime.recorder import Recorder
 
     built = []
 
@@ -320,8 +320,8 @@ def test_cuda_timed_steps_are_judged_by_their_gpu_times_not_the_hosts_enqueue_ti
     from types import SimpleNamespace
 
     from profilers.contract.records import StepRecord
-    from profilers.timeline import FWD_E, OPT_E, Event
-    from profilers.tracker import ClosedStep
+    from profilers.runtime.timeline import FWD_E, OPT_E, Event
+    from profilers.runtime.tracker import ClosedStep
 
     pending = SimpleNamespace()  # a CUDA event: this step is resolved later, on the recorder thread
 

@@ -1,4 +1,4 @@
-from profilers.timeline import (
+from profilers.runtime.timeline import (
     BWD_B,
     BWD_E,
     DATA_B,

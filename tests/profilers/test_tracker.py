@@ -1,7 +1,7 @@
 """The step state machine, driven event by event as the hooks would."""
 
-from profilers.timeline import BWD_B, BWD_E, DATA_B, DATA_E, FWD_B, FWD_E, OPT_B, OPT_E
-from profilers.tracker import UNKNOWN_MODE_MAX_BACKWARDS, StepTracker
+from profilers.runtime.timeline import BWD_B, BWD_E, DATA_B, DATA_E, FWD_B, FWD_E, OPT_B, OPT_E
+from profilers.runtime.tracker import UNKNOWN_MODE_MAX_BACKWARDS, StepTracker
 
 
 class Collect:

@@ -15,7 +15,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 import autotune
-from profilers.deep import top_ops, window_stats
+from profilers.runtime.deep import top_ops, window_stats
 from tests.profile_run import profile_script
 
 ROOT = Path(__file__).resolve().parents[2]

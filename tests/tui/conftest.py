@@ -50,7 +50,7 @@ def recorded_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def fresh_root(recorded_root: Path, tmp_path: Path) -> Path:
     """A copy of the recorded root (same modification times) for a test that may write into it.
 
-    Building the report (Advice screen, export) goes through ``profilers.store``, which leaves
+    Building the report (Advice screen, export) goes through ``profilers.runtime.store``, which leaves
     SQLite's ``run.db-wal``/``-shm`` behind; such tests work on a copy.
     """
     return Path(shutil.copytree(recorded_root, tmp_path / "runs"))

@@ -22,7 +22,7 @@ from profilers.contract.summarize import (
     steady_span_ns,
     step_statistics,
 )
-from profilers.store import RunStore
+from profilers.runtime.store import RunStore
 
 T0_NS = 1_764_000_000_000_000_000  # 2025-11-24T16:00:00Z
 GIB = 1024**3

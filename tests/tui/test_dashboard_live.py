@@ -24,7 +24,7 @@ WRITER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from profilers.store import RunStore
+    from profilers.runtime.store import RunStore
     from tests.tui.recorded import host_sample, step_record
 
     run, first, count = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from profilers.contract.records import SAMPLE_FIELDS
-from profilers.store import RunStore
+from profilers.runtime.store import RunStore
 from tests.tui.recorded import (
     STUDY_TRIALS,
     gpu_sample,
@@ -225,8 +225,8 @@ def test_trials_info_of_the_recorded_study(tmp_path: Path) -> None:
 
 
 def test_minimized_objective_and_trials_before_any_summary(tmp_path: Path) -> None:
-    from autotune.tuner.records import Trial
-    from autotune.tuner.storage import SqliteStorage
+    from autotune.search.records import Trial
+    from autotune.search.storage import SqliteStorage
 
     storage = SqliteStorage(tmp_path / "run.db")
     storage.write_meta({"space": {}})

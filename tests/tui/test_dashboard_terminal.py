@@ -105,7 +105,7 @@ def test_the_dashboard_in_tmux(terminal: tuple[Terminal, Path]) -> None:
 WORK = """
 import sys, time
 from pathlib import Path
-from profilers.store import RunStore
+from profilers.runtime.store import RunStore
 from tests.tui.recorded import step_record
 
 run = Path(sys.argv[1])

@@ -17,7 +17,6 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from profilers.backends.libnvml import throttle_reason_names
 from profilers.contract.records import DeviceInfo, DeviceSample, StepRecord
 from profilers.contract.rundir import RunData
 from profilers.contract.summarize import (
@@ -29,6 +28,7 @@ from profilers.contract.summarize import (
     steady_span_ns,
     step_statistics,
 )
+from profilers.runtime.backends.libnvml import throttle_reason_names
 
 GIB = 2**30
 H200_MEM_BYTES = 150_754_820_096  # what NVML reports for a 141 GB H200
@@ -36,7 +36,7 @@ H200 = "NVIDIA H200"
 T0_NS = 1_780_000_000_000_000_000
 KINDS = ["warmup"] * 3 + ["flops"] + ["trace"] * 3 + ["settle"]
 
-# NVML clocks-event reason bits (profilers.backends.libnvml.THROTTLE_REASONS)
+# NVML clocks-event reason bits (profilers.runtime.backends.libnvml.THROTTLE_REASONS)
 SW_POWER_CAP = 0x4
 HW_THERMAL = 0x40
 GPU_IDLE = 0x1

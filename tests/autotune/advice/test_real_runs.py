@@ -15,7 +15,7 @@ import pytest
 from autotune.advice import facts, rules
 from autotune.advice.advise import advise
 from profilers.contract.rundir import RunData, load_run
-from profilers.heap import live_bytes_reader
+from profilers.runtime.heap import live_bytes_reader
 from tests.hogs import busy_loops
 from tests.profile_run import profile_script
 

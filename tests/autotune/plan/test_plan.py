@@ -234,7 +234,7 @@ def test_the_measured_ddp_trace_hid_what_it_is_said_to_have_hidden():
     """The A100 DDP trace (ResNet, host-bound: its GPU idle 77%) hid 14.8% of its all-reduce; the
     plan's pessimistic end hides none, so the trace lies inside the plan's range."""
     from autotune.plan.layouts import MEASURED_HIDDEN_SHARE, OVERLAP
-    from profilers.trace_analysis import analyse_file
+    from profilers.traces.analysis import analyse_file
 
     trace = Path(__file__).resolve().parents[2] / "data" / "gpu_traces" / "a100_ddp2" / "rank-0.json.gz"
     measured = analyse_file(trace).comm_overlap_pct / 100

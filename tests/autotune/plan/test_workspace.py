@@ -146,7 +146,7 @@ def test_a_calibrated_script_plan_has_this_cpu_rows_with_the_workspace():
 
 def test_the_plan_says_what_this_cpus_rows_rest_on():
     """In the terminal, and in the Markdown and HTML documents' "how far to trust it"."""
-    from autotune.plan_cli import plan_dict
+    from autotune.cli.plan import plan_dict
     from autotune.report.plan_cells import cpu_notes, trust_notes
 
     memory = MemoryCalibration({("fp32", False): (0.0, 10.0)}, ("micro_batch=16 fp32",), ())

@@ -28,9 +28,9 @@ from autotune.report.sections import (
     SweepSection,
     SweepSeries,
     TimelineSection,
-    TrialRow,
     TrialSection,
 )
+from profilers.contract.trial_view import TrialView
 
 GIB = 1024**3
 H200_MEM_BYTES = 150_754_820_096  # what NVML reports for a 141 GB H200
@@ -102,13 +102,13 @@ def _usd_per_million(samples_per_s: float, world: int) -> float:
     return world * PRICE / 3600 / samples_per_s * 1e6
 
 
-def trial_rows() -> tuple[TrialRow, ...]:
+def trial_rows() -> tuple[TrialView, ...]:
     rows = []
     for tid, mb, prec, layout, status, sps, gib, stop, err in _TRIALS:
         world = _world(layout)
         rows.append(
-            TrialRow(
-                trial_id=tid,
+            TrialView(
+                id=tid,
                 baseline=tid == BASELINE_TRIAL,
                 best=tid == BEST_TRIAL,
                 params={"micro_batch": mb, "precision": prec, "layout": layout},

@@ -49,8 +49,8 @@ def test_study_sections_follow_the_trials(study_run):
     assert all(b <= a for a, b in itertools.pairwise(best)), "best so far never gets worse"
     assert best[-1] == pytest.approx(summary["best"]["objective"])
     assert report.trials is not None and len(report.trials.rows) == len(summary["trials"])
-    assert [r.trial_id for r in report.trials.rows if r.best] == [summary["best"]["id"]]
-    assert [r.trial_id for r in report.trials.rows if r.baseline] == [0]
+    assert [r.id for r in report.trials.rows if r.best] == [summary["best"]["id"]]
+    assert [r.id for r in report.trials.rows if r.baseline] == [0]
     # One device per trial: $ per sample falls exactly as throughput rises, so the cheapest trial
     # is also the fastest and the front is that one trial.
     pareto = report.pareto

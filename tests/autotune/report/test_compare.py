@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from autotune.compare import compare, side_of, study_sides, trace_side
-from profilers.trace_analysis import analyse_traces
+from profilers.traces.analysis import analyse_traces
 from tests.autotune.report.conftest import UNMODIFIED, autotune
 
 TRACES = Path(__file__).resolve().parents[2] / "data" / "gpu_traces"

@@ -142,7 +142,7 @@ def test_a_broken_directory_is_one_clear_error(tmp_path, make, expected):
 
 
 def test_an_empty_store_of_a_run_that_never_stepped_is_an_error(tmp_path):
-    from profilers.store import RunStore
+    from profilers.runtime.store import RunStore
 
     RunStore(tmp_path / "run.db").close()
     with pytest.raises(RunDirError, match="recorded no steps yet"):

@@ -18,8 +18,8 @@ from autotune.advice.rules_trace import advise_trace
 from autotune.report.jsonout import report_dict
 from autotune.report.make import make_report
 from autotune.report.trace_report import trace_report
-from profilers.gpu_time import KIND_COMMUNICATION, kernel_kind
-from profilers.trace_analysis import analyse_traces
+from profilers.traces.analysis import analyse_traces
+from profilers.traces.gpu_time import KIND_COMMUNICATION, kernel_kind
 from tests.autotune.report.conftest import autotune
 
 TRACES = Path(__file__).resolve().parents[2] / "data" / "gpu_traces"

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from autotune.advice.rules_tune import apply_tuned
+from autotune.search.records import Trial
 from autotune.tuner.confirm import ConfirmRun, plan, store, stored, verdict
-from autotune.tuner.records import Trial
 from autotune.tuner.trials import TrialSettings, run_trial
 from autotune.tuner.tune import TuneConfig, Tuner
 from profilers.contract.rundir import load_run

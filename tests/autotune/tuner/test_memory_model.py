@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from autotune.tuner import Choice, Float, Int, Space, Trial
+from autotune.search import Choice, Float, Int, Space, Trial
+from autotune.search.space import Value
 from autotune.tuner.memory_model import MemoryModel, batch_param
-from autotune.tuner.space import Value
 
 GIB = 2**30
 SPACE = Space(micro_batch=Int(1, 256, power_of_two=True), precision=Choice("fp32", "bf16"))

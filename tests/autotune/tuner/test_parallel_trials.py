@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from autotune.tuner import Choice, Int, Space, Study
+from autotune.search import Choice, Int, Space, Study
+from autotune.search.searchers import BayesSearcher, GridSearcher
 from autotune.tuner.devices import DevicePool
-from autotune.tuner.searchers import BayesSearcher, GridSearcher
 
 
 def test_gpus_go_to_one_trial_at_a_time_and_a_trial_waits_for_as_many_as_it_has_ranks():

@@ -151,7 +151,7 @@ def test_a_script_taking_its_batch_as_an_argument_is_calibrated_on_its_own_basel
     # the baseline reads no autotune.param: its configuration is the script's defaults (batch 8),
     # traced as they are; the same batch through the argument then predicts what the baseline measured
     from autotune.plan.calibrate import CpuCalibration
-    from autotune.tuner import Choice, Space
+    from autotune.search import Choice, Space
     from autotune.tuner.plan_memory import PlanTraces
     from autotune.tuner.plan_prior import PlanPrior
 
@@ -168,7 +168,7 @@ def test_a_script_taking_its_batch_as_an_argument_is_calibrated_on_its_own_basel
 def test_a_prior_whose_traces_all_fail_says_so_and_is_not_used(monkeypatch):
     # seen: a CTC model's traces failed, the progress said it was predicting, summary.json had "predicted": []
     from autotune.plan.calibrate import CpuCalibration
-    from autotune.tuner import Choice, Space
+    from autotune.search import Choice, Space
     from autotune.tuner.objectives import Scoring
     from autotune.tuner.plan_memory import PlanTraces
     from autotune.tuner.plan_prior import prior_for_study

@@ -47,8 +47,8 @@ def test_the_hf_preset_on_a_cpu_passes_what_transformers_needs_for_bf16():
 
 
 def test_a_precision_the_machine_refuses_is_left_out_of_the_rest_of_the_study(tmp_path):
-    from autotune.tuner import Choice, Int, Space, Study, Trial
-    from autotune.tuner.records import Infeasible
+    from autotune.search import Choice, Int, Space, Study, Trial
+    from autotune.search.records import Infeasible
     from autotune.tuner.trials import TrialSettings
     from autotune.tuner.tune import TuneConfig, Tuner, _refuses
 

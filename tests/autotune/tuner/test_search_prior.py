@@ -7,9 +7,9 @@ import statistics
 
 import pytest
 
-from autotune.tuner import Choice, Int, Space, make_searcher
-from autotune.tuner.search_prior import MAX_WEIGHT, PriorLoss, best_predicted, prior_weight
-from autotune.tuner.space import Value
+from autotune.search import Choice, Int, Space, make_searcher
+from autotune.search.prior import MAX_WEIGHT, PriorLoss, best_predicted, prior_weight
+from autotune.search.space import Value
 
 SPACE = Space(micro_batch=Int(1, 64, power_of_two=True), precision=Choice("fp32", "bf16", "fp16"))
 SPEED = {"fp32": 1.0, "bf16": 1.8, "fp16": 1.5}

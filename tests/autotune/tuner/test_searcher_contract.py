@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import pytest
 
-from autotune.tuner import (
+from autotune.search import (
     BayesSearcher,
     Choice,
     Float,
@@ -25,7 +25,7 @@ from autotune.tuner import (
     Space,
     make_searcher,
 )
-from autotune.tuner.space import Value
+from autotune.search.space import Value
 
 MIXED = Space(
     batch=Int(4, 512, log=True),

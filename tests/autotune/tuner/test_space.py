@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import autotune
-from autotune.tuner import Choice, Float, Int, Space
+from autotune.search import Choice, Float, Int, Space
 
 # --------------------------------------------------------------------------- validation
 

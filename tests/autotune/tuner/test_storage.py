@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from autotune.tuner import (
+from autotune.search import (
     Infeasible,
     Int,
     JsonlStorage,
@@ -20,7 +20,7 @@ from autotune.tuner import (
     Study,
     Trial,
 )
-from autotune.tuner.storage import STORAGE_SCHEMA, open_storage
+from autotune.search.storage import STORAGE_SCHEMA, open_storage
 
 LINE = Space(x=Int(1, 50))
 

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from autotune.tuner import (
+from autotune.search import (
     BayesSearcher,
     Choice,
     GridSearcher,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.tuner import Infeasible, Int, Measured, Observation, Space, Study, Trial
+from autotune.search import Infeasible, Int, Measured, Observation, Space, Study, Trial
 
 LINE = Space(x=Int(1, 50))
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.tuner import Choice, Int, Space, Study
+from autotune.search import Choice, Int, Space, Study
 from autotune.tuner.trials import TrialSettings, run_trial, study_objective, trial_command
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"

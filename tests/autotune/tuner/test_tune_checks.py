@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from autotune.tuner import Choice, Int, Space, Study, Trial
+from autotune.search import Choice, Int, Space, Study, Trial
 from autotune.tuner.tune_checks import (
     SAME_MAX_SPREAD,
     default_space,
@@ -349,7 +349,7 @@ def test_a_faster_trial_within_the_noise_is_still_the_same() -> None:
 
 def test_the_baselines_own_configuration_is_never_spent_as_a_trial(tmp_path) -> None:
     # seen: a study re-ran its baseline's micro-batch 4, fp32 as a trial, in two studies
-    from autotune.tuner.records import Infeasible
+    from autotune.search.records import Infeasible
     from autotune.tuner.trials import TrialSettings
     from autotune.tuner.tune import TuneConfig, Tuner
 

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 import pytest
 
-from autotune.tuner import Int, Space, Study, Trial
+from autotune.search import Int, Space, Study, Trial
 from autotune.tuner.objectives import Scoring
 from autotune.tuner.trials import TrialSettings
 from autotune.tuner.tune import TuneConfig

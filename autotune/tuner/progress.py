@@ -1,0 +1,185 @@
+"""What a study prints as it runs: one line per trial on stderr, the search order, the verdict.
+
+Used by ``autotune tune`` and ``autotune demo``; rich is imported when a study first prints.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from autotune.search.space import Value
+
+if TYPE_CHECKING:
+    from autotune.tuner.tune import Tuner
+
+
+def _number(value: float) -> str:
+    """A measured value for people: thousands separated above 100, four digits below."""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.4g}"
+
+
+def _load(cores: float | None) -> str:
+    """" · other processes busy 1.3 cores" when the machine was shared enough to move a figure."""
+    if cores is None or cores < 0.25:
+        return ""
+    from autotune.tuner.host_load import machine_cores
+
+    return f" [dim]· other processes {cores:.1f} of {machine_cores()} cores[/dim]"
+
+
+def _spread(ci: Any, rate: float | None) -> str:
+    if not ci or not rate:
+        return "no interval"
+    if ci[1] is None:
+        return f"95% interval from {_number(ci[0])} samples/s up, open-ended"
+    return f"±{100 * (ci[1] - ci[0]) / 2 / rate:.0f}% at 95%"
+
+
+def prior_line(prior: Any) -> str | None:
+    """How the search was ordered, and how far the plan's predictions were from the trials."""
+    if not isinstance(prior, dict) or not prior.get("note"):
+        return None
+    rows = [r for r in prior.get("predicted_vs_measured") or [] if r.get("measured")]
+    line = f"Search: {prior['note']}"
+    if rows:
+        errors = sorted(abs(r["predicted"] / r["measured"] - 1) for r in rows)
+        line += f"; predictions within {100 * errors[len(errors) // 2]:.0f}% of {len(rows)} trials (median)"
+    return line
+
+
+def verdict_line(summary: dict[str, Any]) -> str:
+    """The study's verdict for people (:func:`profilers.contract.verdict.study_verdict`), marked up."""
+    from rich.markup import escape
+
+    from profilers.contract.verdict import verdict_of
+
+    verdict = verdict_of(summary)
+    colour = {"confirmed": "bold green", "slower": "red", "no_result": "red"}.get(verdict.status, "yellow")
+    line = f"[{colour}]Verdict[/{colour}]: {escape(verdict.headline)}"
+    if verdict.firmer:
+        line += f"\n  for a firmer answer, {escape(verdict.firmer)}"
+    return line
+
+
+def _format_params(params: dict[str, Value]) -> str:
+    return " ".join(f"{k}={v}" for k, v in params.items()) or "baseline (the script's own defaults)"
+
+
+class Progress:
+    """One line per trial on stderr: what runs, then how it ended and the best so far."""
+
+    def __init__(self, quiet: bool = False) -> None:
+        from rich.console import Console
+
+        self.console = Console(stderr=True, highlight=False, soft_wrap=True)
+        self.quiet = quiet
+        self.metric = ""
+        self._started = time.monotonic()
+
+    def header(self, config: Any, run_dir: Path, resumed: bool) -> None:
+        """The study's settings in one line."""
+        self.metric = config.scoring.metric
+        if self.quiet:
+            return
+        s = config.settings
+        what = "resuming" if resumed else "tuning"
+        where = " · on Ray" if config.executor == "ray" else ""
+        at_once = f" · {config.parallel} at once" if config.parallel > 1 else ""
+        self.console.print(
+            f"autotune tune: {what} {' '.join([s.script, *s.script_args])} · objective "
+            f"{config.scoring.objective} ({config.scoring.metric}) · {config.n_trials} trials{at_once}"
+            f"{where} · {config.searcher} seed {config.seed} · {run_dir}"
+        )
+
+    def started(self, trial_id: int, position: int, n_trials: int, params: dict[str, Value]) -> None:
+        """A trial starts: the ``position``-th of ``n_trials`` that run (skipped ones take ids too)."""
+        if not self.quiet:
+            self.console.print(
+                f"[dim]trial {trial_id:>3} (run {position} of {n_trials}) {_format_params(params)} …[/dim]"
+            )
+
+    def tuner(self, config: Any, run_dir: Path, resume: bool = False) -> Tuner:
+        """The study's tuner, reporting here as it goes."""
+        from autotune.tuner.tune import Tuner  # the tuner's modules: only once a study runs
+
+        return Tuner(
+            config,
+            run_dir,
+            resume=resume,
+            on_start=self.started,
+            on_trial=self.finished,
+            on_confirm=self.confirming,
+            on_note=self.note,
+        )
+
+    def note(self, line: str) -> None:
+        """What the study is doing between trials (the plan's predictions before the search)."""
+        if not self.quiet:
+            self.console.print(f"[dim]{line}[/dim]")
+
+    def confirming(self, run: Any, round_: int, role: str, rounds: int) -> None:
+        """A re-measurement of the baseline or the best starts (``run`` None) or ends."""
+        if self.quiet:
+            return
+        what = f"confirm {round_ + 1} of {rounds}: {role}"
+        if run is None:
+            self.console.print(f"[dim]{what} …[/dim]")
+        elif run.status == "ok" and run.samples_per_s:
+            self.console.print(f"{what}: {_number(run.samples_per_s)} samples/s{_load(run.other_load_cores)}")
+        else:
+            why = run.error or "no samples/s measured"
+            self.console.print(f"{what}: [yellow]{run.status}[/yellow]: {why}")
+
+    def finished(self, study: Any, trial: Any) -> None:
+        """A trial ended: its outcome and the best so far."""
+        if self.quiet:
+            return
+        rate = trial.metrics.get("samples_per_s")
+        if trial.ok:
+            base = study.trials[0].metrics.get("samples_per_s") if study.trials[0].ok else None
+            ratio = f" ×{rate / base:.2f} vs baseline" if rate and base else ""
+            best = " [bold green]best[/bold green]" if study.best.id == trial.id else ""
+            memory = trial.metrics.get("peak_memory_bytes")
+            mem = f" · peak {memory / 2**20:,.0f} MiB" if memory else ""
+            line = f"ok {_number(trial.value)} {self.metric}{ratio}{mem} · {trial.duration_s:.1f} s{best}"
+            stop = trial.attrs.get("stop_reason")
+            if stop == "below_threshold":
+                line += " [dim](stopped early: clearly below the best)[/dim]"
+            elif trial.attrs.get("stable") is False:
+                line += f" [yellow](not stable: {_spread(trial.attrs.get('throughput_ci95'), rate)})[/yellow]"
+            line += _load(trial.attrs.get("other_load_cores"))
+        else:
+            error = (trial.error or "").strip().splitlines()
+            line = f"[yellow]{trial.status}[/yellow]: {error[0] if error else ''}"
+        self.console.print(f"trial {trial.id:>3} {_format_params(trial.params)}: {line}")
+
+    def result(self, summary: dict[str, Any]) -> None:
+        """The best configuration against the baseline."""
+        best, base = summary.get("best"), summary.get("baseline")
+        elapsed = time.monotonic() - self._started
+        statuses = summary.get("status_counts") or {}
+        counts = ", ".join(f"{n} {s}" for s, n in statuses.items())
+        confirmations = len(summary.get("confirmations") or [])
+        again = f", {confirmations} re-measurements" if confirmations else ""
+        skipped = statuses.get("skipped")
+        note = f"; the {skipped} skipped took trial ids but never ran" if skipped else ""
+        runs = f"{summary.get('trials_run')} trials run{again}"
+        self.console.print(f"{runs} ({counts}) in {elapsed:.0f} s{note}")
+        prior = prior_line(summary.get("search_prior"))
+        if prior:
+            self.console.print(prior)
+        if best is None:
+            self.console.print("[red]No trial finished ok.[/red]")
+            return
+        self.console.print(f"[bold]Best[/bold] (trial {best['id']}): {_format_params(best['params'])}")
+        parts = [f"{summary['metric']} {_number(best['objective'])} in the search"]
+        if base and base.get("throughput"):
+            parts.append(f"baseline {_number(base['throughput'])} samples/s")
+        if best.get("cost_saving_vs_baseline") is not None:
+            parts.append(f"{100 * best['cost_saving_vs_baseline']:.0f}% cheaper per sample")
+        self.console.print("  " + " · ".join(parts))
+        self.console.print("  " + verdict_line(summary))
+        if summary.get("pareto"):
+            self.console.print(f"  Pareto front (throughput, peak memory, cost): trials {summary['pareto']}")

@@ -1,0 +1,231 @@
+"""Host (CPU and RAM) sampling: the fallback backend on machines without NVML.
+
+On Linux the readings come straight from /proc through file descriptors kept open between
+samples (about 40 µs a sample instead of about 230 µs through psutil); elsewhere, or when /proc
+cannot be read, through psutil. Both paths compute the same quantities the way psutil does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import time
+import weakref
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from profilers.contract.records import DeviceInfo, DeviceSample
+from profilers.runtime.backends.base import Backend
+from profilers.runtime.backends.children import ChildCpu
+
+
+def cpu_model_name() -> str:
+    """The CPU model (``model name`` in /proc/cpuinfo, else ``platform.processor()``)."""
+    try:
+        with Path("/proc/cpuinfo").open(encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, sep, value = line.partition(":")
+                if sep and key.strip() in ("model name", "Model", "Hardware") and value.strip():
+                    return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "cpu"
+
+
+def _busy_and_total(times: Any) -> tuple[float, float]:
+    """Busy and total CPU time of a ``psutil.cpu_times()`` tuple, counted the way psutil does.
+
+    On Linux guest time is already inside user/nice, and iowait is idle time.
+    """
+    total = sum(times) - getattr(times, "guest", 0.0) - getattr(times, "guest_nice", 0.0)
+    busy = total - times.idle - getattr(times, "iowait", 0.0)
+    return busy, total
+
+
+class _Readings:
+    """Raw counters of one sample: cumulative CPU seconds and memory in bytes."""
+
+    __slots__ = ("avail", "busy", "proc_cpu_s", "rss", "total", "total_mem")
+
+    def __init__(
+        self, busy: float, total: float, proc_cpu_s: float | None, rss: int | None, total_mem: int, avail: int
+    ):
+        self.busy, self.total, self.proc_cpu_s, self.rss = busy, total, proc_cpu_s, rss
+        self.total_mem, self.avail = total_mem, avail
+
+
+class _ProcFiles:
+    """/proc/stat, /proc/meminfo and /proc/<pid>/statm kept open and re-read with pread."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self._tick_s = 1.0 / os.sysconf("SC_CLK_TCK")
+        self._page = os.sysconf("SC_PAGE_SIZE")
+        self._fds: list[int] = []
+        try:
+            for path in ("/proc/stat", "/proc/meminfo", f"/proc/{self.pid}/statm"):
+                self._fds.append(os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)))
+        except OSError:
+            self.close()
+            raise
+        self._finalizer = weakref.finalize(self, _close_fds, self._fds)
+
+    def close(self) -> None:
+        """Close the descriptors. Idempotent."""
+        _close_fds(self._fds)
+
+    def read(self) -> _Readings:
+        """Read every counter once (raises OSError or ValueError if /proc is not as expected)."""
+        stat, meminfo, pstatm = self._fds
+        cpu = os.pread(stat, 512, 0).split(b"\n", 1)[0].split()  # b"cpu user nice system idle ..."
+        ticks = [int(x) for x in cpu[1:]]
+        total = sum(ticks) - sum(ticks[8:10])  # minus guest, guest_nice
+        busy = total - ticks[3] - (ticks[4] if len(ticks) > 4 else 0)  # minus idle, iowait
+        mem_total = mem_avail = -1
+        for line in os.pread(meminfo, 4096, 0).split(b"\n"):
+            if line.startswith(b"MemTotal:"):
+                mem_total = int(line.split()[1]) * 1024
+            elif line.startswith(b"MemAvailable:"):
+                mem_avail = int(line.split()[1]) * 1024
+            if mem_total >= 0 and mem_avail >= 0:
+                break
+        if mem_total < 0 or mem_avail < 0:
+            raise ValueError("MemTotal/MemAvailable missing from /proc/meminfo")
+        # This process's CPU time from the clock, not /proc/<pid>/stat: that one counts in 10 ms
+        # ticks, which over a 100 ms sample reads as up to 10 times the true share.
+        proc_cpu_s = time.process_time()
+        rss = int(os.pread(pstatm, 256, 0).split()[1]) * self._page
+        return _Readings(busy * self._tick_s, total * self._tick_s, proc_cpu_s, rss, mem_total, mem_avail)
+
+
+def _close_fds(fds: list[int]) -> None:
+    """Close and forget every descriptor in ``fds``."""
+    while fds:
+        with contextlib.suppress(OSError):
+            os.close(fds.pop())
+
+
+def _read_psutil(proc: psutil.Process) -> _Readings:
+    """The same counters through psutil (portable, slower)."""
+    busy, total = _busy_and_total(psutil.cpu_times())
+    try:
+        with proc.oneshot():
+            proc_cpu_s: float | None = (
+                time.process_time() if proc.pid == os.getpid() else sum(proc.cpu_times()[:2])
+            )
+            rss: int | None = proc.memory_info().rss
+    except psutil.Error:
+        proc_cpu_s = rss = None
+    vm = psutil.virtual_memory()
+    return _Readings(busy, total, proc_cpu_s, rss, vm.total, vm.available)
+
+
+class HostBackend(Backend):
+    """One device (index 0, kind ``"host"``): system CPU use, this process's CPU and RSS, host RAM.
+
+    ``cpu_util_pct`` (system-wide, 0-100) and ``process_cpu_pct`` (this process and its child
+    processes, such as DataLoader workers: 100 per busy core) cover the interval since the
+    previous ``sample()``; the first covers the time since construction. They are computed from
+    CPU-time deltas kept by this object, like ``psutil.cpu_percent(None)`` but without its
+    per-thread baseline shared with every other caller. ``host_mem_used_bytes`` is
+    ``total - available`` (memory not available to new processes without swapping), not psutil's
+    narrower ``used``. Costs about 40 µs a sample on Linux, and about 15 µs more per child process.
+    """
+
+    name = "host"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._proc = psutil.Process()
+        files: _ProcFiles | None
+        try:
+            files = _ProcFiles()
+        except OSError:
+            files = None
+        if files is not None:
+            try:
+                files.read()
+            except (OSError, ValueError, IndexError):
+                files.close()
+                files = None
+        self._files = files
+        self._children = ChildCpu()
+        self._last_t_ns = 0
+        first = self._read()
+        self._prev = (first, time.monotonic())
+        self._cpu_pct = 0.0
+        self._proc_pct: float | None = 0.0
+        self._devices = [
+            DeviceInfo(
+                index=0,
+                kind="host",
+                name=cpu_model_name(),
+                mem_total_bytes=first.total_mem,
+                cpu_cores=os.cpu_count(),
+            )
+        ]
+
+    def _read(self) -> _Readings:
+        """Current counters, from /proc when possible (caller holds the lock, or is __init__).
+
+        The process's CPU seconds include its children's (:class:`ChildCpu`).
+        """
+        if self._children.pid != os.getpid():  # forked: count the new process's children
+            self._children = ChildCpu()
+        now = self._read_own()
+        if now.proc_cpu_s is not None:
+            now.proc_cpu_s += self._children.seconds()
+        return now
+
+    def _read_own(self) -> _Readings:
+        files = self._files
+        if files is not None:
+            if files.pid != os.getpid():  # forked: /proc/<pid> is the parent's
+                files.close()
+                files = self._files = None
+            else:
+                try:
+                    return files.read()
+                except (OSError, ValueError, IndexError):
+                    files.close()
+                    self._files = None
+        if self._proc.pid != os.getpid():
+            self._proc = psutil.Process()
+        return _read_psutil(self._proc)
+
+    def _read_locked(self) -> list[DeviceSample]:
+        """One reading of the host, taken now."""
+        t_ns = max(time.time_ns(), self._last_t_ns + 1)
+        self._last_t_ns = t_ns
+        now = self._read()
+        mono = time.monotonic()
+        prev, prev_mono = self._prev
+        d_total = now.total - prev.total
+        if d_total > 0:  # else: within one clock tick of the last sample; repeat its values
+            self._cpu_pct = min(100.0, max(0.0, 100.0 * (now.busy - prev.busy) / d_total))
+            if now.proc_cpu_s is None or prev.proc_cpu_s is None or mono <= prev_mono:
+                self._proc_pct = None
+            else:
+                self._proc_pct = max(0.0, 100.0 * (now.proc_cpu_s - prev.proc_cpu_s) / (mono - prev_mono))
+            self._prev = (now, mono)
+        return [
+            DeviceSample(
+                t_ns=t_ns,
+                device_index=0,
+                kind="host",
+                cpu_util_pct=self._cpu_pct,
+                process_cpu_pct=self._proc_pct,
+                rss_bytes=now.rss,
+                host_mem_used_bytes=now.total_mem - now.avail,
+                host_mem_total_bytes=now.total_mem,
+            )
+        ]
+
+    def _release(self) -> None:
+        """Close the /proc files."""
+        if self._files is not None:
+            self._files.close()
+            self._files = None

@@ -1,0 +1,196 @@
+"""The background recorder thread: samples the backend and flushes queued rows to the run store.
+
+The training thread only appends to deques; all SQLite and driver calls happen here, so the
+hooks never wait on disk or on NVML. Queued steps are built into records at every wake-up (each
+sample, at most ``flush_interval_s`` apart, and each queued step when ``prompt_steps`` is set) and
+written at each flush; building a record reads its loss, which on CUDA waits (this thread only)
+for the value.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from profilers.contract.records import DeviceSample, OpRecord, StepRecord
+from profilers.runtime.backends.base import Backend
+from profilers.runtime.store import RunStore
+
+RETRACT = "retract"  # queued marker: delete this rank's steps written so far
+
+#: Samples kept in memory for the summary (about 5.5 h of one device at 10 Hz).
+MAX_SAMPLES_IN_MEMORY = 200_000
+
+
+class Recorder:
+    """Owns the store connection and the sampling loop."""
+
+    def __init__(
+        self,
+        store: RunStore | None,
+        backends: list[Backend],
+        sample_hz: float,
+        on_fault: Callable[[str, BaseException], None],
+        flush_interval_s: float = 1.0,
+    ) -> None:
+        self.store = store
+        self.backends = backends
+        self.period_s = 1.0 / sample_hz if sample_hz > 0 else None
+        self.flush_interval_s = flush_interval_s
+        self.on_fault = on_fault
+        self.samples: collections.deque[DeviceSample] = collections.deque(maxlen=MAX_SAMPLES_IN_MEMORY)
+        self.steps: list[StepRecord] = []  # every step built so far, in order
+        self._pending_steps: collections.deque[Callable[[], StepRecord] | str] = collections.deque()
+        self._unwritten: list[StepRecord | str] = []  # built, not yet in the store
+        self._pending_samples: collections.deque[DeviceSample] = collections.deque()
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        #: Build each step's record as soon as it is queued (a non-finite loss on CUDA must be seen
+        #: within a step or two), instead of at the next sample or flush.
+        self.prompt_steps = False
+        self._thread: threading.Thread | None = None
+        self._keep_gpus: frozenset[int] | None = None  # NVML indexes sampled (None: all)
+        self._devices_update: list[dict[str, Any]] | None = None  # for the store, at the next flush
+        self._meta_update: dict[str, Any] = {}  # meta values for the store, at the next flush
+
+    def start(self) -> None:
+        """Take a first sample now and start the thread."""
+        self._sample_once()
+        self._thread = threading.Thread(target=self._run, name="autotune-recorder", daemon=True)
+        self._thread.start()
+
+    def keep_gpus(self, indexes: list[int] | None, device_infos: list[dict[str, Any]] | None) -> None:
+        """Sample only GPUs ``indexes`` (NVML's) from now on; None keeps every GPU.
+
+        With ``device_infos`` the store's device list becomes those, and its samples of other GPUs
+        are deleted (at the next flush, on this thread).
+        """
+        self._keep_gpus = None if indexes is None else frozenset(indexes)
+        if device_infos is not None:
+            self._devices_update = device_infos
+
+    def set_meta(self, values: dict[str, Any]) -> None:
+        """Store ``values`` in the run's meta table at the next flush (on this thread)."""
+        self._meta_update = {**self._meta_update, **values}
+
+    def add_step(self, build: Callable[[], StepRecord]) -> None:
+        """Queue a closed step as the call that builds its record (training thread; never blocks).
+
+        The record is built here, on the recorder thread, so the phase arithmetic stays off the
+        training thread.
+        """
+        self._pending_steps.append(build)
+        if self.prompt_steps:
+            self._wake.set()
+
+    def retract_steps(self) -> None:
+        """Queue the removal of every step recorded so far (they were merged into a new step 1)."""
+        self._pending_steps.append(RETRACT)
+
+    def _build_queued(self) -> None:
+        """Build the queued steps' records (recorder thread, or the caller after ``stop``)."""
+        out = self._unwritten
+        for _ in range(len(self._pending_steps)):
+            item = self._pending_steps.popleft()
+            if isinstance(item, str):
+                self.steps.clear()
+                out.append(item)
+                continue
+            try:
+                record = item()
+            except Exception as exc:
+                self.on_fault("step accounting", exc)
+                continue
+            self.steps.append(record)
+            out.append(record)
+
+    def _sample_once(self) -> None:
+        for backend in list(self.backends):
+            try:
+                readings = backend.sample()
+            except Exception as exc:
+                self.backends.remove(backend)
+                self.on_fault(f"{backend.name} sampling", exc)
+                continue
+            keep = self._keep_gpus
+            if keep is not None:
+                readings = [r for r in readings if r.kind != "gpu" or r.device_index in keep]
+            self.samples.extend(readings)
+            if self.store is not None:
+                self._pending_samples.extend(readings)
+
+    def flush(self) -> None:
+        """Write queued rows to the store (recorder thread, or the caller after ``stop``)."""
+        self._build_queued()
+        queued, self._unwritten = self._unwritten, []
+        if self.store is None:
+            self._pending_samples.clear()
+            return
+        samples = [self._pending_samples.popleft() for _ in range(len(self._pending_samples))]
+        try:
+            meta, self._meta_update = self._meta_update, {}
+            if meta:
+                self.store.set_meta(meta)
+            devices, self._devices_update = self._devices_update, None
+            if devices is not None:
+                keep = sorted(d["index"] for d in devices if d["kind"] == "gpu")
+                self.store.replace_devices(devices)
+                self.store.delete_gpu_samples(keep)
+                samples = [s for s in samples if s.kind != "gpu" or s.device_index in keep]
+            batch: list[StepRecord] = []
+            for item in queued:
+                if isinstance(item, StepRecord):
+                    batch.append(item)
+                else:
+                    self.store.add_steps(batch)
+                    batch = []
+                    self.store.delete_steps()
+            self.store.add_steps(batch)
+            self.store.add_samples(s.to_dict() for s in samples)
+        except Exception as exc:
+            self.store = None
+            self.on_fault("run store", exc)
+
+    def _run(self) -> None:
+        next_sample = time.monotonic()
+        next_flush = time.monotonic() + self.flush_interval_s
+        try:
+            while not self._stop.is_set():
+                self._wake.clear()
+                now = time.monotonic()
+                if self.period_s is not None and now >= next_sample:
+                    self._sample_once()
+                    next_sample += self.period_s
+                    if next_sample < now:  # fell behind (a stalled GIL): do not burst
+                        next_sample = now + self.period_s
+                if now >= next_flush:
+                    self.flush()
+                    next_flush = now + self.flush_interval_s
+                else:
+                    self._build_queued()
+                wake = min(next_flush, next_sample) if self.period_s is not None else next_flush
+                self._wake.wait(max(0.0, wake - time.monotonic()))
+        except Exception as exc:
+            self.on_fault("recorder thread", exc)
+
+    def stop(self) -> None:
+        """Take a last sample, stop the thread and flush everything still queued."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        if self.period_s is not None:
+            self._sample_once()
+        self.flush()
+
+    def write_ops(self, ops: list[OpRecord]) -> None:
+        """Store the deep-profile window's top operators (after ``stop``)."""
+        if self.store is not None:
+            try:
+                self.store.set_ops(ops)
+            except Exception as exc:
+                self.store = None
+                self.on_fault("run store", exc)

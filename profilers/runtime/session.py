@@ -1,0 +1,633 @@
+"""A profiling session: installs the hooks, runs the recorder, writes the run directory.
+
+Everything here is guarded. A fault in any part (backend, store, NVTX, FLOP counting, trace
+export, an unwritable run directory) is reported once, that part stands down, and the user's
+training goes on. The user's own exceptions are never caught here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import gc
+import os
+import socket
+import sys
+import threading
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from profilers.contract.outcome import Exit, exit_of, interrupted_reason, outcome_fields
+from profilers.contract.reader import Snapshot
+from profilers.contract.records import DeviceSample, StepRecord, mean_loss
+from profilers.contract.schema import SCHEMA_VERSION, STORE_NAME
+from profilers.contract.summarize import (
+    build_summary,
+    rank_entry,
+    run_statistics,
+    steady_span_ns,
+)
+from profilers.runtime.backends import get_backend
+from profilers.runtime.flops import detect_precision, mfu, model_facts, peak_flops_per_s
+from profilers.runtime.gpu_match import cuda_uuids, job_cuda_indexes, match_uuids, visible_nvml_indexes
+from profilers.runtime.heap import StepEndHeap, heap_figures
+from profilers.runtime.instrument import StepInstruments
+from profilers.runtime.nvtx_ranges import NvtxRanges, nvtx_available
+from profilers.runtime.options import ProfileOptions
+from profilers.runtime.parallel_degrees import ranks_per_replica
+from profilers.runtime.rank_summary import device_entry, gather_ranks, host_memory, write_summary
+from profilers.runtime.recorder import Recorder
+from profilers.runtime.rundir import claim_run_dir, job_id, resolve_run_dir, run_dir_lock
+from profilers.runtime.stopping import StepBudgetReached, StepBudgets
+from profilers.runtime.store import RunStore
+from profilers.runtime.timeline import Event, step_record
+from profilers.runtime.tracker import ClosedStep, StepTracker
+
+_ACTIVE: Session | None = None
+_ACTIVE_LOCK = threading.Lock()
+#: Under several ranks, steps close at the optimizer step's end after this many steps in a row had
+#: one optimizer step each (see profilers.runtime.tracker): every rank then stops at the same point.
+EAGER_STEP_CLOSE_AFTER = 3
+
+
+class ProfilerWarning(UserWarning):
+    """A part of the profiler failed; training went on without it."""
+
+
+def active_session() -> Session | None:
+    """The session running in this process, if any."""
+    return _ACTIVE
+
+
+def dist_env() -> tuple[int, int, int]:
+    """(rank, world_size, local_rank) from torchrun's environment; (0, 1, 0) otherwise."""
+
+    def num(name: str, default: int) -> int:
+        try:
+            return int(os.environ.get(name, default))
+        except ValueError:
+            return default
+
+    return num("RANK", 0), num("WORLD_SIZE", 1), num("LOCAL_RANK", 0)
+
+
+class Session:
+    """One profiled region. ``start()``, the user's code, then ``stop()``."""
+
+    def __init__(self, options: ProfileOptions, default_name: str = "run") -> None:
+        options.validate()
+        self.options = options
+        self.name = options.name or default_name
+        self.rank, self.world_size, self.local_rank = dist_env()
+        self.job_id = job_id(self.world_size)
+        self.run_dir: Path | None = None
+        self.summary: dict[str, Any] | None = None
+        self.warnings: list[str] = []
+        self._inline_steps: list[StepRecord] = []
+        self.precision: str | None = None
+        self.model: dict[str, Any] | None = None  # profilers.runtime.flops.model_facts of the step's model
+        self.device_kind = "cpu"
+        self._reported: set[str] = set()
+        self._store: Any = None
+        self._recorder: Any = None
+        self._hooks: Any = None
+        self._tracker: StepTracker | None = None
+        self._nvtx: Any = None
+        self.instruments = StepInstruments(
+            options.warmup_steps,
+            options.count_flops,
+            options.deep_profile,
+            options.profile_steps,
+            options.trace_cap_bytes,
+            self.fault,
+        )
+        self._narrowed = False
+        self._gpu_pending: list[ClosedStep] = []
+        self._wall_offset_ns = 0
+        self._t0 = 0.0
+        self._rss_start: int | None = None
+        self._heap = StepEndHeap()
+        self._cuda_device: int | None = None
+        #: NVML indexes of the job's GPUs once known (None: every GPU NVML sees).
+        self.job_gpus: list[int] | None = None
+        #: The tuning parameters and knobs the code read, with their values (``autotune.param``).
+        self.params_used: dict[str, Any] = {}
+        self._started = False
+        self._owned_backends: list[Any] = []
+        self.stopped_by_budget = False
+        self.stop_reason: str | None = None  # why a step budget ended the run (stopping.STOP_REASONS)
+        self._exit = Exit()  # how the region ended (note_exit)
+        self.exit_noted = False
+        self._budgets = StepBudgets(
+            options.stop_rules(),
+            self.world_size,
+            on_fault=self.fault,
+            samples_per_step=options.samples_per_step,
+            ranks_per_replica=lambda: ranks_per_replica(self.params_used, self.world_size),
+        )
+
+    # -- faults ---------------------------------------------------------------------------------
+    def fault(self, part: str, exc: BaseException) -> None:
+        """Report a fault of ``part`` once; the part has already stood down."""
+        if part in self._reported:
+            return
+        self._reported.add(part)
+        message = f"{part} failed ({type(exc).__name__}: {exc}); training continues without it"
+        self.warnings.append(message)
+        if not self.options.quiet:
+            print(f"autotune: warning: {message}", file=sys.stderr, flush=True)
+
+    def _guard(self, part: str, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except Exception as exc:
+            self.fault(part, exc)
+            return None
+
+    # -- start ----------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Set everything up; never raises for a fault of ours."""
+        global _ACTIVE
+        with _ACTIVE_LOCK:
+            if _ACTIVE is not None:
+                raise RuntimeError("an autotune profile is already active in this process")
+            _ACTIVE = self
+        self._started = True
+        self._t0 = time.time()
+        self._wall_offset_ns = time.time_ns() - time.perf_counter_ns()
+        self._guard("run directory", self._open_run_dir)
+        self._guard("memory baseline", self._memory_baseline)
+        self._guard("sampling backend", self._start_recorder)
+        if self.options.nvtx:
+            self._guard("NVTX ranges", self._start_nvtx)
+        eager_after = EAGER_STEP_CLOSE_AFTER if self.world_size > 1 else None
+        self._tracker = StepTracker(self._on_step, nvtx=self._nvtx, eager_after=eager_after)
+        self._tracker.on_retract = self._retract
+        self._guard("step hooks", self._install_hooks)
+
+    def _open_run_dir(self) -> None:
+        run_dir = resolve_run_dir(self.options, self.name, self.world_size)
+        with run_dir_lock(run_dir):
+            claim_run_dir(run_dir, self.job_id, self.options.overwrite)
+            self._store = RunStore(run_dir / STORE_NAME, rank=self.rank)
+            self._store.set_meta({"job_id": self.job_id}, only_if_missing=True)
+        self.run_dir = run_dir
+        self._store.set_meta(
+            {
+                "name": self.name,
+                "command": self.options.command,
+                "cwd": os.getcwd(),
+                "started_ns": time.time_ns(),
+                "host": socket.gethostname(),
+                "world_size": self.world_size,
+                "python": sys.version.split()[0],
+                "options": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(self.options).items()},
+            },
+            only_if_missing=self.rank != 0,
+        )
+        self._store.set_rank(self.world_size, socket.gethostname(), os.getpid(), None, None)
+
+    def _memory_baseline(self) -> None:
+        import psutil
+        import torch  # imported first, so its own footprint is not counted as training memory
+
+        if self.options.count_flops:
+            import torch.utils.flop_counter
+        if self.options.deep_profile:
+            import torch.profiler
+
+        self._rss_start = psutil.Process().memory_info().rss
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.reset_peak_memory_stats()
+
+    def _start_recorder(self) -> None:
+        from profilers.runtime.backends.host import HostBackend
+
+        backends: list[Any] = []
+        if self.local_rank == 0:
+            try:
+                backends.append(get_backend(self.options.backend))
+            except Exception as exc:  # e.g. NVML asked for by name but unusable: host only
+                self.fault("sampling backend", exc)
+        if not any(d.kind == "host" for b in backends for d in b.devices()):
+            own = HostBackend()
+            self._owned_backends.append(own)
+            backends.append(own)
+
+        gpus = [d for b in backends for d in b.devices() if d.kind == "gpu"]
+        if gpus:  # CUDA_VISIBLE_DEVICES may already say which GPUs are the job's
+            self.job_gpus = visible_nvml_indexes(os.environ, gpus)
+        if self._store is not None:
+            self._guard("run store", self._store.set_devices, self._device_infos(backends))
+            self._guard("run store", self._store.set_meta, {"backends": [b.name for b in backends]})
+        self._recorder = Recorder(self._store, backends, self.options.sample_hz, self.fault)
+        self._recorder.keep_gpus(self.job_gpus, None)
+        self._recorder.start()
+
+    def _device_infos(self, backends: list[Any]) -> list[dict[str, Any]]:
+        """The sampled devices' static facts: the host, and the job's GPUs once they are known."""
+        keep = self.job_gpus
+        return [
+            asdict(d)
+            for b in backends
+            for d in b.devices()
+            if d.kind != "gpu" or keep is None or d.index in keep
+        ]
+
+    def _select_job_gpus(self, cuda_index: int) -> None:
+        """Sample only the job's GPUs from now on, matched to NVML's by UUID (``gpu_match``)."""
+        if self._recorder is None:
+            return
+        gpus = [d for b in self._recorder.backends for d in b.devices() if d.kind == "gpu"]
+        if not gpus:
+            return
+        import torch
+
+        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1)
+        wanted = job_cuda_indexes(cuda_index, local_world, torch.cuda.device_count())
+        keep = None if wanted is None else match_uuids(cuda_uuids(wanted), gpus)
+        if keep is None:  # the other ranks' GPUs are not visible here, or a MIG slice: keep them all
+            return
+        self.job_gpus = keep
+        self._recorder.keep_gpus(keep, self._device_infos(self._recorder.backends))
+
+    def _start_nvtx(self) -> None:
+        if nvtx_available():
+            self._nvtx = NvtxRanges(self.fault)
+
+    def _install_hooks(self) -> None:
+        from profilers.runtime.hooks import TorchHooks
+
+        assert self._tracker is not None
+        self._hooks = TorchHooks(
+            self._tracker,
+            self.fault,
+            on_first_cuda_input=self._use_cuda_clock,
+        )
+        self._hooks.precision_probe = self._probe_precision
+        self._hooks.on_step_model = self._note_model
+        self._hooks.install()
+
+    def _use_cuda_clock(self, device: Any) -> None:
+        """The model's input is on CUDA ``device``: time steps on its stream, read its memory.
+
+        The input's device, not the current one: ``model.to(f"cuda:{local_rank}")`` without
+        ``torch.cuda.set_device`` leaves the current device at 0 on every rank.
+        """
+        import torch
+
+        self.device_kind = "cuda"
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        self._cuda_device = index
+
+        def mark() -> Any:
+            with torch.cuda.device(index):  # the current stream of the model's GPU
+                if torch.cuda.is_current_stream_capturing():
+                    return None  # recording an event would invalidate the user's CUDA graph capture
+                ev = torch.cuda.Event(enable_timing=True)
+                ev.record()
+                return ev
+
+        assert self._tracker is not None
+        self._tracker.gpu_mark = mark
+        self.instruments.before_window = functools.partial(torch.cuda.synchronize, index)
+        self._guard("GPU selection", self._select_job_gpus, index)
+        if self.options.stop_on_non_finite_loss and self._recorder is not None:
+            self._recorder.prompt_steps = True  # CUDA losses are read there: see them soon
+
+    def _note_model(self, module: Any) -> None:
+        """The step's model: its parameters and gradient bytes (what data parallelism all-reduces)."""
+        try:
+            self.model = model_facts(module)
+        except Exception as exc:
+            self.fault("model size", exc)
+
+    def _probe_precision(self, module: Any) -> None:
+        """At the first forward of the step's model: the precision in use (once)."""
+        if self._hooks is not None:
+            self._hooks.precision_probe = None
+        try:
+            self.precision = detect_precision(module)
+        except Exception as exc:
+            self.precision = "unknown"
+            self.fault("precision detection", exc)
+
+    def note_params_used(self, used: dict[str, Any]) -> None:
+        """Record the tuning parameters the code has read so far, with their values.
+
+        Kept for summary.json, and put in run.db's meta at once, so a run killed before its summary
+        still says what it ran with.
+        """
+        if used == self.params_used:
+            return
+        self.params_used = dict(used)
+        if self._recorder is not None:
+            self._recorder.set_meta({"params_used": self.params_used})
+
+    # -- per step -------------------------------------------------------------------------------
+    def explicit_step(self) -> None:
+        """``autotune.step()``: end the current step now (a no-op once the hooks stood down)."""
+        if self._tracker is None or self._hooks is None or not self._hooks.active:
+            return
+        try:
+            self._tracker.explicit_step()
+        except Exception as exc:
+            self.fault("step accounting", exc)
+
+    def _on_step(self, closed: ClosedStep) -> bool:
+        slow = False
+        index = closed.number
+        self._guard("heap readings", self._heap.at_step_end, time.time_ns())
+        try:
+            cuda = self.device_kind == "cuda"
+            slow = self.instruments.end(index, self.run_dir, self.rank, cuda)
+            if self._gpu_pending or closed.end.gpu is not None:
+                # In order, once its end event completed: GPU times, and its loss computed
+                self._gpu_pending.append(closed)
+                self._resolve_gpu(block=False)
+            else:
+                self._emit(closed, None)
+            warmup = self.options.warmup_steps
+            if not self._narrowed and index >= max(1, warmup) and self._hooks is not None:
+                self._narrowed = True
+                self._guard("step hooks", self._hooks.narrow_to_roots)
+                # The imports' and the first steps' unreachable objects, collected once now rather
+                # than by a full collection in the middle of the measured steps, where their freed
+                # megabytes read as a fall of the live memory (installed packages move it).
+                gc.collect()
+                slow = True
+            if closed.live:
+                slow = self.instruments.begin(index + 1, cuda) or slow
+        except Exception as exc:
+            self.fault("step accounting", exc)
+        if self._started and closed.live:
+            reason, waited = self._budgets.at_step_end(closed, self.instruments.kind(index), self.steps)
+            if reason is not None:
+                self.stopped_by_budget, self.stop_reason = True, reason
+                raise StepBudgetReached(f"{index} steps done ({reason})")
+            slow = slow or waited
+        return slow
+
+    def _retract(self, count: int) -> None:
+        """Steps 1..``count`` were merged into a new step 1.
+
+        By the first ``autotune.step()``, or by an optimizer step after many backward passes.
+        """
+        self._inline_steps = [s for s in self._inline_steps if s.step > count]
+        self._gpu_pending = [c for c in self._gpu_pending if c.number > count]
+        self.instruments.renumber(count)
+        self._budgets.reset()
+        if self._recorder is not None:
+            self._recorder.retract_steps()
+
+    def _emit(self, closed: ClosedStep, times: list[int] | None) -> None:
+        """Hand a closed step over to be turned into a StepRecord (on the recorder thread)."""
+        build = functools.partial(self._step_record, closed, times, self.instruments.kind(closed.number))
+        if self._recorder is not None:
+            self._recorder.add_step(build)
+        else:  # no recorder thread: built on the training thread, where a CUDA loss read would sync
+            self._inline_steps.append(build(cuda_losses=False))
+
+    def _step_record(
+        self, closed: ClosedStep, times: list[int] | None, kind: str, cuda_losses: bool = True
+    ) -> StepRecord:
+        """The record of a closed step, its loss read now (recorder thread: never the training's)."""
+        loss = None
+        tensors = [
+            e.loss for e in closed.events if e.loss is not None and (cuda_losses or not e.loss.is_cuda)
+        ]
+        if tensors and self._hooks is not None and self._hooks.capture_loss:
+            try:
+                from profilers.runtime.hooks import read_losses
+
+                loss = mean_loss(read_losses(tensors))
+            except Exception as exc:
+                self._hooks.capture_loss = False
+                self.fault("loss capture", exc)
+        return step_record(
+            closed, times, kind, self.rank, self._wall_offset_ns, self.options.samples_per_step, loss
+        )
+
+    @property
+    def steps(self) -> list[StepRecord]:
+        """Every step recorded so far (complete once the session has stopped)."""
+        return self._recorder.steps if self._recorder is not None else self._inline_steps
+
+    def _resolve_gpu(self, block: bool) -> None:
+        """Resolve GPU timings of closed steps whose end event has completed."""
+        while self._gpu_pending:
+            closed = self._gpu_pending[0]
+            if closed.end.gpu is None:  # ended inside a CUDA graph capture: host times
+                self._gpu_pending.pop(0)
+                self._emit(closed, None)
+                continue
+            if not block and not closed.end.gpu.query():
+                return
+            if block:
+                closed.end.gpu.synchronize()
+            self._gpu_pending.pop(0)
+            ref = closed.start.gpu
+            if ref is None:  # the first CUDA step started before its start could be marked
+                self._emit(closed, None)
+                continue
+
+            def rel(ev: Event, ref: Any = ref, closed: ClosedStep = closed) -> int:
+                if ev.gpu is None:
+                    return ev.t_ns - closed.start.t_ns
+                return int(ref.elapsed_time(ev.gpu) * 1e6)
+
+            times = [0, rel(closed.end)] + [rel(e) for e in closed.events]
+            self._emit(closed, times)
+
+    # -- stop -----------------------------------------------------------------------------------
+    def note_exit(self, exc: BaseException | None) -> None:
+        """The exception that is leaving the profiled region (None: it returned); before ``stop()``."""
+        steps = self._tracker.steps_closed if self._tracker is not None else len(self.steps)
+        self._exit = exit_of(exc, steps)
+        self.exit_noted = True
+        if self.stop_reason is None:
+            self.stop_reason = interrupted_reason(self._exit)
+
+    def _outcome(self) -> dict[str, Any]:
+        optimizer_steps = self._tracker.steps_closed if self._tracker is not None else 0
+        forward = bool(self._hooks.roots) if self._hooks is not None else self.model is not None
+        return outcome_fields(self._exit, len(self.steps), self.stop_reason, optimizer_steps, forward)
+
+    def stop(self) -> dict[str, Any] | None:
+        """Tear down, save everything and build the summary. Never raises for a fault of ours."""
+        global _ACTIVE
+        if not self._started:
+            return None
+        self._started = False
+        try:
+            if self._tracker is not None:
+                self._guard("step accounting", self._tracker.finish)
+            if self._hooks is not None:
+                self._guard("step hooks", self._hooks.remove)
+            last = self._tracker.steps_closed if self._tracker is not None else 0
+            cuda = self.device_kind == "cuda"
+            self._guard("deep-profile window", self.instruments.abandon, last, self.run_dir, self.rank, cuda)
+            if self._gpu_pending:
+                self._guard("GPU step timing", self._resolve_gpu, True)
+            if self._nvtx is not None:
+                self._guard("NVTX ranges", self._nvtx.close)
+            if self._recorder is not None:
+                self._guard("recorder thread", self._recorder.stop)
+                for backend in self._owned_backends:
+                    self._guard("sampling backend", backend.close)
+                if self.instruments.top_ops:
+                    self._recorder.write_ops(self.instruments.top_ops)
+            self.summary = self._guard("summary", self._finish_summary)
+        finally:
+            with _ACTIVE_LOCK:
+                _ACTIVE = None
+            if self._store is not None:
+                with contextlib.suppress(Exception):  # closing must not fail the user's run
+                    self._store.close()
+        return self.summary
+
+    def _memory(self, samples: list[DeviceSample]) -> tuple[int | None, dict[str, Any]]:
+        memory: dict[str, Any] = {}
+        peak: int | None = None
+        try:
+            memory = host_memory(samples, self.instruments, self._rss_start)
+            memory.update(heap_figures(self._heap.points, steady_span_ns(self.steps)))
+            peak = memory.get("rss_peak_growth_bytes")
+        except Exception as exc:
+            self.fault("host memory", exc)
+        if self.device_kind == "cuda":
+            try:
+                import torch
+
+                dev = self._cuda_device
+                memory["cuda_peak_allocated_bytes"] = int(torch.cuda.max_memory_allocated(dev))
+                memory["cuda_peak_reserved_bytes"] = int(torch.cuda.max_memory_reserved(dev))
+                peak = memory["cuda_peak_allocated_bytes"]
+            except Exception as exc:
+                self.fault("CUDA memory", exc)
+        return peak, memory
+
+    def _device(self) -> dict[str, Any]:
+        name = None
+        if self.device_kind == "cuda":
+            import torch
+
+            name = torch.cuda.get_device_name(self._cuda_device)
+        return device_entry(self.device_kind, name, self._cuda_device, self.world_size, self.job_gpus)
+
+    def _mfu(self, step_time_s: float | None, device: dict[str, Any]) -> tuple[float | None, float | None]:
+        if self.options.peak_tflops is not None:
+            peak: float | None = self.options.peak_tflops * 1e12
+        elif device["kind"] == "cuda":
+            peak = peak_flops_per_s(device["name"], self.precision or "fp32")
+        else:
+            peak = None
+        return mfu(self.instruments.flops_per_step, step_time_s, peak, 1), peak
+
+    def _samples_from(self) -> dict[str, Any] | None:
+        """How samples per step were found: the override, or the model input that gave them."""
+        if self.options.samples_per_step is not None:
+            return {"override": self.options.samples_per_step}
+        return self._hooks.samples_source if self._hooks is not None else None
+
+    def _recorded_samples(self) -> list[DeviceSample]:
+        """The device samples of this rank: every row of run.db, however long the run.
+
+        Without a store (no run directory, or it failed), the recorder's in-memory tail
+        (:data:`~profilers.runtime.recorder.MAX_SAMPLES_IN_MEMORY` rows).
+        """
+        recorder = self._recorder
+        if recorder is None:
+            return []
+        if recorder.store is not None and self.run_dir is not None:
+            try:
+                with Snapshot(self.run_dir / STORE_NAME) as snap:
+                    return snap.samples(rank=self.rank)[2]
+            except Exception as exc:
+                self.fault("run store", exc)
+        return list(recorder.samples)
+
+    def _statistics(self, samples: list[DeviceSample]) -> dict[str, Any]:
+        """:func:`run_statistics` of this rank; without the samples if their aggregates fail."""
+        names: dict[int, str] = {}
+        if self._recorder is not None:
+            names = {d.index: d.name for b in self._recorder.backends for d in b.devices() if d.kind == "gpu"}
+        args = (self.options.samples_per_step, self.job_gpus, names)
+        try:
+            return run_statistics(self.steps, samples, *args, machine_cores=os.cpu_count())
+        except Exception as exc:
+            self.fault("GPU aggregates", exc)
+            return run_statistics(self.steps, [], *args)
+
+    def _finish_summary(self) -> dict[str, Any]:
+        samples = self._recorded_samples()
+        stats = self._statistics(samples)
+        peak_mem, memory = self._memory(samples)
+        device = self._device()
+        median = stats["step_time_s"]["median"] if stats["step_time_s"] else None
+        mfu_value, peak = self._mfu(median, device)
+        mine = rank_entry(self.rank, self.steps, stats, peak_mem)
+        summary = build_summary(
+            **stats,
+            name=self.name,
+            run_dir=str(self.run_dir) if self.run_dir else None,
+            peak_memory_bytes=peak_mem,
+            memory=memory,
+            flops_per_step=self.instruments.flops_per_step,
+            mfu=mfu_value,
+            peak_flops_per_s=peak,
+            precision=self.precision,
+            device=device,
+            ranks=None,
+            top_ops=[asdict(o) for o in self.instruments.top_ops],
+            trace_files=self.instruments.trace_files,
+            step_mode=self._tracker.mode if self._tracker else None,
+            wall_time_s=time.time() - self._t0,
+            warnings=self.warnings,
+            rank=self.rank,
+            stopped_by_budget=self.stopped_by_budget,
+            stop_reason=self.stop_reason,
+            profile_window=self.instruments.window_stats,
+            samples_from=self._samples_from(),
+            model=self.model,
+            params_used=self.params_used,
+            **self._outcome(),
+        )
+        if self._store is not None:
+            self._guard("run store", self._write_rank, summary)
+        if self.world_size > 1:
+            if self.rank != 0:
+                return summary
+            summary = self._gather_ranks(summary, mine)
+        if self.run_dir is not None:
+            self._guard("summary.json", self._write_summary, summary)
+        return summary
+
+    def _write_rank(self, summary: dict[str, Any]) -> None:
+        store: RunStore = self._store
+        for w in self.warnings:
+            store.add_warning(time.time_ns(), "profiler", w)
+        store.set_rank(self.world_size, socket.gethostname(), os.getpid(), time.time_ns(), summary)
+
+    def _gather_ranks(self, summary: dict[str, Any], mine: dict[str, Any]) -> dict[str, Any]:
+        """Rank 0: wait for the other ranks' own summaries, then add the per-rank figures."""
+        path = self.run_dir / STORE_NAME if self.run_dir is not None else None
+        per_step = self.options.samples_per_step
+        per_replica = ranks_per_replica(self.params_used, self.world_size)
+        return gather_ranks(summary, mine, path, self.world_size, per_step, self.warnings, per_replica)
+
+    def _write_summary(self, summary: dict[str, Any]) -> None:
+        assert self.run_dir is not None
+        write_summary(self.run_dir, summary)
+
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "ProfileOptions",
+    "ProfilerWarning",
+    "Session",
+    "StepBudgetReached",
+    "active_session",
+]
