@@ -1,4 +1,4 @@
-"""The README's promises: it opens with the two fresh-machine commands, and CI runs its test command verbatim."""
+"""The README's promises: it opens with the two fresh-machine commands; CI runs its test command verbatim."""
 
 import re
 from pathlib import Path

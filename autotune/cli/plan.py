@@ -141,7 +141,7 @@ def cmd_plan(args: argparse.Namespace, usage_error: type[Exception]) -> int:
     else:
         from autotune.report.plan_report import plan_html, plan_markdown
 
-        text = plan_markdown(data) if args.format == "md" else plan_html(data)
+        text = plan_markdown(data, rows=args.top) if args.format == "md" else plan_html(data)
     if args.output in (None, "-"):
         sys.stdout.write(text)
         return 0

@@ -19,6 +19,7 @@ from functools import partial
 from typing import Any
 
 from autotune.cost.prices import load_prices, resolve_price
+from autotune.fmt import format_usd
 from autotune.plan.calibrate import CpuCalibration
 from autotune.plan.gpus import GPUS, GpuSpec, gpu_spec
 from autotune.plan.layouts import (
@@ -354,9 +355,9 @@ def _suggestion(c: PlannedConfig, lead: str, as_asked: bool) -> dict[str, Any]:
     where = c.gpu if c.gpus == 1 else f"{c.gpus} × {c.gpu}" + (f" on {c.nodes} nodes" if c.nodes > 1 else "")
     ckpt = ", activation checkpointing" if p["activation_checkpointing"] else ""
     cost = (
-        f", {_usd(c.usd_per_million_tokens)} per million tokens"
+        f", {format_usd(c.usd_per_million_tokens)} per million tokens"
         if c.usd_per_million_tokens is not None
-        else f", {_usd(c.usd_per_million_samples)} per million samples"
+        else f", {format_usd(c.usd_per_million_samples)} per million samples"
         if c.usd_per_million_samples is not None
         else ""
     )
@@ -373,10 +374,6 @@ def _suggestion(c: PlannedConfig, lead: str, as_asked: bool) -> dict[str, Any]:
                    "usd_per_million_samples": c.usd_per_million_samples,
                    "usd_per_million_tokens": c.usd_per_million_tokens},
     }  # fmt: skip
-
-
-def _usd(value: float | None) -> str:
-    return "n/a" if value is None else f"${value:,.2f}"
 
 
 def layout_notes(configs: list[PlannedConfig]) -> tuple[str, ...]:

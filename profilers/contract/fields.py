@@ -22,11 +22,12 @@ class FieldDoc:
 
     keys: tuple[str, ...]
     meaning: str  # Markdown: `code` spans for other keys and values
+    always: bool = True  # False: written only in some runs (the meaning says when)
 
 
-def documented_keys(fields: tuple[FieldDoc, ...]) -> set[str]:
-    """Every top-level key a table documents."""
-    return {key for doc in fields for key in doc.keys}
+def documented_keys(fields: tuple[FieldDoc, ...], always_only: bool = False) -> set[str]:
+    """Every top-level key a table documents (``always_only``: those every run writes)."""
+    return {key for doc in fields if doc.always or not always_only for key in doc.keys}
 
 
 def markdown_table(fields: tuple[FieldDoc, ...]) -> str:
@@ -247,6 +248,7 @@ PROFILE_SUMMARY_FIELDS: tuple[FieldDoc, ...] = (
             "with `no_steps`: `optimizer_steps` and `model_forward` (whether a model's forward "
             "ran), what was seen instead of a step"
         ),
+        always=False,
     ),
     FieldDoc(
         ("loss",),
@@ -293,10 +295,12 @@ PROFILE_SUMMARY_FIELDS: tuple[FieldDoc, ...] = (
 
 #: The keys of a tuning study's summary.json.
 TUNE_SUMMARY_FIELDS: tuple[FieldDoc, ...] = (
+    FieldDoc(("schema",), "layout version of the tuning summary (1)"),
     FieldDoc(
         ("kind",),
         ("`tune`"),
     ),
+    FieldDoc(("run_dir",), "the study's directory, as given to the tuner"),
     FieldDoc(
         ("command",),
         ("the script and its arguments"),
@@ -363,6 +367,13 @@ TUNE_SUMMARY_FIELDS: tuple[FieldDoc, ...] = (
         ("`--confirm-rounds`"),
     ),
     FieldDoc(
+        ("preset", "preset_per_rank"),
+        (
+            "`--preset` (`hf`, `lightning`, `torchtitan`) or null, and the samples per rank per "
+            "optimizer step its baseline measured, which every trial keeps (null without a preset)"
+        ),
+    ),
+    FieldDoc(
         ("confirmations",),
         (
             "the re-measurements of the best trial: `best_id`, `round`, `role` (`baseline` or "
@@ -409,6 +420,7 @@ TUNE_SUMMARY_FIELDS: tuple[FieldDoc, ...] = (
             "measurement) and `predicted_vs_measured` (`trial`, `predicted`, `measured` of each "
             "trial that finished ok)"
         ),
+        always=False,
     ),
     FieldDoc(
         ("trials",),
@@ -420,7 +432,9 @@ TUNE_SUMMARY_FIELDS: tuple[FieldDoc, ...] = (
             "(other processes' CPU while it ran, in cores), `threads_per_rank`, `precision` (what"
             " the profiler saw the model run in), `params_used`, `run_dir` (the trial's profile "
             "run, relative to the study's directory: `trials/trial-0005`; studies written before "
-            "stored the path as given to the tuner, and are still read), `error`"
+            "stored the path as given to the tuner, and are still read), `error`; and where it ran: "
+            "`executor` (`local` or `ray`), `node`, `devices` (`cuda:N` or `cpu:N` slots), `started_at`, "
+            "`ended_at` (Unix seconds)"
         ),
     ),
 )

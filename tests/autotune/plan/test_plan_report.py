@@ -117,3 +117,20 @@ def test_a_plan_saved_in_a_run_directory_is_a_section_of_its_report(plan_data, t
     wrong = autotune("report", str(run), "--format", "md", "-o", "-")
     assert wrong.returncode == 0
     assert "plan.json cannot be read: configuration 0: 'gpus' must be int" in wrong.stdout
+
+
+def test_md_keeps_top_rows_and_the_suggestion_prices_as_the_table_does():
+    out = subprocess.run(
+        [sys.executable, "-m", "autotune", "plan", "--demo", "cnn", "--gpu", "L4", "--gpu", "H100-SXM",
+         "--precision", "fp32", "--format", "md", "--top", "3"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    table = lines[lines.index("## Configurations, cheapest first") :]
+    rows = [line for line in table if line.startswith("| ") and "---" not in line][1:]
+    assert len(rows) == 3
+    # the suggestion's $ per million samples is the table's cell for the same configuration
+    suggestion = next(line for line in lines if line.startswith("- Suggestion:"))
+    cell = rows[0].split(" | ")[11]
+    assert f"{cell} per million samples" in suggestion, (suggestion, rows[0])

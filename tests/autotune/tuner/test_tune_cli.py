@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from profilers.contract.fields import TUNE_SUMMARY_FIELDS, documented_keys
 from profilers.contract.schema import resolve_trial_dir
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
@@ -99,6 +100,11 @@ def test_unmodified_script_tuned_through_its_arguments_beats_its_baseline(tmp_pa
     assert "Best (trial" in out.stderr and f"Verdict: {verdict['headline']}" in " ".join(out.stderr.split())
     # like-for-like: every trial ran with the same threads per process, recorded with it
     assert {t["threads_per_rank"] for t in trials} == {summary["threads"]["threads_per_rank"]}
+    # the reference documents every key written (docs/reference/tune-summary.md is made from the table)
+    assert sorted(set(summary) - documented_keys(TUNE_SUMMARY_FIELDS)) == []
+    assert sorted(documented_keys(TUNE_SUMMARY_FIELDS, always_only=True) - set(summary)) == []
+    trials_doc = next(d.meaning for d in TUNE_SUMMARY_FIELDS if d.keys == ("trials",))
+    assert [k for k in trials[0] if f"`{k}`" not in trials_doc] == []
 
 
 def test_a_study_in_a_relative_run_dir_reports_whole_from_anywhere(tmp_path):
