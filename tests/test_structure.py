@@ -10,6 +10,8 @@ import importlib.util
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -37,6 +39,7 @@ def test_the_cycle_finder_finds_a_cycle():
     assert s.cycles(edges) == [["a", "b", "c"]]
 
 
+@pytest.mark.slow
 def test_every_function_local_import_has_a_reason():
     # local only to keep a start-up light, to keep a third-party package (torch, plotly...) out of a
     # module that does not need it at import, or to break a cycle; any other belongs at the top

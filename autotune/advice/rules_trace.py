@@ -18,6 +18,7 @@ from autotune.fmt import format_seconds
 from profilers.runtime.flops import match_device
 from profilers.traces.analysis import TraceAnalysis, compute_per_step_us
 from profilers.traces.gpu_time import KIND_COMPUTE, KIND_MEMORY, RankGpuTime
+from profilers.traces.idle import IdleCause
 
 _BATCH = "a larger micro-batch (autotune tune searches micro_batch)"
 
@@ -32,6 +33,85 @@ def _where(r: RankGpuTime) -> str:
 
 def _with_gpu(analysis: TraceAnalysis) -> list[RankGpuTime]:
     return [r for r in analysis.ranks if r.kernel_time_us > 0 and r.idle_pct is not None]
+
+
+def _idle_line(r: RankGpuTime) -> str | None:
+    """HTA's idle breakdown of the rank's busiest compute stream, and its largest cause, in one line."""
+    b = r.idle_breakdown
+    if b is None or b.idle_us <= 0:
+        return None
+    line = (
+        f"its busiest compute stream ({b.stream}) was idle {_us(b.idle_us)}: "
+        f"host wait {b.host_wait_pct or 0:.0f}%, kernel wait {b.kernel_wait_pct or 0:.0f}%, "
+        f"other {b.other_pct or 0:.0f}% (HTA's idle breakdown)"
+    )
+    named = [c for c in b.causes if c.cause not in ("launch", "launch_overhead", "unknown")]
+    if named:
+        c = named[0]
+        line += f"; {c.idle_pct:.0f}% of it waited on {c.evidence}"
+    return line
+
+
+def _sync_cause(r: RankGpuTime) -> IdleCause | None:
+    b = r.idle_breakdown
+    syncs = [c for c in b.causes if c.cause == "sync"] if b is not None else []
+    if not syncs:
+        return None
+    total = sum(c.idle_us for c in syncs)
+    top = max(syncs, key=lambda c: c.idle_us)  # its evidence names the call and operator
+    return IdleCause(
+        "sync", top.category, total, sum(c.idle_pct for c in syncs), sum(c.gaps for c in syncs), top.evidence
+    )
+
+
+def idle_sync(analysis: TraceAnalysis) -> Recommendation | None:
+    """The busiest compute stream waits while the host sits in a synchronizing call (.item(), .cpu())."""
+    hits = []
+    for r in _with_gpu(analysis):
+        cause = _sync_cause(r)
+        if cause is None or r.kernel_time_us <= 0:
+            continue
+        span_pct = 100 * cause.idle_us / r.kernel_time_us
+        if cause.idle_pct > limit("idle_sync.share") and span_pct > limit("idle_sync.span"):
+            hits.append((r, cause, span_pct))
+    if not hits:
+        return None
+    r, cause, span_pct = max(hits, key=lambda h: h[2])
+    bound = 1 / (1 - span_pct / 100) if span_pct < 100 else None
+    b = r.idle_breakdown
+    assert b is not None
+    evidence = [
+        f"{_where(r)}: the busiest compute stream ({b.stream}) waited {_us(cause.idle_us)} in "
+        f"{cause.gaps:,} gap{'s' if cause.gaps != 1 else ''} ({cause.idle_pct:.0f}% of its idle time, "
+        f"{span_pct:.1f}% of the GPU span) "
+        f"while the host was in {cause.evidence}",
+        "a synchronizing call blocks the CPU until the GPU has finished everything queued: nothing new is "
+        "launched meanwhile, so the GPU drains its queue and then waits",
+    ]
+    if bound is not None:
+        evidence.append(at_most(bound, "if the host never synchronized"))
+    actions = (
+        f"remove the sync in {cause.evidence.split(' in ', 1)[-1]}: keep values on the GPU "
+        "(accumulate loss.detach() and read it every N steps instead of .item() each step)",
+        "copies to the host without blocking: pinned memory and .to('cpu', non_blocking=True), read after "
+        "an event",
+        "no data-dependent shapes in the step (torch.nonzero, boolean masks, .tolist()), which sync too",
+    )
+    figures = {
+        "rank": r.rank,
+        "stream": b.stream,
+        "sync_idle_us": cause.idle_us,
+        "sync_share_of_idle_pct": cause.idle_pct,
+        "sync_share_of_span_pct": span_pct,
+        "call": cause.evidence,
+        "speedup_bound": bound,
+    }
+    title = (
+        f"The GPU waits on host syncs: {span_pct:.0f}% of the GPU span on rank {r.rank} ({cause.evidence})"
+    )
+    return Recommendation(
+        "idle_sync", severity_for(bound), title, tuple(evidence), actions, bound, figures=figures
+    )
 
 
 def host_bound(analysis: TraceAnalysis) -> Recommendation | None:
@@ -58,6 +138,9 @@ def host_bound(analysis: TraceAnalysis) -> Recommendation | None:
         f"{r.launch.runtime_calls:,} runtime calls took {_us(r.launch.runtime_us)}; host ops' self time "
         f"{_us(r.cpu_op_self_us)} over a {_us(r.host_span_us)} host span",
     ]
+    waited = _idle_line(r)
+    if waited:
+        evidence.append(waited)
     if bound is not None:
         evidence.append(at_most(bound, "if the GPU never waited for the host"))
     actions = HOST_BOUND_ACTIONS
@@ -117,6 +200,9 @@ def comm_bound(analysis: TraceAnalysis) -> Recommendation | None:
         f"{_us(r.comm_exposed_us)} of it ({share:.1f}% of the span) with no compute kernel beside it",
         f"{r.comm_overlap_pct or 0:.1f}% of communication overlaps compute (HTA's comm-comp overlap)",
     ]
+    waited = _idle_line(r)
+    if waited:
+        evidence.append(waited)
     if bound is not None:
         evidence.append(at_most(bound, "if all communication were hidden behind compute"))
     actions = (
@@ -239,6 +325,7 @@ TRACE_RULES: tuple[tuple[str, Callable[[TraceAnalysis], Recommendation | None]],
     ("comm_bound", comm_bound),
     ("precision_fp32", precision_fp32),
     ("memcpy_heavy", memcpy_heavy),
+    ("idle_sync", idle_sync),
     ("straggler", straggler),
 )
 
@@ -247,6 +334,7 @@ TRACE_RULES: tuple[tuple[str, Callable[[TraceAnalysis], Recommendation | None]],
 TRACE_THRESHOLDS = (
     "host_bound.gpu_busy", "host_bound.launch_delay", "launch_bound.short_kernels", "launch_bound.idle",
     "comm_bound.share", "precision_fp32.trace_share", "memcpy_heavy.share", "straggler.ratio",
+    "idle_sync.share", "idle_sync.span",
 )  # fmt: skip
 
 

@@ -308,6 +308,26 @@ BY_KEY: dict[str, Threshold] = {
         "this project: the same 10% as communication (torch-tb-profiler's communication_ratio > 0.1); "
         "copies are non-compute time as collectives are",
     ),
+    "idle_sync.share": Threshold(
+        "idle_sync",
+        "The GPU waits on host syncs",
+        "idle time of the busiest compute stream while the host sat in a synchronizing call",
+        ">",
+        10.0,
+        "%",
+        "this project: the idle breakdown is Holistic Trace Analysis's (get_idle_time_breakdown; "
+        "facebookresearch/HolisticTraceAnalysis docs/source/features/idle_time_breakdown.rst), the "
+        "share is this project's: a tenth of the waiting is worth naming the call that causes it",
+    ),
+    "idle_sync.span": Threshold(
+        "idle_sync",
+        "The GPU waits on host syncs",
+        "that synchronized idle time, share of the GPU span",
+        ">",
+        2.0,
+        "%",
+        "this project: below 2% of the span the sync costs less than the run-to-run noise of a step",
+    ),
     "oom_boundary.trials": Threshold(
         "oom_boundary",
         "Out-of-memory boundary",
@@ -325,7 +345,7 @@ THRESHOLDS: tuple[Threshold, ...] = tuple(BY_KEY.values())
 #: does not list them among the rules it checked.
 TRACE_ONLY: frozenset[str] = frozenset(
     ("host_bound.launch_delay", "launch_bound.short_kernels", "launch_bound.idle",
-     "precision_fp32.trace_share", "memcpy_heavy.share")
+     "precision_fp32.trace_share", "memcpy_heavy.share", "idle_sync.share", "idle_sync.span")
 )  # fmt: skip
 #: The thresholds the profile and study rules read.
 RUN_THRESHOLDS: tuple[Threshold, ...] = tuple(t for k, t in BY_KEY.items() if k not in TRACE_ONLY)

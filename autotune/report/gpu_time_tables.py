@@ -113,6 +113,51 @@ def op_table(r: RankGpuTime) -> TextTable:
                      rows, frozenset((1, 2, 3)))  # fmt: skip
 
 
+#: What each cause of idle time means, for the table (profilers.traces.idle).
+CAUSE_WORDS = {
+    "launch": "the CPU launched late",
+    "launch_overhead": "launch overhead between kernels",
+    "sync": "the host synchronized",
+    "communication": "waited on communication",
+    "copy": "waited on a copy",
+    "other_stream": "waited on another stream",
+    "unknown": "waited, cause not in the trace",
+}
+
+
+def idle_table(r: RankGpuTime) -> TextTable | None:
+    """Why the busiest compute stream waited: HTA's split per stream, then the causes seen."""
+    b = r.idle_breakdown
+    if b is None:
+        return None
+    rows = [
+        (f"stream {s.stream}" + (" (busiest compute)" if s.stream == b.stream else ""), us(s.idle_us),
+         pct(s.host_wait_pct), pct(s.kernel_wait_pct), pct(s.other_pct), "")
+        for s in b.streams
+        if s.idle_us > 0
+    ]  # fmt: skip
+    rows += [
+        (
+            f"  {CAUSE_WORDS.get(c.cause, c.cause)}",
+            us(c.idle_us),
+            "",
+            "",
+            "",
+            f"{pct(c.idle_pct)}: {short(c.evidence)}",
+        )
+        for c in b.causes
+    ]
+    header = (
+        "stream / cause",
+        "idle",
+        "host wait",
+        "kernel wait",
+        "other",
+        "share of the busiest stream's idle",
+    )
+    return TextTable(f"Rank {r.rank}: why the GPU waited", header, tuple(rows), frozenset((1, 2, 3, 4)))
+
+
 def spread_table(section: GpuTimeSection) -> TextTable | None:
     if not section.spread:
         return None
@@ -137,7 +182,11 @@ def tables(section: GpuTimeSection) -> list[TextTable]:
     if spread is not None:
         out.append(spread)
     for r in section.ranks:
-        out += [detail_table(r), kernel_table(r), op_table(r)]
+        out.append(detail_table(r))
+        idle = idle_table(r)
+        if idle is not None:
+            out.append(idle)
+        out += [kernel_table(r), op_table(r)]
     return out
 
 

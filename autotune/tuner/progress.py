@@ -165,7 +165,8 @@ class Progress:
         again = f", {confirmations} re-measurements" if confirmations else ""
         skipped = statuses.get("skipped")
         note = f"; the {skipped} skipped took trial ids but never ran" if skipped else ""
-        self.console.print(f"{summary.get('trials_run')} trials run ({counts}){again} in {elapsed:.0f} s{note}")
+        runs = f"{summary.get('trials_run')} trials run ({counts}){again}"
+        self.console.print(f"{runs} in {elapsed:.0f} s{note}")
         prior = prior_line(summary.get("search_prior"))
         if prior:
             self.console.print(prior)

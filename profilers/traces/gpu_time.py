@@ -33,6 +33,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from profilers.traces.idle import IdleBreakdown, idle_breakdown
 from profilers.traces.intervals import length, merge, overlap_merged
 
 KIND_COMPUTE = "compute"
@@ -199,10 +200,11 @@ class RankGpuTime:
     left_out: tuple[str, ...] = ()  # what the analysis could not use, one sentence each
     world_size: int | None = None
     backend: str | None = None
+    idle_breakdown: IdleBreakdown | None = None  # why the GPU waited (profilers.traces.idle)
 
 
-#: A kept GPU activity: (start, end, name, correlation, external id, device, category).
-_Gpu = tuple[float, float, str, int, int, int, str]
+#: A kept GPU activity: (start, end, name, correlation, external id, device, category, stream).
+_Gpu = tuple[float, float, str, int, int, int, str, int]
 
 
 @dataclass
@@ -282,7 +284,8 @@ def keep_events(events: Iterable[dict[str, Any]], hta_rounding: bool = False) ->
             kind = _KERNEL if str(cat).lower() == "kernel" else str(cat)
             gpu.append(
                 (ts, ts + dur, name, corr if type(corr) is int else -1,
-                 args.get("External id", -1), args.get("device", 0), kind)  # type: ignore[union-attr]
+                 args.get("External id", -1), args.get("device", 0), kind,  # type: ignore[union-attr]
+                 stream if type(stream) is int else -1)
             )  # fmt: skip
     kept.runtime_calls, kept.runtime_us = runtime_calls, runtime_us
     return kept
@@ -393,7 +396,7 @@ class _Mix:
 def _mix(gpu: list[_Gpu], kept: _Kept) -> _Mix:
     mix = _Mix()
     runtime, dtypes = kept.runtime, kept.gemm_dtypes
-    for start, end, name, corr, ext, device, cat in gpu:
+    for start, end, name, corr, ext, device, cat, _ in gpu:
         kind, on_tc, is_gemm, fp32_by_name = classify(name)
         dur = end - start
         mix.by_kind[kind] += dur
@@ -541,6 +544,11 @@ def rank_gpu_time(
         left_out=tuple(left_out),
         world_size=_int_or_none(dist.get("world_size")),
         backend=dist.get("backend") if isinstance(dist.get("backend"), str) else None,
+        idle_breakdown=idle_breakdown(
+            [(g[0], g[1], g[2], g[3], g[7], g[6], classify(g[2])[0]) for g in gpu],
+            kept.runtime,
+            kept.host,
+        ),
     )
 
 

@@ -44,6 +44,7 @@ def own_losses(tmp: Path) -> list[float | None]:
     return [json.loads(line)["loss"] for line in (tmp / "losses.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_stable_within_stops_a_steady_script_early(tmp_path):
     # A ~0.5 ms step varies by about 100% on a shared 2-core machine: a loose FRAC stops it in
     # tens of steps; a tight one (0.05) would need over a thousand.
@@ -61,6 +62,7 @@ def test_stable_within_stops_a_steady_script_early(tmp_path):
     assert [r.loss for r in read_steps(run_dir / "run.db")] == pytest.approx(own, rel=1e-6)
 
 
+@pytest.mark.slow
 def test_a_nan_loss_stops_the_script_at_that_step_with_exit_status_zero(tmp_path):
     options = ["--quiet", "--no-deep-profile", "--no-flops", "--stop-on-non-finite-loss"]
     options += ["--max-steps", "100"]
@@ -77,6 +79,7 @@ def test_a_nan_loss_stops_the_script_at_that_step_with_exit_status_zero(tmp_path
     assert s["loss"]["per_step"][:-1] == pytest.approx(own[:-1], rel=1e-6)  # means of 2 micro-batches
 
 
+@pytest.mark.slow
 def test_max_steps_is_a_stop_reason_too(tmp_path):
     options = ["--quiet", "--no-deep-profile", "--no-flops", "--max-steps", "10"]
     proc, run_dir = profile(tmp_path, options, ["--steps", "50"])

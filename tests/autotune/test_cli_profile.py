@@ -202,6 +202,7 @@ def training(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     return CASES[request.param], run_case(request.param, tmp_path_factory)
 
 
+@pytest.mark.slow
 def test_script_ran_all_its_steps_and_exit_status_is_zero(training):
     case, run = training
     assert run.code == 0
@@ -390,6 +391,7 @@ def odd_args_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     )
 
 
+@pytest.mark.slow
 def test_option_lookalikes_after_the_script_are_passed_through(odd_args_run):
     run = odd_args_run
     assert run.code == 0, run.describe()
@@ -407,6 +409,7 @@ def exit_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     return autotune_profile(workdir, "loop_exit_code.py", [], ["--quiet"], module=request.param == "module")
 
 
+@pytest.mark.slow
 def test_script_exit_status_passes_through(exit_run):
     assert exit_run.code == 7, exit_run.describe()
     assert "Traceback" not in exit_run.proc.stderr
@@ -438,6 +441,7 @@ def traceback_block(stderr: str) -> list[str]:
     return block
 
 
+@pytest.mark.slow
 def test_raising_script_exits_with_status_one(raising_run):
     assert raising_run.code == 1, raising_run.describe()
 
@@ -496,6 +500,7 @@ def test_a_script_that_dies_before_training_says_no_step_was_seen(tmp_path):
     assert "Phases" not in err and "rules checked" not in err
 
 
+@pytest.mark.slow
 def test_a_step_budget_is_a_stop_and_a_normal_end_is_finished(tmp_path):
     stopped = autotune_profile(tmp_path / "a", "loop_raises.py", ["--steps", "20"], ["--max-steps", "5"])
     assert stopped.code == 0, stopped.describe()

@@ -152,6 +152,7 @@ def test_deterministic_for_a_seed():
     assert target.train("cnn", 3, device="cpu", seed=2).losses != first
 
 
+@pytest.mark.slow
 def test_bf16_autocasts_and_trains_close_to_fp32(monkeypatch):
     fp32 = target.train("gpt", 3, device="cpu").losses
     set_param(monkeypatch, "precision", "bf16")
@@ -196,6 +197,7 @@ def trial_settings(world_size: int = 1) -> TrialSettings:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("micro", "precision"), [(1, "fp32"), (4, "bf16")])
 def test_trial_one_optimizer_step_is_one_profiler_step(tmp_path, micro, precision):
     """The trial runner's knobs take effect; 16 micro-batches of 1 are still one step each."""
@@ -210,6 +212,7 @@ def test_trial_one_optimizer_step_is_one_profiler_step(tmp_path, micro, precisio
     assert out.throughput == pytest.approx(16 / s["step_time_s"]["mean"], rel=1e-6)
 
 
+@pytest.mark.slow
 def test_impossible_split_is_a_crashed_trial_saying_why(tmp_path):
     params = {"micro_batch": 16, "precision": "fp32", "layout": "ddp"}  # 8 samples per rank
     out = run_trial(trial_settings(world_size=2), target.demo_space("gpt"), params, tmp_path)

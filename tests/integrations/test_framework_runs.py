@@ -31,6 +31,7 @@ def _profile(tmp_path: Path, script: str, *args: str) -> tuple[dict, list, int]:
     return json.loads((run_dir / "summary.json").read_text()), read_steps(run_dir / "run.db"), global_step
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("precision", "expected"), [("32-true", "fp32"), ("bf16-mixed", "bf16")])
 def test_lightning_fit_with_accumulation_and_validation(tmp_path, precision, expected):
     summary, steps, global_step = _profile(
@@ -52,6 +53,7 @@ def test_lightning_fit_with_accumulation_and_validation(tmp_path, precision, exp
     assert summary["throughput"]["samples_per_s"] == pytest.approx(32 * len(measured) / seconds, rel=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("flags", "expected"), [((), "fp32"), (("--bf16=true",), "bf16")])
 def test_hf_trainer_with_accumulation_and_evaluation(tmp_path, flags, expected):
     summary, steps, global_step = _profile(
@@ -67,6 +69,7 @@ def test_hf_trainer_with_accumulation_and_evaluation(tmp_path, flags, expected):
     assert summary["throughput"]["tokens_per_s"] == pytest.approx(summary["throughput"]["samples_per_s"] * 32)
 
 
+@pytest.mark.slow
 def test_hf_trainer_with_torch_compile_is_counted_and_leaves_no_dynamo_warning_of_ours(tmp_path):
     # --torch_compile: the Trainer compiles the model, and dynamo traces the profiler's hooks inside
     # it; they once made it warn "does not know how to trace the builtin _thread.get_ident" (and
@@ -81,6 +84,7 @@ def test_hf_trainer_with_torch_compile_is_counted_and_leaves_no_dynamo_warning_o
     assert "get_ident" not in (tmp_path / "run.stderr").read_text()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("mixed", "expected"), [("no", "fp32"), ("bf16", "bf16")])
 def test_accelerate_prepared_loop_with_accumulation(tmp_path, mixed, expected):
     pytest.importorskip("accelerate")
@@ -108,6 +112,7 @@ def _with_callback(tmp_path: Path, script: str, *args: str) -> tuple[dict, list,
     return json.loads((run_dir / "summary.json").read_text()), read_steps(run_dir / "run.db"), global_step
 
 
+@pytest.mark.slow
 def test_the_lightning_callback_profiles_the_fit_with_its_global_steps(tmp_path):
     summary, steps, global_step = _with_callback(
         tmp_path, "fw_lightning.py", "--accumulate", "2", "--max-steps", "24", "--val-every", "10"
@@ -118,6 +123,7 @@ def test_the_lightning_callback_profiles_the_fit_with_its_global_steps(tmp_path)
     assert [s.step for s in steps if s.eval_ns > 0] == [1, 6, 11, 16, 21]
 
 
+@pytest.mark.slow
 def test_the_hf_trainer_callback_profiles_training_with_its_global_steps(tmp_path):
     summary, steps, global_step = _with_callback(
         tmp_path, "fw_hf_trainer.py", "--gradient_accumulation_steps=2", "--max_steps=24", "--eval_steps=8"
@@ -163,6 +169,7 @@ def _preset_study(tmp_path: Path, preset: str, script: str, *args: str) -> dict:
     return json.loads((run_dir / "summary.json").read_text())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("preset", "script", "args"),
     [

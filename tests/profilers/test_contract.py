@@ -17,11 +17,11 @@ import torch
 from torch import nn
 
 import autotune
-from profilers import recorder as recorder_module
 from profilers.contract.reader import RunStoreError, Snapshot, read_sample_records, read_steps
 from profilers.contract.records import DeviceSample, StepRecord
 from profilers.contract.rundir import load_run
 from profilers.contract.schema import SCHEMA_VERSION, STORE_NAME, SUMMARY_NAME
+from profilers.runtime import recorder as recorder_module
 from profilers.runtime.backends import libnvml
 from profilers.runtime.store import RunStore
 from tests.fake_nvml import make_fake_pynvml
@@ -142,6 +142,7 @@ def test_a_killed_runs_summary_is_the_profilers_own_for_the_same_records(tmp_pat
         assert rebuilt[key] == written[key], key
 
 
+@pytest.mark.slow
 def test_a_killed_run_still_says_which_parameters_it_ran_with(tmp_path):
     """params_used goes to run.db as the code reads it (not into summary.json afterwards only)."""
     import os

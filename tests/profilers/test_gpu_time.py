@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from profilers import trace_stream
 from profilers.contract.traces import trace_files
+from profilers.traces import stream as trace_stream
 from profilers.traces.analysis import analyse_file, analyse_traces
 from profilers.traces.gpu_time import (
     KIND_COMMUNICATION,

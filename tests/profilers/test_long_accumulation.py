@@ -10,6 +10,7 @@ from tests.profile_run import profile_script
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "loop_accumulate.py"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("accum", [20, 40])
 def test_each_optimizer_step_is_one_step_with_every_micro_batch(tmp_path, accum):
     args = ("--steps", "12", "--accum", str(accum), "--micro", "4")

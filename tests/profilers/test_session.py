@@ -44,12 +44,20 @@ def test_store_is_readable_while_the_run_is_written(tmp_path):
     seen = {}
 
     def probe(i):
-        if i == 9:
-            time.sleep(1.3)  # past the recorder's 1 s flush interval
-            conn = sqlite3.connect(f"file:{tmp_path / 'run' / 'run.db'}?mode=ro", uri=True)
-            seen["steps"] = conn.execute("SELECT COUNT(*) FROM steps").fetchone()[0]
-            seen["samples"] = conn.execute("SELECT COUNT(*) FROM samples").fetchone()[0]
-            conn.close()
+        if i == 9:  # poll until the recorder's flushes (every second) show the steps so far
+            end = time.monotonic() + 30
+            while time.monotonic() < end:
+                conn = sqlite3.connect(f"file:{tmp_path / 'run' / 'run.db'}?mode=ro", uri=True)
+                try:
+                    seen["steps"] = conn.execute("SELECT COUNT(*) FROM steps").fetchone()[0]
+                    seen["samples"] = conn.execute("SELECT COUNT(*) FROM samples").fetchone()[0]
+                except sqlite3.OperationalError:
+                    pass  # the tables are not there yet
+                finally:
+                    conn.close()
+                if seen.get("steps", 0) >= 8 and seen.get("samples", 0) >= 1:
+                    break
+                time.sleep(0.1)
 
     with autotune.profile(run_dir=tmp_path / "run", quiet=True, deep_profile=False):
         train(15, probe=probe)

@@ -57,6 +57,7 @@ def test_a_profiled_model_saves_copies_and_pickles(tmp_path):
     assert "__call__" not in nn.Sequential.__dict__  # the class is as it was
 
 
+@pytest.mark.slow
 def test_a_script_that_checkpoints_its_model_mid_run_exits_0(tmp_path):
     summary, steps = _run(tmp_path, "loop_checkpoint.py")
     assert summary["steps"] == 12
@@ -64,6 +65,7 @@ def test_a_script_that_checkpoints_its_model_mid_run_exits_0(tmp_path):
     assert summary["warnings"] == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("optimizer", "evaluations"), [("lbfgs", 4), ("sgd", 1)])
 def test_each_step_with_a_closure_is_a_step_with_its_forward_and_its_batch_once(
     tmp_path, optimizer, evaluations
@@ -81,6 +83,7 @@ def test_each_step_with_a_closure_is_a_step_with_its_forward_and_its_batch_once(
     del evaluations  # how often the closure ran does not change the count
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["no_grad", "inference", "eval_only"])
 def test_evaluation_is_its_own_phase_and_adds_no_samples(tmp_path, mode):
     summary, steps = _run(
@@ -95,6 +98,7 @@ def test_evaluation_is_its_own_phase_and_adds_no_samples(tmp_path, mode):
     assert summary["samples_from"]["input"] == "args[0]"
 
 
+@pytest.mark.slow
 def test_keyword_only_inputs_count_from_the_first_step(tmp_path):
     summary, steps = _run(tmp_path, "loop_kwargs.py")
     assert [(s.samples, s.tokens) for s in steps] == [(6, 60)] * 16
@@ -107,6 +111,7 @@ def test_keyword_only_inputs_count_from_the_first_step(tmp_path):
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("kind", "batch_dim"), [("lstm", 1), ("gru-batch-first", 0)])
 def test_time_major_inputs_count_the_batch_not_the_sequence(tmp_path, kind, batch_dim):
     summary, steps = _run(tmp_path, "loop_time_major.py", "--kind", kind, "--seq", "35", "--batch", "20")
@@ -114,6 +119,7 @@ def test_time_major_inputs_count_the_batch_not_the_sequence(tmp_path, kind, batc
     assert summary["samples_from"]["batch_dim"] == batch_dim
 
 
+@pytest.mark.slow
 def test_the_samples_override_keeps_the_tokens(tmp_path):
     run_dir = profile_script(
         tmp_path / "run", SCRIPTS / "loop_kwargs.py", options=("--samples-per-step", "3")
@@ -125,6 +131,7 @@ def test_the_samples_override_keeps_the_tokens(tmp_path):
     assert throughput["tokens_per_s"] == pytest.approx(throughput["samples_per_s"] * 60 / 3)
 
 
+@pytest.mark.slow
 def test_the_profilers_own_memory_is_not_the_trainings(tmp_path):
     # A word-level LSTM updated by hand: its FLOP count and trace run between measured steps, and
     # their first use imports ~75 MiB of modules. With them, the training's peak growth must stay
@@ -148,6 +155,7 @@ def test_the_profilers_own_memory_is_not_the_trainings(tmp_path):
     assert rules.memory_growth(run) is None  # no leak advice caused by the profiler itself
 
 
+@pytest.mark.slow
 def test_a_submodule_error_caught_inside_the_forward_keeps_the_counts(tmp_path):
     # torch calls an always-call global forward hook without its kwargs when the forward raised;
     # the hook once failed there, lost its nesting depth, and no later step had samples
@@ -157,6 +165,7 @@ def test_a_submodule_error_caught_inside_the_forward_keeps_the_counts(tmp_path):
     assert summary["warnings"] == []
 
 
+@pytest.mark.slow
 def test_a_compiled_model_trains_and_is_counted(tmp_path):
     # the global hooks of the warm-up are traced by dynamo inside the compiled model: they must do
     # nothing there that dynamo cannot trace (the precision probe once broke the user's training)
@@ -167,6 +176,7 @@ def test_a_compiled_model_trains_and_is_counted(tmp_path):
     assert summary["precision"] == "fp32" and summary["warnings"] == []
 
 
+@pytest.mark.slow
 def test_a_transform_module_the_dataloader_calls_is_not_the_model(tmp_path):
     """tests/scripts/loop_module_transform.py: a parameterless nn.Module transform runs in the main
     process's DataLoader before every forward (as torchvision's do with num_workers=0); the model is

@@ -10,12 +10,15 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.tui.test_dashboard_terminal import Terminal
 
 ROOT = Path(__file__).resolve().parents[2]
 UNMODIFIED = ROOT / "tests" / "scripts" / "train_unmodified.py"
 
 
+@pytest.mark.slow
 def test_profile_with_dashboard_follows_the_run_and_keeps_the_exit_status(tmp_path: Path) -> None:
     py = shlex.quote(sys.executable)
     status = tmp_path / "status"
@@ -40,6 +43,7 @@ def test_profile_with_dashboard_follows_the_run_and_keeps_the_exit_status(tmp_pa
     assert "autotune profile: train_unmodified" in (tmp_path / "run.log").read_text()
 
 
+@pytest.mark.slow
 def test_dashboard_without_a_terminal_runs_the_work_alone(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     env.pop("AUTOTUNE_NO_DASHBOARD", None)

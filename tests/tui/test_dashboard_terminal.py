@@ -83,6 +83,7 @@ def terminal(recorded_root: Path, tmp_path: Path) -> Iterator[tuple[Terminal, Pa
         term.close()
 
 
+@pytest.mark.slow
 def test_the_dashboard_in_tmux(terminal: tuple[Terminal, Path]) -> None:
     term, status = terminal
     screen = term.wait_for("following", "trial 8 of 10", "Step time", "GPU 0", "q Quit")

@@ -41,6 +41,7 @@ def input_bound_run(tmp_path_factory: pytest.TempPathFactory) -> RunData:
     return profile(tmp_path_factory.mktemp("input"), "advice_input_bound.py", *args)
 
 
+@pytest.mark.slow
 def test_input_bound_measures_the_injected_data_wait(input_bound_run):
     rec = rules.input_bound(input_bound_run)
     assert rec is not None
@@ -67,6 +68,7 @@ def test_input_bound_measures_the_injected_data_wait(input_bound_run):
         assert "num_workers=N" in rec.actions[0]
 
 
+@pytest.mark.slow
 def test_the_plain_script_is_not_input_or_comm_bound(plain):
     advice = advise(plain)
     fired = {r.rule for r in advice.recommendations}
@@ -90,6 +92,7 @@ def leak_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[RunData, RunDat
 needs_glibc = pytest.mark.skipif(live_bytes_reader() is None, reason="this C library has no mallinfo2")
 
 
+@pytest.mark.slow
 @needs_glibc
 def test_memory_growth_finds_the_kept_activations(leak_runs):
     leak, _ = leak_runs
@@ -111,6 +114,7 @@ def test_memory_growth_finds_the_kept_activations(leak_runs):
     assert "losses.append(loss)" in rec.actions[0]
 
 
+@pytest.mark.slow
 @needs_glibc
 def test_a_loop_that_keeps_floats_does_not_leak(leak_runs):
     _, flat = leak_runs
@@ -122,6 +126,7 @@ def test_a_loop_that_keeps_floats_does_not_leak(leak_runs):
     assert heap is not None and abs(heap.bytes_per_step) < 4096
 
 
+@pytest.mark.slow
 @needs_glibc
 def test_resident_memory_the_allocator_keeps_is_low_and_says_so(tmp_path):
     """tests/scripts/advice_heap.py: RSS grows by a freed scratch buffer a step (1 MiB + 64 KiB ×
@@ -142,6 +147,7 @@ def test_resident_memory_the_allocator_keeps_is_low_and_says_so(tmp_path):
 SLOW = (15, 25, 35)
 
 
+@pytest.mark.slow
 def test_step_outliers_find_the_slow_steps(tmp_path):
     args = [
         "--steps",
@@ -164,6 +170,7 @@ def test_step_outliers_find_the_slow_steps(tmp_path):
     assert "15 (" in rec.evidence[0] and "25 (" in rec.evidence[0] and "35 (" in rec.evidence[0]
 
 
+@pytest.mark.slow
 def test_steady_steps_have_no_costly_outliers(tmp_path):
     # A neighbour's burst can stall this shared machine for ~100 ms, which is a real outlier; the loop
     # gets three tries to show a quiet run is left alone, or that what it sees is host contention.
@@ -177,6 +184,7 @@ def test_steady_steps_have_no_costly_outliers(tmp_path):
     pytest.fail(f"outliers in three quiet runs: {found}")
 
 
+@pytest.mark.slow
 def test_outliers_beside_busy_processes_are_host_contention_and_low(tmp_path):
     # two busy loops injected on a 2-core machine: the steady loop's slow steps are theirs
     with busy_loops(2):

@@ -151,6 +151,7 @@ def test_a_model_too_big_for_the_gpus_asked_for_gets_a_suggestion_that_fits_when
     )
 
 
+@pytest.mark.slow
 def test_the_cli_prints_the_suggestion_and_writes_it_to_json():
     out = autotune("plan", "--demo", "gpt", "--gpu", "H100-SXM", "--gpus", "4", "--format", "json")
     assert out.returncode == 0, out.stderr

@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[3]
 LM = (*WORKLOADS["transformer_lm"][:3], adamw)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workload", [GPT, LM], ids=["demo_gpt", "transformer_lm"])
 @pytest.mark.parametrize(("precision", "checkpointing"), [("fp32", False), ("bf16", False), ("fp32", True)])
 def test_fake_tracing_predicts_the_allocators_peak_within_5_percent(workload, precision, checkpointing):
@@ -128,6 +129,7 @@ def test_every_priced_gpu_has_its_peaks_and_bandwidth():
     assert gpu_spec("h100-sxm") is gpu_spec("H100-SXM")
 
 
+@pytest.mark.slow
 def test_autotune_plan_json_has_the_issues_fields():
     out = autotune("plan", "--demo", "gpt", "--gpu", "H100-SXM", "--gpu", "L4", "--format", "json")
     assert out.returncode == 0, out.stderr
@@ -140,6 +142,7 @@ def test_autotune_plan_json_has_the_issues_fields():
     assert data["configs"][0]["tokens_per_s"] == pytest.approx(data["configs"][0]["samples_per_s"] * 64)
 
 
+@pytest.mark.slow
 def test_an_unknown_gpu_is_one_line_and_exit_2():
     out = autotune("plan", "--demo", "gpt", "--gpu", "RTX-9999")
     assert out.returncode == 2
@@ -242,6 +245,7 @@ def test_the_measured_ddp_trace_hid_what_it_is_said_to_have_hidden():
     assert OVERLAP[0] == 0.0 < MEASURED_HIDDEN_SHARE < OVERLAP[2] == 1.0
 
 
+@pytest.mark.slow
 def test_the_run_is_priced_from_tokens_or_epochs():
     out = autotune("plan", "--demo", "gpt", "--gpu", "L4", "--tokens", "1000000000", "--format", "json")
     assert out.returncode == 0, out.stderr
@@ -261,6 +265,7 @@ def test_the_run_is_priced_from_tokens_or_epochs():
         assert out.returncode == 2 and message in out.stderr
 
 
+@pytest.mark.slow
 def test_layers_whose_kernels_hide_memory_from_the_trace_are_said_next_to_the_figures(tmp_path):
     # the residual CNN and the LSTM LM are where the traced peak was measured 18-53% low: the plan
     # says so, by layer; a model without such layers gets no such note

@@ -30,6 +30,7 @@ def plan_data() -> dict:
     return data
 
 
+@pytest.mark.slow
 def test_markdown_has_every_configuration_cheapest_first_and_why_some_cannot_run(plan_data):
     text = plan_markdown(plan_data)
     rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line][1:]
@@ -42,6 +43,7 @@ def test_markdown_has_every_configuration_cheapest_first_and_why_some_cannot_run
     assert "stand-in" in text and "optimised stack" in text  # the calibration says what it was fitted on
 
 
+@pytest.mark.slow
 def test_the_chart_points_are_the_fitting_configurations_with_their_run_cost(plan_data):
     series = cost_time_points(plan_data)
     assert set(series) == {"H100-SXM", "L4"}  # no T4 point: nothing fits there
@@ -54,6 +56,7 @@ def test_the_chart_points_are_the_fitting_configurations_with_their_run_cost(pla
             assert hours == pytest.approx(samples / match["samples_per_s"] / 3600)
 
 
+@pytest.mark.slow
 def test_the_page_draws_its_chart_in_a_browser_and_runs_no_injected_markup(plan_data, tmp_path):
     chromium = find_chromium()
     if chromium is None:
@@ -71,6 +74,7 @@ def test_the_page_draws_its_chart_in_a_browser_and_runs_no_injected_markup(plan_
     assert "&lt;img src=x" in page
 
 
+@pytest.mark.slow
 def test_md_and_html_are_written_where_asked(tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "autotune", "plan", "--demo", "cnn", "--gpu", "L4", "--precision", "fp32",
@@ -87,6 +91,7 @@ def test_md_and_html_are_written_where_asked(tmp_path):
     assert bad.returncode == 1 and "cannot write" in bad.stderr and bad.stderr.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_a_plan_saved_in_a_run_directory_is_a_section_of_its_report(plan_data, tmp_path):
     run = tmp_path / "run"
     script = str(ROOT / "tests" / "scripts" / "train_unmodified.py")

@@ -18,6 +18,7 @@ LM = str(SCRIPTS / "plan_lm.py")
 CNN = str(SCRIPTS / "plan_cnn.py")
 
 
+@pytest.mark.slow
 def test_the_traced_step_is_the_allocators_own_peak_of_the_real_step():
     # the same script run for real, its second step measured by the CPU allocator (torch.profiler
     # profile_memory): what the fake-tensor trace says the step allocates at its peak
@@ -33,6 +34,7 @@ def test_the_traced_step_is_the_allocators_own_peak_of_the_real_step():
     assert traced.scalar_stand_ins >= 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("script", "args", "micro_batch", "accumulation", "tolerance"),
     [
@@ -59,6 +61,7 @@ def test_frameworks_and_loops_trace_what_the_allocator_measures(
     assert (traced.micro_batch, traced.accumulation) == (micro_batch, accumulation)
 
 
+@pytest.mark.slow
 def test_one_traced_micro_batch_predicts_another():
     # memory and FLOPs at micro-batch 16 scaled from a trace at 4, against a trace at 16
     small = step_model(trace_script(LM, ["--batch", "4"]))
@@ -70,6 +73,7 @@ def test_one_traced_micro_batch_predicts_another():
     assert 0 < big.ops - small.ops.at(16) <= 3 * (16 - 4)
 
 
+@pytest.mark.slow
 def test_accumulated_micro_batches_are_one_micro_batch_and_one_update():
     once = trace_script(LM, ["--batch", "4"])
     twice = trace_script(LM, ["--batch", "4", "--accum", "2"])
@@ -81,6 +85,7 @@ def test_accumulated_micro_batches_are_one_micro_batch_and_one_update():
     assert per_micro_batch(twice).optimizer_ops == once.figures.optimizer_ops
 
 
+@pytest.mark.slow
 def test_precision_and_checkpointing_reach_the_unmodified_model():
     plain = trace_script(LM, ["--batch", "8", "--layers", "3"])
     bf16 = trace_script(LM, ["--batch", "8", "--layers", "3"], precision="bf16")
@@ -94,6 +99,7 @@ def test_precision_and_checkpointing_reach_the_unmodified_model():
     assert ckpt.figures.flops > plain.figures.flops  # the forward runs again in the backward
 
 
+@pytest.mark.slow
 def test_a_dataloader_with_worker_processes_feeds_the_fake_model():
     traced = trace_script(CNN, ["--batch", "16", "--workers", "2"])
     assert traced.micro_batch == 16
@@ -108,6 +114,7 @@ def _plan(*args: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_plan_prints_every_configuration_of_a_script_as_json():
     out = _plan("--gpu", "H100-SXM", "--gpu", "T4", "--tokens", "1000000", "--format", "json", LM,
                 "--batch", "8")  # fmt: skip
@@ -125,6 +132,7 @@ def test_plan_prints_every_configuration_of_a_script_as_json():
     assert any("stand-in" in note for note in data["notes"])
 
 
+@pytest.mark.slow
 def test_a_script_that_fails_before_its_second_step_is_one_line():
     with pytest.raises(ScriptError, match=r"cannot trace .*plan_lm.py: RuntimeError: the data ran out"):
         trace_script(LM, ["--fail-at", "1"])
@@ -139,6 +147,7 @@ def test_a_script_that_fails_before_its_second_step_is_one_line():
     assert out.returncode == 2 and "or --demo" in out.stderr
 
 
+@pytest.mark.slow
 def test_an_option_after_the_script_names_the_scripts_own_error_and_where_it_goes():
     """`autotune plan train.py --top 8`: the option goes to the script, whose argparse refuses it;
     the one line carries the script's own error first and says where plan's options go."""
@@ -150,6 +159,7 @@ def test_an_option_after_the_script_names_the_scripts_own_error_and_where_it_goe
     assert line.endswith(f"(autotune plan --top 8 --checkpointing {LM} ...)")
 
 
+@pytest.mark.slow
 def test_a_global_batch_that_does_not_split_over_the_gpus_names_global_batch():
     """The script's own global batch of 1 over 8 GPUs: said after its first trace, naming the
     option that fixes it; a --global-batch that cannot split is refused before any trace."""
@@ -166,6 +176,7 @@ MLP_BYTES = 4 * 8_396_800  # fp32 parameters: what a foreach AdamW step holds on
 LOOP_BYTES = 2 * 4 * 1024 * 1024  # two intermediates of one 1024 × 1024 weight: the loop's
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("implementation", "temporaries", "noted"),
     [
@@ -189,6 +200,7 @@ def test_the_optimizer_is_planned_as_the_gpu_runs_it(implementation, temporaries
     assert traced.step_new_peak_bytes == pytest.approx(measured, rel=0.01)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 def test_a_model_cast_with_to_is_traced_in_its_dtype(dtype):
     """``model.to(torch.bfloat16)`` under fake tensors failed ('Couldn't swap Linear.weight')."""
@@ -197,6 +209,7 @@ def test_a_model_cast_with_to_is_traced_in_its_dtype(dtype):
     assert traced.figures.precision == dtype
 
 
+@pytest.mark.slow
 def test_a_transform_module_before_the_model_is_not_the_model():
     """A parameterless transform module the DataLoader calls in the main process comes first; the
     plan's model is the network that has parameters to train (it was the transform)."""
@@ -204,6 +217,7 @@ def test_a_transform_module_before_the_model_is_not_the_model():
     assert traced.model_class == "SmallConvNet" and traced.micro_batch == 16
 
 
+@pytest.mark.slow
 def test_attention_with_dropout_is_planned_as_the_gpus_fused_kernel():
     """On a CPU, SDPA with dropout falls back to its math path (the score matrix and the mask kept
     for the backward: over 1.3 times this step's peak at sequence 512); a GPU's flash kernel takes
@@ -224,6 +238,7 @@ def test_attention_with_dropout_is_planned_as_the_gpus_fused_kernel():
 CTC = str(SCRIPTS / "plan_ctc.py")
 
 
+@pytest.mark.slow
 def test_data_dependent_ops_run_for_real_on_their_small_inputs():
     """A CTC script: masked_select of the labels and ctc_loss with tensor lengths cannot be sized
     from shapes. They run for real on their inputs (the labels' real twins, zeros for the log
@@ -256,6 +271,7 @@ def test_a_data_dependent_op_on_large_inputs_is_taken_at_its_largest():
     assert note in stand_in.notes()
 
 
+@pytest.mark.slow
 def test_a_fake_tensor_read_as_a_numpy_array_gets_zeros_of_its_shape():
     """Feature extraction in the main process (a DataLoader without workers, Whisper's extractor):
     ``tensor.numpy()`` of a fake tensor. It gets zeros of its shape, the plan says so, and the step
@@ -269,6 +285,7 @@ def test_a_fake_tensor_read_as_a_numpy_array_gets_zeros_of_its_shape():
     assert plain.figures.peak_bytes - with_numpy.figures.peak_bytes == pytest.approx(features_bytes, abs=512)
 
 
+@pytest.mark.slow
 def test_the_scripts_error_comes_before_what_python_prints_at_exit():
     with pytest.raises(ScriptError, match=r"ValueError: bad sample at step 1$"):
         trace_script(str(SCRIPTS / "loop_del_at_exit.py"), [])

@@ -29,6 +29,7 @@ def _trace_error(workload: tuple, micro_batch: int, precision: str) -> float:  #
     return traced / measured_step_peak_bytes(*workload, micro_batch, precision, False) - 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("workload", "fit_on", "held_out", "median_within", "worst_within"),
     [
@@ -111,6 +112,7 @@ def test_this_cpus_rows_carry_the_measured_workspace_and_gpus_do_not():
     ]
 
 
+@pytest.mark.slow
 def test_a_scripts_workspace_measured_at_its_own_micro_batch_predicts_others():
     """``autotune plan SCRIPT --calibrate``: the script's step run once for real at its own
     micro-batch (16) gives the workspace per sample; at 8 and 32, against the script really run
@@ -130,6 +132,7 @@ def test_a_scripts_workspace_measured_at_its_own_micro_batch_predicts_others():
         assert predicted == pytest.approx(measured, rel=0.05), batch
 
 
+@pytest.mark.slow
 def test_a_calibrated_script_plan_has_this_cpu_rows_with_the_workspace():
     from autotune.plan.script import plan_script
 

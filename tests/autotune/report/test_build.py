@@ -15,6 +15,7 @@ from profilers.contract.rundir import RunData, load_run
 NO_ADVICE = AdviceSection((), ())
 
 
+@pytest.mark.slow
 def test_profile_sections_match_the_runs_own_summary(profile_run):
     run = load_run(profile_run)
     summary = json.loads((profile_run / "summary.json").read_text())
@@ -37,6 +38,7 @@ def test_profile_sections_match_the_runs_own_summary(profile_run):
     assert labels["sampling backends"] == "host"
 
 
+@pytest.mark.slow
 def test_study_sections_follow_the_trials(study_run):
     run = load_run(study_run)
     summary = json.loads((study_run / "summary.json").read_text())
@@ -115,6 +117,7 @@ def test_gpu_timelines_convert_units_from_the_first_sample():
     assert set(section.gpus[1].util_pct) == {91.0}
 
 
+@pytest.mark.slow
 def test_a_study_without_price_has_no_pareto_and_says_why(study_run):
     run = load_run(study_run)
     summary = dict(run.summary, price_per_gpu_hour=None)

@@ -37,6 +37,7 @@ def test_two_real_traces_as_json(tmp_path):
     assert any("different devices" in n for n in data["notes"])
 
 
+@pytest.mark.slow
 def test_an_injected_slower_kernel_is_what_changed_most(tmp_path):
     """The V100 trace against a copy whose volta_sgemm_64x64_nt kernels take 3x as long: that kernel
     is the largest change, by exactly twice its time per step; no other kernel changed."""
@@ -117,6 +118,7 @@ def test_a_difference_the_load_explains_is_never_called_beyond_the_noise():
     assert "do not overlap" in held and "the faster side ran under more load" in held
 
 
+@pytest.mark.slow
 def test_the_same_script_run_twice_once_beside_busy_processes(tmp_path):
     """The issue's case: one script profiled twice, the second time beside three busy loops. Each
     run records the load it ran under (the three loops show as other processes' CPU, the run's own
@@ -152,6 +154,7 @@ def test_the_same_script_run_twice_once_beside_busy_processes(tmp_path):
         assert "load" in c.verdict
 
 
+@pytest.mark.slow  # the study_run fixture runs a real study
 def test_a_study_alone_compares_its_baseline_with_its_best_trial(study_run):
     summary = json.loads((study_run / "summary.json").read_text())
     base, best = study_sides(study_run)

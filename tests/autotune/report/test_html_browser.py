@@ -66,6 +66,7 @@ def test_the_error_recorder_catches_errors_and_dialogs(chromium, tmp_path):
     assert "control" in result.dom and "__browser_test_log__" not in result.dom
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["full", "cpu", "trace"])
 def test_report_loads_without_javascript_errors(loaded, name):
     _page, result = loaded[name]
@@ -73,6 +74,7 @@ def test_report_loads_without_javascript_errors(loaded, name):
     assert result.dialogs == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["full", "cpu", "trace"])
 def test_every_chart_is_drawn_by_plotly(loaded, name):
     page, result = loaded[name]

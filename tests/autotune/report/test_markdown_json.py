@@ -4,6 +4,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from autotune.advice.records import Recommendation, Threshold
 from autotune.report.build import build_report
 from autotune.report.jsonout import render_json, report_dict
@@ -87,6 +89,7 @@ def test_md_text_escapes_markdown_and_html():
     assert md_text("l1\nl2") == "l1 l2"
 
 
+@pytest.mark.slow  # the study_run fixture runs a real study
 def test_markdown_of_real_runs_has_every_section(profile_run, study_run):
     for run_dir in (profile_run, study_run):
         md = render_markdown(build_report(load_run(run_dir), AdviceSection((), ())))

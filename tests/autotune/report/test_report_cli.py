@@ -53,6 +53,7 @@ def test_a_device_or_pipe_as_output_is_written_to_never_replaced(profile_run, tm
     assert not list(tmp_path.glob(".*.tmp"))
 
 
+@pytest.mark.slow  # the study_run fixture runs a real study
 def test_markdown_to_stdout_and_json_to_a_file(study_run, tmp_path):
     out = autotune("report", str(study_run), "--format", "md", "-o", "-", "--quiet")
     assert out.returncode == 0, out.stderr
@@ -125,6 +126,7 @@ def test_bad_input_is_one_line_and_exit_2(profile_run, tmp_path, args, expected)
     assert sorted(p.name for p in Path(profile_run).iterdir()) == before, "nothing written"
 
 
+@pytest.mark.slow  # the study_run fixture runs a real study
 def test_the_tuned_configurations_saving_is_the_studys_own(study_run):
     out = autotune("report", str(study_run), "--format", "json", "-o", "-", "--duty-cycle", "0.25")
     assert out.returncode == 0, out.stderr

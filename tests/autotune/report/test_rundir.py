@@ -36,6 +36,7 @@ def test_a_killed_run_is_rebuilt_from_its_store_without_losing_steps(profile_run
     assert run.summary["host"]["samples"] == original["host"]["samples"]
 
 
+@pytest.mark.slow  # the study_run fixture runs a real study
 def test_a_study_loads_its_best_trials_profile(study_run):
     run = load_run(study_run)
     summary = json.loads((study_run / "summary.json").read_text())
@@ -48,6 +49,7 @@ def test_a_study_loads_its_best_trials_profile(study_run):
     assert run.name == "tune train_unmodified.py"
 
 
+@pytest.mark.slow  # the study_run fixture runs a real study
 def test_a_studys_trial_entries_are_typed_and_still_read_as_the_summarys(study_run):
     run = load_run(study_run)
     summary = json.loads((study_run / "summary.json").read_text())
@@ -58,6 +60,7 @@ def test_a_studys_trial_entries_are_typed_and_still_read_as_the_summarys(study_r
         assert entry.throughput == raw["throughput"] and entry.ok == (raw["status"] == "ok")
 
 
+@pytest.mark.slow  # the study_run fixture runs a real study
 def test_a_study_whose_trial_runs_are_gone_still_loads(study_run, tmp_path):
     copy = tmp_path / "study"
     shutil.copytree(study_run, copy, ignore=shutil.ignore_patterns("trials"))

@@ -108,6 +108,7 @@ def test_launch_bound_fires_on_the_tiny_mi250_loop_not_on_the_a100():
     assert "launch_bound" not in fired(A100) and "launch_bound" in checked(A100)
 
 
+@pytest.mark.slow
 def test_comm_bound_is_checked_on_the_a100_and_fires_when_its_all_reduces_are_5x_longer(tmp_path):
     """The real rank exposes 4.8% of its span in NCCL kernels (under the 10% limit); the same trace
     with every NCCL kernel 5x as long exposes more than 10%."""
@@ -122,6 +123,7 @@ def test_comm_bound_is_checked_on_the_a100_and_fires_when_its_all_reduces_are_5x
     assert "comm_bound" not in checked(V100)  # no communication kernels
 
 
+@pytest.mark.slow
 def test_memcpy_heavy_fires_when_host_copies_fill_the_gpu(tmp_path):
     """The V100 trace's DtoD copies are 0.9% of its span; turned into 40x longer host-to-device
     copies they pass 10%, and the advice is about pinned memory."""
@@ -137,6 +139,7 @@ def test_memcpy_heavy_fires_when_host_copies_fill_the_gpu(tmp_path):
     assert any("pin_memory" in a for a in rec.actions)
 
 
+@pytest.mark.slow
 def test_straggler_fires_on_a_rank_whose_kernels_are_slower(tmp_path):
     """Two ranks from the real A100 trace; rank 1's compute kernels take 1.5x as long."""
     shutil.copy(A100, tmp_path / "rank0.json.gz")

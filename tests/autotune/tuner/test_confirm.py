@@ -85,6 +85,7 @@ def test_the_baselines_device_kind_chooses_the_precisions_of_the_built_in_space(
     assert tuner._space(None, baseline).params["precision"].choices == ("fp32", "bf16")
 
 
+@pytest.mark.slow
 def test_a_trial_records_the_cpu_that_other_processes_took(tmp_path):
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
@@ -99,6 +100,7 @@ def test_a_trial_records_the_cpu_that_other_processes_took(tmp_path):
     assert outcome.other_load_cores is not None and outcome.other_load_cores > 0.5
 
 
+@pytest.mark.slow
 def test_a_parameter_that_changes_nothing_with_random_stalls_is_never_confirmed(tmp_path):
     space = tmp_path / "space.toml"
     space.write_text('[space.seed]\ntype = "int"\nlow = 1\nhigh = 64\narg = "--seed={value}"\n')

@@ -31,6 +31,7 @@ def _profile(run_dir: Path, micro_batch: int) -> dict:
     return summary
 
 
+@pytest.mark.slow
 def test_one_trace_per_combination_predicts_every_micro_batch(tmp_path):
     plan = PlanMemory(SETTINGS, SPACE, budget_bytes=2**40)
     fp32 = [plan.predicted_peak_bytes({"micro_batch": m, "precision": "fp32", "layout": "single"})
@@ -51,6 +52,7 @@ def test_one_trace_per_combination_predicts_every_micro_batch(tmp_path):
     assert plan.predicted_peak_bytes(same) == measured["peak_memory_bytes"]
 
 
+@pytest.mark.slow
 def test_tune_skips_a_micro_batch_the_plan_puts_over_the_budget(tmp_path):
     # a budget halfway between the predicted peaks of micro-batches 4 (the baseline's) and 16 (the
     # traced step grows ~18 MiB from 4 to 16 here): 16 is skipped before it runs, 2 runs
@@ -78,6 +80,7 @@ def test_tune_skips_a_micro_batch_the_plan_puts_over_the_budget(tmp_path):
     assert by_batch[2]["status"] == "ok", by_batch[2]
 
 
+@pytest.mark.slow
 def test_the_plan_orders_the_search_the_first_trial_is_its_best_prediction(tmp_path):
     # global batch 16 (the demo's): micro-batch 16 runs it in one pass, 1 in sixteen, each paying
     # the step's per-op overhead again. The study's first trial after the baseline is the
@@ -105,6 +108,7 @@ def test_the_plan_orders_the_search_the_first_trial_is_its_best_prediction(tmp_p
     assert row["trial"] == first["id"] and row["predicted"] == prior["predicted"][0]["predicted"]
 
 
+@pytest.mark.slow
 def test_the_prior_is_scaled_to_the_baseline_for_throughput_and_for_cost():
     from autotune.plan.calibrate import CpuCalibration
     from autotune.tuner.plan_memory import PlanTraces
@@ -147,6 +151,7 @@ def test_a_prior_that_cannot_be_made_leaves_the_study_searching_without_one(monk
     assert said == []  # nothing announced that did not happen
 
 
+@pytest.mark.slow
 def test_a_script_taking_its_batch_as_an_argument_is_calibrated_on_its_own_baseline_trace():
     # the baseline reads no autotune.param: its configuration is the script's defaults (batch 8),
     # traced as they are; the same batch through the argument then predicts what the baseline measured
@@ -165,6 +170,7 @@ def test_a_script_taking_its_batch_as_an_argument_is_calibrated_on_its_own_basel
     assert prior.predict({"batch_size": 64}) > 1234.0  # the per-op cost paid once for 8 times the samples
 
 
+@pytest.mark.slow
 def test_a_prior_whose_traces_all_fail_says_so_and_is_not_used(monkeypatch):
     # seen: a CTC model's traces failed, the progress said it was predicting, summary.json had "predicted": []
     from autotune.plan.calibrate import CpuCalibration

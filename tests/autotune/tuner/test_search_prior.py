@@ -48,6 +48,7 @@ def test_a_prediction_right_up_to_a_factor_finds_the_optimum_first():
     assert [evaluations_to(OPTIMUM, prior, seed) for seed in range(3)] == [1, 1, 1]
 
 
+@pytest.mark.slow
 def test_a_prediction_the_wrong_way_round_costs_no_more_than_searching_without_one():
     # predicted best where it is worst: after three trials the prior's weight goes to 0 and the GP
     # searches alone. Medians over 8 seeds measured: 5.5 evaluations, against 7 without a prior and

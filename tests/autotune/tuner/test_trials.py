@@ -33,6 +33,7 @@ def test_command_is_an_argument_list_with_the_params_after_the_script(tmp_path):
     assert two[two.index("--nproc-per-node") + 1] == "2"
 
 
+@pytest.mark.slow
 def test_ok_trial_stops_at_its_step_budget_with_the_params_applied(tmp_path):
     out = run_trial(settings(), SPACE, {"batch_size": 32}, tmp_path / "t")
     assert out.status == "ok", out.error
@@ -44,6 +45,7 @@ def test_ok_trial_stops_at_its_step_budget_with_the_params_applied(tmp_path):
     assert out.duration_s < 60
 
 
+@pytest.mark.slow
 def test_crashing_script_is_crashed_with_its_error(tmp_path):
     out = run_trial(
         settings(script=str(SCRIPTS / "loop_raises.py"), script_args=()),
@@ -56,6 +58,7 @@ def test_crashing_script_is_crashed_with_its_error(tmp_path):
     assert "exit status 1" in out.error
 
 
+@pytest.mark.slow
 def test_hanging_script_times_out_and_is_killed(tmp_path):
     hang = tmp_path / "hang.py"
     hang.write_text("import time\nwhile True:\n    time.sleep(0.1)\n")
@@ -66,6 +69,7 @@ def test_hanging_script_times_out_and_is_killed(tmp_path):
     assert out.duration_s < 20
 
 
+@pytest.mark.slow
 def test_peak_memory_over_the_budget_is_out_of_memory(tmp_path):
     out = run_trial(settings(memory_budget_bytes=1), SPACE, {"batch_size": 8}, tmp_path)
     assert out.status == "oom"
@@ -73,6 +77,7 @@ def test_peak_memory_over_the_budget_is_out_of_memory(tmp_path):
     assert out.summary["peak_memory_bytes"] > 1
 
 
+@pytest.mark.slow
 def test_a_study_runs_real_trials(tmp_path):
     space = Space(
         batch_size=Int(8, 64, power_of_two=True, arg="--batch-size={value}"),

@@ -63,6 +63,7 @@ def stored_trials(run_dir: Path) -> list[dict]:
     return [json.loads(r[0]) for r in rows]
 
 
+@pytest.mark.slow
 def test_unmodified_script_tuned_through_its_arguments_beats_its_baseline(tmp_path):
     run_dir = tmp_path / "study"
     space = space_file(tmp_path, BATCH_SPACE)
@@ -107,6 +108,7 @@ def test_unmodified_script_tuned_through_its_arguments_beats_its_baseline(tmp_pa
     assert [k for k in trials[0] if f"`{k}`" not in trials_doc] == []
 
 
+@pytest.mark.slow
 def test_a_study_in_a_relative_run_dir_reports_whole_from_anywhere(tmp_path):
     # `autotune demo` and every study without --run-dir live under the relative runs/
     space = space_file(tmp_path, BATCH_SPACE)
@@ -146,6 +148,7 @@ def test_a_study_in_a_relative_run_dir_reports_whole_from_anywhere(tmp_path):
         assert "steps" not in data["missing"]
 
 
+@pytest.mark.slow
 def test_a_diverging_configuration_is_diverged_and_the_study_goes_on(tmp_path):
     space = space_file(tmp_path, '[space.lr]\ntype = "choice"\nchoices = [0.05, 1e6]\narg = "--lr={value}"\n')
     run_dir = tmp_path / "study"
@@ -175,6 +178,15 @@ def _wait_for_trials(run_dir: Path, count: int, proc: subprocess.Popen, deadline
     raise AssertionError(f"fewer than {count} trials after {deadline_s} s")
 
 
+def _wait_for_path(path: Path, proc: subprocess.Popen, deadline_s: float) -> None:
+    end = time.monotonic() + deadline_s
+    while not path.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < end, f"{path} not there after {deadline_s} s"
+        time.sleep(0.1)
+
+
+@pytest.mark.slow
 def test_kill_9_mid_study_then_resume_loses_and_repeats_no_trial(tmp_path):
     run_dir = tmp_path / "study"
     space = space_file(tmp_path, BATCH_SPACE)
@@ -189,7 +201,8 @@ def test_kill_9_mid_study_then_resume_loses_and_repeats_no_trial(tmp_path):
     )
     try:
         _wait_for_trials(run_dir, 2, proc, deadline_s=120)
-        time.sleep(1.0)  # well into the next trial
+        # the next trial runs: its profiler has opened its store
+        _wait_for_path(run_dir / "trials" / "trial-0002" / "run.db", proc, deadline_s=60)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the tuner and its running trial, no clean-up at all
         proc.communicate()
@@ -208,6 +221,7 @@ def test_kill_9_mid_study_then_resume_loses_and_repeats_no_trial(tmp_path):
     assert summary["trials_run"] == 5 and summary["best"] is not None
 
 
+@pytest.mark.slow
 def test_a_script_that_always_fails_stops_after_the_baseline_with_the_store_intact(tmp_path):
     run_dir = tmp_path / "study"
     space = space_file(tmp_path, BATCH_SPACE)
@@ -220,6 +234,7 @@ def test_a_script_that_always_fails_stops_after_the_baseline_with_the_store_inta
     assert json.loads((run_dir / "summary.json").read_text())["trials"][0]["status"] == "crashed"
 
 
+@pytest.mark.slow
 def test_a_parameter_the_script_never_reads_stops_the_study(tmp_path):
     run_dir = tmp_path / "study"
     space = space_file(tmp_path, '[space.hidden_size]\ntype = "int"\nlow = 8\nhigh = 64\n')
@@ -229,6 +244,7 @@ def test_a_parameter_the_script_never_reads_stops_the_study(tmp_path):
     assert len(stored_trials(run_dir)) == 2  # the baseline and the one trial that showed it
 
 
+@pytest.mark.slow
 def test_a_script_ignoring_its_argument_stops_when_every_trial_measures_the_same(tmp_path):
     run_dir = tmp_path / "study"
     space = space_file(tmp_path, BATCH_SPACE)
@@ -277,6 +293,7 @@ def test_bad_input_is_one_line_and_exit_status_2(tmp_path, toml, extra, message)
     assert not (tmp_path / "s" / "run.db").exists()
 
 
+@pytest.mark.slow
 def test_a_study_that_stops_at_once_points_to_what_it_saved(tmp_path):
     # no --space and a script that reads no built-in knob: nothing to tune after the baseline
     run_dir = tmp_path / "study"
@@ -293,6 +310,7 @@ def test_a_study_that_stops_at_once_points_to_what_it_saved(tmp_path):
     assert report.returncode == 0, report.stderr
 
 
+@pytest.mark.slow
 def test_resume_refuses_another_space_and_keeps_the_store(tmp_path):
     run_dir = tmp_path / "study"
     out = tune(
@@ -315,6 +333,7 @@ def test_resume_refuses_another_space_and_keeps_the_store(tmp_path):
     assert fresh.returncode == 2 and "--resume" in fresh.stderr
 
 
+@pytest.mark.slow
 def test_the_energy_objective_without_nvml_says_why_after_the_baseline(tmp_path):
     run_dir = tmp_path / "study"
     space = space_file(tmp_path, BATCH_SPACE)
@@ -329,6 +348,7 @@ def test_the_energy_objective_without_nvml_says_why_after_the_baseline(tmp_path)
     assert [t["status"] for t in stored_trials(run_dir)] == ["crashed"]
 
 
+@pytest.mark.slow
 def test_the_cost_objective_minimizes_dollars_per_million_samples(tmp_path):
     run_dir = tmp_path / "study"
     space = space_file(tmp_path, BATCH_SPACE)
@@ -361,6 +381,7 @@ def _alive(pgid: int) -> bool:
     return Path(f"/proc/{pgid}").exists() and b"autotune" in Path(f"/proc/{pgid}/cmdline").read_bytes()
 
 
+@pytest.mark.slow
 def test_two_trials_at_once_overlap_on_their_own_cores_and_find_the_same_best(tmp_path):
     # batch sizes far apart: 128 trains about 4x the samples/s of 12 here (8: the baseline's), a
     # gap no busy neighbour closes, so both studies must find it
@@ -386,6 +407,7 @@ def test_two_trials_at_once_overlap_on_their_own_cores_and_find_the_same_best(tm
     assert best["2"] == best["1"] == {"batch_size": 128}
 
 
+@pytest.mark.slow
 def test_kill_9_with_trials_in_flight_then_resume_stops_them_and_runs_them_again(tmp_path):
     run_dir = tmp_path / "study"
     space = space_file(tmp_path, BATCH_SPACE)

@@ -25,6 +25,37 @@ def _number(value: object) -> float | None:
     return None if math.isnan(number) else number
 
 
+IDLE_SOURCE = (
+    "HolisticTraceAnalysis 0.5.0: TraceAnalysis(trace_dir=<the folder>).get_idle_time_breakdown("
+    "ranks=<every rank>, visualize=False) (consecutive_kernel_delay 30, its default), per rank and "
+    "stream; idle_time in the trace's µs; regenerate with tests/data/gpu_traces/hta_reference.py"
+)
+
+
+def idle_reference() -> None:
+    """HTA's idle time breakdown of every stream of every rank, into hta_idle_reference.json."""
+    traces: dict[str, list[dict[str, object]]] = {}
+    for folder in sorted(p for p in HERE.iterdir() if p.is_dir()):
+        with tempfile.TemporaryDirectory() as tmp:
+            for trace in folder.glob("*.json.gz"):
+                shutil.copy(trace, tmp)
+            analysis = TraceAnalysis(trace_dir=tmp)
+            ranks = sorted(analysis.t.traces.keys())
+            idle, _ = analysis.get_idle_time_breakdown(ranks=ranks, visualize=False)
+        traces[folder.name] = [
+            {
+                "rank": int(row["rank"]),
+                "stream": int(row["stream"]),
+                "idle_category": str(row["idle_category"]),
+                "idle_time_us": float(row["idle_time"]),
+                "idle_time_ratio": _number(row["idle_time_ratio"]),
+            }
+            for _, row in idle.iterrows()
+        ]
+    doc = {"_source": IDLE_SOURCE, "traces": traces}
+    (HERE / "hta_idle_reference.json").write_text(json.dumps(doc, indent=1) + "\n")
+
+
 def main() -> None:
     traces: dict[str, list[dict[str, float | None]]] = {}
     for folder in sorted(p for p in HERE.iterdir() if p.is_dir()):
@@ -56,3 +87,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    idle_reference()
