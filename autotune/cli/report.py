@@ -85,6 +85,33 @@ def cost_options(args: argparse.Namespace) -> Any:
     )
 
 
+def _snapshot_report(args: argparse.Namespace, formats: tuple[str, ...], usage_error: type[Exception]) -> int:
+    """``autotune report SNAPSHOT.pickle``: a CUDA memory snapshot's peak, its holders, an OOM."""
+    from autotune.report.make import report_path
+    from autotune.report.snapshot_report import RENDERERS, headline
+    from profilers.traces.snapshot import SnapshotError, analyse_snapshot, read_snapshot
+
+    try:
+        analysis = analyse_snapshot(read_snapshot(args.run_dir))
+    except SnapshotError as exc:
+        raise usage_error(str(exc)) from None
+    source = str(args.run_dir)
+    if args.output == "-":
+        sys.stdout.write(RENDERERS[formats[0]](analysis, source))
+        return 0
+    for fmt in formats:
+        path = Path(args.output) if args.output else report_path(args.run_dir, fmt)
+        try:
+            path.write_text(RENDERERS[fmt](analysis, source))
+        except OSError as exc:
+            raise usage_error(f"cannot write {path}: {exc.strerror or exc}") from None
+        if not args.quiet:
+            print(f"autotune report: wrote {path}", file=sys.stderr)
+    if not args.quiet:
+        print(headline(analysis), file=sys.stderr)
+    return 0
+
+
 def cmd_report(args: argparse.Namespace, usage_error: type[Exception]) -> int:
     """Build the report and write it; bad input raises ``usage_error`` (one line, exit 2)."""
     from autotune.cost.prices import PriceTableError
@@ -97,6 +124,10 @@ def cmd_report(args: argparse.Namespace, usage_error: type[Exception]) -> int:
     formats = ("html", "md", "json") if args.format == "all" else (args.format,)
     if args.output is not None and len(formats) > 1:
         raise usage_error("--format all writes report.html, report.md and report.json; leave out -o")
+    from profilers.traces.snapshot import is_snapshot_path
+
+    if args.run_dir.is_file() and is_snapshot_path(args.run_dir):
+        return _snapshot_report(args, formats, usage_error)
     try:
         report = make_report(args.run_dir, cost_options(args))
         if args.output == "-":

@@ -117,9 +117,10 @@ def with_savings(advice: AdviceSection, cost: CostSection) -> AdviceSection:
 
 
 def report_path(target: Path, fmt: str) -> Path:
-    """Where a report goes by default: in the run (or traces) folder, or next to a trace file."""
+    """Where a report goes by default: in the run (or traces) folder, or next to a trace or snapshot file."""
     if target.is_file():
         stem = target.name.removesuffix(".gz").removesuffix(".json")
+        stem = stem.removesuffix(".pickle").removesuffix(".pkl")
         return target.with_name(f"{stem}.{REPORT_FILES[fmt]}")
     return target / REPORT_FILES[fmt]
 

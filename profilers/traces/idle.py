@@ -142,13 +142,15 @@ class _ByStart:
     def __init__(self, spans: Sequence[Any]) -> None:
         self.spans = sorted(spans, key=lambda x: x[0])
         self.starts = [x[0] for x in self.spans]
-        self.longest = max((x[1] - x[0] for x in self.spans), default=0.0)
+        self.reach: list[float] = []  # the latest end among the spans up to each index
+        for x in self.spans:
+            self.reach.append(max(x[1], self.reach[-1]) if self.reach else x[1])
 
     def most_over(self, start: float, end: float) -> tuple[Any, float]:
         """The span covering most of [start, end], and how much of it."""
         best, covered = None, 0.0
         i = bisect_left(self.starts, end) - 1
-        while i >= 0 and self.starts[i] >= start - self.longest:
+        while i >= 0 and self.reach[i] > start:  # no span at or before i reaches the gap otherwise
             x = self.spans[i]
             c = min(end, x[1]) - max(start, x[0])
             if c > covered:
@@ -157,19 +159,28 @@ class _ByStart:
         return best, covered
 
 
-def _enclosing_op(host: Sequence[HostEvent], call: HostEvent) -> str | None:
-    """The host operators on the call's thread that enclose it: "inner (from outer)", or the one."""
-    around = [
-        event
-        for event in host
-        if event[3] == call[3] and event is not call and event[0] <= call[0] and event[1] >= call[1]
-        and not event[2].startswith(_NOT_AN_OPERATOR)
-    ]  # fmt: skip
-    if not around:
-        return None
-    inner = min(around, key=lambda e: e[1] - e[0])[2]
-    outer = max(around, key=lambda e: e[1] - e[0])[2]
-    return inner if outer == inner else f"{inner} (from {outer})"
+def _enclosing_ops(host: Sequence[HostEvent], calls: Sequence[HostEvent]) -> dict[int, str]:
+    """Each call's host operators on its thread, by id(call): "inner (from outer)", or the one.
+
+    One pass per thread with a stack of open events (sorted by start, the longer first at a tie).
+    """
+    wanted = {id(c) for c in calls}
+    threads: dict[Any, list[HostEvent]] = defaultdict(list)
+    for event in host:
+        threads[event[3]].append(event)
+    out: dict[int, str] = {}
+    for events in threads.values():
+        events.sort(key=lambda e: (e[0], e[0] - e[1]))
+        stack: list[HostEvent] = []
+        for event in events:
+            while stack and stack[-1][1] < event[1]:
+                stack.pop()
+            if id(event) in wanted:
+                ops = [e[2] for e in stack if not e[2].startswith(_NOT_AN_OPERATOR)]
+                if ops:
+                    out[id(event)] = ops[-1] if ops[0] == ops[-1] else f"{ops[-1]} (from {ops[0]})"
+            stack.append(event)
+    return out
 
 
 _LATE = {"host_wait": "the CPU launched the next activity late", "kernel_wait": "launch overhead"}
@@ -201,17 +212,14 @@ def idle_causes(
     sync_calls = [h for h in host if any(name in h[2] for name in SYNC_CALLS)]
     syncs = _ByStart(sync_calls)
     others = _ByStart([a for a in acts if a[4] != stream])
-    named: dict[int, str] = {}  # id of a sync call -> "cudaStreamSynchronize in aten::item"
+    ops = _enclosing_ops(host, sync_calls)  # id of a sync call -> "aten::item"
     total = sum(e - s for s, e, _ in gaps)
     sums: dict[tuple[str, str], list[Any]] = defaultdict(lambda: [0.0, 0, Counter()])
     for gap in gaps:
         cause, evidence = _cause_of(gap, syncs, others)
         if cause == "sync":
-            call = evidence
-            if id(call) not in named:
-                op = _enclosing_op(host, call)
-                named[id(call)] = call[2] + (f" in {op}" if op else "")
-            evidence = named[id(call)]
+            op = ops.get(id(evidence))
+            evidence = evidence[2] + (f" in {op}" if op else "")
         row = sums[(cause, gap[2])]
         row[0] += gap[1] - gap[0]
         row[1] += 1

@@ -1,0 +1,294 @@
+"""What a CUDA memory snapshot says: the peak, what held it, fragmentation, and what an OOM needed.
+
+A snapshot is the pickle ``torch.cuda.memory._dump_snapshot(path)`` writes after
+``torch.cuda.memory._record_memory_history()`` (the file pytorch.org/memory_viz draws): ``segments``
+(each ``cudaMalloc``'d segment with its blocks: ``size``, ``state``, the ``frames`` that allocated
+it) and ``device_traces`` (per device, the allocator's actions in order: ``alloc``,
+``free_requested``, ``free_completed``, ``segment_alloc``, ``segment_free``, ``oom`` with the
+``size`` asked for and the ``device_free`` bytes CUDA still had).
+
+:func:`read_snapshot` unpickles plain data only (a snapshot holds dicts, lists, numbers and strings;
+any class reference is refused), so a file from elsewhere cannot run code. :func:`analyse_snapshot`
+replays the trace to find the peak of allocated memory, the allocations live at that peak, grouped
+by the first frame of the user's code and by a category read from the stack, and for a snapshot
+taken at an out-of-memory error, how much more was needed and which change would fit. Pure Python.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+#: Frames of these files are PyTorch's or Python's, not the user's code.
+_LIBRARY_PARTS = ("/torch/", "/site-packages/", "/dist-packages/", "<frozen", "/lib/python3")
+
+#: Categories read from an allocation's stack, first match wins: (category, frame name or file part).
+_CATEGORY_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("optimizer state and update", ("/torch/optim/",)),
+    ("gradients (backward)", ("backward", "/torch/autograd/")),
+    ("parameters (model load)", ("_apply", "load_state_dict", "to_empty")),
+    ("activations (forward)", ("forward", "_call_impl", "_wrapped_call_impl")),
+)
+OTHER = "other"
+
+
+class SnapshotError(ValueError):
+    """A file that is not a memory snapshot this version can read; the message is one line."""
+
+
+class _PlainData(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        raise pickle.UnpicklingError(f"a memory snapshot holds plain data, not {module}.{name}")
+
+
+def read_snapshot(path: Path) -> dict[str, Any]:
+    """The snapshot at ``path``; SnapshotError for a file that is not one."""
+    try:
+        data = _PlainData(io.BytesIO(path.read_bytes())).load()
+    except OSError as exc:
+        raise SnapshotError(f"{path}: {exc.strerror or exc}") from None
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError) as exc:
+        raise SnapshotError(f"{path}: not a memory snapshot ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("segments"), list):
+        raise SnapshotError(f"{path}: not a memory snapshot (no 'segments' list)")
+    return data
+
+
+@dataclass(frozen=True, slots=True)
+class Site:
+    """Bytes live at the peak that one place in the user's code allocated."""
+
+    where: str  # "train.py:42 in forward", or the first frame when no user frame is on the stack
+    bytes: int
+    allocations: int
+    category: str
+
+
+@dataclass(frozen=True, slots=True)
+class OomFacts:
+    """The out-of-memory error the snapshot saw, and what would have fitted."""
+
+    requested_bytes: int
+    device_free_bytes: int
+    allocated_bytes: int  # allocated when it failed
+    reserved_bytes: int  # the allocator's segments when it failed
+    capacity_bytes: int  # reserved + what CUDA still had free: what this process could use
+    shortfall_bytes: int  # allocated + requested - capacity (>= 0)
+    fixes: tuple[str, ...]  # changes that would fit, with their estimate
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotAnalysis:
+    """One device's memory from a snapshot (the device with the highest peak)."""
+
+    device: int
+    peak_allocated_bytes: int
+    reserved_at_peak_bytes: int
+    fragmentation_bytes: int  # reserved - allocated at the peak: cached, not in use
+    largest_free_block_bytes: int  # the largest inactive block at the snapshot's moment
+    by_category: dict[str, int]  # bytes live at the peak
+    sites: tuple[Site, ...]  # largest first
+    live_at_peak: int  # allocations live at the peak
+    trace_entries: int  # allocator actions recorded (0: no history, the snapshot's state alone)
+    oom: OomFacts | None
+    notes: tuple[str, ...]
+
+
+def _frames(item: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    frames = item.get("frames")
+    return [f for f in frames if isinstance(f, Mapping)] if isinstance(frames, list) else []
+
+
+def _where(frames: Sequence[Mapping[str, Any]]) -> str:
+    """The first frame of the user's code (the innermost), else the innermost frame."""
+    for f in frames:
+        filename = str(f.get("filename", ""))
+        if filename and not any(part in filename for part in _LIBRARY_PARTS):
+            return f"{filename}:{f.get('line', '?')} in {f.get('name', '?')}"
+    if frames:
+        f = frames[0]
+        return f"{f.get('filename', '?')}:{f.get('line', '?')} in {f.get('name', '?')}"
+    return "no stack recorded (record_memory_history(stacks='python') records it)"
+
+
+def category_of(frames: Sequence[Mapping[str, Any]]) -> str:
+    """What an allocation is, read from its stack (innermost frame first)."""
+    for category, marks in _CATEGORY_RULES:
+        for f in frames:
+            text = f"{f.get('filename', '')} {f.get('name', '')}"
+            if any(mark in text for mark in marks):
+                return category
+    return OTHER
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _replay(entries: Sequence[Mapping[str, Any]], start_allocated: int) -> tuple[int, int, int, int | None]:
+    """(peak allocated, its entry index, allocated at the end, index of the last OOM)."""
+    allocated = peak = start_allocated
+    peak_at, oom_at = -1, None
+    for i, e in enumerate(entries):
+        action = e.get("action")
+        if action == "alloc":
+            allocated += _int(e.get("size"))
+            if allocated > peak:
+                peak, peak_at = allocated, i
+        elif action == "free_completed":
+            allocated -= _int(e.get("size"))
+        elif action == "oom":
+            oom_at = i
+    return peak, peak_at, allocated, oom_at
+
+
+def _live_until(
+    entries: Sequence[Mapping[str, Any]], upto: int, at_start: Iterable[tuple[int, int, list[Any]]]
+) -> dict[int, tuple[int, list[Any]]]:
+    """Address -> (size, frames) of the allocations live after entry ``upto``."""
+    live = {addr: (size, frames) for addr, size, frames in at_start}
+    for e in entries[: upto + 1]:
+        action = e.get("action")
+        if action == "alloc":
+            live[_int(e.get("addr"))] = (_int(e.get("size")), _frames(e))
+        elif action == "free_completed":
+            live.pop(_int(e.get("addr")), None)
+    return live
+
+
+def _reserved_at(entries: Sequence[Mapping[str, Any]], upto: int, reserved_end: int) -> int:
+    """Reserved bytes after entry ``upto``, counted back from the snapshot's segments."""
+    after = 0
+    for e in entries[upto + 1 :]:
+        if e.get("action") == "segment_alloc":
+            after += _int(e.get("size"))
+        elif e.get("action") == "segment_free":
+            after -= _int(e.get("size"))
+    return reserved_end - after
+
+
+def _fixes(by_category: Mapping[str, int], shortfall: int) -> tuple[str, ...]:
+    """Changes that would remove ``shortfall`` bytes, from what held the peak."""
+    act = by_category.get("activations (forward)", 0)
+    out = []
+    for k in (2, 4, 8):
+        if act * (1 - 1 / k) >= shortfall:
+            out.append(f"micro-batch ÷ {k} (activations {act / 2**30:.2f} GiB → {act / k / 2**30:.2f} GiB), "
+                       "with gradient accumulation to keep the global batch")  # fmt: skip
+            break
+    if act * 0.6 >= shortfall:
+        out.append("activation checkpointing of the repeated blocks (keeps about a block's activations each)")
+    if act * 0.5 >= shortfall:
+        out.append("bf16 autocast (activations in 2 bytes instead of 4)")
+    opt = by_category.get("optimizer state and update", 0)
+    if opt * 0.75 >= shortfall:
+        out.append("shard the optimizer state across GPUs (FSDP), or offload it to the host")
+    out.append("autotune plan: every layout and micro-batch that fits this GPU, before the next run")
+    return tuple(out)
+
+
+def analyse_snapshot(data: Mapping[str, Any], top: int = 10) -> SnapshotAnalysis:
+    """The peak, what held it, fragmentation and the OOM of the device with the highest peak."""
+    segments = [s for s in data.get("segments") or [] if isinstance(s, Mapping)]
+    raw_traces = data.get("device_traces")
+    traces: list[Any] = raw_traces if isinstance(raw_traces, list) else []
+    devices = {_int(s.get("device")) for s in segments} | {i for i, t in enumerate(traces) if t}
+    if not devices:
+        raise SnapshotError("the snapshot has no segments and no allocator history: nothing was allocated")
+    results = [_device(d, segments, traces[d] if d < len(traces) else [], top) for d in sorted(devices)]
+    return max(results, key=lambda r: r.peak_allocated_bytes)
+
+
+def _device(
+    device: int, all_segments: list[Mapping[str, Any]], entries: list[Any], top: int
+) -> SnapshotAnalysis:
+    segments = [s for s in all_segments if _int(s.get("device")) == device]
+    blocks = [b for s in segments for b in s.get("blocks") or [] if isinstance(b, Mapping)]
+    active = [b for b in blocks if b.get("state") == "active_allocated"]
+    allocated_end = sum(_int(b.get("size")) for b in active)
+    reserved_end = sum(_int(s.get("total_size")) for s in segments)
+    largest_free = max((_int(b.get("size")) for b in blocks if b.get("state") == "inactive"), default=0)
+    entries = [e for e in entries if isinstance(e, Mapping)]
+    notes = []
+    _, _, end, _ = _replay(entries, 0)
+    # the history is a ring: allocations older than its first entry are still live; what the trace
+    # cannot account for at the end was allocated before it began
+    before = max(0, allocated_end - end)
+    peak, peak_at, _, oom_at = _replay(entries, before)
+    if before and entries:
+        notes.append(
+            f"{before / 2**20:,.1f} MiB were allocated before the recorded history began (it keeps the "
+            "last max_entries actions): counted as live from its start, their stacks unknown"
+        )
+    start = (
+        [(0, before, [{"filename": "before the recorded history", "line": 0, "name": "?"}])] if before else []
+    )
+    if peak_at < 0:  # no history: the snapshot's own state
+        live = {_int(b.get("address")): (_int(b.get("size")), _frames(b)) for b in active}
+        peak, reserved_peak = allocated_end, reserved_end
+        if not entries:
+            notes.append("no allocator history in the snapshot: the figures are its moment's, not the peak's")
+    else:
+        live = _live_until(entries, peak_at, start)
+        reserved_peak = _reserved_at(entries, peak_at, reserved_end)
+    sums: dict[str, list[Any]] = defaultdict(lambda: [0, 0, ""])
+    by_category: dict[str, int] = defaultdict(int)
+    for size, frames in live.values():
+        category = category_of(frames)
+        row = sums[_where(frames)]
+        row[0] += size
+        row[1] += 1
+        row[2] = row[2] or category
+        by_category[category] += size
+    sites = sorted((Site(w, n, c, cat) for w, (n, c, cat) in sums.items()), key=lambda s: -s.bytes)
+    oom = None
+    if oom_at is not None:
+        e = entries[oom_at]
+        allocated_oom = _replay(entries[:oom_at], before)[2]
+        reserved_oom = _reserved_at(entries, oom_at, reserved_end)
+        requested, free = _int(e.get("size")), _int(e.get("device_free"))
+        capacity = reserved_oom + free
+        shortfall = max(0, allocated_oom + requested - capacity)
+        oom = OomFacts(requested, free, allocated_oom, reserved_oom, capacity, shortfall,
+                       _fixes(by_category, shortfall))  # fmt: skip
+    return SnapshotAnalysis(
+        device=device,
+        peak_allocated_bytes=peak,
+        reserved_at_peak_bytes=reserved_peak,
+        fragmentation_bytes=max(0, reserved_peak - peak),
+        largest_free_block_bytes=largest_free,
+        by_category=dict(sorted(by_category.items(), key=lambda kv: -kv[1])),
+        sites=tuple(sites[:top]),
+        live_at_peak=len(live),
+        trace_entries=len(entries),
+        oom=oom,
+        notes=tuple(notes),
+    )
+
+
+def is_snapshot_path(path: Path) -> bool:
+    """A file named like a snapshot (``.pickle``, ``.pkl``) or starting with a pickle's header."""
+    if path.suffix in (".pickle", ".pkl"):
+        return True
+    try:
+        with path.open("rb") as f:
+            return f.read(1) == b"\x80"
+    except OSError:
+        return False
+
+
+__all__ = [
+    "OomFacts",
+    "Site",
+    "SnapshotAnalysis",
+    "SnapshotError",
+    "analyse_snapshot",
+    "category_of",
+    "is_snapshot_path",
+    "read_snapshot",
+]
