@@ -26,7 +26,10 @@ class Terminal:
 
     def __init__(self, command: str, cwd: Path) -> None:
         self.socket = f"autotune-dashboard-test-{uuid.uuid4().hex[:8]}"
-        env = {**os.environ, "TERM": "xterm-256color"}
+        # the session's size is the terminal's: COLUMNS/LINES of the shell that ran pytest (or of a worker
+        # of pytest-xdist) would override it inside the app
+        env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+        env["TERM"] = "xterm-256color"
         self._tmux(
             "new-session", "-d", "-x", "120", "-y", "40", "-s", "dash", "-c", str(cwd), command, env=env
         )
