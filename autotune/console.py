@@ -128,6 +128,9 @@ def _memory_row(summary: Mapping[str, Any]) -> MetricRow:
             text += f" ({format_bytes(memory['cuda_peak_reserved_bytes'])} reserved)"
     elif _num(memory.get("rss_peak_growth_bytes")) is not None:
         text += " host RSS growth"
+    snapshots = summary.get("memory_snapshot_files")
+    if isinstance(snapshots, list) and snapshots:
+        text += f" · snapshot {', '.join(map(str, snapshots))} (autotune report reads it)"
     return MetricRow("Peak memory", text)
 
 

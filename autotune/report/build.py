@@ -417,4 +417,6 @@ def environment_section(run: RunData) -> EnvironmentSection:
             items.append((f"GPU {gpu.get('index')}", f"{gpu.get('name')}{memory}"))
         for trace in ps.get("trace_files") or []:
             items.append(("trace", str(Path(profile.run_dir) / str(trace))))
+        for snapshot in ps.get("memory_snapshot_files") or []:
+            items.append(("memory snapshot", str(Path(profile.run_dir) / str(snapshot))))
     return EnvironmentSection(items=tuple(items))

@@ -206,6 +206,14 @@ PROFILE_SUMMARY_FIELDS: tuple[FieldDoc, ...] = (
         ("trace paths relative to the run directory"),
     ),
     FieldDoc(
+        ("memory_snapshot_files",),
+        (
+            "CUDA memory snapshots (`--memory-snapshot`) relative to the run directory: "
+            "`memory/rank<R>.pickle` when the profiler window closed, `memory/rank<R>-oom.pickle` at an "
+            "out-of-memory error; pytorch.org/memory_viz draws them, `autotune report FILE` explains them"
+        ),
+    ),
+    FieldDoc(
         ("step_mode",),
         ("how steps were found: `optimizer`, `backward` or `explicit`"),
     ),

@@ -158,6 +158,7 @@ _PROFILE_FIELDS: dict[str, tuple[type, ...]] = {
     "params_used": (dict,),
     "top_ops": (list,),
     "trace_files": (list,),
+    "memory_snapshot_files": (list,),
     "name": (str,),
 }
 

@@ -516,6 +516,7 @@ def build_summary(**fields: Any) -> dict[str, Any]:
         "ranks",
         "top_ops",
         "trace_files",
+        "memory_snapshot_files",
         "step_mode",
         "wall_time_s",
         "loss",

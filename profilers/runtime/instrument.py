@@ -61,6 +61,8 @@ class StepInstruments:
         #: model's GPU, so work queued before the window does not run inside its wall time
         #: without its kernels being captured, which would read as an idle, host-bound GPU).
         self.before_window: Callable[[], Any] | None = None
+        #: Called once the window is closed and exported (the memory snapshot is dumped there).
+        self.after_window: Callable[[], Any] | None = None
 
     def kind(self, step: int) -> str:
         """What ran during ``step``: "warmup", "flops", "trace", "settle" or plain "measured".
@@ -203,6 +205,8 @@ class StepInstruments:
         release_freed_memory()
         if self.window_ns is not None:
             self.window_ns = (self.window_ns[0], time.time_ns())
+        if self.after_window is not None:
+            self.after_window()
 
 
 def _rss_bytes() -> int | None:

@@ -28,6 +28,8 @@ class ProfileOptions:
     warmup_steps: int = 3
     count_flops: bool = True
     deep_profile: bool = True
+    #: Record the CUDA allocator's history until the deep-profile window ends; save a snapshot.
+    memory_snapshot: bool = False
     profile_steps: int = 3
     trace_cap_bytes: int = 64 * 1024 * 1024
     sample_hz: float = 10.0
@@ -119,6 +121,13 @@ PROFILE_OPTIONS: tuple[OptionSpec, ...] = (
         "profile_steps", "--profile-steps", "steps in the torch.profiler window", "int", 1, what=">= 1"
     ),
     OptionSpec("deep_profile", "--no-deep-profile", "no torch.profiler window", "bool", negated=True),
+    OptionSpec(
+        "memory_snapshot",
+        "--memory-snapshot",
+        "CUDA: record the allocator's history until the profiler window ends (and at an out-of-memory "
+        "error) into memory/rank<R>.pickle, which autotune report reads",
+        "bool",
+    ),
     OptionSpec("count_flops", "--no-flops", "do not count FLOPs", "bool", negated=True),
     OptionSpec(
         "sample_hz",

@@ -34,6 +34,7 @@ from profilers.runtime.flops import detect_precision, mfu, model_facts, peak_flo
 from profilers.runtime.gpu_match import cuda_uuids, job_cuda_indexes, match_uuids, visible_nvml_indexes
 from profilers.runtime.heap import StepEndHeap, heap_figures
 from profilers.runtime.instrument import StepInstruments
+from profilers.runtime.memory_history import MemoryHistory, is_out_of_memory
 from profilers.runtime.nvtx_ranges import NvtxRanges, nvtx_available
 from profilers.runtime.options import ProfileOptions
 from profilers.runtime.parallel_degrees import ranks_per_replica
@@ -103,6 +104,7 @@ class Session:
             options.trace_cap_bytes,
             self.fault,
         )
+        self._memory_history = MemoryHistory(self.fault) if options.memory_snapshot else None
         self._narrowed = False
         self._gpu_pending: list[ClosedStep] = []
         self._wall_offset_ns = 0
@@ -159,6 +161,7 @@ class Session:
         self._wall_offset_ns = time.time_ns() - time.perf_counter_ns()
         self._guard("run directory", self._open_run_dir)
         self._guard("memory baseline", self._memory_baseline)
+        self._guard("memory snapshot", self._record_memory_if_cuda_in_use)
         self._guard("sampling backend", self._start_recorder)
         if self.options.nvtx:
             self._guard("NVTX ranges", self._start_nvtx)
@@ -201,6 +204,13 @@ class Session:
         self._rss_start = psutil.Process().memory_info().rss
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             torch.cuda.reset_peak_memory_stats()
+
+    def _record_memory_if_cuda_in_use(self) -> None:
+        """``--memory-snapshot`` in a process that already uses CUDA: record from the start."""
+        import torch
+
+        if self._memory_history is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+            self._memory_history.start(torch.cuda.current_device())
 
     def _start_recorder(self) -> None:
         from profilers.runtime.backends.host import HostBackend
@@ -293,6 +303,10 @@ class Session:
         assert self._tracker is not None
         self._tracker.gpu_mark = mark
         self.instruments.before_window = functools.partial(torch.cuda.synchronize, index)
+        history = self._memory_history
+        if history is not None:
+            history.start(index)
+            self.instruments.after_window = lambda: history.dump(self.run_dir, self.rank)
         self._guard("GPU selection", self._select_job_gpus, index)
         if self.options.stop_on_non_finite_loss and self._recorder is not None:
             self._recorder.prompt_steps = True  # CUDA losses are read there: see them soon
@@ -447,6 +461,8 @@ class Session:
         steps = self._tracker.steps_closed if self._tracker is not None else len(self.steps)
         self._exit = exit_of(exc, steps)
         self.exit_noted = True
+        if self._memory_history is not None and is_out_of_memory(exc):
+            self._memory_history.dump(self.run_dir, self.rank, oom=True)
         if self.stop_reason is None:
             self.stop_reason = interrupted_reason(self._exit)
 
@@ -471,6 +487,8 @@ class Session:
             self._guard("deep-profile window", self.instruments.abandon, last, self.run_dir, self.rank, cuda)
             if self._gpu_pending:
                 self._guard("GPU step timing", self._resolve_gpu, True)
+            if self._memory_history is not None:
+                self._end_memory_history()
             if self._nvtx is not None:
                 self._guard("NVTX ranges", self._nvtx.close)
             if self._recorder is not None:
@@ -487,6 +505,18 @@ class Session:
                 with contextlib.suppress(Exception):  # closing must not fail the user's run
                     self._store.close()
         return self.summary
+
+    def _end_memory_history(self) -> None:
+        """The run ended before the window closed: dump what was recorded; say so if nothing was."""
+        history = self._memory_history
+        assert history is not None
+        history.dump(self.run_dir, self.rank)
+        if not history.files and "memory snapshot" not in self._reported:
+            self._reported.add("memory snapshot")
+            message = "--memory-snapshot records CUDA memory; this run used no CUDA device, none was saved"
+            self.warnings.append(message)
+            if not self.options.quiet:
+                print(f"autotune: warning: {message}", file=sys.stderr, flush=True)
 
     def _memory(self, samples: list[DeviceSample]) -> tuple[int | None, dict[str, Any]]:
         memory: dict[str, Any] = {}
@@ -583,6 +613,7 @@ class Session:
             ranks=None,
             top_ops=[asdict(o) for o in self.instruments.top_ops],
             trace_files=self.instruments.trace_files,
+            memory_snapshot_files=self._memory_history.files if self._memory_history is not None else [],
             step_mode=self._tracker.mode if self._tracker else None,
             wall_time_s=time.time() - self._t0,
             warnings=self.warnings,

@@ -16,6 +16,7 @@ taken at an out-of-memory error, how much more was needed and which change would
 
 from __future__ import annotations
 
+import gzip
 import io
 import pickle
 from collections import defaultdict
@@ -35,6 +36,7 @@ _CATEGORY_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("activations (forward)", ("forward", "_call_impl", "_wrapped_call_impl")),
 )
 OTHER = "other"
+_GZIP_MAGIC = b"\x1f\x8b"
 
 
 class SnapshotError(ValueError):
@@ -49,7 +51,12 @@ class _PlainData(pickle.Unpickler):
 def read_snapshot(path: Path) -> dict[str, Any]:
     """The snapshot at ``path``; SnapshotError for a file that is not one."""
     try:
-        data = _PlainData(io.BytesIO(path.read_bytes())).load()
+        raw = path.read_bytes()
+        if raw[:2] == _GZIP_MAGIC:  # a snapshot kept compressed (tests/data)
+            raw = gzip.decompress(raw)
+        data = _PlainData(io.BytesIO(raw)).load()
+    except gzip.BadGzipFile as exc:
+        raise SnapshotError(f"{path}: not a memory snapshot ({exc})") from None
     except OSError as exc:
         raise SnapshotError(f"{path}: {exc.strerror or exc}") from None
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError) as exc:
@@ -273,7 +280,7 @@ def _device(
 
 def is_snapshot_path(path: Path) -> bool:
     """A file named like a snapshot (``.pickle``, ``.pkl``) or starting with a pickle's header."""
-    if path.suffix in (".pickle", ".pkl"):
+    if path.suffix in (".pickle", ".pkl") or path.name.endswith((".pickle.gz", ".pkl.gz")):
         return True
     try:
         with path.open("rb") as f:

@@ -1,0 +1,95 @@
+"""``--memory-snapshot``: the CUDA caching allocator's history, recorded and dumped as a snapshot.
+
+Recording (``torch.cuda.memory._record_memory_history``, Python stacks) starts once the run's CUDA
+device is known (the first CUDA input of the model, or at the start when CUDA is already in use)
+and ends with the deep-profile window, whose steps the statistics leave out anyway. The snapshot is
+written to ``memory/rank<R>.pickle`` (the file pytorch.org/memory_viz draws and
+``autotune report`` reads) when the window closes, when the run ends before it, and at an
+out-of-memory error raised while recording (``memory/rank<R>-oom.pickle``: its history holds the
+failed request). Never starts CUDA itself: a run without CUDA records nothing and says so once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+SNAPSHOT_DIR = "memory"
+#: Allocator actions kept (a ring): enough for the window's steps of a large model, about 100 MB.
+MAX_ENTRIES = 200_000
+
+
+def snapshot_name(rank: int, oom: bool = False) -> str:
+    """The snapshot's path relative to the run directory."""
+    return f"{SNAPSHOT_DIR}/rank{rank}{'-oom' if oom else ''}.pickle"
+
+
+class MemoryHistory:
+    """Records the allocator's history on the run's CUDA device and dumps it once."""
+
+    def __init__(self, on_fault: Callable[[str, BaseException], None]) -> None:
+        self.on_fault = on_fault
+        self.recording = False
+        self.files: list[str] = []  # written snapshots, relative to the run directory
+        self._device: int | None = None
+
+    def start(self, device: int | None) -> None:
+        """Record from now on (no-op when already recording or done)."""
+        if self.recording or self.files:
+            return
+        try:
+            import torch
+
+            torch.cuda.memory._record_memory_history(
+                "all", context="all", stacks="python", max_entries=MAX_ENTRIES, device=device
+            )
+            self.recording, self._device = True, device
+        except Exception as exc:
+            self.on_fault("memory snapshot", exc)
+
+    def dump(self, run_dir: Path | None, rank: int, oom: bool = False) -> None:
+        """Write the snapshot (when recording and there is a run directory), then stop recording."""
+        if not self.recording:
+            return
+        try:
+            if run_dir is not None:
+                import torch
+
+                name = snapshot_name(rank, oom)
+                (run_dir / SNAPSHOT_DIR).mkdir(parents=True, exist_ok=True)
+                torch.cuda.memory._dump_snapshot(str(run_dir / name))
+                self.files.append(name)
+        except Exception as exc:
+            self.on_fault("memory snapshot", exc)
+        finally:
+            self.stop()
+
+    def stop(self) -> None:
+        """Stop recording and free the history (its stacks hold host memory)."""
+        if not self.recording:
+            return
+        self.recording = False
+        try:
+            import torch
+
+            torch.cuda.memory._record_memory_history(None, device=self._device)
+        except Exception as exc:
+            self.on_fault("memory snapshot", exc)
+
+
+def is_out_of_memory(exc: BaseException | None) -> bool:
+    """A CUDA out-of-memory error (``torch.OutOfMemoryError``, or its message on older builds)."""
+    if exc is None:
+        return False
+    try:
+        import torch
+
+        if isinstance(exc, torch.OutOfMemoryError):
+            return True
+    except Exception:
+        pass
+    return isinstance(exc, RuntimeError) and "CUDA out of memory" in str(exc)
+
+
+__all__ = ["MAX_ENTRIES", "SNAPSHOT_DIR", "MemoryHistory", "is_out_of_memory", "snapshot_name"]
+
