@@ -136,6 +136,7 @@ def profile(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
     of :class:`profilers.runtime.session.ProfileOptions`: ``name``, ``run_dir``, ``runs_root``,
     ``warmup_steps``, ``count_flops``, ``deep_profile``, ``profile_steps``, ``trace_cap_bytes``,
     ``sample_hz``, ``samples_per_step``, ``backend``, ``peak_tflops``, ``nvtx``, ``quiet``,
+    ``memory_snapshot`` (CUDA: the allocator's history until the window closes, as a snapshot),
     ``overwrite`` (replace a run already in ``run_dir``; otherwise that run is kept and this one
     is measured in memory only, with a warning).
 

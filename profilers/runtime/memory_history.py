@@ -31,11 +31,12 @@ class MemoryHistory:
         self.on_fault = on_fault
         self.recording = False
         self.files: list[str] = []  # written snapshots, relative to the run directory
+        self.closed = False  # the run has ended: a CUDA initialisation after it records nothing
         self._device: int | None = None
 
     def start(self, device: int | None) -> None:
-        """Record from now on (no-op when already recording or done)."""
-        if self.recording or self.files:
+        """Record from now on (no-op when already recording, or once a snapshot was taken)."""
+        if self.recording or self.files or self.closed:
             return
         try:
             import torch
@@ -63,6 +64,11 @@ class MemoryHistory:
             self.on_fault("memory snapshot", exc)
         finally:
             self.stop()
+
+    def close(self, run_dir: Path | None, rank: int) -> None:
+        """The run ended: dump what is being recorded; nothing is recorded after this."""
+        self.dump(run_dir, rank)
+        self.closed = True
 
     def stop(self) -> None:
         """Stop recording and free the history (its stacks hold host memory)."""

@@ -105,6 +105,9 @@ class Session:
             self.fault,
         )
         self._memory_history = MemoryHistory(self.fault) if options.memory_snapshot else None
+        if self._memory_history is not None:
+            history = self._memory_history
+            self.instruments.after_window = lambda: history.dump(self.run_dir, self.rank)
         self._narrowed = False
         self._gpu_pending: list[ClosedStep] = []
         self._wall_offset_ns = 0
@@ -161,7 +164,8 @@ class Session:
         self._wall_offset_ns = time.time_ns() - time.perf_counter_ns()
         self._guard("run directory", self._open_run_dir)
         self._guard("memory baseline", self._memory_baseline)
-        self._guard("memory snapshot", self._record_memory_if_cuda_in_use)
+        if self._memory_history is not None:
+            self._guard("memory snapshot", self._record_memory_from_cuda_init)
         self._guard("sampling backend", self._start_recorder)
         if self.options.nvtx:
             self._guard("NVTX ranges", self._start_nvtx)
@@ -205,12 +209,20 @@ class Session:
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             torch.cuda.reset_peak_memory_stats()
 
-    def _record_memory_if_cuda_in_use(self) -> None:
-        """``--memory-snapshot`` in a process that already uses CUDA: record from the start."""
+    def _record_memory_from_cuda_init(self) -> None:
+        """``--memory-snapshot``: record from CUDA's initialisation on (now, if it is done already).
+
+        Queued with ``torch.cuda._lazy_call``, so that recording starts before the model's first
+        allocation without this process initialising CUDA itself (under torchrun that would put a
+        context on GPU 0 for every rank). The first CUDA input of the model, seen only at the end of
+        its forward, would be too late: an out-of-memory error in the first forward (the usual one)
+        would be over before it.
+        """
         import torch
 
-        if self._memory_history is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
-            self._memory_history.start(torch.cuda.current_device())
+        history = self._memory_history
+        if history is not None and torch.cuda.is_available():
+            torch.cuda._lazy_call(lambda: history.start(None))
 
     def _start_recorder(self) -> None:
         from profilers.runtime.backends.host import HostBackend
@@ -303,10 +315,8 @@ class Session:
         assert self._tracker is not None
         self._tracker.gpu_mark = mark
         self.instruments.before_window = functools.partial(torch.cuda.synchronize, index)
-        history = self._memory_history
-        if history is not None:
-            history.start(index)
-            self.instruments.after_window = lambda: history.dump(self.run_dir, self.rank)
+        if self._memory_history is not None:  # a no-op when recording since CUDA's initialisation
+            self._memory_history.start(index)
         self._guard("GPU selection", self._select_job_gpus, index)
         if self.options.stop_on_non_finite_loss and self._recorder is not None:
             self._recorder.prompt_steps = True  # CUDA losses are read there: see them soon
@@ -510,7 +520,7 @@ class Session:
         """The run ended before the window closed: dump what was recorded; say so if nothing was."""
         history = self._memory_history
         assert history is not None
-        history.dump(self.run_dir, self.rank)
+        history.close(self.run_dir, self.rank)
         if not history.files and "memory snapshot" not in self._reported:
             self._reported.add("memory snapshot")
             message = "--memory-snapshot records CUDA memory; this run used no CUDA device, none was saved"

@@ -20,22 +20,32 @@ import gzip
 import io
 import pickle
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 #: Frames of these files are PyTorch's or Python's, not the user's code.
 _LIBRARY_PARTS = ("/torch/", "/site-packages/", "/dist-packages/", "<frozen", "/lib/python3")
+#: This project's own code on the user's stack (the profiler's hooks, ``autotune profile``'s runner), by
+#: path parts that hold wherever the snapshot was recorded: not the user's code.
+_OWN_PARTS = ("/profilers/runtime/", "/autotune/cli/", "/autotune/runscript.py", "/autotune/__main__.py",
+              "/autotune/api.py")  # fmt: skip
+#: An allocation with no Python frame in a history that records them was made on a C++ thread: autograd's
+#: engine runs the backward there (gradients, and the gradients of activations).
+NO_PYTHON_FRAME = "no Python frame: autograd's backward thread"
+NO_STACKS = "no stack recorded (record_memory_history(stacks='python') records it)"
+BEFORE_HISTORY = "before the recorded history"
 
 #: Categories read from an allocation's stack, first match wins: (category, frame name or file part).
 _CATEGORY_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("optimizer state and update", ("/torch/optim/",)),
-    ("gradients (backward)", ("backward", "/torch/autograd/")),
+    ("gradients (backward)", ("backward", "/torch/autograd/")),  # GRADIENTS
     ("parameters (model load)", ("_apply", "load_state_dict", "to_empty")),
     ("activations (forward)", ("forward", "_call_impl", "_wrapped_call_impl")),
 )
 OTHER = "other"
+GRADIENTS = "gradients (backward)"
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
@@ -111,20 +121,26 @@ def _frames(item: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [f for f in frames if isinstance(f, Mapping)] if isinstance(frames, list) else []
 
 
-def _where(frames: Sequence[Mapping[str, Any]]) -> str:
+def _is_library(filename: str) -> bool:
+    return any(part in filename for part in (*_LIBRARY_PARTS, *_OWN_PARTS))
+
+
+def _where(frames: Sequence[Mapping[str, Any]], stacks_recorded: bool = False) -> str:
     """The first frame of the user's code (the innermost), else the innermost frame."""
     for f in frames:
         filename = str(f.get("filename", ""))
-        if filename and not any(part in filename for part in _LIBRARY_PARTS):
+        if filename and not _is_library(filename):
             return f"{filename}:{f.get('line', '?')} in {f.get('name', '?')}"
     if frames:
         f = frames[0]
         return f"{f.get('filename', '?')}:{f.get('line', '?')} in {f.get('name', '?')}"
-    return "no stack recorded (record_memory_history(stacks='python') records it)"
+    return NO_PYTHON_FRAME if stacks_recorded else NO_STACKS
 
 
-def category_of(frames: Sequence[Mapping[str, Any]]) -> str:
+def category_of(frames: Sequence[Mapping[str, Any]], stacks_recorded: bool = False) -> str:
     """What an allocation is, read from its stack (innermost frame first)."""
+    if not frames and stacks_recorded:
+        return GRADIENTS
     for category, marks in _CATEGORY_RULES:
         for f in frames:
             text = f"{f.get('filename', '')} {f.get('name', '')}"
@@ -155,17 +171,22 @@ def _replay(entries: Sequence[Mapping[str, Any]], start_allocated: int) -> tuple
 
 
 def _live_until(
-    entries: Sequence[Mapping[str, Any]], upto: int, at_start: Iterable[tuple[int, int, list[Any]]]
-) -> dict[int, tuple[int, list[Any]]]:
-    """Address -> (size, frames) of the allocations live after entry ``upto``."""
-    live = {addr: (size, frames) for addr, size, frames in at_start}
+    entries: Sequence[Mapping[str, Any]], upto: int, before: int
+) -> tuple[dict[int, tuple[int, list[Any]]], int]:
+    """What is live after entry ``upto``: the history's allocations, and the bytes of ``before``.
+
+    Returns (address -> (size, frames) of the allocations the history made, bytes allocated before
+    the history began that are still live). A free of an address the history never allocated frees
+    part of what was allocated before it.
+    """
+    live: dict[int, tuple[int, list[Any]]] = {}
     for e in entries[: upto + 1]:
         action = e.get("action")
         if action == "alloc":
             live[_int(e.get("addr"))] = (_int(e.get("size")), _frames(e))
-        elif action == "free_completed":
-            live.pop(_int(e.get("addr")), None)
-    return live
+        elif action == "free_completed" and live.pop(_int(e.get("addr")), None) is None:
+            before = max(0, before - _int(e.get("size")))
+    return live, before
 
 
 def _reserved_at(entries: Sequence[Mapping[str, Any]], upto: int, reserved_end: int) -> int:
@@ -232,22 +253,23 @@ def _device(
             f"{before / 2**20:,.1f} MiB were allocated before the recorded history began (it keeps the "
             "last max_entries actions): counted as live from its start, their stacks unknown"
         )
-    start = (
-        [(0, before, [{"filename": "before the recorded history", "line": 0, "name": "?"}])] if before else []
-    )
+    stacks_recorded = any(_frames(e) for e in entries)
     if peak_at < 0:  # no history: the snapshot's own state
         live = {_int(b.get("address")): (_int(b.get("size")), _frames(b)) for b in active}
-        peak, reserved_peak = allocated_end, reserved_end
+        peak, reserved_peak, before_live = allocated_end, reserved_end, 0
         if not entries:
             notes.append("no allocator history in the snapshot: the figures are its moment's, not the peak's")
     else:
-        live = _live_until(entries, peak_at, start)
+        live, before_live = _live_until(entries, peak_at, before)
         reserved_peak = _reserved_at(entries, peak_at, reserved_end)
     sums: dict[str, list[Any]] = defaultdict(lambda: [0, 0, ""])
     by_category: dict[str, int] = defaultdict(int)
-    for size, frames in live.values():
-        category = category_of(frames)
-        row = sums[_where(frames)]
+    rows = [(size, _where(frames, stacks_recorded), category_of(frames, stacks_recorded))
+            for size, frames in live.values()]  # fmt: skip
+    if before_live:
+        rows.append((before_live, BEFORE_HISTORY, OTHER))
+    for size, where, category in rows:
+        row = sums[where]
         row[0] += size
         row[1] += 1
         row[2] = row[2] or category
@@ -290,6 +312,9 @@ def is_snapshot_path(path: Path) -> bool:
 
 
 __all__ = [
+    "BEFORE_HISTORY",
+    "NO_PYTHON_FRAME",
+    "NO_STACKS",
     "OomFacts",
     "Site",
     "SnapshotAnalysis",

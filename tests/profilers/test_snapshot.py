@@ -12,7 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from profilers.traces.snapshot import SnapshotError, analyse_snapshot, category_of, read_snapshot
+from profilers.traces.snapshot import (
+    NO_PYTHON_FRAME,
+    NO_STACKS,
+    SnapshotError,
+    analyse_snapshot,
+    category_of,
+    read_snapshot,
+)
+
+SNAPSHOTS = Path(__file__).parents[1] / "data" / "memory_snapshots"
 
 MIB = 2**20
 ROOT = Path(__file__).resolve().parents[2]
@@ -135,3 +144,47 @@ def test_autotune_report_reads_a_snapshot_in_every_format(tmp_path):
     bad.write_bytes(b"nonsense")
     fails = run(str(bad), cwd=tmp_path)
     assert fails.returncode == 2 and fails.stderr.count("\n") == 1 and "not a memory snapshot" in fails.stderr
+
+
+# -- snapshots recorded on a real GPU (an H200, by scripts/gpu_check.sh; tests/data/memory_snapshots) --
+
+H200_RUN = SNAPSHOTS / "h200_memory_mlp.pickle.gz"
+H200_OOM_STATE = SNAPSHOTS / "h200_oom_no_history.pickle.gz"
+#: torch.cuda.max_memory_allocated() of the run that recorded H200_RUN (its summary.json's
+#: memory.cuda_peak_allocated_bytes): tests/scripts/memory_mlp.py --width 2048 --layers 4, AdamW.
+H200_RUN_PEAK_BYTES = 405_968_896
+MLP_PARAM_BYTES = 4 * (2048 * 2048 + 2048) * 4  # four Linear(2048, 2048) in fp32
+
+
+def test_a_real_snapshots_replayed_peak_is_the_allocators_own():
+    a = analyse_snapshot(read_snapshot(H200_RUN))
+    assert a.trace_entries == 849
+    # the allocator's peak counter and the replay of its history agree to 0.001%
+    assert a.peak_allocated_bytes == pytest.approx(H200_RUN_PEAK_BYTES, rel=1e-5)
+    # what held the peak adds up to it exactly: allocations made before the history began and freed
+    # during it are taken off the "before the recorded history" share
+    assert sum(a.by_category.values()) == a.peak_allocated_bytes
+    assert sum(s.bytes for s in a.sites) == a.peak_allocated_bytes
+    # AdamW's foreach step: two moments and one temporary per parameter, allocated at opt.step()
+    assert a.by_category["optimizer state and update"] == 3 * MLP_PARAM_BYTES
+    top = a.sites[0]
+    assert (top.where, top.category, top.allocations) == (
+        "tests/scripts/memory_mlp.py:34 in main", "optimizer state and update", 24)  # fmt: skip
+    # the backward's allocations have no Python frame (autograd's C++ thread): gradients, not "other"
+    backward = next(s for s in a.sites if s.where == NO_PYTHON_FRAME)
+    assert backward.category == "gradients (backward)" and backward.bytes >= MLP_PARAM_BYTES
+    # the profiler's own hook frames are not the user's code
+    assert not any("profilers/runtime" in s.where for s in a.sites)
+    assert a.reserved_at_peak_bytes >= a.peak_allocated_bytes
+    assert a.oom is None
+
+
+def test_a_real_snapshot_without_history_reports_its_moment():
+    a = analyse_snapshot(read_snapshot(H200_OOM_STATE))
+    assert a.trace_entries == 0 and a.oom is None
+    # four 32 GiB activations of a batch of 4,194,304 × 2048 floats, plus the weights: what the
+    # CUDA error message said ("128.09 GiB is allocated by PyTorch")
+    assert a.peak_allocated_bytes == pytest.approx(128.09 * 2**30, rel=1e-3)
+    assert a.live_at_peak == 14
+    assert any("no allocator history" in n for n in a.notes)
+    assert a.sites[0].where == NO_STACKS
