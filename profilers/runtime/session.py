@@ -74,6 +74,14 @@ def dist_env() -> tuple[int, int, int]:
     return num("RANK", 0), num("WORLD_SIZE", 1), num("LOCAL_RANK", 0)
 
 
+#: Under an early step budget (``--stable-within``, ``--stop-below``, ``--stop-on-non-finite-loss``),
+#: the most steps the host may run ahead of the GPU. A GPU-bound loop otherwise queues steps far
+#: faster than they run, and the budget sees their times that late (on an H200, a 200-step loop of
+#: large GEMMs ended before a --stop-below floor had seen the 8 steps it waits for). Two queued steps
+#: keep the GPU busy; host-bound loops never wait here.
+GPU_LEAD_STEPS_UNDER_BUDGETS = 2
+
+
 class Session:
     """One profiled region. ``start()``, the user's code, then ``stop()``."""
 
@@ -104,6 +112,8 @@ class Session:
             options.trace_cap_bytes,
             self.fault,
         )
+        #: An early step budget judges GPU step times: the host may run only a few steps ahead.
+        self._paced = options.stop_rules().early
         self._memory_history = MemoryHistory(self.fault) if options.memory_snapshot else None
         if self._memory_history is not None:
             history = self._memory_history
@@ -371,6 +381,8 @@ class Session:
                 # In order, once its end event completed: GPU times, and its loss computed
                 self._gpu_pending.append(closed)
                 self._resolve_gpu(block=False)
+                if self._paced:  # a budget judges GPU times: keep them coming while it can still act
+                    self._resolve_gpu(block=True, keep=GPU_LEAD_STEPS_UNDER_BUDGETS)
             else:
                 self._emit(closed, None)
             warmup = self.options.warmup_steps
@@ -439,9 +451,12 @@ class Session:
         """Every step recorded so far (complete once the session has stopped)."""
         return self._recorder.steps if self._recorder is not None else self._inline_steps
 
-    def _resolve_gpu(self, block: bool) -> None:
-        """Resolve GPU timings of closed steps whose end event has completed."""
-        while self._gpu_pending:
+    def _resolve_gpu(self, block: bool, keep: int = 0) -> None:
+        """Resolve GPU timings of closed steps whose end event has completed.
+
+        With ``block``, wait for the oldest steps' end events until at most ``keep`` are pending.
+        """
+        while len(self._gpu_pending) > keep:
             closed = self._gpu_pending[0]
             if closed.end.gpu is None:  # ended inside a CUDA graph capture: host times
                 self._gpu_pending.pop(0)

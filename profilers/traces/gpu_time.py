@@ -61,13 +61,17 @@ TENSOR_CORE_MARKERS: tuple[str, ...] = (
     "first_layer_wgrad_kernel", "conv1x1", "conv2d_c1_k1", "direct_group", "xmma_",
     "tensorop", "wgmma", "nvjet", "flash_fwd", "flash_bwd", "fmha", "mfma",
 )  # fmt: skip
+#: cuBLAS/cuDNN ``xmma`` kernels that run on the CUDA cores name their FP32 FMA instruction
+#: (``sm80_xmma_gemm_f32f32_f32f32_f32_..._ffma_...``, seen on an H200 for fp32 GEMMs and convolutions);
+#: their tensor-core twins name the MMA shape and ``tf32``/``bf16``/``f16`` instead.
+_CUDA_CORE_FMA = "_ffma_"
 #: GEMM and convolution kernels by name: cuBLAS/cuBLASLt (``gemm``, ``nvjet``), cuDNN and CUTLASS
 #: convolutions (``conv``, ``dgrad``, ``wgrad``, ``fprop``, ``scudnn``/``hcudnn``), NVIDIA's
 #: ``xmma``, rocBLAS/Tensile (``Cijk_``), attention (``flash``, ``fmha``).
 _GEMM_RE = re.compile(r"gemm|conv(?!ert)|dgrad|wgrad|fprop|xmma|nvjet|cijk_|[sh]cudnn|flash|fmha", re.I)
 #: fp32 GEMM kernels that run on the CUDA cores, not tensor cores (cuBLAS ``sgemm``, cuDNN
 #: ``scudnn``, templated ``<float`` GEMMs/convolutions without a tensor-op marker).
-_FP32_GEMM_RE = re.compile(r"sgemm|scudnn|gemm.*<float|conv.*<float|dgrad.*<float|wgrad.*<float", re.I)
+_FP32_GEMM_RE = re.compile(r"sgemm|scudnn|_ffma_|gemm.*<float|conv.*<float|dgrad.*<float|wgrad.*<float", re.I)
 #: The ops whose kernels are GEMMs or convolutions, and whose recorded input dtype names the GEMM's.
 GEMM_OPS = frozenset(
     (
@@ -106,7 +110,7 @@ TOP = 15
 def classify(name: str) -> tuple[str, bool, bool, bool]:
     """(kind, on tensor cores, a GEMM/convolution, an fp32 GEMM on CUDA cores by name) of a kernel."""
     lower = name.lower()
-    on_tc = any(m in lower for m in TENSOR_CORE_MARKERS)
+    on_tc = any(m in lower for m in TENSOR_CORE_MARKERS) and _CUDA_CORE_FMA not in lower
     gemm = on_tc or bool(_GEMM_RE.search(name))
     return kernel_kind(name), on_tc, gemm, gemm and not on_tc and bool(_FP32_GEMM_RE.search(name))
 

@@ -13,6 +13,7 @@ from torch import nn
 import autotune
 
 pytestmark = pytest.mark.gpu
+LEAN = {"deep_profile": False, "count_flops": False, "quiet": True}  # step timing alone
 
 
 def cuda_loop(steps, batch=256, width=2048):
@@ -34,8 +35,8 @@ def cuda_loop(steps, batch=256, width=2048):
 
 
 def test_cuda_run_is_timed_with_events_and_reports_cuda_memory(tmp_path):
-    steps = 40
-    with autotune.profile(run_dir=tmp_path / "run", quiet=True) as prof:
+    steps = 100  # at 200 Hz, enough NVML readings inside the measured steps however fast the GPU
+    with autotune.profile(run_dir=tmp_path / "run", quiet=True, sample_hz=200) as prof:
         marks = cuda_loop(steps)
     s = prof.summary
     assert s["steps"] == steps
@@ -61,22 +62,20 @@ def test_cuda_run_is_timed_with_events_and_reports_cuda_memory(tmp_path):
 
 
 def test_profiler_adds_no_host_device_sync_inside_steps(tmp_path):
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        with autotune.profile(
-            run_dir=tmp_path / "run", deep_profile=False, count_flops=False, quiet=True
-        ) as prof:
-            torch.manual_seed(0)
-            model = nn.Linear(512, 512).cuda()
-            opt = torch.optim.SGD(model.parameters(), lr=0.1)
-            x = torch.randn(64, 512, device="cuda")
+    torch.manual_seed(0)
+    model = nn.Linear(512, 512).cuda()  # a copy from pageable memory syncs: before the checked steps
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(64, 512, device="cuda")
+    with autotune.profile(run_dir=tmp_path / "run", **LEAN) as prof:
+        torch.cuda.set_sync_debug_mode("error")
+        try:
             for _ in range(20):
                 loss = model(x).square().mean()
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()
-    finally:
-        torch.cuda.set_sync_debug_mode(0)
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
     assert prof.summary["steps"] == 20
     assert prof.summary["warnings"] == []
 
@@ -96,24 +95,22 @@ def test_bf16_autocast_is_detected_for_mfu(tmp_path):
 
 
 def test_cuda_losses_are_recorded_without_a_host_sync(tmp_path):
-    torch.cuda.set_sync_debug_mode("error")  # the recorder thread's reads would raise here too
-    try:
-        with autotune.profile(
-            run_dir=tmp_path / "run", deep_profile=False, count_flops=False, quiet=True
-        ) as prof:
-            torch.manual_seed(0)
-            model = nn.Linear(512, 512).cuda()
-            opt = torch.optim.SGD(model.parameters(), lr=0.01)
-            x = torch.randn(64, 512, device="cuda")
-            own = []
+    torch.manual_seed(0)
+    model = nn.Linear(512, 512).cuda()  # a copy from pageable memory syncs: before the checked steps
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(64, 512, device="cuda")
+    own = []
+    with autotune.profile(run_dir=tmp_path / "run", **LEAN) as prof:
+        torch.cuda.set_sync_debug_mode("error")  # the recorder thread's reads would raise here too
+        try:
             for _ in range(20):
                 loss = model(x).square().mean()
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()
                 own.append(loss.detach().clone())  # read after the run: no sync inside it
-    finally:
-        torch.cuda.set_sync_debug_mode(0)
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
     assert prof.summary["warnings"] == []
     assert prof.summary["loss"]["per_step"] == pytest.approx([v.item() for v in own], rel=1e-6)
 

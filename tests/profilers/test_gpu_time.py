@@ -23,6 +23,7 @@ from profilers.traces.gpu_time import (
     KIND_MEMORY,
     KIND_OTHER,
     RankGpuTime,
+    classify,
     kernel_kind,
 )
 from profilers.traces.kineto import TraceError
@@ -87,6 +88,21 @@ def test_against_hta_itself_where_it_is_installed(tmp_path):
     ref = ta.get_temporal_breakdown(visualize=False).iloc[0]
     r = analyse_file(trace("a100_ddp2"), hta_rounding=True)
     assert r.idle_us == pytest.approx(float(ref["idle_time(us)"]), abs=1)
+
+
+def test_an_h200_fp32_run_has_its_gemms_on_cuda_cores():
+    """This project's H200 trace (the demo CNN in fp32): cuBLAS and cuDNN ran their GEMMs and
+    convolutions as ``sm80_xmma_*_ffma_*`` kernels (FP32 FMA on CUDA cores), simt CUTLASS sgemm and
+    winograd; none is a tensor-core kernel, though ``xmma`` usually names one."""
+    h200 = analyse_file(trace("h200_demo_cnn"))
+    assert h200.device_name == "NVIDIA H200"
+    with gzip.open(trace("h200_demo_cnn")) as f:
+        names = {e["name"] for e in json.load(f)["traceEvents"] if e.get("cat") == "kernel"}
+    xmma_ffma = {n for n in names if "xmma" in n and "_ffma_" in n}
+    assert len(xmma_ffma) == 3
+    assert all(classify(n)[1:] == (False, True, True) for n in xmma_ffma)  # no TC; GEMM; fp32 on CUDA cores
+    assert h200.tensor_core_pct == 0.0
+    assert h200.fp32_gemm_us == pytest.approx(h200.gemm_us) and h200.gemm_us > 0
 
 
 def test_real_traces_give_the_facts_their_raw_json_shows():
