@@ -93,6 +93,8 @@ class ScalarStandIn(TorchDispatchMode):
             if tensor.dtype == torch.bool:
                 return self.truths.get(tensor, True)
             return 1.0 if tensor.is_floating_point() or tensor.is_complex() else 1
+        if func is torch.ops.aten._pin_memory.default or func is torch.ops.aten.is_pinned.default:
+            return self._pinned(func, args[0])
         try:
             out = func(*args, **kwargs)
         except (DynamicOutputShapeException, DataDependentOutputException):
@@ -108,6 +110,20 @@ class ScalarStandIn(TorchDispatchMode):
                 known = [self.truths[a] for a in args if isinstance(a, torch.Tensor) and a in self.truths]
                 if known:
                     self.truths[out] = (not known[0]) if name in _NEGATIONS else known[0]
+        return out
+
+    def _pinned(self, func: Any, tensor: Any) -> Any:
+        """``pin_memory()`` (a DataLoader's ``pin_memory=True``) of a fake tensor: a copy of it.
+
+        FakeTensorMode has no rule for it (``NYI: aten._pin_memory``) and pinned host memory is not the
+        GPU's, so the plan takes it as a plain host copy; ``is_pinned()`` says yes.
+        """
+        if func is torch.ops.aten.is_pinned.default:
+            return True
+        out = torch.ops.aten.clone.default(tensor)
+        shadow = self.shadows.get(tensor)
+        if shadow is not None:
+            self.shadows[out] = shadow
         return out
 
     def _data_dependent(self, func: Any, args: Any, kwargs: Any) -> Any:

@@ -289,3 +289,21 @@ def test_a_fake_tensor_read_as_a_numpy_array_gets_zeros_of_its_shape():
 def test_the_scripts_error_comes_before_what_python_prints_at_exit():
     with pytest.raises(ScriptError, match=r"ValueError: bad sample at step 1$"):
         trace_script(str(SCRIPTS / "loop_del_at_exit.py"), [])
+
+
+def test_pinning_a_fake_batch_is_a_host_copy():
+    """A DataLoader with pin_memory=True pins each batch on a CUDA machine: ``aten._pin_memory`` has no
+    fake-tensor rule (the demo's plan prior failed on an H200 with "NYI: aten._pin_memory.default").
+    The stand-in copies it, keeps its real twin, and says it is pinned."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+    from autotune.plan.stand_in import ScalarStandIn
+
+    with FakeTensorMode(allow_non_fake_inputs=True), ScalarStandIn():
+        batch = torch.arange(6)
+        pinned = batch.pin_memory()
+        total = pinned.sum().item()
+        assert isinstance(pinned, FakeTensor) and pinned.is_pinned()
+    assert pinned.shape == batch.shape and pinned.dtype == batch.dtype
+    assert total == 15  # the real twin came along: the loop reads what it would
