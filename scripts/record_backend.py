@@ -24,6 +24,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,8 +35,12 @@ from profilers.runtime.backends import get_backend  # noqa: E402 - after the sys
 from profilers.runtime.backends.replay import record  # noqa: E402
 
 
-def train_loop(stop: threading.Event) -> None:
-    """A small MLP training loop (CUDA when available) until ``stop`` is set: a load to record."""
+def train_loop(stop: threading.Event, on_ready: Callable[[], None]) -> None:
+    """A small MLP training loop (CUDA when available) until ``stop`` is set: a load to record.
+
+    ``on_ready`` starts the recording once the model is built: torch's import and CUDA's start took
+    longer than a 5 s recording on an H200 machine, which then recorded an idle GPU.
+    """
     import torch
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -48,6 +53,7 @@ def train_loop(stop: threading.Event) -> None:
     x = torch.randn(512, width, device=device)
     y = torch.randint(0, 10, (512,), device=device)
     steps = 0
+    on_ready()
     start = time.monotonic()
     while not stop.is_set():
         opt.zero_grad(set_to_none=True)
@@ -98,9 +104,10 @@ def main(argv: list[str] | None = None) -> int:
         if child is not None:
             time.sleep(1.0)  # let the load get going
         recorder = threading.Thread(target=run_recording, name="recorder")
-        recorder.start()
-        if builtin:
-            train_loop(stop)  # in this process, like a training script with the sampler thread
+        if builtin:  # in this process, like a training script with the sampler thread
+            train_loop(stop, on_ready=recorder.start)
+        else:
+            recorder.start()
         recorder.join()
     finally:
         stop.set()
