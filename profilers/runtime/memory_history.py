@@ -1,8 +1,9 @@
 """``--memory-snapshot``: the CUDA caching allocator's history, recorded and dumped as a snapshot.
 
-Recording (``torch.cuda.memory._record_memory_history``, Python stacks) starts once the run's CUDA
-device is known (the first CUDA input of the model, or at the start when CUDA is already in use)
-and ends with the deep-profile window, whose steps the statistics leave out anyway. The snapshot is
+Recording (``torch.cuda.memory._record_memory_history``, Python stacks) starts when CUDA initialises
+(the session queues it with ``torch.cuda._lazy_call``; at once when CUDA is already in use; at the
+model's first CUDA input should the queue fail) and ends with the deep-profile window, whose steps
+the statistics leave out anyway. The snapshot is
 written to ``memory/rank<R>.pickle`` (the file pytorch.org/memory_viz draws and
 ``autotune report`` reads) when the window closes, when the run ends before it, and at an
 out-of-memory error raised while recording (``memory/rank<R>-oom.pickle``: its history holds the

@@ -149,7 +149,10 @@ class Session:
         if part in self._reported:
             return
         self._reported.add(part)
-        message = f"{part} failed ({type(exc).__name__}: {exc}); training continues without it"
+        self._warn(f"{part} failed ({type(exc).__name__}: {exc}); training continues without it")
+
+    def _warn(self, message: str) -> None:
+        """A warning for summary.json, printed once unless quiet."""
         self.warnings.append(message)
         if not self.options.quiet:
             print(f"autotune: warning: {message}", file=sys.stderr, flush=True)
@@ -532,16 +535,13 @@ class Session:
         return self.summary
 
     def _end_memory_history(self) -> None:
-        """The run ended before the window closed: dump what was recorded; say so if nothing was."""
+        """The run ended: dump what is still recorded (the window did not close); say so if nothing was."""
         history = self._memory_history
         assert history is not None
         history.close(self.run_dir, self.rank)
         if not history.files and "memory snapshot" not in self._reported:
             self._reported.add("memory snapshot")
-            message = "--memory-snapshot records CUDA memory; this run used no CUDA device, none was saved"
-            self.warnings.append(message)
-            if not self.options.quiet:
-                print(f"autotune: warning: {message}", file=sys.stderr, flush=True)
+            self._warn("--memory-snapshot records CUDA memory; this run used no CUDA device, none was saved")
 
     def _memory(self, samples: list[DeviceSample]) -> tuple[int | None, dict[str, Any]]:
         memory: dict[str, Any] = {}
