@@ -7,7 +7,7 @@ draws it with rich. Every value may be missing or ``None``; those show as ``"n/a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from rich import box
@@ -16,11 +16,10 @@ from rich.table import Table
 from rich.text import Text
 
 from autotune.fmt import NA, format_bytes, format_pct, format_rate, format_seconds, format_si
-from autotune.fmt import as_float as _num
-from autotune.fmt import get_in as _get
 from profilers.contract.load import load_line, load_of
 from profilers.contract.outcome import STOPPED_BY, outcome_sentence
 from profilers.contract.schema import OPTIONAL_PHASES, PHASES
+from profilers.contract.summaries import ProfileSummary
 
 BAR_WIDTH = 20
 _EIGHTHS = " ▏▎▍▌▋▊▉"
@@ -80,144 +79,128 @@ def bar(fraction: float | None, width: int = BAR_WIDTH) -> str:
 # ------------------------------------------------------------------------------------------ data
 
 
-def _step_time_row(summary: Mapping[str, Any]) -> MetricRow:
-    median = format_seconds(_get(summary, "step_time_s", "median"))
-    p10 = _num(_get(summary, "step_time_s", "p10"))
-    p90 = _num(_get(summary, "step_time_s", "p90"))
-    spread = f" (p10–p90 {format_seconds(p10)} – {format_seconds(p90)})" if None not in (p10, p90) else ""
+def _step_time_row(summary: ProfileSummary) -> MetricRow:
+    t = summary.step_time
+    median = format_seconds(t.median_s)
+    spread = (
+        f" (p10–p90 {format_seconds(t.p10_s)} – {format_seconds(t.p90_s)})"
+        if None not in (t.p10_s, t.p90_s)
+        else ""
+    )
     return MetricRow("Step time (median)", median + spread if median != NA else NA)
 
 
-def _steps_row(summary: Mapping[str, Any]) -> MetricRow:
-    steps, measured = _num(summary.get("steps")), _num(summary.get("measured_steps"))
-    if steps is None:
+def _steps_row(summary: ProfileSummary) -> MetricRow:
+    if summary.steps is None:
         return MetricRow("Steps", NA)
-    text = f"{steps:.0f}" + ("" if measured is None else f" ({measured:.0f} measured)")
-    stop = STOPPED_BY.get(str(summary.get("stop_reason")))
+    measured = summary.measured_steps
+    text = f"{summary.steps}" + ("" if measured is None else f" ({measured} measured)")
+    stop = STOPPED_BY.get(str(summary.stop_reason))
     return MetricRow("Steps", text + (f", {stop}" if stop else ""))
 
 
-def _loss_row(summary: Mapping[str, Any]) -> MetricRow:
+def _loss_row(summary: ProfileSummary) -> MetricRow:
     """First and last training loss, and how many steps were NaN/inf."""
-    first, last = _num(_get(summary, "loss", "first")), _num(_get(summary, "loss", "last"))
-    bad = _num(_get(summary, "loss", "non_finite_steps")) or 0
-    if first is None and last is None and not bad:
+    loss = summary.loss
+    if loss.first is None and loss.last is None and not loss.non_finite_steps:
         return MetricRow("Loss", NA)
-    text = f"{first:.4g} → {last:.4g}" if first is not None and last is not None else NA
-    if bad:
-        text += f" · {bad:.0f} NaN/inf steps from step {_get(summary, 'loss', 'first_non_finite_step')}"
+    text = f"{loss.first:.4g} → {loss.last:.4g}" if loss.first is not None and loss.last is not None else NA
+    if loss.non_finite_steps:
+        text += f" · {loss.non_finite_steps} NaN/inf steps from step {loss.first_non_finite_step}"
     return MetricRow("Loss", text)
 
 
-def _throughput_row(summary: Mapping[str, Any]) -> MetricRow:
-    samples = format_rate(_get(summary, "throughput", "samples_per_s"), "samples/s")
-    tokens = _get(summary, "throughput", "tokens_per_s")
-    value = samples if tokens is None else f"{samples} · {format_rate(tokens, 'tokens/s')}"
+def _throughput_row(summary: ProfileSummary) -> MetricRow:
+    t = summary.throughput
+    samples = format_rate(t.samples_per_s, "samples/s")
+    value = samples if t.tokens_per_s is None else f"{samples} · {format_rate(t.tokens_per_s, 'tokens/s')}"
     return MetricRow("Throughput", value)
 
 
-def _memory_row(summary: Mapping[str, Any]) -> MetricRow:
+def _memory_row(summary: ProfileSummary) -> MetricRow:
     """Peak memory, saying what was measured: CUDA allocator peak, or host RSS growth on CPU."""
-    text = format_bytes(summary.get("peak_memory_bytes"))
-    memory = summary.get("memory")
-    if text == NA or not isinstance(memory, Mapping):
+    text = format_bytes(summary.peak_memory_bytes)
+    if text == NA:
         return MetricRow("Peak memory", text)
-    if _num(memory.get("cuda_peak_allocated_bytes")) is not None:
+    memory = summary.memory
+    if memory.cuda_peak_allocated_bytes is not None:
         text += " CUDA allocated"
-        if _num(memory.get("cuda_peak_reserved_bytes")) is not None:
-            text += f" ({format_bytes(memory['cuda_peak_reserved_bytes'])} reserved)"
-    elif _num(memory.get("rss_peak_growth_bytes")) is not None:
+        if memory.cuda_peak_reserved_bytes is not None:
+            text += f" ({format_bytes(memory.cuda_peak_reserved_bytes)} reserved)"
+    elif memory.rss_peak_growth_bytes is not None:
         text += " host RSS growth"
-    snapshots = summary.get("memory_snapshot_files")
-    if isinstance(snapshots, list) and snapshots:
-        text += f" · snapshot {', '.join(map(str, snapshots))} (autotune report reads it)"
+    if summary.memory_snapshot_files:
+        text += f" · snapshot {', '.join(summary.memory_snapshot_files)} (autotune report reads it)"
     return MetricRow("Peak memory", text)
 
 
-def _mfu_row(summary: Mapping[str, Any]) -> MetricRow:
-    mfu = _num(summary.get("mfu"))
+def _mfu_row(summary: ProfileSummary) -> MetricRow:
+    mfu = summary.mfu
     return MetricRow("MFU", "n/a — device peak unknown" if mfu is None else format_pct(mfu))
 
 
-def _device_row(summary: Mapping[str, Any]) -> MetricRow:
-    kind, name, count = (_get(summary, "device", k) for k in ("kind", "name", "count"))
-    if kind is None and name is None:
+def _device_row(summary: ProfileSummary) -> MetricRow:
+    device = summary.device
+    if device.kind is None and device.name is None:
         return MetricRow("Device", NA)
-    text = str(kind or NA) + (f" ({name})" if name else "")
-    n = _num(count)
-    if n is not None and n != 1:
-        text += f" ×{n:.0f}"
-    ranks = summary.get("ranks")
-    if isinstance(ranks, Sequence) and not isinstance(ranks, str) and ranks:
-        text += f", {len(ranks)} ranks"
+    text = str(device.kind or NA) + (f" ({device.name})" if device.name else "")
+    if device.count is not None and device.count != 1:
+        text += f" ×{device.count}"
+    if summary.rank_count:
+        text += f", {summary.rank_count} ranks"
     return MetricRow("Device", text)
 
 
-def _host_row(summary: Mapping[str, Any]) -> MetricRow:
-    cpu = _num(_get(summary, "host", "cpu_util_pct_mean"))
-    rss = _get(summary, "host", "rss_peak_bytes")
+def _host_row(summary: ProfileSummary) -> MetricRow:
+    host = summary.host
+    cpu = None if host is None else host.cpu_util_pct_mean
+    rss = None if host is None else host.rss_peak_bytes
     cpu_text = NA if cpu is None else f"{cpu:.0f}%"
     return MetricRow("Host", f"CPU util {cpu_text} mean · RSS peak {format_bytes(rss)}")
 
 
-def _load_row(summary: Mapping[str, Any]) -> MetricRow:
+def _load_row(summary: ProfileSummary) -> MetricRow:
     return MetricRow("Machine load", load_line(load_of(summary)) or "n/a (not recorded)")
 
 
-def _gpu_rows(summary: Mapping[str, Any]) -> tuple[MetricRow, ...]:
+def _gpu_rows(summary: ProfileSummary) -> tuple[MetricRow, ...]:
     """One row per entry of summary.json's ``gpu`` list (profilers.contract.summarize.gpu_aggregates)."""
-    gpus = summary.get("gpu")
-    if not isinstance(gpus, Sequence) or isinstance(gpus, str):
-        return ()
     rows = []
-    for i, entry in enumerate(gpus):
-        if not isinstance(entry, Mapping):
-            continue
-        label = f"GPU {entry.get('index', i)}" + (f" {entry['name']}" if entry.get("name") else "")
-        util = _num(_get(entry, "util_pct", "mean"))
+    for gpu in summary.gpus:
+        label = f"GPU {gpu.index}" + (f" {gpu.name}" if gpu.name else "")
+        util = None if gpu.util is None else gpu.util.mean
         parts = [
             f"util {NA if util is None else f'{util:.0f}%'}",
-            f"power {format_si(entry.get('power_w_mean'), 'W')}",
-            f"energy {format_si(entry.get('energy_j'), 'J')}",
+            f"power {format_si(gpu.power_w_mean, 'W')}",
+            f"energy {format_si(gpu.energy_j, 'J')}",
         ]
-        if _num(entry.get("mem_used_bytes_max")) is not None:
-            parts.append(f"mem peak {format_bytes(entry['mem_used_bytes_max'])}")
-        temp = _num(entry.get("temperature_c_max"))
-        if temp is not None:
-            parts.append(f"{temp:.0f} °C max")
-        throttle = entry.get("throttle_reasons")
-        if throttle and isinstance(throttle, Sequence) and not isinstance(throttle, str):
-            parts.append("throttled: " + ", ".join(str(t) for t in throttle))
-        elif throttle and isinstance(throttle, int | str):
-            parts.append(f"throttled: {throttle}")
+        if gpu.mem_used_bytes_max is not None:
+            parts.append(f"mem peak {format_bytes(gpu.mem_used_bytes_max)}")
+        if gpu.temperature_c_max is not None:
+            parts.append(f"{gpu.temperature_c_max:.0f} °C max")
+        if gpu.throttle_reasons:
+            parts.append("throttled: " + ", ".join(gpu.throttle_reasons))
         rows.append(MetricRow(label, " · ".join(parts)))
     return tuple(rows)
 
 
-def _phase_rows(summary: Mapping[str, Any]) -> tuple[PhaseRow, ...]:
-    phases = summary.get("phases")
-    phases = phases if isinstance(phases, Mapping) else {}
+def _phase_rows(summary: ProfileSummary) -> tuple[PhaseRow, ...]:
+    phases = summary.phases
     names = list(PHASES) + [k for k in phases if k not in PHASES]
     rows = []
     for name in names:
-        frac = _num(phases.get(name))
+        frac = phases.get(name)
         if name in OPTIONAL_PHASES and not frac:
             continue
         rows.append(PhaseRow(name, frac, format_pct(frac), bar(frac)))
     return tuple(rows)
 
 
-def _top_op_rows(summary: Mapping[str, Any], n: int = 3) -> tuple[OpRow, ...]:
-    ops = summary.get("top_ops")
-    if not isinstance(ops, Sequence) or isinstance(ops, str):
-        return ()
-    timed = [
-        (t, op) for op in ops if isinstance(op, Mapping) and (t := _num(op.get("self_time_us"))) is not None
-    ]
-    timed.sort(key=lambda pair: -pair[0])
+def _top_op_rows(summary: ProfileSummary, n: int = 3) -> tuple[OpRow, ...]:
+    timed = sorted((op for op in summary.top_ops if op.self_time_us is not None),
+                   key=lambda op: -(op.self_time_us or 0.0))  # fmt: skip
     return tuple(
-        OpRow(str(op.get("name", "?")), str(op.get("device") or NA), format_seconds(t * 1e-6))
-        for t, op in timed[:n]
+        OpRow(op.name, op.device or NA, format_seconds((op.self_time_us or 0.0) * 1e-6)) for op in timed[:n]
     )
 
 
@@ -236,46 +219,42 @@ def _where_sentence(phases: tuple[PhaseRow, ...], ops: tuple[OpRow, ...]) -> str
     return text
 
 
-def build_summary_view(summary: Mapping[str, Any], run_dir: object = None) -> SummaryView:
-    """Turn a summary.json dict into display rows. Missing keys and ``None`` values show "n/a".
+def build_summary_view(summary: ProfileSummary | Mapping[str, Any], run_dir: object = None) -> SummaryView:
+    """Turn a profile summary into display rows. Missing figures show "n/a".
 
-    ``run_dir`` overrides ``summary["run_dir"]`` (summary.json does not have to carry its own path).
+    ``summary`` is the parsed record, or summary.json's dict (parsed here; SummaryError for a figure of
+    the wrong type). ``run_dir`` overrides the summary's own ``run_dir``.
     """
-    flops = summary.get("flops_per_step")
+    if not isinstance(summary, ProfileSummary):
+        summary = ProfileSummary.parse(dict(summary), "summary.json")
     metrics = (
         _steps_row(summary),
         _step_time_row(summary),
         _throughput_row(summary),
         _loss_row(summary),
         _memory_row(summary),
-        MetricRow("FLOPs / step", format_si(flops, "FLOP")),
+        MetricRow("FLOPs / step", format_si(summary.flops_per_step, "FLOP")),
         _mfu_row(summary),
-        MetricRow("Precision", str(summary.get("precision") or NA)),
+        MetricRow("Precision", summary.precision or NA),
         _device_row(summary),
         _host_row(summary),
         _load_row(summary),
-        MetricRow("Wall time", format_seconds(summary.get("wall_time_s"))),
+        MetricRow("Wall time", format_seconds(summary.wall_time_s)),
     )
     phases = _phase_rows(summary)
     ops = _top_op_rows(summary)
-    raw_warnings = summary.get("warnings")
-    warnings = (
-        tuple(str(w) for w in raw_warnings)
-        if isinstance(raw_warnings, Sequence) and not isinstance(raw_warnings, str)
-        else ()
-    )
-    where_dir = run_dir if run_dir is not None else summary.get("run_dir")
+    where_dir = run_dir if run_dir is not None else summary.run_dir
     return SummaryView(
-        title=f"autotune profile: {summary.get('name') or NA}",
+        title=f"autotune profile: {summary.name or NA}",
         metrics=metrics,
         phases=phases,
         gpus=_gpu_rows(summary),
         top_ops=ops,
         where=_where_sentence(phases, ops),
         run_dir=NA if where_dir is None else str(where_dir),
-        warnings=warnings,
-        outcome=None if summary.get("outcome") == "finished" else outcome_sentence(dict(summary)),
-        no_steps=summary.get("outcome") == "no_steps",
+        warnings=summary.warnings,
+        outcome=None if summary.outcome == "finished" else outcome_sentence(summary.raw),
+        no_steps=summary.outcome == "no_steps",
     )
 
 
@@ -317,6 +296,8 @@ def draw_summary_view(view: SummaryView, console: Console) -> None:
         console.print(Text("warning: ", style="bold yellow") + Text(warning))
 
 
-def render_summary(summary: Mapping[str, Any], console: Console, run_dir: object = None) -> None:
+def render_summary(
+    summary: ProfileSummary | Mapping[str, Any], console: Console, run_dir: object = None
+) -> None:
     """Print the readable summary of one profile (``summary.json`` content) to ``console``."""
     draw_summary_view(build_summary_view(summary, run_dir), console)

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from autotune.advice.facts import rank_times, step_outliers
-from autotune.fmt import as_float, get_in
 from autotune.report.sections import (
     AdviceSection,
     ConvergenceSection,
@@ -30,13 +29,14 @@ from autotune.report.sections import (
     TrialSection,
 )
 from autotune.tuner.memory_model import study_batch_param
+from profilers.contract.figures import DeviceEntry
 from profilers.contract.load import load_line, load_of
 from profilers.contract.outcome import outcome_sentence
 from profilers.contract.records import DeviceSample
 from profilers.contract.rundir import THINNED_POINTS, RunData
 from profilers.contract.schema import PHASES, PLAN_NAME
 from profilers.contract.study import convergence, pareto_front, ran_with, usd_per_million
-from profilers.contract.summaries import TrialEntry
+from profilers.contract.summaries import ProfileSummary, TrialEntry, TuningSummary
 from profilers.contract.summarize import quantile, select_measured
 from profilers.contract.trial_view import space_names, study_best_id, trial_views
 from profilers.contract.verdict import verdict_of
@@ -57,10 +57,10 @@ def build_report(
     missing: dict[str, str] = {}
     profile = run.profile if run.kind == "tune" else run
     notes = list(run.notes)
-    if run.kind == "tune" and profile is not None:
-        chosen = run.summary.get("best") or run.summary.get("baseline") or {}
-        which = "the best" if run.summary.get("best") else "the baseline"
-        notes.append(f"step time and timelines are those of trial {chosen.get('id')} ({which})")
+    if run.study is not None and profile is not None:
+        chosen = run.study.best or run.study.baseline
+        which = "the best" if run.study.best else "the baseline"
+        notes.append(f"step time and timelines are those of trial {chosen.id if chosen else None} ({which})")
     if cost is None:
         missing["cost"] = cost_missing or "no price per GPU-hour is known for this device"
     steps = timelines = host = None
@@ -83,7 +83,7 @@ def build_report(
         if sweep is None:
             missing["sweep"] = "the study did not vary a batch parameter over finished trials"
         convergence = convergence_section(run)
-        price = cost.price_per_gpu_hour if cost is not None else run.summary.get("price_per_gpu_hour")
+        price = cost.price_per_gpu_hour if cost is not None else _study(run).price_per_gpu_hour
         pareto = pareto_section(run, price)
         if pareto is None:
             missing["pareto"] = (
@@ -144,62 +144,71 @@ def downsample(n: int, max_points: int = MAX_POINTS) -> list[int]:
     return sorted({round(i * stride) for i in range(max_points)})
 
 
-def _device_label(summary: dict[str, Any]) -> str | None:
-    device = summary.get("device")
-    if not isinstance(device, dict):
+def _device_label(device: DeviceEntry) -> str | None:
+    name = device.label
+    if name is None:
         return None
-    name = device.get("name") or device.get("kind")
-    count = device.get("count") or 1
-    kind = device.get("kind")
-    label = f"{kind} ({name})" if kind == "cpu" and name != kind else str(name)
-    return f"{label} × {count}" if count and count > 1 else label
+    label = f"{device.kind} ({name})" if device.kind == "cpu" and name != device.kind else name
+    count = device.count or 1
+    return f"{label} × {count}" if count > 1 else label
+
+
+def _study(run: RunData) -> TuningSummary:
+    """A study's parsed summary (RunData parses it when the run is a study)."""
+    assert run.study is not None, "a tuning study's RunData carries its parsed summary"
+    return run.study
 
 
 def overview_section(run: RunData, notes: tuple[str, ...]) -> Overview:
     """The headline figures: the run's own, or a study's best trial against its baseline."""
-    s = run.summary
     if run.kind == "tune":
-        best = s.get("best") or {}
-        verdict = verdict_of(s)
-        profile_summary = run.profile.summary if run.profile else {}
+        best = _study(run).best
+        verdict = verdict_of(run.summary)
+        figures = run.profile.figures if run.profile else None
         return Overview(
             name=run.name,
             kind="tune",
             run_dir=str(run.run_dir),
             finished=run.finished,
-            step_time_median_s=best.get("step_time_s"),
-            samples_per_s=best.get("throughput"),
-            tokens_per_s=best.get("tokens_per_s"),
-            peak_memory_bytes=best.get("peak_memory_bytes"),
-            precision=profile_summary.get("precision"),
-            device=_device_label(profile_summary),
-            world_size=int(best.get("world_size") or 1),
-            mfu=profile_summary.get("mfu"),
-            best_params=dict(best.get("params") or {}) if best else None,
-            speedup_vs_baseline=best.get("speedup_vs_baseline"),
+            step_time_median_s=best.step_time_s if best else None,
+            samples_per_s=best.throughput if best else None,
+            tokens_per_s=best.tokens_per_s if best else None,
+            peak_memory_bytes=best.peak_memory_bytes if best else None,
+            precision=figures.precision if figures else None,
+            device=_device_label(figures.device) if figures else None,
+            world_size=best.world_size if best else 1,
+            mfu=figures.mfu if figures else None,
+            best_params=dict(best.params) if best else None,
+            speedup_vs_baseline=best.speedup_vs_baseline if best else None,
             notes=notes,
             verdict=verdict.status,
             speedup=verdict.speedup,
             verdict_headline=verdict.headline,
         )
-    ranks = s.get("ranks") or []
+    f = _figures(run)
     return Overview(
         name=run.name,
         kind="profile",
         run_dir=str(run.run_dir),
         finished=run.finished,
-        step_time_median_s=as_float(get_in(s, "step_time_s", "median")),
-        samples_per_s=as_float(get_in(s, "throughput", "samples_per_s")),
-        tokens_per_s=as_float(get_in(s, "throughput", "tokens_per_s")),
-        peak_memory_bytes=s.get("peak_memory_bytes"),
-        precision=s.get("precision"),
-        device=_device_label(s),
-        world_size=max(len(ranks), int(as_float(get_in(s, "device", "count")) or 1)),
-        mfu=s.get("mfu"),
+        step_time_median_s=f.step_time.median_s,
+        samples_per_s=f.throughput.samples_per_s,
+        tokens_per_s=f.throughput.tokens_per_s,
+        peak_memory_bytes=f.peak_memory_bytes,
+        precision=f.precision,
+        device=_device_label(f.device),
+        world_size=max(f.rank_count, f.device.count or 1),
+        mfu=f.mfu,
         notes=notes,
-        outcome=outcome_sentence(s),
-        load=load_line(load_of(s)),
+        outcome=outcome_sentence(run.summary),
+        load=load_line(load_of(run.summary)),
     )
+
+
+def _figures(run: RunData) -> ProfileSummary:
+    """A profile run's parsed summary (RunData parses it when the run is a profile)."""
+    assert run.figures is not None, "a profile run's RunData carries its parsed summary"
+    return run.figures
 
 
 def step_section(run: RunData) -> StepSection | None:
@@ -279,8 +288,7 @@ def host_timeline(samples: Sequence[DeviceSample], devices: Sequence[dict[str, A
 
 
 def _no_gpu_reason(run: RunData) -> str:
-    kind = get_in(run.summary, "device", "kind")
-    if kind == "cpu":
+    if run.figures is not None and run.figures.device.kind == "cpu":
         return "this run trained on the CPU, so there are no GPU samples (the host timeline is below)"
     return "no GPU samples were recorded (NVML was not available, or sampling was off)"
 
@@ -294,22 +302,21 @@ def sweep_section(run: RunData) -> SweepSection | None:
     name = study_batch_param(run.summary)
     if name is None:
         return None
-    space = run.summary.get("space") or {}
-    others = [k for k in space if k != name]
+    others = [k for k in _study(run).space if k != name]
     groups: dict[str, list[SweepPoint]] = {}
     for trial in run.trials:
         params = ran_with(trial)
         batch = params.get(name)
-        if trial.get("status") == "skipped" or not isinstance(batch, int | float):
+        if trial.status == "skipped" or not isinstance(batch, int | float):
             continue
         label = " · ".join(str(params.get(k, "?")) for k in others) or "all"
         groups.setdefault(label, []).append(
             SweepPoint(
-                trial_id=int(trial["id"]),
+                trial_id=trial.id,
                 batch=float(batch),
-                samples_per_s=trial.get("throughput"),
-                peak_memory_bytes=trial.get("peak_memory_bytes"),
-                status=str(trial.get("status")),
+                samples_per_s=trial.throughput,
+                peak_memory_bytes=trial.peak_memory_bytes,
+                status=trial.status,
             )
         )
     if not any(p.status == "ok" for points in groups.values() for p in points):
@@ -319,16 +326,17 @@ def sweep_section(run: RunData) -> SweepSection | None:
         for label, points in sorted(groups.items())
     )
     return SweepSection(
-        batch_param=name, series=series, memory_budget_bytes=run.summary.get("memory_budget_bytes")
+        batch_param=name, series=series, memory_budget_bytes=_study(run).memory_budget_bytes
     )
 
 
 def convergence_section(run: RunData) -> ConvergenceSection:
     """Each run trial's objective in id order, and the best so far (``profilers.contract.study``)."""
-    maximize = run.summary.get("direction", "maximize") == "maximize"
+    study = _study(run)
+    maximize = study.direction == "maximize"
     ids, values, best, statuses = convergence(run.trials, maximize)
     return ConvergenceSection(
-        metric=str(run.summary.get("metric", "samples_per_s")),
+        metric=study.metric,
         direction="maximize" if maximize else "minimize",
         trial_ids=ids,
         values=values,
@@ -348,7 +356,7 @@ def pareto_section(run: RunData, price_per_gpu_hour: float | None) -> ParetoSect
     points: list[tuple[TrialEntry, float, float]] = []
     for trial in run.trials:
         rate = trial.throughput
-        usd = usd_per_million(rate, int(trial.get("world_size") or 1), price_per_gpu_hour) if rate else None
+        usd = usd_per_million(rate, trial.world_size, price_per_gpu_hour) if rate else None
         if not trial.ok or usd is None or rate is None:
             continue
         points.append((trial, rate, usd))
@@ -357,11 +365,11 @@ def pareto_section(run: RunData, price_per_gpu_hour: float | None) -> ParetoSect
     front = set(pareto_front({t.id: (-rate, usd) for t, rate, usd in points}))
     out = [
         ParetoPoint(
-            trial_id=int(trial["id"]),
+            trial_id=trial.id,
             samples_per_s=rate,
             usd_per_million_samples=usd,
-            on_front=int(trial["id"]) in front,
-            label=_label(trial.get("params") or {}),
+            on_front=trial.id in front,
+            label=_label(trial.params),
         )
         for trial, rate, usd in points
     ]
@@ -371,25 +379,25 @@ def pareto_section(run: RunData, price_per_gpu_hour: float | None) -> ParetoSect
 def trial_section(run: RunData) -> TrialSection:
     """The trial table, in id order."""
     rows = trial_views(run.trials, study_best_id(run.summary, run.trials), space_names(run.summary))
-    return TrialSection(metric=str(run.summary.get("metric", "samples_per_s")), rows=rows)
+    return TrialSection(metric=_study(run).metric, rows=rows)
 
 
 def environment_section(run: RunData) -> EnvironmentSection:
     """Where and how the run was made."""
     items: list[tuple[str, str]] = [("run directory", str(run.run_dir))]
-    s = run.summary
     if run.kind == "tune":
+        study = _study(run)
         items += [
-            ("command", " ".join(str(c) for c in s.get("command") or [])),
-            ("objective", f"{s.get('objective')} ({s.get('metric')}, {s.get('direction')})"),
-            ("searcher", f"{s.get('searcher')} (seed {s.get('seed')})"),
-            ("trials", f"{s.get('trials_run')} run of {s.get('n_trials')}"),
+            ("command", " ".join(study.command)),
+            ("objective", f"{study.objective} ({study.metric}, {study.direction})"),
+            ("searcher", f"{study.searcher} (seed {study.seed})"),
+            ("trials", f"{study.trials_run} run of {study.n_trials}"),
         ]
-        if s.get("stopped"):
-            items.append(("stopped", str(s["stopped"])))
+        if study.stopped:
+            items.append(("stopped", study.stopped))
     profile = run.profile if run.kind == "tune" else run
     if profile is not None:
-        meta, ps = profile.meta, profile.summary
+        meta, ps = profile.meta, _figures(profile)
         command = meta.get("command")
         if run.kind != "tune" and command:
             items.append(
@@ -402,21 +410,20 @@ def environment_section(run: RunData) -> EnvironmentSection:
         for label, value in (
             ("host", meta.get("host")),
             ("python", meta.get("python")),
-            ("device", _device_label(ps)),
-            ("precision", ps.get("precision")),
+            ("device", _device_label(ps.device)),
+            ("precision", ps.precision),
             ("ranks", meta.get("world_size")),
             ("sampling backends", ", ".join(meta.get("backends") or []) or None),
-            ("step detection", ps.get("step_mode")),
-            ("stop reason", ps.get("stop_reason")),
+            ("step detection", ps.step_mode),
+            ("stop reason", ps.stop_reason),
         ):
             if value is not None:
                 items.append((label, str(value)))
-        for gpu in ps.get("gpu") or []:
-            total = gpu.get("mem_total_bytes")
-            memory = f", {total / 2**30:.0f} GiB" if total else ""
-            items.append((f"GPU {gpu.get('index')}", f"{gpu.get('name')}{memory}"))
-        for trace in ps.get("trace_files") or []:
-            items.append(("trace", str(Path(profile.run_dir) / str(trace))))
-        for snapshot in ps.get("memory_snapshot_files") or []:
-            items.append(("memory snapshot", str(Path(profile.run_dir) / str(snapshot))))
+        for gpu in ps.gpus:
+            memory = f", {gpu.mem_total_bytes / 2**30:.0f} GiB" if gpu.mem_total_bytes else ""
+            items.append((f"GPU {gpu.index}", f"{gpu.name}{memory}"))
+        for trace in ps.trace_files:
+            items.append(("trace", str(Path(profile.run_dir) / trace)))
+        for snapshot in ps.memory_snapshot_files:
+            items.append(("memory snapshot", str(Path(profile.run_dir) / snapshot)))
     return EnvironmentSection(items=tuple(items))

@@ -69,6 +69,8 @@ class RunData:
     memo: dict[Any, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
     #: A profile run's summary parsed (typed figures; None for a study). Made from ``summary``.
     figures: ProfileSummary | None = field(default=None, init=False, compare=False, repr=False)
+    #: A study's summary parsed (its settings, trials, best and baseline; None for a profile run).
+    study: TuningSummary | None = field(default=None, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         # trials given as summary.json's dicts (a report built from data, a test) are checked and
@@ -86,12 +88,16 @@ class RunData:
             completed = with_sample_figures(self.summary, self.steps, self.samples, self.sample_ranks)
             if completed is not self.summary:
                 object.__setattr__(self, "summary", completed)
-        if self.kind == "profile":
-            try:
-                figures = ProfileSummary.parse(self.summary, str(self.run_dir / SUMMARY_NAME))
-            except SummaryError as exc:
-                raise RunDirError(str(exc)) from None
-            object.__setattr__(self, "figures", figures)
+        where = str(self.run_dir / SUMMARY_NAME)
+        try:
+            if self.kind == "profile":
+                object.__setattr__(self, "figures", ProfileSummary.parse(self.summary, where))
+            else:  # a study; one built from data may give its trials apart from its summary
+                summary = self.summary if "trials" in self.summary else {
+                    **self.summary, "trials": [t.raw for t in self.trials]}  # fmt: skip
+                object.__setattr__(self, "study", TuningSummary.parse(summary, where))
+        except SummaryError as exc:
+            raise RunDirError(str(exc)) from None
 
     @property
     def name(self) -> str:

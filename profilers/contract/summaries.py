@@ -17,40 +17,25 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from profilers.contract.figures import (
+    DeviceEntry,
+    LossFigures,
+    MemoryFigures,
+    RunError,
+    StepTimes,
+    Throughput,
+    TopOp,
+)
+from profilers.contract.json_checks import (
+    SummaryError,
+    is_number,
+    optional_dict,
+    optional_int,
+    optional_number,
+    optional_str,
+    str_list,
+)
 from profilers.contract.schema import PHASES, STATUSES
-
-
-class SummaryError(ValueError):
-    """A summary.json this version cannot read; the message is one line for the user."""
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _optional_number(entry: Mapping[str, Any], key: str, where: str) -> float | None:
-    value = entry.get(key)
-    if value is None:
-        return None
-    if not _number(value):
-        raise SummaryError(f"{where}: {key!r} must be a number or null, not {value!r}"[:300])
-    return float(value)
-
-
-def _optional_dict(entry: Mapping[str, Any], key: str, where: str) -> dict[str, Any]:
-    value = entry.get(key)
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise SummaryError(f"{where}: {key!r} must be an object, not {type(value).__name__}")
-    return value
-
-
-def _optional_str(entry: Mapping[str, Any], key: str, where: str) -> str | None:
-    value = entry.get(key)
-    if value is not None and not isinstance(value, str):
-        raise SummaryError(f"{where}: {key!r} must be a string or null, not {value!r}"[:300])
-    return value
 
 
 class _ReadsAsItsDict(Mapping[str, Any]):
@@ -77,12 +62,16 @@ class TrialEntry(_ReadsAsItsDict):
     params: dict[str, Any]  # what the study set (empty for the baseline)
     objective: float | None
     throughput: float | None  # samples/s, job-wide
-    peak_memory_bytes: float | None
+    peak_memory_bytes: int | None
     step_time_s: float | None
     run_dir: str | None  # relative to the study (schema.resolve_trial_dir)
     error: str | None
     params_used: dict[str, Any]  # what its code read, with the values it used
     raw: dict[str, Any] = field(repr=False, compare=False)
+    tokens_per_s: float | None = None
+    world_size: int = 1  # ranks the trial ran on
+    speedup_vs_baseline: float | None = None  # its objective over the baseline's, in the search
+    baseline: bool = False  # the run of the script's own defaults
 
     @classmethod
     def parse(cls, data: Any, where: str) -> TrialEntry:
@@ -96,19 +85,23 @@ class TrialEntry(_ReadsAsItsDict):
         status = data.get("status")
         if status not in STATUSES:
             raise SummaryError(f"{where}: unknown status {status!r} (known: {', '.join(STATUSES)})"[:300])
-        objective = _optional_number(data, "objective", where)
+        objective = optional_number(data, "objective", where)
         return cls(
             id=trial_id,
             status=str(status),
-            params=_optional_dict(data, "params", where),
+            params=optional_dict(data, "params", where),
             objective=objective if objective is None or math.isfinite(objective) else None,
-            throughput=_optional_number(data, "throughput", where),
-            peak_memory_bytes=_optional_number(data, "peak_memory_bytes", where),
-            step_time_s=_optional_number(data, "step_time_s", where),
-            run_dir=_optional_str(data, "run_dir", where),
-            error=_optional_str(data, "error", where),
-            params_used=_optional_dict(data, "params_used", where),
+            throughput=optional_number(data, "throughput", where),
+            peak_memory_bytes=optional_int(data, "peak_memory_bytes", where),
+            step_time_s=optional_number(data, "step_time_s", where),
+            run_dir=optional_str(data, "run_dir", where),
+            error=optional_str(data, "error", where),
+            params_used=optional_dict(data, "params_used", where),
             raw=data,
+            tokens_per_s=optional_number(data, "tokens_per_s", where),
+            world_size=optional_int(data, "world_size", where) or 1,
+            speedup_vs_baseline=optional_number(data, "speedup_vs_baseline", where),
+            baseline=data.get("baseline") is True,
         )
 
     @property
@@ -126,6 +119,17 @@ class TuningSummary:
     baseline: TrialEntry | None
     stopped: str | None
     raw: dict[str, Any] = field(repr=False, compare=False)
+    command: tuple[str, ...] = ()  # the script and its arguments
+    objective: str | None = None  # "throughput", "cost", "energy"…
+    metric: str = "samples_per_s"  # the trial figure the objective reads
+    direction: str = "maximize"
+    searcher: str | None = None
+    seed: int | None = None
+    n_trials: int | None = None  # asked for
+    trials_run: int | None = None
+    space: dict[str, Any] = field(default_factory=dict)  # parameter name -> its definition
+    memory_budget_bytes: int | None = None
+    price_per_gpu_hour: float | None = None  # USD
 
     @classmethod
     def parse(cls, data: dict[str, Any], where: str) -> TuningSummary:
@@ -136,8 +140,25 @@ class TuningSummary:
         entries = tuple(TrialEntry.parse(t, where) for t in trials)
         chosen = {k: TrialEntry.parse(data[k], f"{where}, {k}") if data.get(k) is not None else None
                   for k in ("best", "baseline")}  # fmt: skip
-        stopped = _optional_str(data, "stopped", where)
-        return cls(entries, chosen["best"], chosen["baseline"], stopped, data)
+        stopped = optional_str(data, "stopped", where)
+        return cls(
+            entries,
+            chosen["best"],
+            chosen["baseline"],
+            stopped,
+            data,
+            command=str_list(data, "command", where),
+            objective=optional_str(data, "objective", where),
+            metric=optional_str(data, "metric", where) or "samples_per_s",
+            direction=optional_str(data, "direction", where) or "maximize",
+            searcher=optional_str(data, "searcher", where),
+            seed=optional_int(data, "seed", where),
+            n_trials=optional_int(data, "n_trials", where),
+            trials_run=optional_int(data, "trials_run", where),
+            space=optional_dict(data, "space", where),
+            memory_budget_bytes=optional_int(data, "memory_budget_bytes", where),
+            price_per_gpu_hour=optional_number(data, "price_per_gpu_hour", where),
+        )
 
 
 #: A profile summary's figures the layers read, and the types they must have (None is always allowed).
@@ -182,16 +203,11 @@ def _check_top_level(data: dict[str, Any], where: str) -> None:
             raise SummaryError(f"{where}: {key!r} must be {kind} or null, not {value!r}"[:300])
     for group in ("step_time_s", "throughput"):
         for name, value in (data.get(group) or {}).items():
-            if value is not None and not _number(value) and not isinstance(value, list | dict | str):
+            if value is not None and not is_number(value) and not isinstance(value, list | dict | str):
                 raise SummaryError(f"{where}: {group}.{name} must be a number or null, not {value!r}"[:300])
     for name, value in (data.get("phases") or {}).items():
-        if name in PHASES and value is not None and not _number(value):
+        if name in PHASES and value is not None and not is_number(value):
             raise SummaryError(f"{where}: phases.{name} must be a number or null, not {value!r}"[:300])
-
-
-def _optional_int(entry: Mapping[str, Any], key: str, where: str) -> int | None:
-    value = _optional_number(entry, key, where)
-    return None if value is None else int(value)
 
 
 @dataclass(frozen=True)
@@ -214,7 +230,7 @@ class Envelope:
             readings = data["readings"]
             start, end = data["span_ns"]
             peaks = tuple((float(x), float(v)) for x, v in data["peaks"])
-            if not all(_number(v) for v in (readings, start, end)):
+            if not all(is_number(v) for v in (readings, start, end)):
                 raise TypeError
         except (TypeError, KeyError, ValueError):
             shape = "{readings, span_ns: [start, end], peaks: [[s, bytes]...]}"
@@ -255,6 +271,10 @@ class GpuFigures:
     sm_clock_mhz_mean: float | None
     throttle: ThrottleFigures | None
     mem_used_envelope: Envelope | None
+    power_w_mean: float | None = None
+    energy_j: float | None = None
+    temperature_c_max: float | None = None
+    throttle_reasons: tuple[str, ...] = ()  # the reasons seen set (names), over the whole session
 
     @classmethod
     def parse(cls, data: Any, where: str) -> GpuFigures:
@@ -262,31 +282,44 @@ class GpuFigures:
         if not isinstance(data, dict) or not isinstance(data.get("index"), int):
             raise SummaryError(f"{where}: a GPU entry must be an object with its index, not {data!r}"[:300])
         where = f"{where}[{data['index']}]"
-        util = _optional_dict(data, "util_pct", where)
-        held = _optional_dict(data, "throttle", where)
-        shares = _optional_dict(held, "reason_shares", f"{where}.throttle")
+        util = optional_dict(data, "util_pct", where)
+        held = optional_dict(data, "throttle", where)
+        shares = optional_dict(held, "reason_shares", f"{where}.throttle")
         return cls(
             index=data["index"],
-            name=_optional_str(data, "name", where),
-            samples=_optional_int(data, "samples", where) or 0,
+            name=optional_str(data, "name", where),
+            samples=optional_int(data, "samples", where) or 0,
             util=UtilFigures(
-                _optional_int(util, "readings", f"{where}.util_pct"),
-                *(_optional_number(util, k, f"{where}.util_pct") for k in ("mean", "p5", "p50", "p95")),
+                optional_int(util, "readings", f"{where}.util_pct"),
+                *(optional_number(util, k, f"{where}.util_pct") for k in ("mean", "p5", "p50", "p95")),
             )
             if util
             else None,
-            mem_total_bytes=_optional_int(data, "mem_total_bytes", where),
-            mem_used_bytes_max=_optional_int(data, "mem_used_bytes_max", where),
-            sm_clock_mhz_mean=_optional_number(data, "sm_clock_mhz_mean", where),
+            mem_total_bytes=optional_int(data, "mem_total_bytes", where),
+            mem_used_bytes_max=optional_int(data, "mem_used_bytes_max", where),
+            sm_clock_mhz_mean=optional_number(data, "sm_clock_mhz_mean", where),
             throttle=ThrottleFigures(
-                _optional_int(held, "readings", f"{where}.throttle") or 0,
-                _optional_number(held, "power_thermal_share", f"{where}.throttle") or 0.0,
-                {str(k): _optional_number(shares, k, f"{where}.throttle") or 0.0 for k in shares},
+                optional_int(held, "readings", f"{where}.throttle") or 0,
+                optional_number(held, "power_thermal_share", f"{where}.throttle") or 0.0,
+                {str(k): optional_number(shares, k, f"{where}.throttle") or 0.0 for k in shares},
             )
             if held
             else None,
             mem_used_envelope=Envelope.parse(data.get("mem_used_envelope"), f"{where}.mem_used_envelope"),
+            power_w_mean=optional_number(data, "power_w_mean", where),
+            energy_j=optional_number(data, "energy_j", where),
+            temperature_c_max=optional_number(data, "temperature_c_max", where),
+            throttle_reasons=_reason_names(data.get("throttle_reasons")),
         )
+
+
+def _reason_names(value: Any) -> tuple[str, ...]:
+    """``throttle_reasons``: a list of names (older summaries: one name, or NVML's bitmask)."""
+    if not value:
+        return ()
+    if isinstance(value, list):
+        return tuple(str(v) for v in value)
+    return (str(value),)
 
 
 @dataclass(frozen=True)
@@ -303,53 +336,95 @@ class HostFigures:
     def parse(cls, data: dict[str, Any], where: str) -> HostFigures:
         """The entry ``data``, or SummaryError naming ``where`` and the field."""
         return cls(
-            samples=_optional_int(data, "samples", where) or 0,
-            cpu_util_pct_mean=_optional_number(data, "cpu_util_pct_mean", where),
-            rss_peak_bytes=_optional_int(data, "rss_peak_bytes", where),
-            host_mem_total_bytes=_optional_int(data, "host_mem_total_bytes", where),
+            samples=optional_int(data, "samples", where) or 0,
+            cpu_util_pct_mean=optional_number(data, "cpu_util_pct_mean", where),
+            rss_peak_bytes=optional_int(data, "rss_peak_bytes", where),
+            host_mem_total_bytes=optional_int(data, "host_mem_total_bytes", where),
             rss_envelope=Envelope.parse(data.get("rss_envelope"), f"{where}.rss_envelope"),
         )
 
 
 @dataclass(frozen=True)
 class ProfileSummary(_ReadsAsItsDict):
-    """A profile run's summary.json, checked: typed figures the advice decides on (the rest by key).
+    """A profile run's summary.json, parsed once and checked: every figure a layer shows or decides on.
 
-    Like :class:`TrialEntry`, it reads as the whole dict too (``summary["top_ops"]``), so the
-    layers that show a figure as it was written keep reading it by name.
+    It also reads as the whole dict (``summary["samples_from"]``), for the few keys shown as they were
+    written. Missing parts are None or empty (an older, partial or crashed run's summary).
     """
 
+    name: str | None
+    run_dir: str | None
     steps: int | None
     measured_steps: int | None
-    step_median_s: float | None
-    samples_per_s: float | None
+    step_time: StepTimes
+    throughput: Throughput
     phases: dict[str, float]
     peak_memory_bytes: int | None
+    memory: MemoryFigures
+    flops_per_step: int | None
+    mfu: float | None  # 0-1
     precision: str | None
-    device: dict[str, Any]
+    device: DeviceEntry
     gpus: tuple[GpuFigures, ...]
     host: HostFigures | None
+    rank_count: int  # ranks of a multi-rank job (0 for one process)
+    top_ops: tuple[TopOp, ...]
+    trace_files: tuple[str, ...]  # relative to the run directory
+    memory_snapshot_files: tuple[str, ...]  # relative to the run directory
+    step_mode: str | None
+    wall_time_s: float | None
+    loss: LossFigures
+    stop_reason: str | None
+    warnings: tuple[str, ...]
+    outcome: str | None
+    error: RunError | None
     raw: dict[str, Any] = field(repr=False, compare=False)
 
     @classmethod
     def parse(cls, data: dict[str, Any], where: str) -> ProfileSummary:
         """The summary ``data`` of a profile run, or SummaryError (one line naming ``where``)."""
         _check_top_level(data, where)
-        times = data.get("step_time_s") or {}
         host = data.get("host")
+        ranks = data.get("ranks")
         return cls(
-            steps=data.get("steps"),
-            measured_steps=data.get("measured_steps"),
-            step_median_s=_optional_number(times, "median", f"{where}: step_time_s"),
-            samples_per_s=_optional_number(data.get("throughput") or {}, "samples_per_s", where),
-            phases={k: float(v) for k, v in (data.get("phases") or {}).items() if _number(v)},
-            peak_memory_bytes=_optional_int(data, "peak_memory_bytes", where),
-            precision=data.get("precision"),
-            device=data.get("device") or {},
+            name=optional_str(data, "name", where),
+            run_dir=optional_str(data, "run_dir", where),
+            steps=optional_int(data, "steps", where),
+            measured_steps=optional_int(data, "measured_steps", where),
+            step_time=StepTimes.parse(data.get("step_time_s"), where),
+            throughput=Throughput.parse(data.get("throughput"), where),
+            phases={k: float(v) for k, v in (data.get("phases") or {}).items() if is_number(v)},
+            peak_memory_bytes=optional_int(data, "peak_memory_bytes", where),
+            memory=MemoryFigures.parse(data.get("memory"), where),
+            flops_per_step=optional_int(data, "flops_per_step", where),
+            mfu=optional_number(data, "mfu", where),
+            precision=optional_str(data, "precision", where),
+            device=DeviceEntry.parse(data.get("device"), where),
             gpus=tuple(GpuFigures.parse(g, f"{where}: gpu") for g in data.get("gpu") or ()),
             host=None if host is None else HostFigures.parse(host, f"{where}: host"),
+            rank_count=len(ranks) if isinstance(ranks, list) else 0,
+            top_ops=TopOp.parse_all(data.get("top_ops"), where),
+            trace_files=str_list(data, "trace_files", where),
+            memory_snapshot_files=str_list(data, "memory_snapshot_files", where),
+            step_mode=optional_str(data, "step_mode", where),
+            wall_time_s=optional_number(data, "wall_time_s", where),
+            loss=LossFigures.parse(data.get("loss"), where),
+            stop_reason=optional_str(data, "stop_reason", where),
+            warnings=str_list(data, "warnings", where),
+            outcome=optional_str(data, "outcome", where),
+            error=RunError.parse(data.get("error"), where),
             raw=data,
         )
+
+    @property
+    def step_median_s(self) -> float | None:
+        """The median measured step time in seconds."""
+        return self.step_time.median_s
+
+    @property
+    def samples_per_s(self) -> float | None:
+        """Samples per second over the measured steps."""
+        return self.throughput.samples_per_s
 
     def gpu(self, index: int) -> GpuFigures | None:
         """The entry of NVML index ``index``, or None."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 
 import pytest
 from rich.console import Console
@@ -17,6 +18,7 @@ from autotune.console import (
     format_si,
     render_summary,
 )
+from profilers.contract.summaries import SummaryError
 
 SUMMARY = {
     "schema": 1,
@@ -156,8 +158,8 @@ def test_gpu_row_units():
     [
         {},
         {k: None for k in SUMMARY},
-        {"step_time_s": {"median": None}, "throughput": {}, "phases": {"data": None}, "gpu": [None]},
-        {"top_ops": "garbage", "warnings": None, "device": "cpu", "host": 3},
+        {"step_time_s": {"median": None}, "throughput": {}, "phases": {"data": None}, "gpu": []},
+        {"top_ops": None, "warnings": None, "device": None, "host": None},
     ],
 )
 def test_missing_and_none_values_show_na(summary):
@@ -174,6 +176,21 @@ def test_missing_and_none_values_show_na(summary):
     assert view.gpus == ()
     assert view.run_dir == NA
     assert "n/a" in view.where
+
+
+@pytest.mark.parametrize(
+    ("summary", "named"),
+    [
+        ({"top_ops": "garbage"}, "'top_ops' must be list or null"),
+        ({"device": "cpu"}, "'device' must be dict or null"),
+        ({"host": 3}, "'host' must be dict"),
+        ({"gpu": [None]}, "a GPU entry must be an object"),
+        ({"loss": {"first": "low"}}, "loss: 'first' must be a number"),
+    ],
+)
+def test_a_figure_of_the_wrong_type_is_one_error_naming_it(summary, named):
+    with pytest.raises(SummaryError, match=re.escape(named)):
+        build_summary_view(summary)
 
 
 def test_cpu_summary_without_tokens_or_mfu():

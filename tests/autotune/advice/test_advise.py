@@ -73,7 +73,7 @@ def test_an_old_run_without_profile_window_and_a_summary_only_run(tmp_path):
         {"device": {"kind": "cuda", "name": None, "count": None}, "gpu": [{"index": 0}], "ranks": [None]},
         {"profile_window": "x", "phases": None, "model": [1], "memory": None},
         {"kind": "tune", "trials": [], "best": None, "baseline": None},
-        {"kind": "tune", "best": {"id": 1, "params": None}, "baseline": {"id": 0, "status": "ok"}},
+        {"kind": "tune", "best": {"id": 1, "status": "ok", "params": None}, "baseline": {"id": 0, "status": "ok"}},  # noqa: E501
     ],
 )
 def test_sparse_or_odd_summaries_never_make_the_advice_raise(tmp_path, summary):
