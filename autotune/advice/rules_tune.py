@@ -27,15 +27,13 @@ REDUCED = ("bf16", "fp16")
 FULL = ("fp32", "tf32")
 
 
-def _precision(trial: Mapping[str, Any]) -> str | None:
+def _precision(trial: TrialEntry) -> str | None:
     """The precision a trial trained in: its parameter, what its script read, or what its model ran in.
 
     The last is what the profiler saw: a baseline whose script reads no precision knob.
     """
     value = ran_with(trial).get("precision")
-    if not isinstance(value, str):
-        value = trial.get("precision")
-    return value if isinstance(value, str) else None
+    return value if isinstance(value, str) else trial.precision
 
 
 def _label(params: Mapping[str, Any]) -> str:
@@ -68,41 +66,39 @@ def apply_tuned(run: RunData) -> Recommendation | None:
     """
     if run.kind != "tune":
         return None
-    best, base = run.summary.get("best"), run.summary.get("baseline")
-    if not isinstance(best, dict) or not isinstance(base, dict) or best.get("id") == base.get("id"):
+    study = run.study
+    best, base = (study.best, study.baseline) if study is not None else (None, None)
+    if study is None or best is None or base is None or best.id == base.id:
         return None
     verdict = verdict_of(run.summary)
     speedup, search = verdict.speedup, verdict.search_speedup
     if speedup is None or search is None or search <= limit("apply_tuned.speedup"):
         return None
-    params = dict(best.get("params") or {})
+    params = dict(best.params)
     evidence = [
-        f"trial {best.get('id')} ({_label(params)}) measured {best.get('throughput') or 0:,.1f} samples/s "
-        f"against the baseline's {base.get('throughput') or 0:,.1f} in the search ({search:.2f}x)",
-        f"peak memory {gib(best.get('peak_memory_bytes'))} against the baseline's "
-        f"{gib(base.get('peak_memory_bytes'))}",
+        f"trial {best.id} ({_label(params)}) measured {best.throughput or 0:,.1f} samples/s "
+        f"against the baseline's {base.throughput or 0:,.1f} in the search ({search:.2f}x)",
+        f"peak memory {gib(best.peak_memory_bytes)} against the baseline's {gib(base.peak_memory_bytes)}",
     ]
-    saving = best.get("cost_saving_vs_baseline")
-    if isinstance(saving, int | float):
+    saving = best.cost_saving_vs_baseline
+    if saving is not None:
         evidence.append(f"{100 * saving:.1f}% cheaper per sample at the study's price, in the search")
-    counts = run.summary.get("status_counts") or {}
+    trials_run = study.trials_run if study.trials_run is not None else len(run.trials)
     evidence.append(
-        f"{run.summary.get('trials_run', len(run.trials))} trials ran ("
-        + ", ".join(f"{n} {s}" for s, n in counts.items())
-        + f"); objective {run.summary.get('metric')}"
+        f"{trials_run} trials ran ("
+        + ", ".join(f"{n} {s}" for s, n in study.status_counts.items())
+        + f"); objective {study.metric}"
     )
     evidence.append(f"verdict: {verdict.headline}")
-    space = run.summary.get("space") or {}
     ran = ran_with(base)
     changed = {k: v for k, v in params.items() if k not in ran or ran[k] != v} or params
-    preset = run.summary.get("preset")
-    if isinstance(preset, str):  # the framework's own flags, as the trials got them
-        kind = (run.summary.get("threads") or {}).get("device_kind")
-        per_rank = run.summary.get("preset_per_rank")
+    preset = study.preset
+    if preset is not None:  # the framework's own flags, as the trials got them
+        per_rank, kind = study.preset_per_rank, study.device_kind
         flags = preset_args(preset, params, per_rank, device_kind=kind) if preset in PRESETS else []
         apply = f"run with {' '.join(flags) or 'its own defaults'}"
     else:
-        apply = f"run with {', '.join(_how_to_apply(k, v, space) for k, v in changed.items())}"
+        apply = f"run with {', '.join(_how_to_apply(k, v, study.space) for k, v in changed.items())}"
     if verdict.status == "slower":
         severity = "low"
         title = f"Keep the baseline's configuration: the search's {search:.2f}x did not hold ({speedup:.2f}x)"
@@ -134,30 +130,31 @@ def apply_tuned(run: RunData) -> Recommendation | None:
         measured=True,
         params=params,
         figures={
-            "best_trial": best.get("id"),
-            "samples_per_s": best.get("throughput"),
-            "baseline_samples_per_s": base.get("throughput"),
+            "best_trial": best.id,
+            "samples_per_s": best.throughput,
+            "baseline_samples_per_s": base.throughput,
             "speedup": speedup,
             "search_speedup": search,
             "speedup_ci95": list(verdict.speedup_ci95) if verdict.speedup_ci95 else None,
             "verdict": verdict.status,
             "confirmed": verdict.status == "confirmed",
-            "peak_memory_bytes": best.get("peak_memory_bytes"),
-            "baseline_peak_memory_bytes": base.get("peak_memory_bytes"),
-            "cost_saving_vs_baseline": saving if isinstance(saving, int | float) else None,
+            "peak_memory_bytes": best.peak_memory_bytes,
+            "baseline_peak_memory_bytes": base.peak_memory_bytes,
+            "cost_saving_vs_baseline": saving,
         },
     )
 
 
-def _settings(trial: Mapping[str, Any], names: list[str]) -> dict[str, Any]:
+def _settings(trial: TrialEntry, names: list[str]) -> dict[str, Any]:
     """What ``trial`` ran for each tuned parameter but precision: its value, else what its script read."""
     ran = ran_with(trial)
     return {n: ran.get(n) for n in names if n != "precision"}
 
 
-def _twin(trial: Mapping[str, Any], run: RunData) -> TrialEntry | None:
+def _twin(trial: TrialEntry, run: RunData) -> TrialEntry | None:
     """The ok fp32/tf32 trial that ran the same settings as ``trial`` but its precision, if any."""
-    names = sorted({*(run.summary.get("space") or {}), *(trial.get("params") or {})})
+    space = run.study.space if run.study is not None else {}
+    names = sorted({*space, *trial.params})
     mine = _settings(trial, names)
     for other in run.trials:
         if (
@@ -219,21 +216,22 @@ def precision_study(run: RunData) -> Recommendation | None:
     compares each reduced-precision trial's loss path with the baseline's). Its speed is compared
     with the fp32/tf32 trial of the same other parameters, when the study ran one.
     """
-    if run.kind != "tune":
+    study = run.study
+    if study is None:
         return None
-    trials = [t for t in run.trials if _precision(t) in REDUCED and t.get("status") in ("ok", "diverged")]
+    trials = [t for t in run.trials if _precision(t) in REDUCED and t.status in ("ok", "diverged")]
     if not trials:
         return None
-    base = run.summary.get("baseline") or {}
-    stored = run.summary.get("loss_tolerance")  # the study's --loss-tolerance (a fraction)
-    tolerance_pct = stored * 100 if isinstance(stored, int | float) else limit("precision_study.tolerance")
+    base_precision = _precision(study.baseline) if study.baseline is not None else None
+    stored = study.loss_tolerance  # the study's --loss-tolerance (a fraction)
+    tolerance_pct = stored * 100 if stored is not None else limit("precision_study.tolerance")
     if tolerance_pct == 0:
         check = "ran ok (the study's loss check was off: --loss-tolerance 0)"
-    elif _precision(base) in FULL:
-        check = f"kept its loss within {tolerance_pct:g}% of the {_precision(base)} baseline's"
+    elif base_precision in FULL:
+        check = f"kept its loss within {tolerance_pct:g}% of the {base_precision} baseline's"
     else:
         check = "ran ok (no loss check: the baseline is not fp32/tf32)"
-    checked = tolerance_pct != 0 and _precision(base) in FULL
+    checked = tolerance_pct != 0 and base_precision in FULL
     like = "trained like fp32" if checked else "ran, its loss not checked against fp32,"
     safe = f"{prec_of(trials)} is safe for this model's loss" if checked else (
         f"{prec_of(trials)}'s loss was not checked against an fp32 baseline"
@@ -241,20 +239,20 @@ def precision_study(run: RunData) -> Recommendation | None:
     evidence: list[str] = []
     ratios: list[float] = []
     for t in trials:
-        what = f"trial {t.get('id')} ({_label(t.get('params') or {})}, {_precision(t)})"
-        if t.get("status") == "diverged":
-            evidence.append(f"{what} diverged: {t.get('error')}")
+        what = f"trial {t.id} ({_label(t.params)}, {_precision(t)})"
+        if t.status == "diverged":
+            evidence.append(f"{what} diverged: {t.error}")
             continue
-        twin, rate = _twin(t, run), t.get("throughput") or 0.0
+        twin, rate = _twin(t, run), t.throughput or 0.0
         line = f"{what} {check}: {rate:,.1f} samples/s"
-        if twin is not None and twin.get("throughput"):
-            ratios.append(rate / twin["throughput"])
-            line += f", {ratios[-1]:.2f}x trial {twin.get('id')} in {_precision(twin) or 'fp32'}"
+        if twin is not None and twin.throughput:
+            ratios.append(rate / twin.throughput)
+            line += f", {ratios[-1]:.2f}x trial {twin.id} in {_precision(twin) or 'fp32'}"
         evidence.append(line)
     verdict = pair_verdict(ratios)
     if verdict.summary:
         evidence.append(verdict.summary)
-    diverged = sum(t.get("status") == "diverged" for t in trials)
+    diverged = sum(t.status == "diverged" for t in trials)
     ok = len(trials) - diverged
     prec = prec_of(trials)
     if diverged:
@@ -294,9 +292,9 @@ def precision_study(run: RunData) -> Recommendation | None:
     return Recommendation("precision_study", severity, title, tuple(evidence), actions, figures=figures)
 
 
-def prec_of(trials: Sequence[Mapping[str, Any]]) -> str:
+def prec_of(trials: Sequence[TrialEntry]) -> str:
     """The reduced precision the study's ok trials ran in (the first's), bf16 when none did."""
-    return next((p for t in trials if t.get("status") == "ok" and (p := _precision(t))), "bf16")
+    return next((p for t in trials if t.status == "ok" and (p := _precision(t))), "bf16")
 
 
 def oom_boundary(run: RunData) -> Recommendation | None:
@@ -317,26 +315,27 @@ def oom_boundary(run: RunData) -> Recommendation | None:
         groups.setdefault(key, []).append(t)
     fits = []
     for key, rows in groups.items():
-        bad = [t["params"][batch] for t in rows if t.get("status") == "oom"]
+        assert batch is not None  # groups are made only when the study has a batch parameter
+        bad = [t.params[batch] for t in rows if t.status == "oom"]
         if not bad:
             continue
-        good = [t for t in rows if t.get("status") == "ok" and t["params"][batch] < min(bad)]
-        largest = max(good, key=lambda t: t["params"][batch], default=None)
+        good = [t for t in rows if t.status == "ok" and t.params[batch] < min(bad)]
+        largest = max(good, key=lambda t: t.params[batch], default=None)
         where = "" if key == "the script's own defaults" else f" with {key}"
         if largest is None:
             evidence.append(f"{batch} {min(bad)} ran out of memory{where}; no smaller one ran ok")
         else:
-            fits.append(f"{batch} ≤ {largest['params'][batch]}{where}")
+            fits.append(f"{batch} ≤ {largest.params[batch]}{where}")
             evidence.append(
-                f"{batch} {largest['params'][batch]} fit{where} (peak "
-                f"{gib(largest.get('peak_memory_bytes'))}); {min(bad)} ran out of memory"
+                f"{batch} {largest.params[batch]} fit{where} (peak "
+                f"{gib(largest.peak_memory_bytes)}); {min(bad)} ran out of memory"
             )
     for t in ooms:
-        if batch is None or batch not in (t.get("params") or {}):
+        if batch is None or batch not in t.params:
             evidence.append(
-                f"trial {t.get('id')} ({_label(t.get('params') or {})}) ran out of memory: {t.get('error')}"
+                f"trial {t.id} ({_label(t.params)}) ran out of memory: {t.error}"
             )
-    budget = run.summary.get("memory_budget_bytes")
+    budget = run.study.memory_budget_bytes if run.study is not None else None
     if budget:
         evidence.append(
             f"the study's memory budget: {gib(budget)} (a trial above it counts as out of memory)"
@@ -345,6 +344,6 @@ def oom_boundary(run: RunData) -> Recommendation | None:
     actions.append(
         "for a larger batch: activation checkpointing, FSDP, bf16 (autotune.prepare), gradient accumulation"
     )
-    figures = {"oom_trials": [t.get("id") for t in ooms], "batch_param": batch, "memory_budget_bytes": budget}
+    figures = {"oom_trials": [t.id for t in ooms], "batch_param": batch, "memory_budget_bytes": budget}
     title = f"Out of memory in {len(ooms)} trial(s)"
     return Recommendation("oom_boundary", "low", title, tuple(evidence), tuple(actions), figures=figures)

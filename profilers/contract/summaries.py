@@ -72,6 +72,8 @@ class TrialEntry(_ReadsAsItsDict):
     world_size: int = 1  # ranks the trial ran on
     speedup_vs_baseline: float | None = None  # its objective over the baseline's, in the search
     baseline: bool = False  # the run of the script's own defaults
+    cost_saving_vs_baseline: float | None = None  # 0-1, per sample at the study's price, in the search
+    precision: str | None = None  # what its model ran in, as the profiler saw it
 
     @classmethod
     def parse(cls, data: Any, where: str) -> TrialEntry:
@@ -102,6 +104,8 @@ class TrialEntry(_ReadsAsItsDict):
             world_size=optional_int(data, "world_size", where) or 1,
             speedup_vs_baseline=optional_number(data, "speedup_vs_baseline", where),
             baseline=data.get("baseline") is True,
+            cost_saving_vs_baseline=optional_number(data, "cost_saving_vs_baseline", where),
+            precision=optional_str(data, "precision", where),
         )
 
     @property
@@ -130,6 +134,11 @@ class TuningSummary:
     space: dict[str, Any] = field(default_factory=dict)  # parameter name -> its definition
     memory_budget_bytes: int | None = None
     price_per_gpu_hour: float | None = None  # USD
+    status_counts: dict[str, int] = field(default_factory=dict)  # trial status -> how many
+    loss_tolerance: float | None = None  # --loss-tolerance, a fraction of the baseline's loss
+    preset: str | None = None  # the framework preset whose flags the trials got
+    preset_per_rank: int | None = None  # ranks a preset's trial runs per node
+    device_kind: str | None = None  # "cuda" or "cpu": what the trials trained on
 
     @classmethod
     def parse(cls, data: dict[str, Any], where: str) -> TuningSummary:
@@ -158,7 +167,16 @@ class TuningSummary:
             space=optional_dict(data, "space", where),
             memory_budget_bytes=optional_int(data, "memory_budget_bytes", where),
             price_per_gpu_hour=optional_number(data, "price_per_gpu_hour", where),
+            status_counts=_counts(optional_dict(data, "status_counts", where)),
+            loss_tolerance=optional_number(data, "loss_tolerance", where),
+            preset=optional_str(data, "preset", where),
+            preset_per_rank=optional_int(data, "preset_per_rank", where),
+            device_kind=optional_str(optional_dict(data, "threads", where), "device_kind", where),
         )
+
+
+def _counts(data: dict[str, Any]) -> dict[str, int]:
+    return {str(k): int(v) for k, v in data.items() if is_number(v)}
 
 
 #: A profile summary's figures the layers read, and the types they must have (None is always allowed).
