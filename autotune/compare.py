@@ -20,6 +20,7 @@ from autotune.report.jsonout import clean_json
 from profilers.contract.load import LoadComparison, RunLoad, compare_loads, load_of, load_phrase
 from profilers.contract.rundir import RunDirError, load_run
 from profilers.contract.schema import resolve_trial_dir
+from profilers.contract.summaries import ProfileSummary
 from profilers.contract.traces import TRACES_DIR, is_trace_path
 from profilers.traces.analysis import analyse_traces
 from profilers.traces.gpu_time import KIND_MEMORY, RankGpuTime
@@ -117,33 +118,31 @@ def trace_side(path: Path) -> Side:
 def run_side(run_dir: Path, kind: str = "profile", label: str | None = None, params: Any = None) -> Side:
     """A side from a profile run's directory (its summary, and its deep-profile trace if any)."""
     run = load_run(run_dir, with_store=False)
-    s = run.summary
-    step = s.get("step_time_s") or {}
-    device = s.get("device") or {}
+    f = run.figures if run.figures is not None else ProfileSummary.parse({}, str(run_dir))
     gpu = None
-    window = s.get("profile_window") or {}
     traces = Path(run_dir) / TRACES_DIR
     if traces.is_dir():
         try:
             gpu = analyse_traces(traces, top=_ALL).ranks[0]
         except TraceError:
             gpu = None
+    window_steps = f.window.steps if f.window is not None else 0
     return Side(
         label=label or str(run_dir),
         kind=kind,
-        step_time_s=step.get("median"),
-        step_low_s=step.get("p10"),
-        step_high_s=step.get("p90"),
-        steps=int(s.get("measured_steps") or 0),
-        samples_per_s=(s.get("throughput") or {}).get("samples_per_s"),
-        samples_per_s_ci95=_interval((s.get("throughput") or {}).get("samples_per_s_ci95")),
-        peak_memory_bytes=s.get("peak_memory_bytes"),
-        device=device.get("name"),
-        load=load_of(s),
-        params=dict(params or s.get("params_used") or {}),
+        step_time_s=f.step_time.median_s,
+        step_low_s=f.step_time.p10_s,
+        step_high_s=f.step_time.p90_s,
+        steps=f.measured_steps or 0,
+        samples_per_s=f.throughput.samples_per_s,
+        samples_per_s_ci95=f.throughput.samples_per_s_ci95,
+        peak_memory_bytes=f.peak_memory_bytes,
+        device=f.device.name,
+        load=load_of(run.summary),
+        params=dict(params or f.params_used),
         gpu=gpu,
-        trace_steps=int(window.get("steps") or 0) or (_trace_steps(gpu) if gpu else 0),
-        op_steps=int(window.get("steps") or 0) or (max(gpu.steps, 1) if gpu else 0),
+        trace_steps=window_steps or (_trace_steps(gpu) if gpu else 0),
+        op_steps=window_steps or (max(gpu.steps, 1) if gpu else 0),
     )
 
 
@@ -168,28 +167,17 @@ def study_sides(study_dir: Path) -> tuple[Side, Side]:
         raise CompareError(str(exc)) from None
     if run.kind != "tune":
         raise CompareError(f"{study_dir}: a profile run, not a study; give two runs or traces to compare")
-    base, best = run.summary.get("baseline"), run.summary.get("best")
-    if (
-        not isinstance(base, dict)
-        or not isinstance(best, dict)
-        or not base.get("run_dir")
-        or not best.get("run_dir")
-    ):
+    base, best = (run.study.baseline, run.study.best) if run.study is not None else (None, None)
+    if base is None or best is None or not base.run_dir or not best.run_dir:
         raise CompareError(f"{study_dir}: the study has no baseline and best trial with a run to compare")
     sides = []
     for entry in (base, best):
-        trial_dir = resolve_trial_dir(study_dir, str(entry["run_dir"]))
+        trial_dir = resolve_trial_dir(study_dir, str(entry.run_dir))
         try:
-            sides.append(run_side(trial_dir, "trial", f"trial {entry.get('id')}", entry.get("params")))
+            sides.append(run_side(trial_dir, "trial", f"trial {entry.id}", entry.params))
         except RunDirError as exc:
-            raise CompareError(f"trial {entry.get('id')}: {exc}") from None
+            raise CompareError(f"trial {entry.id}: {exc}") from None
     return sides[0], sides[1]
-
-
-def _interval(value: Any) -> tuple[float, float] | None:
-    if isinstance(value, list | tuple) and len(value) == 2 and all(isinstance(v, int | float) for v in value):
-        return float(value[0]), float(value[1])
-    return None
 
 
 def _overlap(a: tuple[float | None, float | None], b: tuple[float | None, float | None]) -> bool | None:

@@ -37,7 +37,7 @@ class Rule:
 
 # -- why a rule cannot be evaluated -------------------------------------------------------------
 def _cpu(run: RunData) -> bool:
-    return facts.device(run).get("kind") != "cuda"
+    return facts.device(run).kind != "cuda"
 
 
 def _why_not_input(run: RunData) -> str | None:
@@ -70,7 +70,7 @@ def _why_not_window(run: RunData, what: str, gpu: bool) -> str | None:
 def _why_not_fp32(run: RunData) -> str | None:
     if _cpu(run):
         return "precision: CPU run (tensor cores are a GPU feature)"
-    name = facts.device(run).get("name")
+    name = facts.device(run).name
     if run.summary.get("precision") == "fp32" and match_device(str(name or "")) is None:
         return (
             f"precision: no peak figures for {name!r} in profilers/runtime/flops.py, "
@@ -105,7 +105,7 @@ def _why_not_growth(run: RunData) -> str | None:
         return None
     if (
         _cpu(run)
-        and int(facts.device(run).get("count") or 1) > 1
+        and (facts.device(run).count or 1) > 1
         and len(run.sample_ranks) != len(run.samples)
     ):
         return "memory growth: the host readings' ranks are not known (CPU run under torchrun)"

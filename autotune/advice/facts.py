@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from autotune.advice.thresholds import MIN_MEMORY_SAMPLES, MIN_STEPS, limit
+from profilers.contract.figures import DeviceEntry
 from profilers.contract.records import DeviceSample, StepRecord
 from profilers.contract.rundir import RunData
 from profilers.contract.schema import PHASES, POWER_THERMAL_REASONS
@@ -211,9 +212,9 @@ def entries(run: RunData, key: str) -> list[dict[str, Any]]:
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
-def device(run: RunData) -> dict[str, Any]:
-    """summary.json's ``device`` (empty when missing)."""
-    return entry(run, "device")
+def device(run: RunData) -> DeviceEntry:
+    """summary.json's ``device``, typed (every field None for a study or a summary without it)."""
+    return summary_figures(run).device
 
 
 def job_gpus(run: RunData) -> list[int]:
@@ -224,13 +225,12 @@ def job_gpus(run: RunData) -> list[int]:
     GPUs, taken as NVML's numbering (right without ``CUDA_VISIBLE_DEVICES``).
     """
     dev = device(run)
-    if dev.get("kind") != "cuda":
+    if dev.kind != "cuda":
         return []
-    matched = dev.get("nvml_indexes")
-    if isinstance(matched, list) and all(isinstance(i, int) for i in matched):
-        return list(matched)
-    count = int(dev.get("count") or 1)
-    return list(range(count)) if count > 1 else [int(dev.get("index") or 0)]
+    if dev.nvml_indexes is not None:
+        return list(dev.nvml_indexes)
+    count = dev.count or 1
+    return list(range(count)) if count > 1 else [dev.index or 0]
 
 
 def summary_figures(run: RunData) -> ProfileSummary:
@@ -252,13 +252,14 @@ def gpu_entry(run: RunData, index: int) -> GpuFigures | None:
 
 def _gpu_name(run: RunData, index: int) -> str | None:
     gpu = gpu_entry(run, index)
-    return gpu.name if gpu is not None else device(run).get("name")
+    return gpu.name if gpu is not None else device(run).name
 
 
 @memoized
 def data_wait(run: RunData) -> DataWait | None:
     """Rank 0's data wait, from its measured steps (or summary.json's phases without them)."""
-    loader = entry(run, "profile_window").get("dataloader_iter")
+    w = summary_figures(run).window
+    loader = w.dataloader_iter if w is not None else None
     steps = measured_steps(run)
     if steps:
         total = sum(s.duration_ns for s in steps)
@@ -307,7 +308,7 @@ def device_memory(run: RunData) -> tuple[DeviceMemory, ...]:
         out.append(
             DeviceMemory(
                 index,
-                (gpu.name if gpu is not None else None) or device(run).get("name"),
+                (gpu.name if gpu is not None else None) or device(run).name,
                 int(total),
                 gpu.mem_used_bytes_max if gpu is not None else None,
                 peak_allocated,
@@ -582,31 +583,28 @@ def throttling(run: RunData) -> tuple[Throttling, ...]:
 @memoized
 def window(run: RunData) -> Window | None:
     """summary.json's ``profile_window`` as per-step figures and shares; None without one."""
-    w = entry(run, "profile_window")
-    if not w.get("wall_us") or not w.get("steps"):
+    w = summary_figures(run).window
+    if w is None:
         return None
-    wall, steps = float(w["wall_us"]), int(w["steps"])
+    steps = w.steps
 
-    def share(key: str) -> float | None:
-        value = w.get(key)
-        return None if value is None else float(value) / wall
+    def share(value: float | None) -> float | None:
+        return None if value is None else value / w.wall_us
 
-    kernels = w.get("kernels")
-    exposed = share("collective_exposed_us")
     median_s = summary_figures(run).step_median_s
     return Window(
         steps,
-        wall / steps,
-        share("cpu_op_self_us") or 0.0,
-        None if kernels is None else kernels / steps,
-        w.get("kernel_median_us"),
-        w.get("kernel_mean_us"),
-        share("kernel_busy_us"),
-        w.get("tensor_core_fraction"),
-        share("collective_time_us") or 0.0,
-        exposed,
-        w.get("collective_source"),
-        w.get("dataloader_iter"),
+        w.wall_us / steps,
+        share(w.cpu_op_self_us) or 0.0,
+        None if w.kernels is None else w.kernels / steps,
+        w.kernel_median_us,
+        w.kernel_mean_us,
+        share(w.kernel_busy_us),
+        w.tensor_core_fraction,
+        share(w.collective_time_us) or 0.0,
+        share(w.collective_exposed_us),
+        w.collective_source,
+        w.dataloader_iter,
         None if median_s is None else median_s * 1e6,
     )
 

@@ -55,7 +55,7 @@ def at_most(bound: float, if_: str) -> str:
 
 
 def _gpu(run: RunData) -> bool:
-    return facts.device(run).get("kind") == "cuda"
+    return facts.device(run).kind == "cuda"
 
 
 _CHEAPER_BATCHES = "make __getitem__ cheaper: pre-process the dataset once, decode and augment on the GPU"
@@ -238,7 +238,7 @@ def precision_fp32(run: RunData) -> Recommendation | None:
     """fp32 compute on a GPU whose tensor cores are many times faster in a reduced precision."""
     if not _gpu(run) or run.summary.get("precision") != "fp32":
         return None
-    name = str(facts.device(run).get("name") or "")
+    name = str(facts.device(run).name or "")
     peak = match_device(name)
     fast = "bf16" if peak is not None and peak.bf16_tflops else "fp16"
     fast_tflops = None if peak is None else peak.bf16_tflops or peak.fp16_tflops

@@ -204,4 +204,65 @@ class RunError:
         )
 
 
-__all__ = ["DeviceEntry", "LossFigures", "MemoryFigures", "RunError", "StepTimes", "Throughput", "TopOp"]
+@dataclass(frozen=True)
+class ProfileWindow:
+    """``profile_window``: the whole torch.profiler window summed up (profilers.runtime.deep.window_stats).
+
+    Times in µs over the window's ``steps``; the CUDA figures are None on the CPU.
+    """
+
+    steps: int
+    wall_us: float
+    cpu_op_self_us: float | None = None
+    kernels: int | None = None
+    kernel_time_us: float | None = None
+    kernel_mean_us: float | None = None
+    kernel_median_us: float | None = None
+    kernel_busy_us: float | None = None
+    tensor_core_fraction: float | None = None  # 0-1 of kernel time, by kernel name
+    collective_calls: int | None = None
+    collective_time_us: float | None = None
+    collective_exposed_us: float | None = None
+    collective_source: str | None = None  # "device_kernels", "backend_ranges", "frontend_ops"
+    dataloader_us: float | None = None
+    dataloader_iter: str | None = None  # the DataLoader iterator's class
+
+    @classmethod
+    def parse(cls, data: Any, where: str) -> ProfileWindow | None:
+        """``data`` (summary.json's ``profile_window``), checked; None without a window (or an empty one)."""
+        d, w = _object(data, f"{where}: profile_window"), f"{where}: profile_window"
+        steps, wall = optional_int(d, "steps", w), optional_number(d, "wall_us", w)
+        if not steps or not wall:
+            return None
+        def us(key: str) -> float | None:
+            return optional_number(d, key, w)
+
+        return cls(
+            steps=steps,
+            wall_us=wall,
+            cpu_op_self_us=us("cpu_op_self_us"),
+            kernels=optional_int(d, "kernels", w),
+            kernel_time_us=us("kernel_time_us"),
+            kernel_mean_us=us("kernel_mean_us"),
+            kernel_median_us=us("kernel_median_us"),
+            kernel_busy_us=us("kernel_busy_us"),
+            tensor_core_fraction=optional_number(d, "tensor_core_fraction", w),
+            collective_calls=optional_int(d, "collective_calls", w),
+            collective_time_us=us("collective_time_us"),
+            collective_exposed_us=us("collective_exposed_us"),
+            collective_source=optional_str(d, "collective_source", w),
+            dataloader_us=us("dataloader_us"),
+            dataloader_iter=optional_str(d, "dataloader_iter", w),
+        )
+
+
+__all__ = [
+    "DeviceEntry",
+    "LossFigures",
+    "MemoryFigures",
+    "ProfileWindow",
+    "RunError",
+    "StepTimes",
+    "Throughput",
+    "TopOp",
+]

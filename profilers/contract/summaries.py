@@ -21,6 +21,7 @@ from profilers.contract.figures import (
     DeviceEntry,
     LossFigures,
     MemoryFigures,
+    ProfileWindow,
     RunError,
     StepTimes,
     Throughput,
@@ -396,6 +397,8 @@ class ProfileSummary(_ReadsAsItsDict):
     warnings: tuple[str, ...]
     outcome: str | None
     error: RunError | None
+    window: ProfileWindow | None  # the torch.profiler window's totals (None when none ran)
+    params_used: dict[str, Any]  # the tuning parameters its code read, with their values
     raw: dict[str, Any] = field(repr=False, compare=False)
 
     @classmethod
@@ -431,6 +434,8 @@ class ProfileSummary(_ReadsAsItsDict):
             warnings=str_list(data, "warnings", where),
             outcome=optional_str(data, "outcome", where),
             error=RunError.parse(data.get("error"), where),
+            window=ProfileWindow.parse(data.get("profile_window"), where),
+            params_used=optional_dict(data, "params_used", where),
             raw=data,
         )
 
