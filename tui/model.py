@@ -16,6 +16,7 @@ from typing import Any
 from profilers.contract.schema import OPTIONAL_PHASES, PHASES
 from profilers.contract.schema import run_state as state_of
 from profilers.contract.study import convergence
+from profilers.contract.summaries import TrialEntry
 from profilers.contract.trial_view import TrialView, space_names, study_best_id, trial_views
 from profilers.contract.verdict import verdict_of
 
@@ -248,16 +249,24 @@ def live_info(
 
 
 def trials_info(
-    summary: dict[str, Any], entries: list[dict[str, Any]], running: Sequence[int] | None = ()
+    summary: dict[str, Any],
+    entries: Sequence[TrialEntry | dict[str, Any]],
+    running: Sequence[int] | None = (),
 ) -> TrialsInfo:
-    """The Trials screen's record: the table, the convergence and the effect of each parameter."""
+    """The Trials screen's record: the table, the convergence and the effect of each parameter.
+
+    ``entries`` given as summary.json's dicts are checked and typed here (SummaryError, one line).
+    """
     direction = str(summary.get("direction") or "maximize")
     best = summary.get("best") if isinstance(summary.get("best"), dict) else None
-    entries = sorted(entries, key=lambda t: int(t["id"]))
-    best_id = study_best_id(summary, entries)
+    trials = sorted(
+        (e if isinstance(e, TrialEntry) else TrialEntry.parse(e, "trial entries") for e in entries),
+        key=lambda t: t.id,
+    )
+    best_id = study_best_id(summary, trials)
     verdict = verdict_of(summary)
-    rows = list(trial_views(entries, best_id, space_names(summary)))
-    ids, values, best_so_far, statuses = convergence(entries, maximize=direction != "minimize")
+    rows = list(trial_views(trials, best_id, space_names(summary)))
+    ids, values, best_so_far, statuses = convergence(trials, maximize=direction != "minimize")
     names: list[str] = []
     for r in rows:
         names += [k for k in r.params if k not in names]

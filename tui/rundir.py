@@ -18,6 +18,7 @@ from typing import Any
 
 from profilers.contract.reader import RunStoreError, Snapshot
 from profilers.contract.schema import STORE_NAME, SUMMARY_NAME, TRIALS_DIR, run_state
+from profilers.contract.summaries import TrialEntry
 
 #: A run whose files changed this recently (seconds) and has no summary yet is shown as running.
 RUNNING_WITHIN_S = 120.0
@@ -101,8 +102,11 @@ def trial_dirs(study: Path) -> list[tuple[int, Path]]:
     return sorted(out)
 
 
-def stored_trials(path: Path) -> list[dict[str, Any]]:
-    """The trials of a study's ``run.db`` as summary trial entries (before summary.json exists)."""
+def stored_trials(path: Path) -> list[TrialEntry]:
+    """The trials of a study's ``run.db`` as summary trial entries (before summary.json exists).
+
+    SummaryError (one line) for a record this version cannot read.
+    """
     if not path.exists():
         return []
     with Snapshot(path, busy_timeout_s=5.0) as snap:
@@ -111,23 +115,22 @@ def stored_trials(path: Path) -> list[dict[str, Any]]:
     for record in records:
         metrics = record.get("metrics") or {}
         attrs = record.get("attrs") or {}
-        out.append(
-            {
-                "id": record["id"],
-                "baseline": not record.get("params"),
-                "params": record.get("params") or {},
-                "status": record.get("status"),
-                "objective": record.get("value"),
-                "throughput": metrics.get("samples_per_s"),
-                "peak_memory_bytes": metrics.get("peak_memory_bytes"),
-                "step_time_s": metrics.get("step_time_s"),
-                "world_size": attrs.get("world_size"),
-                "duration_s": record.get("duration_s"),
-                "stop_reason": attrs.get("stop_reason"),
-                "run_dir": attrs.get("run_dir"),
-                "error": record.get("error"),
-            }
-        )
+        entry = {
+            "id": record["id"],
+            "baseline": not record.get("params"),
+            "params": record.get("params") or {},
+            "status": record.get("status"),
+            "objective": record.get("value"),
+            "throughput": metrics.get("samples_per_s"),
+            "peak_memory_bytes": metrics.get("peak_memory_bytes"),
+            "step_time_s": metrics.get("step_time_s"),
+            "world_size": attrs.get("world_size"),
+            "duration_s": record.get("duration_s"),
+            "stop_reason": attrs.get("stop_reason"),
+            "run_dir": attrs.get("run_dir"),
+            "error": record.get("error"),
+        }
+        out.append(TrialEntry.parse(entry, f"{path}, trial records"))
     return out
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from profilers.contract.reader import summary_problem
 from profilers.contract.schema import STORE_NAME, SUMMARY_NAME
+from profilers.contract.summaries import SummaryError, TrialEntry
 
 from tui.model import LiveInfo, RunFacts, TrialsInfo, live_info, trials_info
 from tui.rundir import JsonFile, detect_kind, stored_trials, trial_dirs
@@ -125,12 +126,20 @@ class RunSource:
         if summary is not None and (why := summary_problem(summary, self._study_summary.path)):
             return Snapshot(self.run_dir, "study", self.run_dir.name, problem=why)
         summary = summary or {}
-        entries = summary.get("trials")
-        if not isinstance(entries, list) or not all(isinstance(t, dict) and "id" in t for t in entries):
+        raw = summary.get("trials")
+        entries: list[TrialEntry] = []
+        if isinstance(raw, list) and all(isinstance(t, dict) and "id" in t for t in raw):
+            try:
+                entries = [TrialEntry.parse(t, str(self._study_summary.path)) for t in raw]
+            except SummaryError as exc:
+                problem = str(exc)
+        else:
             try:
                 entries = stored_trials(self.run_dir / STORE_NAME)
+            except SummaryError as exc:
+                problem = str(exc)
             except (sqlite3.Error, ValueError, KeyError, TypeError, OSError) as exc:
-                problem, entries = f"{self.run_dir / STORE_NAME}: unreadable trials ({exc})", []
+                problem = f"{self.run_dir / STORE_NAME}: unreadable trials ({exc})"
         dirs = trial_dirs(self.run_dir)
         shown = _shown_trial(summary, dirs)
         if shown is not None and (self._trial is None or self._trial[0] != shown[0]):

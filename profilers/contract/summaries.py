@@ -75,6 +75,8 @@ class TrialEntry(_ReadsAsItsDict):
     baseline: bool = False  # the run of the script's own defaults
     cost_saving_vs_baseline: float | None = None  # 0-1, per sample at the study's price, in the search
     precision: str | None = None  # what its model ran in, as the profiler saw it
+    duration_s: float | None = None  # the trial's wall time
+    stop_reason: str | None = None  # why its step budget ended it (stopping.STOP_REASONS)
 
     @classmethod
     def parse(cls, data: Any, where: str) -> TrialEntry:
@@ -107,6 +109,8 @@ class TrialEntry(_ReadsAsItsDict):
             baseline=data.get("baseline") is True,
             cost_saving_vs_baseline=optional_number(data, "cost_saving_vs_baseline", where),
             precision=optional_str(data, "precision", where),
+            duration_s=optional_number(data, "duration_s", where),
+            stop_reason=optional_str(data, "stop_reason", where),
         )
 
     @property
