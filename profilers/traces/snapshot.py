@@ -116,87 +116,155 @@ class SnapshotAnalysis:
     notes: tuple[str, ...]
 
 
-def _frames(item: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    frames = item.get("frames")
-    return [f for f in frames if isinstance(f, Mapping)] if isinstance(frames, list) else []
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One frame of an allocation's stack, innermost first."""
+
+    filename: str
+    line: int | str
+    name: str
 
 
-def _is_library(filename: str) -> bool:
-    return any(part in filename for part in (*_LIBRARY_PARTS, *_OWN_PARTS))
+@dataclass(frozen=True, slots=True)
+class Action:
+    """One entry of the allocator's history (``device_traces``)."""
+
+    kind: str  # alloc, free_requested, free_completed, segment_alloc, segment_free, oom, …
+    addr: int
+    size: int  # bytes; for an oom, the request that failed
+    frames: tuple[Frame, ...]
+    device_free: int  # an oom's: the bytes CUDA still had free
 
 
-def _where(frames: Sequence[Mapping[str, Any]], stacks_recorded: bool = False) -> str:
-    """The first frame of the user's code (the innermost), else the innermost frame."""
-    for f in frames:
-        filename = str(f.get("filename", ""))
-        if filename and not _is_library(filename):
-            return f"{filename}:{f.get('line', '?')} in {f.get('name', '?')}"
-    if frames:
-        f = frames[0]
-        return f"{f.get('filename', '?')}:{f.get('line', '?')} in {f.get('name', '?')}"
-    return NO_PYTHON_FRAME if stacks_recorded else NO_STACKS
+@dataclass(frozen=True, slots=True)
+class Block:
+    """A block of a segment at the snapshot's moment."""
+
+    address: int
+    size: int
+    state: str  # active_allocated, inactive, …
+    frames: tuple[Frame, ...]
 
 
-def category_of(frames: Sequence[Mapping[str, Any]], stacks_recorded: bool = False) -> str:
-    """What an allocation is, read from its stack (innermost frame first)."""
-    if not frames and stacks_recorded:
-        return GRADIENTS
-    for category, marks in _CATEGORY_RULES:
-        for f in frames:
-            text = f"{f.get('filename', '')} {f.get('name', '')}"
-            if any(mark in text for mark in marks):
-                return category
-    return OTHER
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """One ``cudaMalloc``'d segment at the snapshot's moment."""
+
+    device: int
+    total_size: int
+    blocks: tuple[Block, ...]
 
 
 def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def _replay(entries: Sequence[Mapping[str, Any]], start_allocated: int) -> tuple[int, int, int, int | None]:
+def frames_of(item: Mapping[str, Any]) -> tuple[Frame, ...]:
+    """The frames an allocation, a block or an action carries (malformed ones left out)."""
+    raw = item.get("frames")
+    if not isinstance(raw, list):
+        return ()
+    return tuple(
+        Frame(str(f.get("filename", "?")), f.get("line", "?"), str(f.get("name", "?")))
+        for f in raw
+        if isinstance(f, Mapping)
+    )
+
+
+def _segments(data: Mapping[str, Any]) -> list[Segment]:
+    out = []
+    for s in data.get("segments") or []:
+        if not isinstance(s, Mapping):
+            continue
+        blocks = tuple(
+            Block(_int(b.get("address")), _int(b.get("size")), str(b.get("state", "")), frames_of(b))
+            for b in s.get("blocks") or []
+            if isinstance(b, Mapping)
+        )
+        out.append(Segment(_int(s.get("device")), _int(s.get("total_size")), blocks))
+    return out
+
+
+def _action(e: Mapping[str, Any]) -> Action:
+    kind, size = str(e.get("action", "")), _int(e.get("size"))
+    return Action(kind, _int(e.get("addr")), size, frames_of(e), _int(e.get("device_free")))
+
+
+def _traces(data: Mapping[str, Any]) -> list[list[Action]]:
+    raw = data.get("device_traces")
+    traces = raw if isinstance(raw, list) else []
+    return [[_action(e) for e in t if isinstance(e, Mapping)] if isinstance(t, list) else [] for t in traces]
+
+
+def _is_library(filename: str) -> bool:
+    return any(part in filename for part in (*_LIBRARY_PARTS, *_OWN_PARTS))
+
+
+def _where(frames: Sequence[Frame], stacks_recorded: bool = False) -> str:
+    """The first frame of the user's code (the innermost), else the innermost frame."""
+    for f in frames:
+        if f.filename and not _is_library(f.filename):
+            return f"{f.filename}:{f.line} in {f.name}"
+    if frames:
+        f = frames[0]
+        return f"{f.filename}:{f.line} in {f.name}"
+    return NO_PYTHON_FRAME if stacks_recorded else NO_STACKS
+
+
+def category_of(frames: Sequence[Frame], stacks_recorded: bool = False) -> str:
+    """What an allocation is, read from its stack (innermost frame first)."""
+    if not frames and stacks_recorded:
+        return GRADIENTS
+    for category, marks in _CATEGORY_RULES:
+        for f in frames:
+            text = f"{f.filename} {f.name}"
+            if any(mark in text for mark in marks):
+                return category
+    return OTHER
+
+
+def _replay(entries: Sequence[Action], start_allocated: int) -> tuple[int, int, int, int | None]:
     """(peak allocated, its entry index, allocated at the end, index of the last OOM)."""
     allocated = peak = start_allocated
     peak_at, oom_at = -1, None
     for i, e in enumerate(entries):
-        action = e.get("action")
-        if action == "alloc":
-            allocated += _int(e.get("size"))
+        if e.kind == "alloc":
+            allocated += e.size
             if allocated > peak:
                 peak, peak_at = allocated, i
-        elif action == "free_completed":
-            allocated -= _int(e.get("size"))
-        elif action == "oom":
+        elif e.kind == "free_completed":
+            allocated -= e.size
+        elif e.kind == "oom":
             oom_at = i
     return peak, peak_at, allocated, oom_at
 
 
 def _live_until(
-    entries: Sequence[Mapping[str, Any]], upto: int, before: int
-) -> tuple[dict[int, tuple[int, list[Any]]], int]:
+    entries: Sequence[Action], upto: int, before: int
+) -> tuple[dict[int, tuple[int, tuple[Frame, ...]]], int]:
     """What is live after entry ``upto``: the history's allocations, and the bytes of ``before``.
 
     Returns (address -> (size, frames) of the allocations the history made, bytes allocated before
     the history began that are still live). A free of an address the history never allocated frees
     part of what was allocated before it.
     """
-    live: dict[int, tuple[int, list[Any]]] = {}
+    live: dict[int, tuple[int, tuple[Frame, ...]]] = {}
     for e in entries[: upto + 1]:
-        action = e.get("action")
-        if action == "alloc":
-            live[_int(e.get("addr"))] = (_int(e.get("size")), _frames(e))
-        elif action == "free_completed" and live.pop(_int(e.get("addr")), None) is None:
-            before = max(0, before - _int(e.get("size")))
+        if e.kind == "alloc":
+            live[e.addr] = (e.size, e.frames)
+        elif e.kind == "free_completed" and live.pop(e.addr, None) is None:
+            before = max(0, before - e.size)
     return live, before
 
 
-def _reserved_at(entries: Sequence[Mapping[str, Any]], upto: int, reserved_end: int) -> int:
+def _reserved_at(entries: Sequence[Action], upto: int, reserved_end: int) -> int:
     """Reserved bytes after entry ``upto``, counted back from the snapshot's segments."""
     after = 0
     for e in entries[upto + 1 :]:
-        if e.get("action") == "segment_alloc":
-            after += _int(e.get("size"))
-        elif e.get("action") == "segment_free":
-            after -= _int(e.get("size"))
+        if e.kind == "segment_alloc":
+            after += e.size
+        elif e.kind == "segment_free":
+            after -= e.size
     return reserved_end - after
 
 
@@ -222,26 +290,21 @@ def _fixes(by_category: Mapping[str, int], shortfall: int) -> tuple[str, ...]:
 
 def analyse_snapshot(data: Mapping[str, Any], top: int = 10) -> SnapshotAnalysis:
     """The peak, what held it, fragmentation and the OOM of the device with the highest peak."""
-    segments = [s for s in data.get("segments") or [] if isinstance(s, Mapping)]
-    raw_traces = data.get("device_traces")
-    traces: list[Any] = raw_traces if isinstance(raw_traces, list) else []
-    devices = {_int(s.get("device")) for s in segments} | {i for i, t in enumerate(traces) if t}
+    segments, traces = _segments(data), _traces(data)
+    devices = {s.device for s in segments} | {i for i, t in enumerate(traces) if t}
     if not devices:
         raise SnapshotError("the snapshot has no segments and no allocator history: nothing was allocated")
     results = [_device(d, segments, traces[d] if d < len(traces) else [], top) for d in sorted(devices)]
     return max(results, key=lambda r: r.peak_allocated_bytes)
 
 
-def _device(
-    device: int, all_segments: list[Mapping[str, Any]], entries: list[Any], top: int
-) -> SnapshotAnalysis:
-    segments = [s for s in all_segments if _int(s.get("device")) == device]
-    blocks = [b for s in segments for b in s.get("blocks") or [] if isinstance(b, Mapping)]
-    active = [b for b in blocks if b.get("state") == "active_allocated"]
-    allocated_end = sum(_int(b.get("size")) for b in active)
-    reserved_end = sum(_int(s.get("total_size")) for s in segments)
-    largest_free = max((_int(b.get("size")) for b in blocks if b.get("state") == "inactive"), default=0)
-    entries = [e for e in entries if isinstance(e, Mapping)]
+def _device(device: int, all_segments: list[Segment], entries: list[Action], top: int) -> SnapshotAnalysis:
+    segments = [s for s in all_segments if s.device == device]
+    blocks = [b for s in segments for b in s.blocks]
+    active = [b for b in blocks if b.state == "active_allocated"]
+    allocated_end = sum(b.size for b in active)
+    reserved_end = sum(s.total_size for s in segments)
+    largest_free = max((b.size for b in blocks if b.state == "inactive"), default=0)
     notes = []
     _, _, end, _ = _replay(entries, 0)
     # the history is a ring: allocations older than its first entry are still live; what the trace
@@ -251,11 +314,11 @@ def _device(
     if before and entries:
         notes.append(
             f"{before / 2**20:,.1f} MiB were allocated before the recorded history began (it keeps the "
-            "last max_entries actions): counted as live from its start, their stacks unknown"
+            "last max_entries actions): counted as live until the history frees them, their stacks unknown"
         )
-    stacks_recorded = any(_frames(e) for e in entries)
+    stacks_recorded = any(e.frames for e in entries)
     if peak_at < 0:  # no history: the snapshot's own state
-        live = {_int(b.get("address")): (_int(b.get("size")), _frames(b)) for b in active}
+        live = {b.address: (b.size, b.frames) for b in active}
         peak, reserved_peak, before_live = allocated_end, reserved_end, 0
         if not entries:
             notes.append("no allocator history in the snapshot: the figures are its moment's, not the peak's")
@@ -280,7 +343,7 @@ def _device(
         e = entries[oom_at]
         allocated_oom = _replay(entries[:oom_at], before)[2]
         reserved_oom = _reserved_at(entries, oom_at, reserved_end)
-        requested, free = _int(e.get("size")), _int(e.get("device_free"))
+        requested, free = e.size, e.device_free
         capacity = reserved_oom + free
         shortfall = max(0, allocated_oom + requested - capacity)
         oom = OomFacts(requested, free, allocated_oom, reserved_oom, capacity, shortfall,
@@ -315,12 +378,17 @@ __all__ = [
     "BEFORE_HISTORY",
     "NO_PYTHON_FRAME",
     "NO_STACKS",
+    "Action",
+    "Block",
+    "Frame",
     "OomFacts",
+    "Segment",
     "Site",
     "SnapshotAnalysis",
     "SnapshotError",
     "analyse_snapshot",
     "category_of",
+    "frames_of",
     "is_snapshot_path",
     "read_snapshot",
 ]

@@ -18,6 +18,7 @@ from profilers.traces.snapshot import (
     SnapshotError,
     analyse_snapshot,
     category_of,
+    frames_of,
     read_snapshot,
 )
 
@@ -108,9 +109,13 @@ def test_a_snapshot_without_history_reports_its_own_moment():
 
 
 def test_categories_come_from_the_stack():
-    assert category_of(OPT) == "optimizer state and update"
-    assert category_of(ACTS) == "activations (forward)"
-    assert category_of([{"filename": "/home/me/x.py", "line": 1, "name": "main"}]) == "other"
+    def stack(frames):
+        return frames_of({"frames": frames})
+
+    assert category_of(stack(OPT)) == "optimizer state and update"
+    assert category_of(stack(ACTS)) == "activations (forward)"
+    assert category_of(stack([{"filename": "/home/me/x.py", "line": 1, "name": "main"}])) == "other"
+    assert category_of(()) == "other" and category_of((), stacks_recorded=True) == "gradients (backward)"
 
 
 def test_a_pickle_that_names_a_class_is_refused_without_running_it(tmp_path):
