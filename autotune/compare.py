@@ -135,7 +135,7 @@ def run_side(run_dir: Path, kind: str = "profile", label: str | None = None, par
         step_high_s=f.step_time.p90_s,
         steps=f.measured_steps or 0,
         samples_per_s=f.throughput.samples_per_s,
-        samples_per_s_ci95=f.throughput.samples_per_s_ci95,
+        samples_per_s_ci95=f.throughput.bounded_ci95,
         peak_memory_bytes=f.peak_memory_bytes,
         device=f.device.name,
         load=load_of(run.summary),

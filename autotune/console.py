@@ -19,7 +19,7 @@ from autotune.fmt import NA, format_bytes, format_pct, format_rate, format_secon
 from profilers.contract.load import load_line, load_of
 from profilers.contract.outcome import STOPPED_BY, outcome_sentence
 from profilers.contract.schema import OPTIONAL_PHASES, PHASES
-from profilers.contract.summaries import ProfileSummary
+from profilers.contract.summaries import ProfileSummary, SummaryError
 
 BAR_WIDTH = 20
 _EIGHTHS = " ▏▎▍▌▋▊▉"
@@ -299,5 +299,13 @@ def draw_summary_view(view: SummaryView, console: Console) -> None:
 def render_summary(
     summary: ProfileSummary | Mapping[str, Any], console: Console, run_dir: object = None
 ) -> None:
-    """Print the readable summary of one profile (``summary.json`` content) to ``console``."""
-    draw_summary_view(build_summary_view(summary, run_dir), console)
+    """Print the readable summary of one profile (``summary.json`` content) to ``console``.
+
+    A summary this version cannot read is one line, never a traceback at the end of the user's run.
+    """
+    try:
+        view = build_summary_view(summary, run_dir)
+    except SummaryError as exc:
+        console.print(Text(f"autotune: cannot show this run's summary ({exc})", style="bold red"))
+        return
+    draw_summary_view(view, console)

@@ -52,7 +52,9 @@ class Throughput:
 
     samples_per_s: float | None = None
     tokens_per_s: float | None = None
-    samples_per_s_ci95: tuple[float, float] | None = None
+    #: 95% interval (low, high); high is None when the interval of the mean step time reaches 0
+    #: (``summarize.rate_interval``: a few steps far apart).
+    samples_per_s_ci95: tuple[float | None, float | None] | None = None
 
     @classmethod
     def parse(cls, data: Any, where: str) -> Throughput:
@@ -61,10 +63,16 @@ class Throughput:
         ci = d.get("samples_per_s_ci95")
         interval = None
         if ci is not None:
-            if not (isinstance(ci, list) and len(ci) == 2 and all(is_number(v) for v in ci)):
+            if not (isinstance(ci, list) and len(ci) == 2 and all(v is None or is_number(v) for v in ci)):
                 raise SummaryError(f"{w}: 'samples_per_s_ci95' must be [low, high] or null, not {ci!r}"[:300])
-            interval = (float(ci[0]), float(ci[1]))
+            interval = (None if ci[0] is None else float(ci[0]), None if ci[1] is None else float(ci[1]))
         return cls(optional_number(d, "samples_per_s", w), optional_number(d, "tokens_per_s", w), interval)
+
+    @property
+    def bounded_ci95(self) -> tuple[float, float] | None:
+        """The interval when both its ends are known."""
+        ci = self.samples_per_s_ci95
+        return None if ci is None or ci[0] is None or ci[1] is None else (ci[0], ci[1])
 
 
 @dataclass(frozen=True)

@@ -277,3 +277,20 @@ def test_the_machines_load_is_one_line_everywhere():
     assert overview_section(RunData(Path("run"), "profile", loaded), ()).load == line
     assert metrics(build_summary_view(SUMMARY))["Machine load"] == "n/a (not recorded)"
     assert overview_section(RunData(Path("run"), "profile", SUMMARY), ()).load is None
+
+
+def test_a_summary_it_cannot_read_is_one_line_at_the_end_of_a_run():
+    out = io.StringIO()
+    render_summary({"throughput": {"samples_per_s": "fast"}}, Console(file=out, width=200))
+    assert out.getvalue().strip().splitlines() == [
+        "autotune: cannot show this run's summary (summary.json: throughput: 'samples_per_s' must be a "
+        "number or null, not 'fast')"
+    ]
+
+
+def test_a_throughput_interval_open_at_the_top_is_read():
+    """summarize.rate_interval leaves the upper end None when the mean step's interval reaches 0 (seen
+    at the end of a crashed run's few steps)."""
+    throughput = {"samples_per_s": 2280.7, "samples_per_s_ci95": [2280.7, None]}
+    view = build_summary_view(dict(SUMMARY, throughput=throughput))
+    assert metrics(view)["Throughput"] == "2,281 samples/s"
