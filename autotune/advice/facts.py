@@ -235,10 +235,7 @@ def job_gpus(run: RunData) -> list[int]:
 
 def summary_figures(run: RunData) -> ProfileSummary:
     """The run's summary, typed (``RunData.figures``; an empty one for a study)."""
-    return run.figures if run.figures is not None else _NO_FIGURES
-
-
-_NO_FIGURES = ProfileSummary.parse({}, "no summary")
+    return run.figures if run.figures is not None else ProfileSummary.empty()
 
 
 def gpu_entry(run: RunData, index: int) -> GpuFigures | None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from profilers.contract.study import energy_per_sample, usd_per_million
+from profilers.contract.summaries import ProfileSummary
 
 ObjectiveName = Literal["throughput", "cost", "energy"]
 #: Each objective and whether larger or smaller is better.
@@ -57,19 +58,22 @@ class Scoring:
         """The key of the objective in a trial's metrics."""
         return OBJECTIVE_METRIC[self.objective]
 
-    def metrics(self, summary: Mapping[str, Any], devices: int) -> dict[str, float | None]:
-        """Every metric of a trial from its profiler summary; ``objective`` is the scored one."""
-        throughput = summary.get("throughput") or {}
-        samples_per_s = _float(throughput.get("samples_per_s"))
-        step = summary.get("step_time_s") or {}
+    def metrics(self, summary: ProfileSummary | Mapping[str, Any], devices: int) -> dict[str, float | None]:
+        """Every metric of a trial from its profiler summary; ``objective`` is the scored one.
+
+        ``summary`` is the parsed record, or summary.json's dict (parsed here).
+        """
+        if not isinstance(summary, ProfileSummary):
+            summary = ProfileSummary.parse(dict(summary), "summary.json")
+        samples_per_s = _float(summary.throughput.samples_per_s)
         out: dict[str, float | None] = {
             "samples_per_s": samples_per_s,
-            "tokens_per_s": _float(throughput.get("tokens_per_s")),
-            "peak_memory_bytes": _float(summary.get("peak_memory_bytes")),
-            "step_time_s": _float(step.get("median")),
+            "tokens_per_s": _float(summary.throughput.tokens_per_s),
+            "peak_memory_bytes": _float(summary.peak_memory_bytes),
+            "step_time_s": _float(summary.step_time.median_s),
             "devices": float(devices),
             "usd_per_million_samples": self.cost_per_million(samples_per_s, devices),
-            "joules_per_sample": energy_per_sample(summary.get("gpu"), samples_per_s),
+            "joules_per_sample": energy_per_sample(summary.raw.get("gpu"), samples_per_s),
         }
         out["objective"] = out[self.metric]
         return out

@@ -22,7 +22,6 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from autotune.knobs import PARAM_ENV_PREFIX, param_env_var
 from autotune.search.space import Space, Value
@@ -31,6 +30,8 @@ from autotune.tuner.devices import usable_cpus
 from autotune.tuner.host_load import OtherLoad
 from autotune.tuner.objectives import Scoring
 from autotune.tuner.presets import preset_args
+from profilers.contract.schema import SUMMARY_NAME
+from profilers.contract.summaries import ProfileSummary, SummaryError
 from profilers.runtime.options import option_args
 
 LOG_NAME = "trial.log"
@@ -89,29 +90,30 @@ class TrialOutcome:
     status: str  # "ok", "oom", "crashed", "timeout", "diverged" or "infeasible"
     run_dir: Path
     duration_s: float
-    summary: dict[str, Any] | None = None
+    summary: ProfileSummary | None = None  # the trial run's summary.json, parsed
     error: str | None = None
     #: Mean cores other processes kept busy while the trial ran (see autotune.tuner.host_load).
     other_load_cores: float | None = None
 
     @property
+    def figures(self) -> ProfileSummary:
+        """The trial's summary, or an empty one when it wrote none."""
+        return self.summary if self.summary is not None else ProfileSummary.empty()
+
+    @property
     def throughput(self) -> float | None:
         """Samples per second (job-wide under torchrun), or None."""
-        if self.summary is None:
-            return None
-        value = (self.summary.get("throughput") or {}).get("samples_per_s")
-        return float(value) if value is not None else None
+        return self.figures.throughput.samples_per_s
 
     @property
     def peak_memory_bytes(self) -> int | None:
         """Peak memory the profiler measured, or None."""
-        return None if self.summary is None else self.summary.get("peak_memory_bytes")
+        return self.figures.peak_memory_bytes
 
     @property
     def step_time_s(self) -> float | None:
         """Median measured step time in seconds, or None."""
-        value = ((self.summary or {}).get("step_time_s") or {}).get("median")
-        return float(value) if value is not None else None
+        return self.figures.step_time.median_s
 
 
 def trial_world_size(settings: TrialSettings, params: Mapping[str, Value]) -> int:
@@ -252,13 +254,15 @@ def run_trial(
             _kill_group(proc)
             raise
     duration_s = time.monotonic() - started
-    summary = _read_summary(run_dir)
+    summary, unreadable = _read_summary(run_dir)
     status, error = classify(code, timed_out, _tail(log_path), summary, settings)
+    if unreadable is not None and status != "timeout":
+        status, error = "crashed", unreadable
     return TrialOutcome(status, run_dir, duration_s, summary, error, load.cores())
 
 
 def classify(
-    code: int, timed_out: bool, log_tail: str, summary: dict[str, Any] | None, settings: TrialSettings
+    code: int, timed_out: bool, log_tail: str, summary: ProfileSummary | None, settings: TrialSettings
 ) -> tuple[str, str | None]:
     """(status, error) of a finished trial process."""
     if timed_out:
@@ -267,19 +271,18 @@ def classify(
         status = "oom" if any(marker in log_tail for marker in _OOM_MARKERS) else "crashed"
         cause = error_line(log_tail)
         return status, f"{cause} (exit status {code})\n{log_tail}".strip()
-    if summary is None or not summary.get("measured_steps"):
+    if summary is None or not summary.measured_steps:
         return (
             "crashed",
             f"the script ended without measured steps (summary: {summary is not None}); {log_tail}",
         )
-    loss = summary.get("loss") or {}
-    if loss.get("non_finite_steps"):
-        return "diverged", f"the loss is NaN or infinite from step {loss.get('first_non_finite_step')}"
-    peak = summary.get("peak_memory_bytes")
+    if summary.loss.non_finite_steps:
+        return "diverged", f"the loss is NaN or infinite from step {summary.loss.first_non_finite_step}"
+    peak = summary.peak_memory_bytes
     budget = settings.memory_budget_bytes
     if budget is not None and peak is not None and peak > budget:
         return "oom", f"peak memory {peak} bytes is over the budget of {budget} bytes"
-    step = (summary.get("step_time_s") or {}).get("median")
+    step = summary.step_time.median_s
     limit = settings.max_step_time_s
     if limit is not None and step is not None and step > limit:
         return "infeasible", f"median step time {step:.3g} s is over the limit of {limit:g} s"
@@ -303,7 +306,7 @@ def study_objective(
         outcome = run_trial(settings, space, params, trials_dir / f"trial-{counter['n']:04d}")
         if outcome.status != "ok":
             raise Infeasible(outcome.error or outcome.status, status=outcome.status)
-        metrics = scoring.metrics(outcome.summary or {}, trial_world_size(settings, params))
+        metrics = scoring.metrics(outcome.figures, trial_world_size(settings, params))
         if metrics["objective"] is None:
             raise Infeasible(f"the trial measured no {scoring.metric}", status="crashed")
         return metrics
@@ -349,12 +352,19 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
             continue
 
 
-def _read_summary(run_dir: Path) -> dict[str, Any] | None:
+def _read_summary(run_dir: Path) -> tuple[ProfileSummary | None, str | None]:
+    """(the trial's summary, parsed; why it could not be read), None for a trial that wrote none."""
+    path = run_dir / SUMMARY_NAME
     try:
-        data = json.loads((run_dir / "summary.json").read_text())
+        data = json.loads(path.read_text())
     except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+        return None, None
+    if not isinstance(data, dict):
+        return None, f"{path}: not a summary (a JSON object)"
+    try:
+        return ProfileSummary.parse(data, str(path)), None
+    except SummaryError as exc:
+        return None, str(exc)
 
 
 #: ``SomeError: ...`` (a traceback's last line), or argparse's ``prog: error: ...`` (exit status 2).

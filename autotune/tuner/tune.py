@@ -65,6 +65,7 @@ from autotune.tuner.tune_checks import (
 )
 from autotune.tuner.tune_summary import tune_summary, write_json
 from profilers.contract.schema import TRIALS_DIR, TUNE_LOCK_NAME, resolve_trial_dir
+from profilers.contract.summaries import ProfileSummary
 
 STORE_NAME = "run.db"
 
@@ -377,7 +378,7 @@ class Tuner:
                 role,
                 outcome.status,
                 outcome.throughput if ok else None,
-                _throughput_ci(outcome.summary or {}) if ok else None,
+                _throughput_ci(outcome.figures) if ok else None,
                 outcome.other_load_cores,
                 outcome.duration_s,
                 _relative_to(run_dir, self.run_dir),
@@ -400,7 +401,7 @@ class Tuner:
         attrs = {**self._attrs(outcome, world_size), **self._running.facts(None, started_at)}
         if outcome.status != "ok":
             return Trial(0, {}, outcome.status, None, {}, outcome.duration_s, outcome.error, attrs, point)
-        metrics = self.config.scoring.metrics(outcome.summary or {}, world_size)
+        metrics = self.config.scoring.metrics(outcome.figures, world_size)
         value = metrics["objective"]
         if value is None:
             error = f"the trial measured no {self.config.scoring.metric}"
@@ -474,7 +475,7 @@ class Tuner:
                     why = error_line(outcome.error or "")
                     self.on_note(f"precision={precision}: the machine cannot run it ({why}); not tried again")
             raise Infeasible(outcome.error or outcome.status, status=outcome.status, attrs=attrs)
-        metrics = self.config.scoring.metrics(outcome.summary or {}, world_size)
+        metrics = self.config.scoring.metrics(outcome.figures, world_size)
         if metrics["objective"] is None:
             raise Infeasible(f"the trial measured no {self.config.scoring.metric}", "crashed", attrs)
         drift = self._drift(study, params, outcome)
@@ -489,25 +490,24 @@ class Tuner:
         return self.run_dir / TRIALS_DIR / f"trial-{trial_id:04d}"
 
     def _attrs(self, outcome: TrialOutcome, world_size: int) -> dict[str, Any]:
-        summary = outcome.summary or {}
-        loss = summary.get("loss") or {}
+        summary = outcome.figures
         return {
             "run_dir": _relative_to(outcome.run_dir, self.run_dir),
             "world_size": world_size,
-            "params_used": _params_used(outcome),
-            "stop_reason": summary.get("stop_reason"),
-            "measured_steps": summary.get("measured_steps"),
-            "precision": summary.get("precision"),
+            "params_used": dict(summary.params_used),
+            "stop_reason": summary.stop_reason,
+            "measured_steps": summary.measured_steps,
+            "precision": summary.precision,
             "samples_per_step": _samples_per_step(summary),
-            "flops_per_step": summary.get("flops_per_step"),
-            "loss_per_step": loss.get("per_step"),
+            "flops_per_step": summary.flops_per_step,
+            "loss_per_step": None if summary.loss.per_step is None else list(summary.loss.per_step),
             "device_memory_bytes": _device_memory_bytes(summary),
             "throughput_ci95": _throughput_ci(summary),
             "stable": measured_stably(summary, self.config.settings.stable_within),
             "other_load_cores": outcome.other_load_cores,
             "threads_per_rank": self.config.settings.threads_per_rank,
-            "device_kind": (summary.get("device") or {}).get("kind"),
-            "device_name": (summary.get("device") or {}).get("name"),
+            "device_kind": summary.device.kind,
+            "device_name": summary.device.name,
         }
 
     def _stop_below(self, world_size: int) -> float | None:
@@ -579,19 +579,19 @@ class Tuner:
         )
 
 
-def _throughput_ci(summary: Mapping[str, Any]) -> list[float | None] | None:
+def _throughput_ci(summary: ProfileSummary) -> list[float | None] | None:
     """A profile summary's throughput interval (``throughput.samples_per_s_ci95``), or None."""
-    ci = (summary.get("throughput") or {}).get("samples_per_s_ci95")
-    return list(ci) if isinstance(ci, list) else None
+    ci = summary.throughput.samples_per_s_ci95
+    return list(ci) if ci is not None else None
 
 
-def measured_stably(summary: Mapping[str, Any], within: float | None) -> bool | None:
+def measured_stably(summary: ProfileSummary, within: float | None) -> bool | None:
     """Whether a trial's throughput is known to ``within`` (its 95% interval's half-width over it).
 
     None without a measurement. ``within`` None (the study ran trials to their step budget) takes
     the tuner's default of 5%.
     """
-    rate, ci = (summary.get("throughput") or {}).get("samples_per_s"), _throughput_ci(summary)
+    rate, ci = summary.throughput.samples_per_s, summary.throughput.samples_per_s_ci95
     if not rate or not ci:
         return None
     if ci[0] is None or ci[1] is None:
@@ -650,25 +650,15 @@ def _baseline_point(space: Space, baseline: Trial) -> dict[str, Value] | None:
     return {name: used[name] for name in space.names}
 
 
-def _params_used(outcome: TrialOutcome) -> dict[str, Any]:
-    used = (outcome.summary or {}).get("params_used")
-    return dict(used) if isinstance(used, dict) else {}
-
-
-def _samples_per_step(summary: Mapping[str, Any]) -> int | None:
+def _samples_per_step(summary: ProfileSummary) -> int | None:
     """Samples in one optimizer step, job-wide: throughput times the mean step time."""
-    rate = (summary.get("throughput") or {}).get("samples_per_s")
-    mean_s = (summary.get("step_time_s") or {}).get("mean")
+    rate, mean_s = summary.throughput.samples_per_s, summary.step_time.mean_s
     return round(rate * mean_s) if rate and mean_s else None
 
 
-def _device_memory_bytes(summary: Mapping[str, Any]) -> int | None:
+def _device_memory_bytes(summary: ProfileSummary) -> int | None:
     """The first GPU's total memory, from a profiler summary (None on a CPU run)."""
-    gpus = summary.get("gpu")
-    if isinstance(gpus, list) and gpus and isinstance(gpus[0], dict):
-        total = gpus[0].get("mem_total_bytes")
-        return int(total) if total else None
-    return None
+    return (summary.gpus[0].mem_total_bytes or None) if summary.gpus else None
 
 
 def _first_line(text: str | None) -> str:

@@ -16,7 +16,6 @@ from profilers.contract.json_checks import (
     SummaryError,
     is_number,
     optional_int,
-    optional_list,
     optional_number,
     optional_str,
 )
@@ -85,14 +84,16 @@ class LossFigures:
     last_mean: float | None = None
     non_finite_steps: int = 0
     first_non_finite_step: int | None = None
-    per_step: tuple[float | None, ...] = ()
+    per_step: tuple[float | None, ...] | None = None  # None: not recorded
 
     @classmethod
     def parse(cls, data: Any, where: str) -> LossFigures:
         """``data`` (summary.json's ``loss``), checked."""
         d, w = _object(data, f"{where}: loss"), f"{where}: loss"
-        per_step = optional_list(d, "per_step", w)
-        if not all(v is None or is_number(v) for v in per_step):
+        per_step = d.get("per_step")
+        if per_step is not None and not (
+            isinstance(per_step, list) and all(v is None or is_number(v) for v in per_step)
+        ):
             raise SummaryError(f"{w}: 'per_step' must hold numbers or nulls")
         return cls(
             first=optional_number(d, "first", w),
@@ -101,7 +102,7 @@ class LossFigures:
             last_mean=optional_number(d, "last_mean", w),
             non_finite_steps=optional_int(d, "non_finite_steps", w) or 0,
             first_non_finite_step=optional_int(d, "first_non_finite_step", w),
-            per_step=tuple(None if v is None else float(v) for v in per_step),
+            per_step=None if per_step is None else tuple(None if v is None else float(v) for v in per_step),
         )
 
 

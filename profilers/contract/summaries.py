@@ -443,6 +443,11 @@ class ProfileSummary(_ReadsAsItsDict):
             raw=data,
         )
 
+    @classmethod
+    def empty(cls) -> ProfileSummary:
+        """The summary of a run that wrote none: every figure missing."""
+        return _EMPTY_PROFILE
+
     @property
     def step_median_s(self) -> float | None:
         """The median measured step time in seconds."""
@@ -456,6 +461,9 @@ class ProfileSummary(_ReadsAsItsDict):
     def gpu(self, index: int) -> GpuFigures | None:
         """The entry of NVML index ``index``, or None."""
         return next((g for g in self.gpus if g.index == index), None)
+
+
+_EMPTY_PROFILE = ProfileSummary.parse({}, "no summary")
 
 
 __all__ = [

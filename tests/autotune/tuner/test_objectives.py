@@ -9,6 +9,7 @@ import pytest
 
 from autotune.tuner.objectives import Scoring
 from profilers.contract.study import energy_per_sample, pareto_front
+from profilers.contract.summaries import SummaryError
 
 GIB = 2**30
 
@@ -98,9 +99,10 @@ def test_metrics_without_a_price_or_a_rate() -> None:
         "joules_per_sample": None,
         "objective": None,
     }
-    odd = Scoring().metrics(summary(peak_memory_bytes=True, throughput={"samples_per_s": 0}), 1)
-    assert odd["peak_memory_bytes"] is None  # a bool is no number
-    assert odd["samples_per_s"] == 0.0 and odd["joules_per_sample"] is None
+    zero = Scoring().metrics(summary(throughput={"samples_per_s": 0}), 1)
+    assert zero["samples_per_s"] == 0.0 and zero["joules_per_sample"] is None
+    with pytest.raises(SummaryError, match="'peak_memory_bytes' must be int or float or null, not True"):
+        Scoring().metrics(summary(peak_memory_bytes=True), 1)  # a bool is no number: refused where read
 
 
 # --------------------------------------------------------------------------- throughput floor

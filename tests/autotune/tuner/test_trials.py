@@ -194,3 +194,21 @@ def test_a_trials_threads_reach_every_rank(tmp_path):
     two = TrialSettings(**{**settings.__dict__, "world_size": 2})
     assert run_trial(two, None, {}, tmp_path / "two").status == "ok"
     assert {(tmp_path / f"threads-{r}").read_text() for r in (0, 1)} == {"2"}
+
+
+def test_a_trial_summary_this_version_cannot_read_is_named_not_scored(tmp_path):
+    """A trial's summary.json is parsed once where the tuner reads it: a figure of the wrong type is the
+    trial's one-line error (the trial counts as crashed), never a metric of None read far from it."""
+    import json
+
+    from autotune.tuner.trials import _read_summary
+
+    (tmp_path / "summary.json").write_text(json.dumps({"measured_steps": 8, "peak_memory_bytes": "8 GB"}))
+    summary, problem = _read_summary(tmp_path)
+    assert summary is None
+    where = tmp_path / "summary.json"
+    assert problem == f"{where}: 'peak_memory_bytes' must be int or float or null, not '8 GB'"
+    (tmp_path / "summary.json").write_text(json.dumps({"measured_steps": 8, "peak_memory_bytes": 1024}))
+    summary, problem = _read_summary(tmp_path)
+    assert problem is None and summary.measured_steps == 8 and summary.peak_memory_bytes == 1024
+    assert _read_summary(tmp_path / "none") == (None, None)  # no summary written: the trial's log says why
