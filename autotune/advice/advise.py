@@ -70,13 +70,13 @@ def _why_not_window(run: RunData, what: str, gpu: bool) -> str | None:
 def _why_not_fp32(run: RunData) -> str | None:
     if _cpu(run):
         return "precision: CPU run (tensor cores are a GPU feature)"
-    name = facts.device(run).name
-    if run.summary.get("precision") == "fp32" and match_device(str(name or "")) is None:
+    name, precision = facts.device(run).name, facts.summary_figures(run).precision
+    if precision == "fp32" and match_device(str(name or "")) is None:
         return (
             f"precision: no peak figures for {name!r} in profilers/runtime/flops.py, "
             "so its tensor cores are unknown"
         )
-    return None if run.summary.get("precision") else "precision: the run did not record its precision"
+    return None if precision else "precision: the run did not record its precision"
 
 
 def _why_not_memory(run: RunData) -> str | None:
@@ -127,8 +127,8 @@ def _not_a_study(run: RunData) -> str | None:
 def _why_not_apply(run: RunData) -> str | None:
     if run.kind != "tune":
         return "a profile run, not a tuning study"
-    best, base = run.summary.get("best"), run.summary.get("baseline")
-    if not isinstance(best, dict) or not isinstance(base, dict) or base.get("status") != "ok":
+    study = run.study
+    if study is None or study.best is None or study.baseline is None or not study.baseline.ok:
         return "tuned configuration: the study has no ok baseline and best trial to compare"
     return None
 
@@ -169,10 +169,8 @@ def advise(run: RunData) -> AdviceSection:
         recs, checked, missing = _run_rules(PROFILE_RULES, run)
         return AdviceSection(_sorted(recs), _thresholds(checked), tuple(missing))
     recs, checked, missing = _run_rules(STUDY_RULES, run)
-    best = run.summary.get("best") or run.summary.get("baseline") or {}
-    label = (
-        f"trial {best.get('id')}" if isinstance(best, dict) and best.get("id") is not None else "the study"
-    )
+    best = (run.study.best or run.study.baseline) if run.study is not None else None
+    label = f"trial {best.id}" if best is not None else "the study"
     if run.profile is None:
         missing.append(f"profile rules: the run of {label} cannot be read, so only the study rules ran")
     else:

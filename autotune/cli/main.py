@@ -206,7 +206,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
         console = Console(stderr=True)
         render_summary(prof.summary, console, run_dir=prof.run_dir)
-        if prof.summary.get("outcome") == "no_steps":
+        if prof.summary["outcome"] == "no_steps":
             return code  # no step, no advice: the outcome line said what was (not) seen
         _say_what_is_missing(prof.summary)
         from autotune.report.terminal import advise_at_end
@@ -217,7 +217,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 def _say_what_is_missing(summary: dict[str, Any]) -> None:
     """Once, after a CUDA run without NVML figures: why they are missing."""
-    if (summary.get("device") or {}).get("kind") == "cuda" and summary.get("gpu") is None:
+    device, gpus = summary["device"], summary["gpu"]  # the session's own summary: every key is there
+    if device is not None and device["kind"] == "cuda" and gpus is None:
         from profilers.runtime.backends import describe_unavailable
 
         reason = describe_unavailable() or "the sampling backend reported no GPU"

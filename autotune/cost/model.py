@@ -24,6 +24,7 @@ from typing import Any
 from autotune.cost.prices import PriceQuote
 from autotune.cost.records import CostSection
 from profilers.contract.study import energy_per_sample, usd_per_million
+from profilers.contract.summaries import ProfileSummary, TrialEntry, TuningSummary
 
 #: Hours in a month: 365 days × 24 hours / 12 months.
 HOURS_PER_MONTH = 730.0
@@ -109,41 +110,42 @@ def joules_per_sample(gpus: object, samples_per_s: float | None) -> float | None
     return energy_per_sample(gpus, samples_per_s)
 
 
-def billed_devices(summary: Mapping[str, Any]) -> int:
+def _profile(summary: ProfileSummary | Mapping[str, Any]) -> ProfileSummary:
+    """The typed summary (summary.json's dict parsed here)."""
+    if isinstance(summary, ProfileSummary):
+        return summary
+    return ProfileSummary.parse(dict(summary), "summary.json")
+
+
+def billed_devices(summary: ProfileSummary | Mapping[str, Any]) -> int:
     """The devices a profile run is billed for: its ranks (``device.count``, ``ranks``), at least 1."""
-    counts = [1]
-    device = summary.get("device")
-    if isinstance(device, Mapping):
-        count = device.get("count")
-        if isinstance(count, int) and not isinstance(count, bool):
-            counts.append(count)
-    ranks = summary.get("ranks")
-    if isinstance(ranks, list):
-        counts.append(len(ranks))
-    return max(counts)
+    figures = _profile(summary)
+    return max(1, figures.device.count or 1, figures.rank_count)
 
 
 def cost_section(
-    summary: Mapping[str, Any],
+    summary: ProfileSummary | Mapping[str, Any],
     quote: PriceQuote,
     duty_cycle: float,
     dataset_samples: int | None = None,
-    baseline_summary: Mapping[str, Any] | None = None,
+    baseline_summary: ProfileSummary | Mapping[str, Any] | None = None,
 ) -> CostSection:
     """The cost section of a profile's ``summary.json`` at ``quote``'s price.
 
     With ``baseline_summary`` (another profile of the same work), the baseline and saving fields
     compare the two runs at the same price and duty cycle.
     """
+    figures = _profile(summary)
     price = quote.usd_per_gpu_hour
-    devices = billed_devices(summary)
-    samples_per_s = _number(_get(summary, "throughput", "samples_per_s"))
-    tokens_per_s = _number(_get(summary, "throughput", "tokens_per_s"))
+    devices = billed_devices(figures)
+    samples_per_s = _number(figures.throughput.samples_per_s)
+    tokens_per_s = _number(figures.throughput.tokens_per_s)
     per_million = usd_per_million_samples(samples_per_s, devices, price)
     baseline = None
     if baseline_summary is not None:
-        base_devices = billed_devices(baseline_summary)
-        base_rate = _number(_get(baseline_summary, "throughput", "samples_per_s"))
+        base = _profile(baseline_summary)
+        base_devices = billed_devices(base)
+        base_rate = _number(base.throughput.samples_per_s)
         baseline = (usd_per_million_samples(base_rate, base_devices, price), base_devices)
     return _section(
         quote,
@@ -153,41 +155,39 @@ def cost_section(
         samples_per_s=samples_per_s,
         tokens_per_s=tokens_per_s,
         per_million=per_million,
-        joules=joules_per_sample(summary.get("gpu"), samples_per_s),
+        joules=joules_per_sample(figures.raw.get("gpu"), samples_per_s),
         baseline=baseline,
     )
 
 
 def study_cost_section(
-    summary: Mapping[str, Any],
+    study: TuningSummary,
     quote: PriceQuote,
     duty_cycle: float,
     dataset_samples: int | None = None,
 ) -> CostSection | None:
-    """The cost section of a tuning study's ``summary.json``: its best trial against the baseline.
+    """The cost section of a tuning study: its best trial against the baseline.
 
     Each trial is billed for its ``world_size`` devices at ``quote``'s price (recomputed from its
     throughput, so a study run without a price, or at another one, is priced the same way). None
     when the study has no best trial.
     """
-    best = summary.get("best")
-    if not isinstance(best, Mapping):
+    best = study.best
+    if best is None:
         return None
-    devices = _trial_devices(best)
-    samples_per_s = _number(best.get("throughput"))
     baseline = None
-    base = summary.get("baseline")
-    if isinstance(base, Mapping) and base.get("status", "ok") == "ok":
-        baseline = (_trial_cost(base, quote, summary), _trial_devices(base))
+    base = study.baseline
+    if base is not None and base.ok:
+        baseline = (_trial_cost(base, quote, study.price_per_gpu_hour), base.world_size)
     return _section(
         quote,
         duty_cycle,
         dataset_samples,
-        devices=devices,
-        samples_per_s=samples_per_s,
-        tokens_per_s=_number(best.get("tokens_per_s")),
-        per_million=_trial_cost(best, quote, summary),
-        joules=_number(best.get("joules_per_sample")),
+        devices=best.world_size,
+        samples_per_s=_number(best.throughput),
+        tokens_per_s=_number(best.tokens_per_s),
+        per_million=_trial_cost(best, quote, study.price_per_gpu_hour),
+        joules=_number(best.joules_per_sample),
         baseline=baseline,
     )
 
@@ -230,27 +230,19 @@ def _section(
     )
 
 
-def _trial_cost(trial: Mapping[str, Any], quote: PriceQuote, summary: Mapping[str, Any]) -> float | None:
+def _trial_cost(trial: TrialEntry, quote: PriceQuote, study_price: float | None) -> float | None:
     """A trial's dollars per million samples at ``quote``'s price.
 
     From its throughput when the summary has it; else its recorded cost rescaled from the
     study's price to ``quote``'s.
     """
-    rate = _number(trial.get("throughput"))
+    rate = _number(trial.throughput)
     if rate:
-        return usd_per_million_samples(rate, _trial_devices(trial), quote.usd_per_gpu_hour)
-    recorded = _number(trial.get("usd_per_million_samples"))
-    study_price = _number(summary.get("price_per_gpu_hour"))
+        return usd_per_million_samples(rate, trial.world_size, quote.usd_per_gpu_hour)
+    recorded = _number(trial.usd_per_million_samples)
     if recorded is None or not study_price:
         return None
     return recorded * quote.usd_per_gpu_hour / study_price
-
-
-def _trial_devices(trial: Mapping[str, Any]) -> int:
-    world = trial.get("world_size")
-    return world if isinstance(world, int) and not isinstance(world, bool) and world > 0 else 1
-
-
 
 
 def _epoch(usd_per_million: float | None, dataset_samples: int | None) -> float | None:
@@ -262,15 +254,6 @@ def _epoch(usd_per_million: float | None, dataset_samples: int | None) -> float 
 def _check_duty_cycle(duty_cycle: float) -> None:
     if isinstance(duty_cycle, bool) or not 0.0 <= duty_cycle <= 1.0:
         raise ValueError(f"the duty cycle is the fraction of a month the job runs (0-1), got {duty_cycle!r}")
-
-
-def _get(mapping: Mapping[str, Any], *keys: str) -> object:
-    value: object = mapping
-    for key in keys:
-        if not isinstance(value, Mapping):
-            return None
-        value = value.get(key)
-    return value
 
 
 def _number(value: object) -> float | None:

@@ -21,6 +21,7 @@ from autotune.report.markdown import render_markdown
 from autotune.report.sections import AdviceSection, CostSection, Report
 from autotune.report.trace_report import run_gpu_time, trace_report
 from profilers.contract.rundir import RunData, load_run
+from profilers.contract.summaries import ProfileSummary
 from profilers.contract.traces import is_trace_path
 
 #: Report file names, next to the run's summary.json.
@@ -69,27 +70,29 @@ def report_of(run: RunData, options: CostOptions) -> Report:
 
 def _device_name(run: RunData) -> tuple[str | None, str | None]:
     profile = run.profile if run.kind == "tune" else run
-    device = (profile.summary.get("device") if profile is not None else None) or {}
-    return device.get("kind"), device.get("name")
+    figures = profile.figures if profile is not None else None
+    return (figures.device.kind, figures.device.name) if figures is not None else (None, None)
 
 
 def price_run(run: RunData, options: CostOptions) -> tuple[CostSection | None, str | None]:
     """The cost section, or None with the sentence that says why there is none."""
     kind, name = _device_name(run)
     explicit = options.price_per_gpu_hour
-    if explicit is None and run.kind == "tune":
-        explicit = run.summary.get("price_per_gpu_hour")
+    if explicit is None and run.study is not None:
+        explicit = run.study.price_per_gpu_hour
     table = load_prices(options.prices_file)
     gpu_name = name if kind == "cuda" else None
     quote = resolve_price(gpu_name, provider=options.provider, explicit=explicit, table=table)
     if quote is None:
         return None, unavailable_reason(gpu_name, options.provider, table)
-    if run.kind == "tune":
-        section = study_cost_section(run.summary, quote, options.duty_cycle, options.dataset_samples)
+    if run.study is not None:
+        section = study_cost_section(run.study, quote, options.duty_cycle, options.dataset_samples)
         if section is None:
             return None, "no trial of the study finished ok, so there is no throughput to price"
     else:
-        section = cost_section(run.summary, quote, options.duty_cycle, options.dataset_samples)
+        section = cost_section(
+            run.figures or ProfileSummary.empty(), quote, options.duty_cycle, options.dataset_samples
+        )
     if section.usd_per_million_samples is None and section.usd_per_million_tokens is None:
         return None, "the run has no measured throughput to price"
     return section, None

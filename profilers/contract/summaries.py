@@ -76,6 +76,8 @@ class TrialEntry(_ReadsAsItsDict):
     cost_saving_vs_baseline: float | None = None  # 0-1, per sample at the study's price, in the search
     precision: str | None = None  # what its model ran in, as the profiler saw it
     duration_s: float | None = None  # the trial's wall time
+    usd_per_million_samples: float | None = None  # at the study's price, when it had one
+    joules_per_sample: float | None = None  # the GPUs' energy over its samples (NVML)
     stop_reason: str | None = None  # why its step budget ended it (stopping.STOP_REASONS)
 
     @classmethod
@@ -110,6 +112,8 @@ class TrialEntry(_ReadsAsItsDict):
             cost_saving_vs_baseline=optional_number(data, "cost_saving_vs_baseline", where),
             precision=optional_str(data, "precision", where),
             duration_s=optional_number(data, "duration_s", where),
+            usd_per_million_samples=optional_number(data, "usd_per_million_samples", where),
+            joules_per_sample=optional_number(data, "joules_per_sample", where),
             stop_reason=optional_str(data, "stop_reason", where),
         )
 

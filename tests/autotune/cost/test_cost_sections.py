@@ -7,6 +7,7 @@ import pytest
 from autotune.cost.model import billed_devices, cost_section, study_cost_section
 from autotune.cost.prices import load_prices, resolve_price
 from autotune.report.sections import CostSection
+from profilers.contract.summaries import TuningSummary
 
 # The keys and figures of a real `autotune profile --run-dir /tmp/x tests/scripts/train_unmodified.py`
 # summary.json on a CPU (trimmed to what the cost model reads).
@@ -135,7 +136,10 @@ def trial(trial_id, throughput, world_size, *, baseline=False, status="ok", usd=
 
 
 def study(best, baseline, price=None):
-    return {"schema": 1, "kind": "tune", "price_per_gpu_hour": price, "best": best, "baseline": baseline}
+    trials = [t for t in (baseline, best) if t is not None]
+    summary = {"schema": 1, "kind": "tune", "price_per_gpu_hour": price, "best": best, "baseline": baseline,
+               "trials": trials}  # fmt: skip
+    return TuningSummary.parse(summary, "summary.json")
 
 
 def test_cost_of_a_study_best_against_its_baseline():
