@@ -253,7 +253,7 @@ def build_summary_view(summary: ProfileSummary | Mapping[str, Any], run_dir: obj
         where=_where_sentence(phases, ops),
         run_dir=NA if where_dir is None else str(where_dir),
         warnings=summary.warnings,
-        outcome=None if summary.outcome == "finished" else outcome_sentence(summary.raw),
+        outcome=None if summary.outcome == "finished" else outcome_sentence(summary),
         no_steps=summary.outcome == "no_steps",
     )
 

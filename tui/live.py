@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from profilers.contract.load import load_line, load_of
 from profilers.contract.outcome import outcome_sentence
+from profilers.contract.summaries import ProfileSummary
 from rich.text import Text
 from textual.app import ComposeResult, RenderResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -48,37 +47,36 @@ def metric_text(field: str, value: float | None, total: float | None) -> str:
     return format_bytes(value)
 
 
-def summary_items(summary: dict[str, Any] | None) -> list[tuple[str, str]]:
+def summary_items(summary: ProfileSummary | None) -> list[tuple[str, str]]:
     """The headline figures of a finished run's summary.json, formatted."""
-    from autotune.fmt import format_bytes, format_pct, format_rate, format_seconds, get_in
+    from autotune.fmt import format_bytes, format_pct, format_rate, format_seconds
 
-    if not summary:
+    if summary is None:
         return []
-    step = summary.get("step_time_s") or {}
+    step = summary.step_time
     items = [
-        ("steps", f"{summary.get('steps')} ({summary.get('measured_steps')} measured)"),
+        ("steps", f"{summary.steps} ({summary.measured_steps} measured)"),
         (
             "step time",
-            f"{format_seconds(get_in(step, 'median'))} median, "
-            f"{format_seconds(get_in(step, 'p10'))} – {format_seconds(get_in(step, 'p90'))} p10–p90",
+            f"{format_seconds(step.median_s)} median, "
+            f"{format_seconds(step.p10_s)} – {format_seconds(step.p90_s)} p10–p90",
         ),
-        ("throughput", format_rate(get_in(summary, "throughput", "samples_per_s"), "samples/s")),
-        ("peak memory", format_bytes(summary.get("peak_memory_bytes"))),
-        ("precision", str(summary.get("precision") or "n/a")),
-        ("MFU", format_pct(summary.get("mfu"))),
-        ("wall time", format_seconds(summary.get("wall_time_s"))),
+        ("throughput", format_rate(summary.throughput.samples_per_s, "samples/s")),
+        ("peak memory", format_bytes(summary.peak_memory_bytes)),
+        ("precision", summary.precision or "n/a"),
+        ("MFU", format_pct(summary.mfu)),
+        ("wall time", format_seconds(summary.wall_time_s)),
     ]
-    tokens = get_in(summary, "throughput", "tokens_per_s")
-    if tokens is not None:
-        items.insert(3, ("tokens", format_rate(tokens, "tokens/s")))
-    load = load_line(load_of(summary))
+    if summary.throughput.tokens_per_s is not None:
+        items.insert(3, ("tokens", format_rate(summary.throughput.tokens_per_s, "tokens/s")))
+    load = load_line(load_of(summary.raw))
     if load is not None:
         items.append(("machine load", load))
     outcome = outcome_sentence(summary)
     if outcome is not None:
         items.insert(0, ("outcome", outcome))
-    elif summary.get("stop_reason"):
-        items.append(("stopped by", str(summary["stop_reason"])))
+    elif summary.stop_reason:
+        items.append(("stopped by", summary.stop_reason))
     return items
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from profilers.contract.schema import OPTIONAL_PHASES, PHASES
 from profilers.contract.schema import run_state as state_of
 from profilers.contract.study import convergence
-from profilers.contract.summaries import TrialEntry
+from profilers.contract.summaries import ProfileSummary, TrialEntry
 from profilers.contract.trial_view import TrialView, space_names, study_best_id, trial_views
 from profilers.contract.verdict import verdict_of
 
@@ -56,7 +56,7 @@ class LiveInfo:
     devices: tuple[DeviceView, ...]
     warnings: tuple[str, ...] = ()
     message: str | None = None  # why there is nothing to show yet
-    summary: dict[str, Any] | None = None  # the run's summary.json once it has finished
+    summary: ProfileSummary | None = None  # the run's summary.json once it has finished
     samples_per_s_over: str = "recent"  # which steps samples_per_s is over: "recent" or "measured steps"
 
 
@@ -137,11 +137,11 @@ def _alive(reader: StoreReader) -> bool | None:
     return any(verdicts) if verdicts else None
 
 
-def run_state(reader: StoreReader, summary: dict[str, Any] | None, now_ns: int) -> str:
+def run_state(reader: StoreReader, summary: ProfileSummary | None, now_ns: int) -> str:
     """``finished``, ``running``, ``stopped`` (process gone, no summary), ``unfinished`` or ``waiting``."""
     last = reader.last_sample_ns
     return state_of(
-        finished=bool(summary) or reader.finished_ns() is not None,
+        finished=summary is not None or reader.finished_ns() is not None,
         has_data=reader.has_data,
         alive=_alive(reader),  # None on another host: judged by the newest sample
         idle_s=None if last is None else (now_ns - last) / 1e9,
@@ -185,7 +185,7 @@ def device_views(reader: StoreReader, limit: int = 8) -> tuple[DeviceView, ...]:
 
 def live_info(
     reader: StoreReader,
-    summary: dict[str, Any] | None,
+    summary: ProfileSummary | None,
     name: str,
     now_ns: int,
     following: str | None = None,
@@ -203,8 +203,8 @@ def live_info(
     if busy_ns > 0:
         samples_per_s = sum(s.samples or 0 for s in with_samples) / (busy_ns / 1e9)
     rate_over = "recent"
-    finished_rate = (summary.get("throughput") or {}).get("samples_per_s") if summary else None
-    if isinstance(finished_rate, int | float):
+    finished_rate = summary.throughput.samples_per_s if summary is not None else None
+    if finished_rate is not None:
         # a finished run: the report's figure (its measured steps), not the last few steps'
         samples_per_s, rate_over = float(finished_rate), "measured steps"
     phases: tuple[tuple[str, float], ...] = ()

@@ -15,7 +15,7 @@ from typing import Any
 
 from profilers.contract.reader import summary_problem
 from profilers.contract.schema import STORE_NAME, SUMMARY_NAME
-from profilers.contract.summaries import SummaryError, TrialEntry
+from profilers.contract.summaries import ProfileSummary, SummaryError, TrialEntry
 
 from tui.model import LiveInfo, RunFacts, TrialsInfo, live_info, trials_info
 from tui.rundir import JsonFile, detect_kind, stored_trials, trial_dirs
@@ -43,18 +43,37 @@ class _Followed:
         self.reader = StoreReader(path / STORE_NAME)
         self.summary = JsonFile(path / SUMMARY_NAME)
         self.problem: str | None = None
+        self._checked_data: dict[str, Any] | None = None  # the summary object last checked and parsed
+        self._figures: ProfileSummary | None = None
+        self._why: str | None = None  # why that object cannot be read
 
-    def poll(self) -> dict[str, Any] | None:
+    def poll(self) -> ProfileSummary | None:
+        """The run's summary once it has one, parsed (None before, or with a problem said).
+
+        Checked and parsed once per version of the file (JsonFile keeps the object until it changes).
+        """
         summary = self.summary.read()
-        self.problem = self.summary.problem
-        if summary is not None and (why := summary_problem(summary, self.summary.path)):
-            self.problem = why
+        if summary is not self._checked_data:
+            self._checked_data = summary
+            self._figures, self._why = None, None
+            if summary is not None:
+                self._why = summary_problem(summary, self.summary.path)
+                if self._why is None and summary.get("kind") != "tune":
+                    self._figures = ProfileSummary.parse(summary, str(self.summary.path))
+        self.problem = self._why or self.summary.problem
+        if self._why is not None:
             return None
         try:
             self.reader.poll()
         except StoreProblem as exc:
             self.problem = str(exc)
-        return summary
+        return self._figures
+
+    @property
+    def became_a_study(self) -> bool:
+        """Its summary.json is a tuning study's (the directory was a study after all)."""
+        data = self.summary.data
+        return isinstance(data, dict) and data.get("kind") == "tune"
 
 
 class RunSource:
@@ -99,8 +118,8 @@ class RunSource:
         followed = self._profile
         summary = followed.poll()
         reader = followed.reader
-        name = str((summary or {}).get("name") or reader.meta.get("name") or self.run_dir.name)
-        if summary is not None and summary.get("kind") == "tune":  # it became a study after all
+        name = str((summary.name if summary else None) or reader.meta.get("name") or self.run_dir.name)
+        if followed.became_a_study:
             self.kind = None
             return Snapshot(self.run_dir, None, name)
         live: LiveInfo | None = live_info(reader, summary, name, now_ns, message=_waiting(followed))
@@ -113,7 +132,7 @@ class RunSource:
             name=name,
             state=state,
             meta=dict(reader.meta),
-            summary=summary,
+            summary=summary.raw if summary is not None else None,
             devices=tuple(reader.devices),
             ranks=tuple(sorted(reader.ranks.items())),
             warnings=tuple(f"rank {r} {p}: {m}" for r, p, m in reader.warnings),
@@ -166,7 +185,7 @@ class RunSource:
             trial_facts = {
                 "trial_dir": str(followed.path),
                 "trial_meta": dict(followed.reader.meta),
-                "trial_summary": trial_summary,
+                "trial_summary": trial_summary.raw if trial_summary is not None else None,
             }
         state = _study_state(summary, live, trials)
         facts = RunFacts(

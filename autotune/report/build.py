@@ -200,7 +200,7 @@ def overview_section(run: RunData, notes: tuple[str, ...]) -> Overview:
         world_size=max(f.rank_count, f.device.count or 1),
         mfu=f.mfu,
         notes=notes,
-        outcome=outcome_sentence(run.summary),
+        outcome=outcome_sentence(f),
         load=load_line(load_of(run.summary)),
     )
 

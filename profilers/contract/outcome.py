@@ -11,6 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from profilers.contract.figures import RunError
+from profilers.contract.summaries import ProfileSummary
+
 #: Every value of summary.json's ``outcome``.
 OUTCOMES = ("finished", "stopped", "crashed", "no_steps")
 #: A message longer than this is cut (the exception's own text can be a page).
@@ -80,36 +83,33 @@ STOPPED_BY = {
 }
 
 
-def error_text(error: Any) -> str:
+def error_text(error: RunError | None) -> str:
     """``Type: message`` of a summary's ``error`` (the exit status for ``SystemExit``)."""
-    if not isinstance(error, dict):
+    if error is None:
         return ""
-    if error.get("type") == "SystemExit":
-        return f"the script exited with status {error.get('exit_code')}"
-    message = str(error.get("message") or "").strip().splitlines()
-    return f"{error.get('type')}: {message[0]}" if message else str(error.get("type"))
+    if error.type == "SystemExit":
+        return f"the script exited with status {error.exit_code}"
+    message = error.message.strip().splitlines()
+    return f"{error.type}: {message[0]}" if message else str(error.type)
 
 
-def outcome_sentence(summary: Any) -> str | None:
+def outcome_sentence(summary: ProfileSummary) -> str | None:
     """How the run ended, in one line for people; None for a summary that does not say (older runs).
 
     The terminal, the report and the dashboard all say a run's ending with this line.
     """
-    if not isinstance(summary, dict) or summary.get("outcome") not in OUTCOMES:
+    outcome, error = summary.outcome, summary.error
+    if outcome not in OUTCOMES:
         return None
-    outcome, error = summary["outcome"], summary.get("error")
     if outcome == "finished":
         return "finished"
     if outcome == "stopped":
-        return STOPPED_BY.get(str(summary.get("stop_reason")), "stopped")
+        return STOPPED_BY.get(str(summary.stop_reason), "stopped")
     if outcome == "crashed":
-        step = error.get("step") if isinstance(error, dict) else None
-        at = f" in step {step}" if step else ""
+        at = f" in step {error.step}" if error is not None and error.step else ""
         return f"crashed{at}: {error_text(error)}"
-    seen = summary.get("seen")
-    forward_seen = isinstance(seen, dict) and seen.get("model_forward")
-    forward = "a model's forward was seen" if forward_seen else "no forward of a model"
+    forward = "a model's forward was seen" if summary.model_forward_seen else "no forward of a model"
     line = f"no training step was seen (no optimizer step; {forward})"
-    if error:
+    if error is not None:
         line += f"; {error_text(error)}"
     return line

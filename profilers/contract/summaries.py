@@ -408,6 +408,7 @@ class ProfileSummary(_ReadsAsItsDict):
     window: ProfileWindow | None  # the torch.profiler window's totals (None when none ran)
     params_used: dict[str, Any]  # the tuning parameters its code read, with their values
     raw: dict[str, Any] = field(repr=False, compare=False)
+    model_forward_seen: bool = False  # for ``no_steps``: a model's forward ran, yet no step closed
 
     @classmethod
     def parse(cls, data: dict[str, Any], where: str) -> ProfileSummary:
@@ -445,6 +446,7 @@ class ProfileSummary(_ReadsAsItsDict):
             window=ProfileWindow.parse(data.get("profile_window"), where),
             params_used=optional_dict(data, "params_used", where),
             raw=data,
+            model_forward_seen=optional_dict(data, "seen", where).get("model_forward") is True,
         )
 
     @classmethod

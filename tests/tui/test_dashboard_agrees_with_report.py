@@ -100,8 +100,9 @@ def test_the_dashboard_says_a_finished_runs_outcome_and_load_as_the_report_does(
         "error": {"type": "RuntimeError", "message": "boom", "step": 13},
         "load": {"machine_cores": 2, "busy_cores": 2.0, "own_cores": 0.4, "other_cores": 1.6},
     }
-    report = overview_section(RunData(tmp_path, "profile", summary), ())
-    items = summary_items(summary)
+    run = RunData(tmp_path, "profile", summary)
+    report = overview_section(run, ())
+    items = summary_items(run.figures)  # the dashboard reads the same parsed record
     assert items[0] == ("outcome", report.outcome)
     assert report.outcome == "crashed in step 13: RuntimeError: boom"
     assert dict(items)["machine load"] == report.load and report.load is not None
