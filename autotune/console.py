@@ -225,8 +225,7 @@ def build_summary_view(summary: ProfileSummary | Mapping[str, Any], run_dir: obj
     ``summary`` is the parsed record, or summary.json's dict (parsed here; SummaryError for a figure of
     the wrong type). ``run_dir`` overrides the summary's own ``run_dir``.
     """
-    if not isinstance(summary, ProfileSummary):
-        summary = ProfileSummary.parse(dict(summary), "summary.json")
+    summary = ProfileSummary.of(summary)
     metrics = (
         _steps_row(summary),
         _step_time_row(summary),

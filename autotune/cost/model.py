@@ -110,16 +110,9 @@ def joules_per_sample(gpus: object, samples_per_s: float | None) -> float | None
     return energy_per_sample(gpus, samples_per_s)
 
 
-def _profile(summary: ProfileSummary | Mapping[str, Any]) -> ProfileSummary:
-    """The typed summary (summary.json's dict parsed here)."""
-    if isinstance(summary, ProfileSummary):
-        return summary
-    return ProfileSummary.parse(dict(summary), "summary.json")
-
-
 def billed_devices(summary: ProfileSummary | Mapping[str, Any]) -> int:
     """The devices a profile run is billed for: its ranks (``device.count``, ``ranks``), at least 1."""
-    figures = _profile(summary)
+    figures = ProfileSummary.of(summary)
     return max(1, figures.device.count or 1, figures.rank_count)
 
 
@@ -135,7 +128,7 @@ def cost_section(
     With ``baseline_summary`` (another profile of the same work), the baseline and saving fields
     compare the two runs at the same price and duty cycle.
     """
-    figures = _profile(summary)
+    figures = ProfileSummary.of(summary)
     price = quote.usd_per_gpu_hour
     devices = billed_devices(figures)
     samples_per_s = _number(figures.throughput.samples_per_s)
@@ -143,7 +136,7 @@ def cost_section(
     per_million = usd_per_million_samples(samples_per_s, devices, price)
     baseline = None
     if baseline_summary is not None:
-        base = _profile(baseline_summary)
+        base = ProfileSummary.of(baseline_summary)
         base_devices = billed_devices(base)
         base_rate = _number(base.throughput.samples_per_s)
         baseline = (usd_per_million_samples(base_rate, base_devices, price), base_devices)

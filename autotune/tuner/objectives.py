@@ -63,8 +63,7 @@ class Scoring:
 
         ``summary`` is the parsed record, or summary.json's dict (parsed here).
         """
-        if not isinstance(summary, ProfileSummary):
-            summary = ProfileSummary.parse(dict(summary), "summary.json")
+        summary = ProfileSummary.of(summary)
         samples_per_s = _float(summary.throughput.samples_per_s)
         out: dict[str, float | None] = {
             "samples_per_s": samples_per_s,

@@ -450,6 +450,11 @@ class ProfileSummary(_ReadsAsItsDict):
         )
 
     @classmethod
+    def of(cls, summary: ProfileSummary | Mapping[str, Any], where: str = "summary.json") -> ProfileSummary:
+        """``summary`` as the record: itself, or summary.json's dict parsed (SummaryError, one line)."""
+        return summary if isinstance(summary, ProfileSummary) else cls.parse(dict(summary), where)
+
+    @classmethod
     def empty(cls) -> ProfileSummary:
         """The summary of a run that wrote none: every figure missing."""
         return _EMPTY_PROFILE
