@@ -16,7 +16,7 @@ from typing import Any
 from profilers.contract.schema import OPTIONAL_PHASES, PHASES
 from profilers.contract.schema import run_state as state_of
 from profilers.contract.study import convergence
-from profilers.contract.summaries import ProfileSummary, TrialEntry
+from profilers.contract.summaries import ProfileSummary, TrialEntry, TuningSummary
 from profilers.contract.trial_view import TrialView, space_names, study_best_id, trial_views
 from profilers.contract.verdict import verdict_of
 
@@ -257,30 +257,29 @@ def trials_info(
 
     ``entries`` given as summary.json's dicts are checked and typed here (SummaryError, one line).
     """
-    direction = str(summary.get("direction") or "maximize")
-    best = summary.get("best") if isinstance(summary.get("best"), dict) else None
     trials = sorted(
         (e if isinstance(e, TrialEntry) else TrialEntry.parse(e, "trial entries") for e in entries),
         key=lambda t: t.id,
     )
-    best_id = study_best_id(summary, trials)
-    verdict = verdict_of(summary)
-    rows = list(trial_views(trials, best_id, space_names(summary)))
+    study = TuningSummary.parse({**summary, "trials": [t.raw for t in trials]}, "summary.json")
+    direction, best = study.direction, study.best
+    best_id = study_best_id(study)
+    verdict = verdict_of(study)
+    rows = list(trial_views(trials, best_id, space_names(study)))
     ids, values, best_so_far, statuses = convergence(trials, maximize=direction != "minimize")
     names: list[str] = []
     for r in rows:
         names += [k for k in r.params if k not in names]
     finished = {r.id for r in rows}
-    n_trials = summary.get("n_trials")
     return TrialsInfo(
-        metric=str(summary.get("metric") or "samples_per_s"),
+        metric=study.metric,
         direction=direction,
         rows=tuple(rows),
         param_names=tuple(names),
         best_id=best_id,
         running_ids=tuple(sorted(i for i in set(running or ()) if i not in finished)),
-        n_trials=n_trials if isinstance(n_trials, int) else None,
-        stopped=summary.get("stopped"),
+        n_trials=study.n_trials,
+        stopped=study.stopped,
         convergence_ids=ids,
         values=values,
         best_so_far=best_so_far,

@@ -70,7 +70,7 @@ def apply_tuned(run: RunData) -> Recommendation | None:
     best, base = (study.best, study.baseline) if study is not None else (None, None)
     if study is None or best is None or base is None or best.id == base.id:
         return None
-    verdict = verdict_of(run.summary)
+    verdict = verdict_of(study)
     speedup, search = verdict.speedup, verdict.search_speedup
     if speedup is None or search is None or search <= limit("apply_tuned.speedup"):
         return None

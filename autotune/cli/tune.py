@@ -147,7 +147,7 @@ def cmd_tune(args: argparse.Namespace, usage_error: type[Exception]) -> int:
     """Run ``autotune tune``; bad input raises ``usage_error`` (one line, exit 2)."""
     from autotune.tuner.objectives import Scoring
     from autotune.tuner.trials import TrialSettings
-    from autotune.tuner.tune import TuneConfig, TuneError, settings_from_info, stored_config
+    from autotune.tuner.tune import TuneConfig, TuneError, stored_config
     from autotune.tuner.tune_checks import check_space
 
     stored = None
@@ -162,9 +162,8 @@ def cmd_tune(args: argparse.Namespace, usage_error: type[Exception]) -> int:
             raise usage_error(f"--resume: {exc}") from None
     elif args.run_dir is not None and (args.run_dir / "run.db").exists():
         raise usage_error(f"{args.run_dir} already holds a study or run (use --resume, or another --run-dir)")
-    info = (stored or {}).get("info") or {}
     if stored is not None:
-        settings = settings_from_info(info)
+        settings = stored.settings
         if args.script is not None and [args.script, *args.script_args] != [
             settings.script,
             *settings.script_args,
@@ -202,8 +201,8 @@ def cmd_tune(args: argparse.Namespace, usage_error: type[Exception]) -> int:
             check_space(space)
         except (OSError, ValueError) as exc:
             raise usage_error(f"--space {args.space}: {exc}") from None
-    objective = args.objective or info.get("objective") or "throughput"
-    price = args.price_per_gpu_hour or info.get("price_per_gpu_hour")
+    objective = args.objective or (stored.objective if stored is not None else "throughput")
+    price = args.price_per_gpu_hour or (stored.price_per_gpu_hour if stored is not None else None)
     try:
         scoring = Scoring(objective, price)  # type: ignore[arg-type]  # checked by Scoring
     except ValueError as exc:
@@ -211,24 +210,24 @@ def cmd_tune(args: argparse.Namespace, usage_error: type[Exception]) -> int:
     config = TuneConfig(
         settings=settings,
         space=space,
-        n_trials=args.trials or int(info.get("n_trials") or DEFAULT_TRIALS),
-        searcher=args.searcher if stored is None else (stored.get("searcher") or args.searcher),
-        seed=args.seed if stored is None else int(stored.get("seed") or 0),
+        n_trials=args.trials or (stored.n_trials if stored is not None else None) or DEFAULT_TRIALS,
+        searcher=args.searcher if stored is None else (stored.searcher or args.searcher),
+        seed=args.seed if stored is None else stored.seed,
         scoring=scoring,
-        multi_objective=args.multi_objective or bool(info.get("multi_objective")),
-        early_stop_ratio=args.early_stop if stored is None else float(info.get("early_stop_ratio", 0.5)),
-        loss_tolerance=args.loss_tolerance if stored is None else float(info.get("loss_tolerance", 0.1)),
+        multi_objective=args.multi_objective or (stored is not None and stored.multi_objective),
+        early_stop_ratio=args.early_stop if stored is None else stored.early_stop_ratio,
+        loss_tolerance=args.loss_tolerance if stored is None else stored.loss_tolerance,
         layouts=args.nproc_per_node is not None and args.nproc_per_node > 1,
-        confirm_rounds=(
-            args.confirm_rounds if args.confirm_rounds is not None else int(info.get("confirm_rounds", 3))
-        ),
+        confirm_rounds=args.confirm_rounds
+        if args.confirm_rounds is not None
+        else (stored.confirm_rounds if stored else 3),
         # a resumed study keeps the search it started with (studies before the prior had none)
-        plan_prior=not args.no_plan_prior if stored is None else bool(info.get("plan_prior", False)),
-        parallel=args.parallel or int(info.get("parallel") or 0),  # 0: 1, or what a Ray cluster holds
-        executor=args.executor or info.get("executor") or "local",
-        ray_address=args.ray_address or info.get("ray_address"),
-        ray_resource=args.ray_resource or info.get("ray_resource"),
-        ray_storage=args.ray_storage or info.get("ray_storage") or "shipped",
+        plan_prior=not args.no_plan_prior if stored is None else stored.plan_prior,
+        parallel=args.parallel or (stored.parallel if stored else 0),  # 0: 1, or what a Ray cluster holds
+        executor=args.executor or (stored.executor if stored else "local"),
+        ray_address=args.ray_address or (stored.ray_address if stored else None),
+        ray_resource=args.ray_resource or (stored.ray_resource if stored else None),
+        ray_storage=args.ray_storage or (stored.ray_storage if stored else "shipped"),
     )
     run_dir = args.run_dir or default_run_dir(args.runs_root, args.name or _name(settings))
     progress = Progress(quiet=args.quiet)

@@ -163,7 +163,7 @@ def overview_section(run: RunData, notes: tuple[str, ...]) -> Overview:
     """The headline figures: the run's own, or a study's best trial against its baseline."""
     if run.kind == "tune":
         best = _study(run).best
-        verdict = verdict_of(run.summary)
+        verdict = verdict_of(_study(run))
         figures = run.profile.figures if run.profile else None
         return Overview(
             name=run.name,
@@ -378,7 +378,8 @@ def pareto_section(run: RunData, price_per_gpu_hour: float | None) -> ParetoSect
 
 def trial_section(run: RunData) -> TrialSection:
     """The trial table, in id order."""
-    rows = trial_views(run.trials, study_best_id(run.summary, run.trials), space_names(run.summary))
+    study = _study(run)
+    rows = trial_views(study.trials, study_best_id(study), space_names(study))
     return TrialSection(metric=_study(run).metric, rows=rows)
 
 

@@ -34,6 +34,7 @@ from autotune.search.space import Value
 from autotune.tuner.host_load import machine_cores
 from autotune.tuner.memory_model import batch_param
 from autotune.tuner.plan_memory import SCALED, PlanTraces, Traced
+from autotune.tuner.trial_facts import TrialFacts
 from autotune.tuner.trials import trial_world_size
 from autotune.tuner.tune_checks import ranks_per_replica
 from profilers.contract.study import usd_per_million
@@ -174,7 +175,7 @@ class PlanPrior:
 def prior_for_study(
     plans: PlanTraces,
     scoring: Any,
-    baseline_attrs: Mapping[str, Any],
+    baseline: TrialFacts,
     baseline_value: float | None,
     device_kind: str,
     on_note: Callable[[str], None] | None = None,
@@ -186,7 +187,7 @@ def prior_for_study(
     advice to the search: whatever fails in making it leaves the study searching without one.
     """
     try:
-        return _prior_for_study(plans, scoring, baseline_attrs, baseline_value, device_kind, on_note)
+        return _prior_for_study(plans, scoring, baseline, baseline_value, device_kind, on_note)
     except Exception as exc:
         return None, f"no plan prior: it failed ({type(exc).__name__}: {exc})"
 
@@ -194,18 +195,17 @@ def prior_for_study(
 def _prior_for_study(
     plans: PlanTraces,
     scoring: Any,
-    baseline_attrs: Mapping[str, Any],
+    baseline: TrialFacts,
     baseline_value: float | None,
     device_kind: str,
     on_note: Callable[[str], None] | None,
 ) -> tuple[PlanPrior | None, str]:
-    used = baseline_attrs.get("params_used") or {}
-    global_batch = used.get("global_batch")
+    global_batch = baseline.params_used.get("global_batch")
     prior, note = make_prior(
         plans,
         scoring.objective,
-        baseline_attrs.get("device_kind") or device_kind,
-        baseline_attrs.get("device_name"),
+        baseline.device_kind or device_kind,
+        baseline.device_name,
         scoring.price_per_gpu_hour,
         global_batch if isinstance(global_batch, int) and not isinstance(global_batch, bool) else None,
     )
@@ -213,7 +213,7 @@ def _prior_for_study(
         return None, note
     say = on_note or (lambda line: None)
     say(f"{note}: predicting the configurations from fake-tensor traces of the script")
-    prior.calibrate(used, baseline_value)
+    prior.calibrate(baseline.params_used, baseline_value)
     size = plans.space.size
     if size is not None and size <= MAX_PREDICTED_UPFRONT:
         for params in plans.space.points():

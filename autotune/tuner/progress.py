@@ -9,7 +9,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autotune.fmt import NA
+from autotune.search.records import Trial
 from autotune.search.space import Value
+from autotune.tuner.trial_facts import facts, metrics
+from profilers.contract.summaries import TuningSummary
 
 if TYPE_CHECKING:
     from autotune.tuner.tune import Tuner
@@ -49,7 +53,7 @@ def prior_line(prior: Any) -> str | None:
     return line
 
 
-def verdict_line(summary: dict[str, Any]) -> str:
+def verdict_line(summary: TuningSummary | dict[str, Any]) -> str:
     """The study's verdict for people (:func:`profilers.contract.verdict.study_verdict`), marked up."""
     from rich.markup import escape
 
@@ -132,54 +136,56 @@ class Progress:
             why = run.error or "no samples/s measured"
             self.console.print(f"{what}: [yellow]{run.status}[/yellow]: {why}")
 
-    def finished(self, study: Any, trial: Any) -> None:
+    def finished(self, study: Any, trial: Trial) -> None:
         """A trial ended: its outcome and the best so far."""
         if self.quiet:
             return
-        rate = trial.metrics.get("samples_per_s")
+        rate, fact = metrics(trial).samples_per_s, facts(trial)
         if trial.ok:
-            base = study.trials[0].metrics.get("samples_per_s") if study.trials[0].ok else None
+            base = metrics(study.trials[0]).samples_per_s if study.trials[0].ok else None
             ratio = f" ×{rate / base:.2f} vs baseline" if rate and base else ""
             best = " [bold green]best[/bold green]" if study.best.id == trial.id else ""
-            memory = trial.metrics.get("peak_memory_bytes")
+            memory = metrics(trial).peak_memory_bytes
             mem = f" · peak {memory / 2**20:,.0f} MiB" if memory else ""
-            line = f"ok {_number(trial.value)} {self.metric}{ratio}{mem} · {trial.duration_s:.1f} s{best}"
-            stop = trial.attrs.get("stop_reason")
-            if stop == "below_threshold":
+            value = NA if trial.value is None else _number(trial.value)
+            line = f"ok {value} {self.metric}{ratio}{mem} · {trial.duration_s:.1f} s{best}"
+            if fact.stop_reason == "below_threshold":
                 line += " [dim](stopped early: clearly below the best)[/dim]"
-            elif trial.attrs.get("stable") is False:
-                line += f" [yellow](not stable: {_spread(trial.attrs.get('throughput_ci95'), rate)})[/yellow]"
-            line += _load(trial.attrs.get("other_load_cores"))
+            elif fact.stable is False:
+                line += f" [yellow](not stable: {_spread(fact.throughput_ci95, rate)})[/yellow]"
+            line += _load(fact.other_load_cores)
         else:
             error = (trial.error or "").strip().splitlines()
             line = f"[yellow]{trial.status}[/yellow]: {error[0] if error else ''}"
         self.console.print(f"trial {trial.id:>3} {_format_params(trial.params)}: {line}")
 
-    def result(self, summary: dict[str, Any]) -> None:
+    def result(self, data: dict[str, Any]) -> None:
         """The best configuration against the baseline."""
-        best, base = summary.get("best"), summary.get("baseline")
+        summary = TuningSummary.parse(data, "the study's summary")
+        best, base = summary.best, summary.baseline
         elapsed = time.monotonic() - self._started
-        statuses = summary.get("status_counts") or {}
+        statuses = summary.status_counts
         counts = ", ".join(f"{n} {s}" for s, n in statuses.items())
-        confirmations = len(summary.get("confirmations") or [])
+        confirmations = len(summary.confirmations)
         again = f", {confirmations} re-measurements" if confirmations else ""
         skipped = statuses.get("skipped")
         note = f"; the {skipped} skipped took trial ids but never ran" if skipped else ""
-        runs = f"{summary.get('trials_run')} trials run ({counts}){again}"
+        runs = f"{summary.trials_run} trials run ({counts}){again}"
         self.console.print(f"{runs} in {elapsed:.0f} s{note}")
-        prior = prior_line(summary.get("search_prior"))
+        prior = prior_line(summary.search_prior)
         if prior:
             self.console.print(prior)
         if best is None:
             self.console.print("[red]No trial finished ok.[/red]")
             return
-        self.console.print(f"[bold]Best[/bold] (trial {best['id']}): {_format_params(best['params'])}")
-        parts = [f"{summary['metric']} {_number(best['objective'])} in the search"]
-        if base and base.get("throughput"):
-            parts.append(f"baseline {_number(base['throughput'])} samples/s")
-        if best.get("cost_saving_vs_baseline") is not None:
-            parts.append(f"{100 * best['cost_saving_vs_baseline']:.0f}% cheaper per sample")
-        self.console.print("  " + " · ".join(parts))
+        self.console.print(f"[bold]Best[/bold] (trial {best.id}): {_format_params(best.params)}")
+        found = NA if best.objective is None else _number(best.objective)
+        parts = [f"{summary.metric} {found} in the search"]
+        if base is not None and base.throughput:
+            parts.append(f"baseline {_number(base.throughput)} samples/s")
+        if best.cost_saving_vs_baseline is not None:
+            parts.append(f"{100 * best.cost_saving_vs_baseline:.0f}% cheaper per sample")
         self.console.print("  " + verdict_line(summary))
-        if summary.get("pareto"):
-            self.console.print(f"  Pareto front (throughput, peak memory, cost): trials {summary['pareto']}")
+        if summary.pareto:
+            front = list(summary.pareto)
+            self.console.print(f"  Pareto front (throughput, peak memory, cost): trials {front}")

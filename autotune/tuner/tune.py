@@ -46,6 +46,8 @@ from autotune.tuner.plan_prior import PlanPrior, prior_for_study
 from autotune.tuner.presets import preset_space
 from autotune.tuner.ray_executor import RayExecutor
 from autotune.tuner.running import RunningTrials
+from autotune.tuner.stored_study import StoredStudy
+from autotune.tuner.trial_facts import TrialFacts, facts, metrics
 from autotune.tuner.trials import (
     LOG_NAME,
     TrialOutcome,
@@ -139,13 +141,13 @@ def _ray_executor(config: TuneConfig) -> Any:
     )
 
 
-def stored_config(run_dir: Path) -> dict[str, Any] | None:
-    """The study metadata stored in ``run_dir`` (None when it holds no study)."""
+def stored_config(run_dir: Path) -> StoredStudy | None:
+    """The study stored in ``run_dir`` (None when it holds none; ValueError when unreadable)."""
     store = run_dir / STORE_NAME
     if not store.exists():
         return None
     meta, _ = SqliteStorage(store).read()
-    return meta
+    return None if meta is None else StoredStudy.of(meta)
 
 
 class Tuner:
@@ -219,7 +221,7 @@ class Tuner:
                 study.record(baseline)
                 self._after(study, baseline)
             if not baseline.ok:
-                log = resolve_trial_dir(self.run_dir, baseline.attrs.get("run_dir", ".")) / LOG_NAME
+                log = resolve_trial_dir(self.run_dir, facts(baseline).run_dir or ".") / LOG_NAME
                 self.stopped = (
                     f"the baseline trial (the script with its own defaults) {baseline.status}: "
                     f"{_first_line(baseline.error)} (log: {log}); a new study needs another --run-dir"
@@ -253,9 +255,9 @@ class Tuner:
                 "note": self.prior_note,
                 "used": self._prior is not None,
                 "predicted_vs_measured": [
-                    {"trial": t.id, "predicted": t.attrs["plan_predicted"], "measured": t.value}
+                    {"trial": t.id, "predicted": facts(t).plan_predicted, "measured": t.value}
                     for t in self.study.trials
-                    if t.ok and t.attrs.get("plan_predicted") is not None
+                    if t.ok and facts(t).plan_predicted is not None
                 ],
                 # the configurations the search scored, best predicted first (the first 100)
                 "predicted": self._prior.predicted()[:100] if self._prior is not None else [],
@@ -313,14 +315,15 @@ class Tuner:
         settings = self.config.settings
         if settings.preset is None or settings.preset_per_rank is not None:
             return
-        per_step, world = baseline.attrs.get("samples_per_step"), baseline.attrs.get("world_size") or 1
-        if not baseline.ok or not isinstance(per_step, int) or per_step < 1:
+        base = facts(baseline)
+        per_step, world = base.samples_per_step, base.world_size
+        if not baseline.ok or per_step is None or per_step < 1:
             raise TuneError(
                 f"--preset {settings.preset}: the baseline measured no samples per step "
                 f"({baseline.status}: {_first_line(baseline.error)})"
             )
-        per_rank = max(1, per_step // int(world))
-        kind = baseline.attrs.get("device_kind") or self.config.device_kind
+        per_rank = max(1, per_step // world)
+        kind = base.device_kind or self.config.device_kind
         settings = replace(settings, preset_per_rank=per_rank, device_kind=kind)
         self.config = replace(self.config, settings=settings)
 
@@ -331,17 +334,17 @@ class Tuner:
             return self.config.space
         settings = self.config.settings
         if settings.preset is not None and settings.preset_per_rank is not None:
-            kind = baseline.attrs.get("device_kind") or self.config.device_kind
+            kind = facts(baseline).device_kind or self.config.device_kind
             ranks = settings.distributed_world_size
             return preset_space(settings.preset, settings.preset_per_rank, kind, ranks)
         if not baseline.ok:
             raise TuneError(
                 f"the baseline trial {baseline.status}: {_first_line(baseline.error)}; "
-                f"no search space can be built from it (log: {baseline.attrs.get('run_dir')})"
+                f"no search space can be built from it (log: {facts(baseline).run_dir})"
             )
         space = default_space(
-            baseline.attrs.get("params_used") or {},
-            baseline.attrs.get("device_kind") or self.config.device_kind,  # where the script really ran
+            facts(baseline).params_used,
+            facts(baseline).device_kind or self.config.device_kind,  # where the script really ran
             self.config.settings.distributed_world_size if self.config.layouts else 1,
         )
         if space is None:
@@ -398,7 +401,7 @@ class Tuner:
         outcome = run_trial(self.config.settings, None, {}, self._trial_dir(0))
         point = None  # set once the space is known
         world_size = trial_world_size(self.config.settings, {})
-        attrs = {**self._attrs(outcome, world_size), **self._running.facts(None, started_at)}
+        attrs = replace(self._facts(outcome, world_size), **self._running.facts(None, started_at)).to_attrs()
         if outcome.status != "ok":
             return Trial(0, {}, outcome.status, None, {}, outcome.duration_s, outcome.error, attrs, point)
         metrics = self.config.scoring.metrics(outcome.figures, world_size)
@@ -429,30 +432,31 @@ class Tuner:
         assert study is not None
         world_size = trial_world_size(self.config.settings, params)
         base = study.trials[0] if study.trials else None
-        baseline_used = (base.attrs.get("params_used") or {}) if base is not None else {}
+        baseline_used = facts(base).params_used if base is not None else {}
         if base is not None and base.point is not None and _same(study.space, params, base.point):
             # The baseline measured this configuration already: told to the searcher as never to be
             # asked again (its value is the baseline's, which the searcher has).
             raise Infeasible(
                 f"the baseline's own configuration, measured as trial {base.id}", "skipped",
-                attrs={"world_size": world_size, "impossible": True, "same_as_baseline": True},
+                attrs=TrialFacts(world_size=world_size, impossible=True, same_as_baseline=True).to_attrs(),
             )  # fmt: skip
         impossible = model_parallel_problem(params, world_size) or batch_split_problem(
             params, baseline_used, world_size
         )
         if impossible is not None:
-            raise Infeasible(impossible, "skipped", attrs={"world_size": world_size, "impossible": True})
+            cannot = TrialFacts(world_size=world_size, impossible=True)
+            raise Infeasible(impossible, "skipped", attrs=cannot.to_attrs())
         precision = params.get("precision")
         refused = _refused_precisions(study.trials)
         if isinstance(precision, str) and precision in refused:
             raise Infeasible(
                 f"precision={precision} is not for this machine: trial {refused[precision]} was refused it",
-                "skipped", attrs={"world_size": world_size, "impossible": True},
+                "skipped", attrs=TrialFacts(world_size=world_size, impossible=True).to_attrs(),
             )  # fmt: skip
         with self._plan_lock:
             skip = self._predicted_oom(params)
         if skip is not None:
-            raise Infeasible(skip, status="skipped", attrs={"world_size": world_size})
+            raise Infeasible(skip, status="skipped", attrs=TrialFacts(world_size=world_size).to_attrs())
 
     def _evaluate(self, params: dict[str, Value]) -> Measured:
         """Run one trial (in a worker thread when trials run at once) and score it."""
@@ -465,50 +469,51 @@ class Tuner:
             self.on_start(trial_id, study.n_run + len(study.running), self.config.n_trials, params)
         stop_below = self._stop_below(world_size)
         trial = (self.config.settings, study.space, params, self._trial_dir(trial_id), stop_below)
-        outcome, facts = self._running.run(study, trial_id, world_size, trial)
-        attrs = {**self._attrs(outcome, world_size), **facts}
+        outcome, where = self._running.run(study, trial_id, world_size, trial)
+        fact = replace(self._facts(outcome, world_size), **where)
         if outcome.status != "ok":
             crashed = outcome.status == "crashed" and isinstance(precision, str)
             if crashed and _refuses(outcome.error, str(precision)):
-                attrs["refused_precision"] = precision  # never proposed again in this study
+                fact = replace(fact, refused_precision=str(precision))  # never proposed again in this study
                 if self.on_note is not None:
                     why = error_line(outcome.error or "")
                     self.on_note(f"precision={precision}: the machine cannot run it ({why}); not tried again")
-            raise Infeasible(outcome.error or outcome.status, status=outcome.status, attrs=attrs)
+            raise Infeasible(outcome.error or outcome.status, status=outcome.status, attrs=fact.to_attrs())
         metrics = self.config.scoring.metrics(outcome.figures, world_size)
         if metrics["objective"] is None:
-            raise Infeasible(f"the trial measured no {self.config.scoring.metric}", "crashed", attrs)
+            measured_none = f"the trial measured no {self.config.scoring.metric}"
+            raise Infeasible(measured_none, "crashed", fact.to_attrs())
         drift = self._drift(study, params, outcome)
         if drift is not None:
-            raise Infeasible(drift, status="diverged", attrs=attrs)
+            raise Infeasible(drift, status="diverged", attrs=fact.to_attrs())
         if self._prior is not None:
             with self._plan_lock:  # the plan's traces are this process's: one thread at a time
-                attrs["plan_predicted"] = self._prior.predict(params)
-        return Measured(metrics, attrs)
+                fact = replace(fact, plan_predicted=self._prior.predict(params))
+        return Measured(metrics, fact.to_attrs())
 
     def _trial_dir(self, trial_id: int) -> Path:
         return self.run_dir / TRIALS_DIR / f"trial-{trial_id:04d}"
 
-    def _attrs(self, outcome: TrialOutcome, world_size: int) -> dict[str, Any]:
+    def _facts(self, outcome: TrialOutcome, world_size: int) -> TrialFacts:
         summary = outcome.figures
-        return {
-            "run_dir": _relative_to(outcome.run_dir, self.run_dir),
-            "world_size": world_size,
-            "params_used": dict(summary.params_used),
-            "stop_reason": summary.stop_reason,
-            "measured_steps": summary.measured_steps,
-            "precision": summary.precision,
-            "samples_per_step": _samples_per_step(summary),
-            "flops_per_step": summary.flops_per_step,
-            "loss_per_step": None if summary.loss.per_step is None else list(summary.loss.per_step),
-            "device_memory_bytes": _device_memory_bytes(summary),
-            "throughput_ci95": _throughput_ci(summary),
-            "stable": measured_stably(summary, self.config.settings.stable_within),
-            "other_load_cores": outcome.other_load_cores,
-            "threads_per_rank": self.config.settings.threads_per_rank,
-            "device_kind": summary.device.kind,
-            "device_name": summary.device.name,
-        }
+        return TrialFacts(
+            run_dir=_relative_to(outcome.run_dir, self.run_dir),
+            world_size=world_size,
+            params_used=dict(summary.params_used),
+            stop_reason=summary.stop_reason,
+            measured_steps=summary.measured_steps,
+            precision=summary.precision,
+            samples_per_step=_samples_per_step(summary),
+            flops_per_step=summary.flops_per_step,
+            loss_per_step=summary.loss.per_step,
+            device_memory_bytes=_device_memory_bytes(summary),
+            throughput_ci95=summary.throughput.samples_per_s_ci95,
+            stable=measured_stably(summary, self.config.settings.stable_within),
+            other_load_cores=outcome.other_load_cores,
+            threads_per_rank=self.config.settings.threads_per_rank,
+            device_kind=summary.device.kind,
+            device_name=summary.device.name,
+        )
 
     def _stop_below(self, world_size: int) -> float | None:
         """The throughput under which a new trial stops early, from the best trial so far."""
@@ -529,7 +534,7 @@ class Tuner:
         if not self.config.plan_prior or not isinstance(study.searcher, BayesSearcher):
             return
         self._prior, self.prior_note = prior_for_study(
-            self._plan_traces(study.space), self.config.scoring, baseline.attrs, baseline.value,
+            self._plan_traces(study.space), self.config.scoring, facts(baseline), baseline.value,
             self.config.device_kind, self.on_note,
         )  # fmt: skip
         if self._prior is not None:
@@ -552,8 +557,7 @@ class Tuner:
             )
         baseline = study.trials[0] if study.trials else None
         if baseline is not None and baseline.ok:
-            used = baseline.attrs.get("params_used") or {}
-            self._plan_memory.calibrate(used, baseline.metrics.get("peak_memory_bytes"))
+            self._plan_memory.calibrate(facts(baseline).params_used, metrics(baseline).peak_memory_bytes)
         planned = self._plan_memory.predicted_peak_bytes(params)
         history = MemoryModel(study.space, budget).predict_oom(params, study.trials, fit_line=planned is None)
         return history or self._plan_memory.predict_oom(params)
@@ -563,8 +567,8 @@ class Tuner:
         if budget is not None or self.study is None:
             return budget
         baseline = self.study.trials[0] if self.study.trials else None
-        total = None if baseline is None else baseline.attrs.get("device_memory_bytes")
-        return int(total) if total else None
+        total = None if baseline is None else facts(baseline).device_memory_bytes
+        return total or None
 
     def _drift(self, study: Study, params: Mapping[str, Value], outcome: TrialOutcome) -> str | None:
         """Why the trial's loss left the fp32 baseline's trajectory, or None."""
@@ -573,7 +577,7 @@ class Tuner:
         return loss_drift(
             study.trials[0],
             params,
-            self._attrs(outcome, 1),
+            self._facts(outcome, 1),
             self.config.loss_tolerance,
             self.config.settings.warmup_steps,
         )
@@ -632,8 +636,8 @@ def _refused_precisions(trials: list[Trial]) -> dict[str, int]:
     """Precision -> the trial that found this machine cannot run it (kept in run.db: resume keeps it)."""
     out: dict[str, int] = {}
     for t in trials:
-        value = t.attrs.get("refused_precision")
-        if isinstance(value, str):
+        value = facts(t).refused_precision
+        if value is not None:
             out.setdefault(value, t.id)
     return out
 
@@ -644,7 +648,7 @@ def _same(space: Space, params: Mapping[str, Value], other: Mapping[str, Value])
 
 def _baseline_point(space: Space, baseline: Trial) -> dict[str, Value] | None:
     """The baseline's place in the space, from the values its script reported using, or None."""
-    used = baseline.attrs.get("params_used") or {}
+    used = facts(baseline).params_used
     if not all(name in used for name in space.names):
         return None
     return {name: used[name] for name in space.names}
@@ -686,13 +690,3 @@ def _exclusive(run_dir: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def settings_from_info(info: Mapping[str, Any]) -> TrialSettings:
-    """The trial settings stored with a study (``TuneConfig.info``)."""
-    stored = dict(info.get("settings") or {})
-    stored["script_args"] = tuple(stored.get("script_args") or ())
-    try:
-        return TrialSettings(**stored)
-    except TypeError as exc:
-        raise TuneError(f"the stored study's settings are unreadable ({exc})") from None

@@ -13,12 +13,13 @@ import difflib
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 from autotune.knobs import KNOBS, check_knob
 from autotune.search.records import Trial
 from autotune.search.space import Choice, Int, Space, Value
 from autotune.tuner.host_load import machine_cores
+from autotune.tuner.trial_facts import TrialFacts, facts, metrics
 from profilers.contract.load import RunLoad, compare_loads
 from profilers.runtime.parallel_degrees import model_parallel_degrees
 
@@ -144,7 +145,7 @@ def ignored_params(study: _StudyView) -> str | None:
     for trial in reversed(study.trials):
         if not trial.ok or not trial.params:
             continue
-        used = trial.attrs.get("params_used") or {}
+        used = facts(trial).params_used
         unread = [
             name
             for name in trial.params
@@ -163,13 +164,13 @@ def ignored_params(study: _StudyView) -> str | None:
 
 def _fingerprint(trial: Trial) -> tuple[Any, ...]:
     """What a trial trained: samples and FLOPs per step, precision and ranks."""
-    a = trial.attrs
-    return (a.get("samples_per_step"), a.get("flops_per_step"), a.get("precision"), a.get("world_size"))
+    f = facts(trial)
+    return (f.samples_per_step, f.flops_per_step, f.precision, f.world_size)
 
 
 def _loss_path(trial: Trial) -> list[str | None] | None:
-    losses = trial.attrs.get("loss_per_step")
-    if not isinstance(losses, list):
+    losses = facts(trial).loss_per_step
+    if losses is None:
         return None
     return [f"{x:.6g}" if _finite(x) else None for x in losses]
 
@@ -187,8 +188,8 @@ def _same_losses(trials: Sequence[Trial]) -> bool | None:
 
 def _trial_load(trial: Trial) -> RunLoad | None:
     """Other processes' CPU while a trial ran (measured by the tuner), on this machine."""
-    cores = trial.attrs.get("other_load_cores")
-    return RunLoad(float(cores), machine_cores()) if isinstance(cores, int | float) else None
+    cores = facts(trial).other_load_cores
+    return None if cores is None else RunLoad(cores, machine_cores())
 
 
 def _clearly_faster(ok: Sequence[Trial], median: float) -> bool:
@@ -198,15 +199,19 @@ def _clearly_faster(ok: Sequence[Trial], median: float) -> bool:
     when the median one ran beside more of other processes' CPU than the fastest, by more than the
     load band (:mod:`profilers.contract.load`): the load can explain the gap.
     """
-    by_rate = sorted(ok, key=lambda t: t.metrics.get("samples_per_s") or 0.0)
+    by_rate = sorted(ok, key=_rate)
     fastest = by_rate[-1]
-    middle = min(by_rate, key=lambda t: abs((t.metrics.get("samples_per_s") or 0.0) - median))
+    middle = min(by_rate, key=lambda t: abs(_rate(t) - median))
     if compare_loads(_trial_load(middle), _trial_load(fastest)).explains(b_is_slower=False):
         return False
-    fast_ci, mid_ci = fastest.attrs.get("throughput_ci95"), middle.attrs.get("throughput_ci95")
-    if not fast_ci or not mid_ci or fast_ci[0] is None:
+    fast_ci, mid_ci = facts(fastest).throughput_ci95, facts(middle).throughput_ci95
+    if fast_ci is None or mid_ci is None or fast_ci[0] is None:
         return True
     return mid_ci[1] is not None and fast_ci[0] > mid_ci[1]
+
+
+def _rate(trial: Trial) -> float:
+    return metrics(trial).samples_per_s or 0.0
 
 
 def same_everywhere(study: _StudyView) -> str | None:
@@ -225,11 +230,11 @@ def same_everywhere(study: _StudyView) -> str | None:
         or len({study.space.key(t.params) for t in ok if t.params}) < SAME_MIN_TRIALS - 1
     ):
         return None
-    if any(name in (t.attrs.get("params_used") or {}) for t in ok for name in study.space.names):
+    if any(name in facts(t).params_used for t in ok for name in study.space.names):
         return None
     if len({_fingerprint(t) for t in ok}) > 1 or _same_losses(ok) is False:
         return None
-    rates = [t.metrics.get("samples_per_s") or 0.0 for t in ok]
+    rates = [_rate(t) for t in ok]
     median = statistics.median(rates)
     if median <= 0 or (max(rates) / median - 1 > SAME_MAX_SPREAD and _clearly_faster(ok, median)):
         return None
@@ -252,7 +257,7 @@ def same_everywhere(study: _StudyView) -> str | None:
 def loss_drift(
     baseline: Trial,
     params: Mapping[str, Value],
-    attrs: Mapping[str, Any],
+    trial: TrialFacts,
     tolerance: float,
     warmup_steps: int,
 ) -> str | None:
@@ -265,18 +270,19 @@ def loss_drift(
     least the first), so a script that scales the loss it backpropagates (``loss / grad_accum``)
     compares the same.
     """
-    reference_precision = _precision(baseline.attrs)
-    precision = params.get("precision") or _precision(attrs)
+    reference = facts(baseline)
+    reference_precision = reference.run_precision
+    precision = params.get("precision", trial.run_precision)
     if (
         not baseline.ok
         or reference_precision not in ("fp32", "tf32")
         or precision in (None, reference_precision)
     ):
         return None
-    if _global_batch(baseline.attrs) is None or _global_batch(baseline.attrs) != _global_batch(attrs):
+    if reference.global_batch is None or reference.global_batch != trial.global_batch:
         return None
-    ref, mine = baseline.attrs.get("loss_per_step"), attrs.get("loss_per_step")
-    if not isinstance(ref, list) or not isinstance(mine, list):
+    ref, mine = reference.loss_per_step, trial.loss_per_step
+    if ref is None or mine is None:
         return None
     common = min(len(ref), len(mine))
     start = max(warmup_steps, common - DRIFT_WINDOW)
@@ -303,24 +309,14 @@ def loss_drift(
     )
 
 
-def _start_level(losses: list[Any], steps: int) -> float | None:
+def _start_level(losses: Sequence[float | None], steps: int) -> float | None:
     """The mean of the finite losses of a path's first ``steps`` steps (its scale), or None."""
     first = [x for x in losses[:steps] if _finite(x)]
     level = statistics.fmean(first) if first else 0.0
     return level if level > 0 else None
 
 
-def _precision(attrs: Mapping[str, Any]) -> str | None:
-    used = (attrs.get("params_used") or {}).get("precision")
-    return used if isinstance(used, str) else attrs.get("precision")
-
-
-def _global_batch(attrs: Mapping[str, Any]) -> Any:
-    used = (attrs.get("params_used") or {}).get("global_batch")
-    return used if used is not None else attrs.get("samples_per_step")
-
-
-def _finite(x: object) -> bool:
+def _finite(x: object) -> TypeGuard[float]:
     return isinstance(x, int | float) and math.isfinite(x)
 
 

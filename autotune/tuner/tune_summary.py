@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING, Any
 from autotune.search.records import Trial
 from autotune.tuner.confirm import ConfirmRun, verdict
 from autotune.tuner.host_load import machine_cores
+from autotune.tuner.trial_facts import TrialMetrics, facts, metrics
 from profilers.contract.schema import TUNE_SUMMARY_SCHEMA
 from profilers.contract.study import pareto_front
+from profilers.contract.summaries import TuningSummary
 from profilers.contract.verdict import study_verdict
 
 if TYPE_CHECKING:
@@ -25,35 +27,35 @@ if TYPE_CHECKING:
 
 def trial_entry(trial: Trial) -> dict[str, Any]:
     """One trial as ``summary.json`` lists it."""
-    m = trial.metrics
+    m, f = metrics(trial), facts(trial)
     return {
         "id": trial.id,
         "baseline": trial.baseline,
         "params": trial.params,
         "status": trial.status,
         "objective": trial.value,
-        "throughput": m.get("samples_per_s"),
-        "tokens_per_s": m.get("tokens_per_s"),
-        "peak_memory_bytes": _int(m.get("peak_memory_bytes")),
-        "step_time_s": m.get("step_time_s"),
-        "usd_per_million_samples": m.get("usd_per_million_samples"),
-        "joules_per_sample": m.get("joules_per_sample"),
-        "world_size": trial.attrs.get("world_size"),
+        "throughput": m.samples_per_s,
+        "tokens_per_s": m.tokens_per_s,
+        "peak_memory_bytes": m.peak_memory_bytes,
+        "step_time_s": m.step_time_s,
+        "usd_per_million_samples": m.usd_per_million_samples,
+        "joules_per_sample": m.joules_per_sample,
+        "world_size": f.world_size,
         "duration_s": trial.duration_s,
-        "stop_reason": trial.attrs.get("stop_reason"),
-        "throughput_ci95": trial.attrs.get("throughput_ci95"),
-        "stable": trial.attrs.get("stable"),
-        "other_load_cores": trial.attrs.get("other_load_cores"),
-        "threads_per_rank": trial.attrs.get("threads_per_rank"),
-        "precision": trial.attrs.get("precision"),  # what the profiler saw the model run in
-        "params_used": trial.attrs.get("params_used"),
-        "run_dir": trial.attrs.get("run_dir"),
+        "stop_reason": f.stop_reason,
+        "throughput_ci95": None if f.throughput_ci95 is None else list(f.throughput_ci95),
+        "stable": f.stable,
+        "other_load_cores": f.other_load_cores,
+        "threads_per_rank": f.threads_per_rank,
+        "precision": f.precision,  # what the profiler saw the model run in
+        "params_used": f.params_used,
+        "run_dir": f.run_dir,
         # where and when it ran (autotune.tuner.running): "local", this host, "cuda:0" / "cpu:1"
-        "executor": trial.attrs.get("executor"),
-        "node": trial.attrs.get("node"),
-        "devices": trial.attrs.get("devices"),
-        "started_at": trial.attrs.get("started_at"),
-        "ended_at": trial.attrs.get("ended_at"),
+        "executor": f.executor,
+        "node": f.node,
+        "devices": f.devices,
+        "started_at": f.started_at,
+        "ended_at": f.ended_at,
         "error": trial.error,
     }
 
@@ -100,20 +102,20 @@ def tune_summary(
         "machine_cores": machine_cores(),
         "threads": {
             "threads_per_rank": settings.threads_per_rank,
-            "device_kind": None if baseline is None else baseline.attrs.get("device_kind"),
+            "device_kind": None if baseline is None else facts(baseline).device_kind,
         },
     }
-    out["verdict"] = study_verdict(out).to_dict()
+    out["verdict"] = study_verdict(TuningSummary.parse(out, "the study's summary")).to_dict()
     return out
 
 
 def _best_entry(best: Trial, baseline: Trial | None, confirmations: Sequence[ConfirmRun]) -> dict[str, Any]:
     entry = trial_entry(best)
-    base_rate = None if baseline is None or not baseline.ok else baseline.metrics.get("samples_per_s")
-    rate = best.metrics.get("samples_per_s")
+    base = TrialMetrics() if baseline is None else metrics(baseline)
+    base_rate = base.samples_per_s if baseline is not None and baseline.ok else None
+    rate, cost = metrics(best).samples_per_s, metrics(best).usd_per_million_samples
+    base_cost = base.usd_per_million_samples
     entry["speedup_vs_baseline"] = rate / base_rate if rate and base_rate else None
-    base_cost = None if baseline is None else baseline.metrics.get("usd_per_million_samples")
-    cost = best.metrics.get("usd_per_million_samples")
     entry["cost_saving_vs_baseline"] = 1 - cost / base_cost if cost is not None and base_cost else None
     entry.update(verdict(confirmations, best.id).entry())
     return entry
@@ -123,11 +125,10 @@ def _pareto(ok: list[Trial]) -> list[int]:
     """Ids of the trials on the front of throughput (max), peak memory (min) and cost (min)."""
     points: dict[int, tuple[float, ...]] = {}
     for t in ok:
-        rate = t.metrics.get("samples_per_s")
+        m = metrics(t)
+        rate, memory, cost = m.samples_per_s, m.peak_memory_bytes, m.usd_per_million_samples
         if not rate:
             continue
-        memory = t.metrics.get("peak_memory_bytes")
-        cost = t.metrics.get("usd_per_million_samples")
         points[t.id] = (
             -rate,
             memory if memory is not None else float("inf"),
@@ -138,10 +139,6 @@ def _pareto(ok: list[Trial]) -> list[int]:
 
 def _statuses(trials: list[Trial]) -> list[str]:
     return sorted({t.status for t in trials})
-
-
-def _int(value: float | None) -> int | None:
-    return None if value is None else int(value)
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:

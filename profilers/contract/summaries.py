@@ -32,6 +32,7 @@ from profilers.contract.json_checks import (
     is_number,
     optional_dict,
     optional_int,
+    optional_list,
     optional_number,
     optional_str,
     str_list,
@@ -52,6 +53,10 @@ class _ReadsAsItsDict(Mapping[str, Any]):
 
     def __len__(self) -> int:
         return len(self.raw)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object the record was parsed from, every key kept (a newer writer's too)."""
+        return dict(self.raw)
 
 
 @dataclass(frozen=True)
@@ -79,6 +84,13 @@ class TrialEntry(_ReadsAsItsDict):
     usd_per_million_samples: float | None = None  # at the study's price, when it had one
     joules_per_sample: float | None = None  # the GPUs' energy over its samples (NVML)
     stop_reason: str | None = None  # why its step budget ended it (stopping.STOP_REASONS)
+    throughput_ci95: tuple[float | None, float | None] | None = None  # samples/s; an open end is None
+    stable: bool | None = None  # its steps' spread within the study's bound
+    other_load_cores: float | None = None  # other processes' CPU while it ran
+    #: The best trial's re-measurement against the baseline (autotune.tuner.confirm.Verdict.entry).
+    speedup_confirmation_rounds: int = 0
+    speedup_geomean: float | None = None
+    speedup_ci95: tuple[float, float] | None = None
 
     @classmethod
     def parse(cls, data: Any, where: str) -> TrialEntry:
@@ -115,6 +127,12 @@ class TrialEntry(_ReadsAsItsDict):
             usd_per_million_samples=optional_number(data, "usd_per_million_samples", where),
             joules_per_sample=optional_number(data, "joules_per_sample", where),
             stop_reason=optional_str(data, "stop_reason", where),
+            throughput_ci95=_interval(data, "throughput_ci95", where, open_ended=True),
+            stable=data["stable"] if isinstance(data.get("stable"), bool) else None,
+            other_load_cores=optional_number(data, "other_load_cores", where),
+            speedup_confirmation_rounds=optional_int(data, "speedup_confirmation_rounds", where) or 0,
+            speedup_geomean=optional_number(data, "speedup_geomean", where),
+            speedup_ci95=_closed(_interval(data, "speedup_ci95", where, open_ended=False)),
         )
 
     @property
@@ -148,6 +166,22 @@ class TuningSummary:
     preset: str | None = None  # the framework preset whose flags the trials got
     preset_per_rank: int | None = None  # ranks a preset's trial runs per node
     device_kind: str | None = None  # "cuda" or "cpu": what the trials trained on
+    run_dir: str | None = None
+    threads_per_rank: int | None = None  # threads each trial's processes were given (on a CPU)
+    machine_cores: float | None = None  # this machine's cores, for the load band
+    confirmations: tuple[Confirmation, ...] = ()  # the best trial's re-measurements
+    pareto: tuple[int, ...] | None = None  # trial ids (with --multi-objective)
+    search_prior: dict[str, Any] = field(default_factory=dict)  # the plan prior's note and rows
+    verdict: dict[str, Any] = field(default_factory=dict)  # as stored (verdict.verdict_of reads it)
+
+    @classmethod
+    def of(cls, summary: TuningSummary | Mapping[str, Any], where: str = "summary.json") -> TuningSummary:
+        """``summary`` as the record: itself, or summary.json's dict parsed (SummaryError, one line)."""
+        return summary if isinstance(summary, TuningSummary) else cls.parse(dict(summary), where)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object the record was parsed from, every key kept."""
+        return dict(self.raw)
 
     @classmethod
     def parse(cls, data: dict[str, Any], where: str) -> TuningSummary:
@@ -159,6 +193,8 @@ class TuningSummary:
         chosen = {k: TrialEntry.parse(data[k], f"{where}, {k}") if data.get(k) is not None else None
                   for k in ("best", "baseline")}  # fmt: skip
         stopped = optional_str(data, "stopped", where)
+        threads = optional_dict(data, "threads", where)
+        pareto = optional_list(data, "pareto", where)
         return cls(
             entries,
             chosen["best"],
@@ -180,8 +216,61 @@ class TuningSummary:
             loss_tolerance=optional_number(data, "loss_tolerance", where),
             preset=optional_str(data, "preset", where),
             preset_per_rank=optional_int(data, "preset_per_rank", where),
-            device_kind=optional_str(optional_dict(data, "threads", where), "device_kind", where),
+            device_kind=optional_str(threads, "device_kind", where),
+            run_dir=optional_str(data, "run_dir", where),
+            threads_per_rank=optional_int(threads, "threads_per_rank", where),
+            machine_cores=optional_number(data, "machine_cores", where),
+            confirmations=tuple(
+                Confirmation.parse(c, f"{where}, confirmations")
+                for c in optional_list(data, "confirmations", where)
+            ),
+            pareto=tuple(int(i) for i in pareto if is_number(i)) if data.get("pareto") is not None else None,
+            search_prior=optional_dict(data, "search_prior", where),
+            verdict=optional_dict(data, "verdict", where),
         )
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """One re-measurement of the best trial or the baseline (summary.json's ``confirmations``)."""
+
+    round: int
+    role: str  # "baseline" or "best"
+    status: str
+    samples_per_s: float | None
+    other_load_cores: float | None
+
+    @classmethod
+    def parse(cls, data: Any, where: str) -> Confirmation:
+        """The entry ``data``, or SummaryError naming ``where`` and the field."""
+        if not isinstance(data, dict):
+            raise SummaryError(f"{where}: an entry must be an object, not {type(data).__name__}")
+        return cls(
+            round=optional_int(data, "round", where) or 0,
+            role=optional_str(data, "role", where) or "",
+            status=optional_str(data, "status", where) or "",
+            samples_per_s=optional_number(data, "samples_per_s", where),
+            other_load_cores=optional_number(data, "other_load_cores", where),
+        )
+
+
+def _interval(
+    data: Mapping[str, Any], key: str, where: str, open_ended: bool
+) -> tuple[float | None, float | None] | None:
+    """``[low, high]`` (either end may be null when ``open_ended``), or None when missing."""
+    value = data.get(key)
+    if value is None:
+        return None
+    ok = isinstance(value, list | tuple) and len(value) == 2
+    if not ok or not all(is_number(v) or (open_ended and v is None) for v in value):
+        raise SummaryError(f"{where}: {key!r} must be [low, high], not {value!r}"[:300])
+    return (None if value[0] is None else float(value[0]), None if value[1] is None else float(value[1]))
+
+
+def _closed(interval: tuple[float | None, float | None] | None) -> tuple[float, float] | None:
+    if interval is None or interval[0] is None or interval[1] is None:
+        return None
+    return (interval[0], interval[1])
 
 
 def _counts(data: dict[str, Any]) -> dict[str, int]:
@@ -478,6 +567,7 @@ _EMPTY_PROFILE = ProfileSummary.parse({}, "no summary")
 
 
 __all__ = [
+    "Confirmation",
     "Envelope",
     "GpuFigures",
     "HostFigures",

@@ -15,12 +15,12 @@ trial's parameters, status and figures cannot differ between the two. Pure Pytho
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from profilers.contract.study import best_trial_id, ran_with
-from profilers.contract.summaries import TrialEntry
+from profilers.contract.summaries import TrialEntry, TuningSummary
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,18 +81,16 @@ def trial_views(
     return tuple(trial_view(e, best_id, shown) for e in sorted(entries, key=lambda e: e.id))
 
 
-def space_names(summary: Mapping[str, Any]) -> list[str] | None:
+def space_names(study: TuningSummary) -> list[str] | None:
     """The parameters a study searched (its space's names), or None when its summary has no space."""
-    space = summary.get("space")
-    return list(space) if isinstance(space, Mapping) and space else None
+    return list(study.space) or None
 
 
-def study_best_id(summary: Mapping[str, Any], entries: Sequence[TrialEntry]) -> int | None:
+def study_best_id(study: TuningSummary) -> int | None:
     """The study's best trial: its summary's ``best``, else (before one is written) the best ok trial."""
-    best = summary.get("best")
-    if isinstance(best, Mapping) and isinstance(best.get("id"), int):
-        return int(best["id"])
-    return best_trial_id(entries, summary.get("direction") != "minimize")
+    if study.best is not None:
+        return study.best.id
+    return best_trial_id(study.trials, study.direction != "minimize")
 
 
 __all__ = ["TrialView", "space_names", "study_best_id", "trial_view", "trial_views"]

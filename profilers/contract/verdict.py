@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from profilers.contract.load import load_band_cores
+from profilers.contract.summaries import TrialEntry, TuningSummary
 
 #: Every ``verdict.status``.
 VERDICTS = (
@@ -81,56 +82,40 @@ class StudyVerdict:
         return out
 
 
-def _num(value: Any) -> float | None:
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return None
-
-
 def _mean(values: Sequence[float | None]) -> float | None:
     known = [v for v in values if v is not None]
     return statistics.fmean(known) if known else None
 
 
-def _cores(entry: Mapping[str, Any], threads: Mapping[str, Any] | None) -> float | None:
+def _cores(entry: TrialEntry, summary: TuningSummary) -> float | None:
     """Cores a trial's processes use on a CPU: its ranks times the study's threads per process."""
-    if not threads or threads.get("device_kind") not in (None, "cpu"):
+    if summary.device_kind not in (None, "cpu") or summary.threads_per_rank is None:
         return None
-    per_rank = _num(threads.get("threads_per_rank"))
-    ranks = _num(entry.get("world_size")) or 1.0
-    return None if per_rank is None else ranks * per_rank
+    return entry.world_size * summary.threads_per_rank
 
 
 def _x(value: float) -> str:
     return f"{value:.2f}×"
 
 
-def study_verdict(summary: Mapping[str, Any]) -> StudyVerdict:
+def study_verdict(summary: TuningSummary | Mapping[str, Any]) -> StudyVerdict:
     """The verdict of a tuning summary (summary.json of ``autotune tune``, as it stands)."""
-    best, base = summary.get("best"), summary.get("baseline")
-    run_dir = str(summary.get("run_dir") or "DIR")
-    firmer = FIRMER.format(run_dir=run_dir)
+    summary = TuningSummary.of(summary)
+    best, base = summary.best, summary.baseline
+    firmer = FIRMER.format(run_dir=summary.run_dir or "DIR")
     blank = StudyVerdict("no_result", None, None, None, 0, None, None, None, None, None, False,
                          "no trial finished ok against a baseline", "")  # fmt: skip
-    if not isinstance(best, Mapping) or not isinstance(base, Mapping) or base.get("status") != "ok":
+    if best is None or base is None or not base.ok:
         return blank
-    if best.get("id") == base.get("id"):
+    if best.id == base.id:
         return replace(blank, status="baseline_best", headline="no configuration beat the baseline "
                        "(the script's own settings were the best measured)")  # fmt: skip
-    search = _num(best.get("speedup_vs_baseline"))
-    rounds = int(_num(best.get("speedup_confirmation_rounds")) or 0)
-    geomean = _num(best.get("speedup_geomean"))
-    raw_ci = best.get("speedup_ci95")
-    ci = None
-    if isinstance(raw_ci, list | tuple) and len(raw_ci) == 2:
-        ci = (float(raw_ci[0]), float(raw_ci[1]))
-    runs = [c for c in summary.get("confirmations") or [] if isinstance(c, Mapping)]
-    confirm_load = _mean([_num(c.get("other_load_cores")) for c in runs if c.get("status") == "ok"])
-    search_load = _mean([_num(best.get("other_load_cores")), _num(base.get("other_load_cores"))])
-    machine = _num(summary.get("machine_cores"))
-    band = load_band_cores(machine)
-    threads = summary.get("threads")
-    base_cores, best_cores = _cores(base, threads), _cores(best, threads)
+    search = _finite(best.speedup_vs_baseline)
+    rounds, geomean, ci = best.speedup_confirmation_rounds, _finite(best.speedup_geomean), best.speedup_ci95
+    confirm_load = _mean([c.other_load_cores for c in summary.confirmations if c.status == "ok"])
+    search_load = _mean([best.other_load_cores, base.other_load_cores])
+    band = load_band_cores(summary.machine_cores)
+    base_cores, best_cores = _cores(base, summary), _cores(best, summary)
     cores_ratio = best_cores / base_cores if base_cores and best_cores else None
     speedup = geomean if rounds and geomean is not None else search
     per_core = speedup / cores_ratio if speedup is not None and cores_ratio and cores_ratio != 1 else None
@@ -184,15 +169,19 @@ def study_verdict(summary: Mapping[str, Any]) -> StudyVerdict:
     return replace(figures, status=status, headline=headline + cores_note)
 
 
-def verdict_of(summary: Mapping[str, Any]) -> StudyVerdict:
+def verdict_of(summary: TuningSummary | Mapping[str, Any]) -> StudyVerdict:
     """The verdict a summary.json stores (``verdict``), else computed from its figures (older studies)."""
-    stored = summary.get("verdict")
-    if isinstance(stored, Mapping) and stored.get("status") in VERDICTS:
+    summary = TuningSummary.of(summary)
+    stored = dict(summary.verdict)
+    if stored.get("status") in VERDICTS:
+        ci = stored.get("speedup_ci95")
+        stored["speedup_ci95"] = tuple(ci) if isinstance(ci, list | tuple) else None
         try:
-            fields = dict(stored)
-            ci = fields.get("speedup_ci95")
-            fields["speedup_ci95"] = tuple(ci) if isinstance(ci, list | tuple) else None
-            return StudyVerdict(**fields)
+            return StudyVerdict(**stored)
         except TypeError:
             pass  # written by another version: derive it again
     return study_verdict(summary)
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None

@@ -11,6 +11,7 @@ import pytest
 
 from autotune.demo.target import demo_space
 from autotune.tuner.plan_memory import PlanMemory
+from autotune.tuner.trial_facts import TrialFacts
 from autotune.tuner.trials import TrialSettings
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -145,7 +146,7 @@ def test_a_prior_that_cannot_be_made_leaves_the_study_searching_without_one(monk
     monkeypatch.setattr(autotune.plan.probe, "probe_costs", broken)
     said: list[str] = []
     prior, note = prior_for_study(
-        PlanTraces(SETTINGS, SPACE), Scoring(), {"device_kind": "cpu"}, 100.0, "cpu", said.append
+        PlanTraces(SETTINGS, SPACE), Scoring(), TrialFacts(device_kind="cpu"), 100.0, "cpu", said.append
     )
     assert prior is None and note == "no plan prior: it failed (RuntimeError: no timer on this machine)"
     assert said == []  # nothing announced that did not happen
@@ -187,7 +188,7 @@ def test_a_prior_whose_traces_all_fail_says_so_and_is_not_used(monkeypatch):
 
     costs = CpuCalibration(1e-9, 1e-9, 0.0, 1e-6, ("fixed",), ())
     monkeypatch.setattr(autotune.plan.probe, "probe_costs", lambda: costs)  # the traces are what fails
-    prior, note = prior_for_study(plans, Scoring(), {"device_kind": "cpu"}, 100.0, "cpu")
+    prior, note = prior_for_study(plans, Scoring(), TrialFacts(device_kind="cpu"), 100.0, "cpu")
     assert prior is None
     assert note.startswith("no plan prior: none of the 2 configurations could be predicted (")
     assert "masked_select" in note or "DynamicOutputShape" in note or "data-dependent" in note, note

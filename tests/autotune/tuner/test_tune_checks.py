@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
 import pytest
 
 from autotune.search import Choice, Int, Space, Study, Trial
+from autotune.tuner.trial_facts import TrialFacts
 from autotune.tuner.tune_checks import (
     SAME_MAX_SPREAD,
     default_space,
@@ -256,9 +258,11 @@ def base_trial(precision: str = "fp32", global_batch: int = 32, status: str = "o
     return Trial(0, {}, status, 100.0 if status == "ok" else None, {}, 1.0, None, attrs)
 
 
-def trial_attrs(last: list[float | None], precision: str = "bf16", global_batch: int = 32) -> dict[str, Any]:
+def trial_attrs(last: list[float | None], precision: str = "bf16", global_batch: int = 32) -> TrialFacts:
     losses = [5.0] * 5 + last  # the same starting level as the baseline's
-    return {"precision": precision, "params_used": {"global_batch": global_batch}, "loss_per_step": losses}
+    return TrialFacts.of(
+        {"precision": precision, "params_used": {"global_batch": global_batch}, "loss_per_step": losses}
+    )
 
 
 def test_a_small_gap_is_no_drift() -> None:
@@ -276,9 +280,10 @@ def test_a_large_gap_is_drift_with_its_percentage() -> None:
 
 def test_a_path_scaled_by_grad_accum_is_compared_by_its_shape() -> None:
     """A script backpropagating ``loss / grad_accum`` records a quarter of the loss at accum 4."""
-    scaled = {**trial_attrs([]), "loss_per_step": [x / 4 for x in base_trial().attrs["loss_per_step"]]}
+    quarter = tuple(x / 4 for x in base_trial().attrs["loss_per_step"])
+    scaled = dataclasses.replace(trial_attrs([]), loss_per_step=quarter)
     assert loss_drift(base_trial(), {"precision": "bf16"}, scaled, 0.1, WARMUP) is None
-    worse = {**scaled, "loss_per_step": [5.0 / 4] * 5 + [1.2 / 4] * 5}
+    worse = dataclasses.replace(scaled, loss_per_step=(5.0 / 4,) * 5 + (1.2 / 4,) * 5)
     drift = loss_drift(base_trial(), {"precision": "bf16"}, worse, 0.1, WARMUP)
     assert drift is not None and "20.0%" in drift
 
@@ -293,9 +298,9 @@ def test_a_different_global_batch_is_not_compared() -> None:
     attrs = trial_attrs([1.2] * 5, global_batch=64)
     assert loss_drift(base_trial(), {"precision": "bf16"}, attrs, 0.1, WARMUP) is None
     samples = {"precision": "bf16", "samples_per_step": 64, "loss_per_step": [1.2] * 10}
-    assert loss_drift(base_trial(), {"precision": "bf16"}, samples, 0.1, WARMUP) is None
+    assert loss_drift(base_trial(), {"precision": "bf16"}, TrialFacts.of(samples), 0.1, WARMUP) is None
     samples["samples_per_step"] = 32  # the global batch from samples per step when not read
-    assert loss_drift(base_trial(), {"precision": "bf16"}, samples, 0.1, WARMUP) is not None
+    assert loss_drift(base_trial(), {"precision": "bf16"}, TrialFacts.of(samples), 0.1, WARMUP) is not None
 
 
 @pytest.mark.parametrize(
@@ -328,8 +333,8 @@ def test_non_finite_losses_are_left_out() -> None:
 
 def test_the_window_starts_after_the_warmup() -> None:
     short_base = base_trial()
-    short_attrs = trial_attrs([1.2] * 5)
-    short_attrs["loss_per_step"] = [9.0, 9.0, 1.2, 1.2]  # 4 steps: the window is steps 3-4 after 2 warm-up
+    # 4 steps: the window is steps 3-4 after 2 warm-up
+    short_attrs = dataclasses.replace(trial_attrs([1.2] * 5), loss_per_step=(9.0, 9.0, 1.2, 1.2))
     short_base.attrs["loss_per_step"] = [9.0, 9.0, 1.0, 1.0]  # the same starting level (the first 5)
     drift = loss_drift(short_base, {"precision": "bf16"}, short_attrs, 0.1, 2)
     assert drift is not None and "over steps 3-4" in drift and "20.0%" in drift

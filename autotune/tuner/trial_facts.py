@@ -1,0 +1,166 @@
+"""What the tuner keeps with each trial, typed: its facts (the search library's ``attrs``) and metrics.
+
+The search library (:mod:`autotune.search`) stores a trial's ``attrs`` and ``metrics`` as JSON
+objects and knows nothing of their keys. The tuner writes them through :meth:`TrialFacts.to_attrs`
+and the scoring (:meth:`autotune.tuner.objectives.Scoring.metrics`), and reads them back through
+:func:`facts` and :func:`metrics`, so every reader sees one set of names and types. A study stored
+by an older version lacks some facts: they read as None.
+
+>>> from autotune.search.records import Trial
+>>> t = Trial(1, {"micro_batch": 8}, "ok", 120.0, {"samples_per_s": 120.0}, 3.0,
+...           attrs=TrialFacts(world_size=2, throughput_ci95=(110.0, 130.0)).to_attrs())
+>>> facts(t).world_size, facts(t).throughput_ci95, metrics(t).samples_per_s, metrics(t).step_time_s
+(2, (110.0, 130.0), 120.0, None)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from autotune.search.records import Trial
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _integer(value: Any) -> int | None:
+    number = _number(value)
+    return None if number is None else int(number)
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _pair(value: Any) -> tuple[float | None, float | None] | None:
+    """``[low, high]``; an end the measurement left open is None."""
+    pair = isinstance(value, list | tuple) and len(value) == 2
+    if pair and all(v is None or _number(v) is not None for v in value):
+        return (_number(value[0]), _number(value[1]))
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class TrialFacts:
+    """A trial's facts beside its metrics: where and how it ran, what its script really used."""
+
+    run_dir: str | None = None  # relative to the study
+    world_size: int = 1
+    params_used: dict[str, Any] = field(default_factory=dict)  # the knobs its code read, as used
+    stop_reason: str | None = None  # why a step budget ended it
+    measured_steps: int | None = None
+    precision: str | None = None  # what the profiler saw the model run in
+    samples_per_step: int | None = None
+    flops_per_step: float | None = None
+    loss_per_step: tuple[float | None, ...] | None = None
+    device_memory_bytes: int | None = None  # the device's whole memory
+    throughput_ci95: tuple[float | None, float | None] | None = None  # samples/s; an open end is None
+    stable: bool | None = None  # its steps' spread within the study's bound
+    other_load_cores: float | None = None  # other processes' load while it ran
+    threads_per_rank: int | None = None
+    device_kind: str | None = None  # "cuda" or "cpu"
+    device_name: str | None = None
+    executor: str | None = None  # "local" or "ray"
+    node: str | None = None
+    devices: str | None = None  # "cuda:0", "cpu:1"
+    started_at: float | None = None  # epoch seconds
+    ended_at: float | None = None
+    refused_precision: str | None = None  # a precision the machine cannot run: never tried again
+    plan_predicted: float | None = None  # the plan prior's objective for it
+    impossible: bool = False  # a configuration that cannot exist (a batch split that does not divide)
+    same_as_baseline: bool = False
+
+    @classmethod
+    def of(cls, attrs: Mapping[str, Any]) -> TrialFacts:
+        """The facts in a trial's ``attrs`` (a wrong type reads as missing: the study was stored so)."""
+        losses = attrs.get("loss_per_step")
+        used = attrs.get("params_used")
+        return cls(
+            run_dir=_text(attrs.get("run_dir")),
+            world_size=_integer(attrs.get("world_size")) or 1,
+            params_used=dict(used) if isinstance(used, Mapping) else {},
+            stop_reason=_text(attrs.get("stop_reason")),
+            measured_steps=_integer(attrs.get("measured_steps")),
+            precision=_text(attrs.get("precision")),
+            samples_per_step=_integer(attrs.get("samples_per_step")),
+            flops_per_step=_number(attrs.get("flops_per_step")),
+            loss_per_step=tuple(_number(v) for v in losses) if isinstance(losses, list | tuple) else None,
+            device_memory_bytes=_integer(attrs.get("device_memory_bytes")),
+            throughput_ci95=_pair(attrs.get("throughput_ci95")),
+            stable=attrs["stable"] if isinstance(attrs.get("stable"), bool) else None,
+            other_load_cores=_number(attrs.get("other_load_cores")),
+            threads_per_rank=_integer(attrs.get("threads_per_rank")),
+            device_kind=_text(attrs.get("device_kind")),
+            device_name=_text(attrs.get("device_name")),
+            executor=_text(attrs.get("executor")),
+            node=_text(attrs.get("node")),
+            devices=_text(attrs.get("devices")),
+            started_at=_number(attrs.get("started_at")),
+            ended_at=_number(attrs.get("ended_at")),
+            refused_precision=_text(attrs.get("refused_precision")),
+            plan_predicted=_number(attrs.get("plan_predicted")),
+            impossible=attrs.get("impossible") is True,
+            same_as_baseline=attrs.get("same_as_baseline") is True,
+        )
+
+    def to_attrs(self) -> dict[str, Any]:
+        """The JSON object the study stores (tuples as lists; :meth:`of` reads it back)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        for key in ("loss_per_step", "throughput_ci95"):
+            if out[key] is not None:
+                out[key] = list(out[key])
+        out["params_used"] = dict(self.params_used)
+        return out
+
+    @property
+    def run_precision(self) -> str | None:
+        """The precision the script used: the knob it read, else what the profiler saw."""
+        used = self.params_used.get("precision")
+        return used if isinstance(used, str) else self.precision
+
+    @property
+    def global_batch(self) -> Any:
+        """Samples per optimizer step: the knob the script read, else what the profiler counted."""
+        used = self.params_used.get("global_batch")
+        return used if used is not None else self.samples_per_step
+
+
+@dataclass(frozen=True, slots=True)
+class TrialMetrics:
+    """A trial's metrics as the scoring wrote them (job-wide; None where it measured none)."""
+
+    samples_per_s: float | None = None
+    tokens_per_s: float | None = None
+    peak_memory_bytes: int | None = None
+    step_time_s: float | None = None
+    usd_per_million_samples: float | None = None
+    joules_per_sample: float | None = None
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any]) -> TrialMetrics:
+        """The metrics in a trial's ``metrics``."""
+        return cls(
+            samples_per_s=_number(values.get("samples_per_s")),
+            tokens_per_s=_number(values.get("tokens_per_s")),
+            peak_memory_bytes=_integer(values.get("peak_memory_bytes")),
+            step_time_s=_number(values.get("step_time_s")),
+            usd_per_million_samples=_number(values.get("usd_per_million_samples")),
+            joules_per_sample=_number(values.get("joules_per_sample")),
+        )
+
+
+def facts(trial: Trial) -> TrialFacts:
+    """``trial``'s facts."""
+    return TrialFacts.of(trial.attrs)
+
+
+def metrics(trial: Trial) -> TrialMetrics:
+    """``trial``'s metrics."""
+    return TrialMetrics.of(trial.metrics)
+
+
+__all__ = ["TrialFacts", "TrialMetrics", "facts", "metrics"]
