@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from profilers.contract.plan_doc import PlanDocument
+
 FORMATS = ("table", "json", "md", "html")
 
 
@@ -132,16 +134,17 @@ def cmd_plan(args: argparse.Namespace, usage_error: type[Exception]) -> int:
     run_samples = _run_samples(args, per_sample, usage_error)
     if run_samples is not None:
         result = with_run(result, run_samples)
-    if args.format == "table":
-        _print_table(result, args.top)
-        return 0
     data = plan_dict(result)
+    if args.format == "table":
+        _print_table(PlanDocument.parse(data), args.top)
+        return 0
     if args.format == "json":
         text = json.dumps(data, indent=2, allow_nan=False) + "\n"
     else:
         from autotune.report.plan_report import plan_html, plan_markdown
 
-        text = plan_markdown(data, rows=args.top) if args.format == "md" else plan_html(data)
+        doc = PlanDocument.parse(data)
+        text = plan_markdown(doc, rows=args.top) if args.format == "md" else plan_html(doc)
     if args.output in (None, "-"):
         sys.stdout.write(text)
         return 0
@@ -197,60 +200,37 @@ def plan_dict(result: Any) -> dict[str, Any]:
     return cleaned
 
 
-def gpu_label(gpu: str, gpus: int, nodes: int) -> str:
-    """``H100-SXM``, ``H100-SXM × 8``, ``H100-SXM × 16 (2 nodes)``."""
-    if gpus == 1:
-        return gpu
-    return f"{gpu} × {gpus}" + (f" ({nodes} nodes)" if nodes > 1 else "")
-
-
-def _print_table(result: Any, top: int) -> None:
+def _print_table(plan: PlanDocument, top: int) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from autotune.fmt import NA, format_bytes, format_rate, format_seconds, format_usd
-    from autotune.report.plan_cells import cpu_notes
+    from autotune.report.plan_cells import HEADERS, config_cells, cpu_notes
 
     table = Table(
         title="Plan: cheapest first (step times calibrated on published runs; see the interval)",
         title_justify="left",
     )
-    run_total = any(c.usd_total is not None for c in result.configs)
-    columns = ["GPU", "micro-batch × accum", "precision", "ckpt", "layout", "peak memory", "fits", "step",
-               "interval",
-               "samples/s", "$/M samples", *(["$ for the run"] if run_total else [])]  # fmt: skip
-    for name in columns:
+    run_total = any(c.usd_total is not None for c in plan.configs)
+    # the terminal's columns: the documents' less tokens/s, $/M tokens, and $ for a run not given
+    shown = [i for i, name in enumerate(HEADERS) if name not in ("tokens/s", "$/M tokens")]
+    shown = shown if run_total else shown[:-1]
+    for i in shown:
+        name = HEADERS[i]
         table.add_column(name, justify="left" if name in ("GPU", "precision", "layout", "fits") else "right")
-    for c in result.configs[:top]:
-        p = c.params
-        low_high = c.step_time_s_interval
-        table.add_row(
-            gpu_label(c.gpu, c.gpus, c.nodes),
-            f"{p['micro_batch']} × {p['grad_accum']}",
-            p["precision"],
-            "yes" if p["activation_checkpointing"] else "no",
-            p["layout"],
-            format_bytes(c.peak_memory_bytes),
-            "yes" if c.fits else f"no: {c.why_not}",
-            format_seconds(c.step_time_s),
-            f"{format_seconds(low_high[0])}–{format_seconds(low_high[1])}" if low_high else NA,
-            format_rate(c.samples_per_s, "").strip(),
-            format_usd(c.usd_per_million_samples) if c.usd_per_million_samples is not None else NA,
-            *([format_usd(c.usd_total) if c.usd_total is not None else NA] if run_total else []),
-        )
+    for c in plan.configs[:top]:
+        cells = config_cells(c)
+        table.add_row(*(cells[i] for i in shown))
     console = Console()
-    if result.suggestion:
-        console.print(f"Suggestion: {result.suggestion['text']}.")
+    if plan.suggestion_text:
+        console.print(f"Suggestion: {plan.suggestion_text}.")
     console.print(table)
-    cpu = result.calibration.get("cpu")
-    if cpu:
-        for line in cpu_notes(cpu):
-            console.print(f"{line}.")
-    for note in result.notes:
+    for line in cpu_notes(plan.cpu, plan.cpu_memory) if plan.cpu is not None else []:
+        console.print(f"{line}.")
+    for note in plan.notes:
         console.print(f"Note: {note}.")
     console.print(
-        f"{len(result.configs)} configurations; traced in {result.trace_s:.1f} s; "
-        f"{result.model.get('parameters', 0):,} parameters. {result.calibration['note']}."
+        f"{len(plan.configs)} configurations; traced in {plan.trace_s:.1f} s; "
+        f"{plan.model.parameters or 0:,} parameters. {plan.calibration_note}."
     )
 
 

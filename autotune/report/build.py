@@ -19,7 +19,6 @@ from autotune.report.sections import (
     Overview,
     ParetoPoint,
     ParetoSection,
-    PlanSection,
     Report,
     StepSection,
     SweepPoint,
@@ -32,6 +31,7 @@ from autotune.tuner.memory_model import study_batch_param
 from profilers.contract.figures import DeviceEntry
 from profilers.contract.load import load_line, load_of
 from profilers.contract.outcome import outcome_sentence
+from profilers.contract.plan_doc import PlanDocument
 from profilers.contract.records import DeviceSample
 from profilers.contract.rundir import THINNED_POINTS, RunData
 from profilers.contract.schema import PHASES, PLAN_NAME
@@ -122,18 +122,9 @@ def build_report(
     )
 
 
-def plan_section(run: RunData) -> PlanSection | None:
+def plan_section(run: RunData) -> PlanDocument | None:
     """The plan saved in the run directory, as the report shows it (None without one)."""
-    doc = run.plan
-    if not doc:
-        return None
-    return PlanSection(
-        configs=tuple(c for c in doc.get("configs") or [] if isinstance(c, dict)),
-        model=dict(doc.get("model") or {}),
-        calibration=dict(doc.get("calibration") or {}),
-        notes=tuple(str(n) for n in doc.get("notes") or []),
-        trace_s=float(doc.get("trace_s") or 0.0),
-    )
+    return run.plan
 
 
 def downsample(n: int, max_points: int = MAX_POINTS) -> list[int]:

@@ -30,6 +30,7 @@ from autotune.report.plan_cells import (
 )
 from autotune.report.sections import SECTION_TITLES
 from autotune.report.style import OTHER_STATUS_COLOUR, STATUS_COLOURS, metric_label
+from profilers.contract.plan_doc import PlanDocument
 from profilers.contract.verdict import VERDICT_LABELS
 
 if TYPE_CHECKING:
@@ -353,12 +354,12 @@ def _trials(t: TrialSection) -> str:
     return _table(headers, rows, nums, classes)
 
 
-def plan_body(data: dict[str, Any], draw: Callable[[list[Chart]], str]) -> str:
-    """The plan (its JSON) in HTML: the model, the $-against-time chart, the table, what it rests on."""
+def plan_body(data: PlanDocument, draw: Callable[[list[Chart]], str]) -> str:
+    """The plan in HTML: the model, the $-against-time chart, the table, what it rests on."""
     from autotune.report import html_charts as hc  # plotly: only when rendering
 
     summary = "".join(f"<li>{esc(line)}</li>" for line in summary_lines(data))
-    cells = [[esc(cell) for cell in config_cells(c)] for c in (data.get("configs") or [])[:REPORT_ROWS]]
+    cells = [[esc(cell) for cell in config_cells(c)] for c in data.configs[:REPORT_ROWS]]
     trust = "".join(f"<li>{esc(n)}</li>" for n in trust_notes(data))
     return (
         f"<h3>The model</h3><ul>{summary}</ul>{draw(hc.plan_charts(data))}"
@@ -418,7 +419,7 @@ def _body(report: Report, key: str, charts: list[Chart]) -> str | None:
         case "trials":
             return None if r.trials is None else _trials(r.trials)
         case "plan":
-            return None if r.plan is None else plan_body(r.plan.as_plan(), draw)
+            return None if r.plan is None else plan_body(r.plan, draw)
         case "rules":
             return _rules(r.advice)
         case "environment":

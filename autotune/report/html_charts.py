@@ -29,6 +29,7 @@ from autotune.report.sections import (
     TimelineSection,
 )
 from autotune.report.style import OTHER_STATUS_COLOUR, STATUS_COLOURS, metric_label
+from profilers.contract.plan_doc import PlanDocument
 
 GIB = 1024**3
 PALETTE = ("#0969da", "#d97706", "#1a7f37", "#8250df", "#cf222e", "#0598bc", "#bf3989", "#57606a")
@@ -466,12 +467,12 @@ def pareto_charts(p: ParetoSection) -> list[Chart]:
     return [_chart("chart-pareto", "Throughput against cost per million samples", fig, 380, caption)]
 
 
-def plan_charts(data: dict[str, Any]) -> list[Chart]:
+def plan_charts(data: PlanDocument) -> list[Chart]:
     """$ against time to train, one series per GPU, each point a configuration that fits."""
     series = cost_time_points(data)
     if not series:
         return []
-    with_run = any(c.get("usd_total") is not None for c in data.get("configs") or [])
+    with_run = any(c.usd_total is not None for c in data.configs)
     fig = go.Figure()
     for gpu, points in series.items():
         fig.add_scatter(

@@ -7,12 +7,12 @@ Every user-supplied string goes through :func:`md_text`, so a run named
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from autotune.fmt import NA, format_bytes, format_pct, format_rate, format_seconds, format_usd
 from autotune.report.gpu_time_tables import tables
 from autotune.report.plan_cells import HEADERS, REPORT_ROWS, config_cells, summary_lines, trust_notes
 from autotune.report.sections import SECTION_TITLES, Report
+from profilers.contract.plan_doc import PlanDocument
 
 _MD_SPECIAL = str.maketrans(
     {
@@ -50,14 +50,12 @@ def _params(params: dict[str, object] | None) -> str:
     return ", ".join(f"{md_text(k)}={md_text(v)}" for k, v in params.items())
 
 
-def plan_markdown_lines(data: dict[str, object], rows: int = REPORT_ROWS, level: int = 2) -> list[str]:
-    """The plan (its JSON): the model, its configurations cheapest first, what the figures rest on."""
-    plan: dict[str, Any] = dict(data)
+def plan_markdown_lines(plan: PlanDocument, rows: int = REPORT_ROWS, level: int = 2) -> list[str]:
+    """The plan: the model, its configurations cheapest first, what the figures rest on."""
     head = "#" * level
     out = [f"- {md_text(line)}" for line in summary_lines(plan)]
     out += ["", f"{head} Configurations, cheapest first", ""]
-    configs = (plan.get("configs") or [])[:rows]
-    out += _table(HEADERS, [[md_text(cell) for cell in config_cells(c)] for c in configs])
+    out += _table(HEADERS, [[md_text(cell) for cell in config_cells(c)] for c in plan.configs[:rows]])
     notes = trust_notes(plan)
     if notes:
         out += [f"{head} How far to trust it", "", *(f"- {md_text(n)}" for n in notes), ""]
@@ -66,7 +64,7 @@ def plan_markdown_lines(data: dict[str, object], rows: int = REPORT_ROWS, level:
 
 def _plan(report: Report) -> list[str]:
     assert report.plan is not None
-    return plan_markdown_lines(report.plan.as_plan(), level=3)
+    return plan_markdown_lines(report.plan, level=3)
 
 
 def render_markdown(report: Report) -> str:

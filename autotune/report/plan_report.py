@@ -9,20 +9,19 @@ when the plan is saved in its directory (``-o RUN_DIR/plan.json``).
 
 from __future__ import annotations
 
-from typing import Any
-
 from autotune.report.html import _CSS, _JS, _chart_div, esc, plan_body, script_json
 from autotune.report.markdown import md_text, plan_markdown_lines
-from autotune.report.plan_cells import REPORT_ROWS, cost_time_points, plan_title
+from autotune.report.plan_cells import REPORT_ROWS, cost_time_points
+from profilers.contract.plan_doc import PlanDocument
 
 
-def plan_markdown(data: dict[str, Any], rows: int = REPORT_ROWS) -> str:
+def plan_markdown(data: PlanDocument, rows: int = REPORT_ROWS) -> str:
     """The plan as one Markdown document (GFM tables)."""
-    out = [f"# {md_text(plan_title(data))}", "", *plan_markdown_lines(data, rows, level=2)]
+    out = [f"# {md_text(data.title)}", "", *plan_markdown_lines(data, rows, level=2)]
     return "\n".join(out).rstrip() + "\n"
 
 
-def plan_html(data: dict[str, Any]) -> str:
+def plan_html(data: PlanDocument) -> str:
     """The plan as one self-contained HTML page: the table and the $-against-time chart (plotly inside)."""
     import plotly.offline  # type: ignore[import-untyped]
 
@@ -36,7 +35,7 @@ def plan_html(data: dict[str, Any]) -> str:
 
     body = plan_body(data, draw)
     payload = {"template": template_json(), "charts": [{"id": c.div_id, **c.figure} for c in charts]}
-    title = esc(plan_title(data))
+    title = esc(data.title)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'

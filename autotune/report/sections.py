@@ -8,10 +8,11 @@ the sentence that says why in ``Report.missing`` under the section's key.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from autotune.advice.records import AdviceSection
 from autotune.cost.records import CostSection
+from profilers.contract.plan_doc import PlanDocument
 from profilers.contract.trial_view import TrialView
 
 if TYPE_CHECKING:  # the dashboard reads these records from report.json and loads no profilers module
@@ -34,22 +35,6 @@ SECTION_TITLES: dict[str, str] = {
     "plan": "Plan: every GPU, before renting",
     "environment": "Environment",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class PlanSection:
-    """``autotune plan``'s JSON found in the run directory (its configurations, cheapest first)."""
-
-    configs: tuple[dict[str, Any], ...]
-    model: dict[str, Any]
-    calibration: dict[str, Any]
-    notes: tuple[str, ...]
-    trace_s: float
-
-    def as_plan(self) -> dict[str, Any]:
-        """The plan's JSON object again, as :mod:`autotune.report.plan_cells` reads it."""
-        return {"configs": list(self.configs), "model": self.model, "calibration": self.calibration,
-                "notes": list(self.notes), "trace_s": self.trace_s}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,5 +218,5 @@ class Report:
     convergence: ConvergenceSection | None = None
     pareto: ParetoSection | None = None
     trials: TrialSection | None = None
-    plan: PlanSection | None = None
+    plan: PlanDocument | None = None
     missing: dict[str, str] = field(default_factory=dict)  # section key -> why it is left out

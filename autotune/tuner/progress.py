@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autotune.fmt import NA
 from autotune.search.records import Trial
 from autotune.search.space import Value
 from autotune.tuner.trial_facts import facts, metrics
@@ -19,8 +18,12 @@ if TYPE_CHECKING:
     from autotune.tuner.tune import Tuner
 
 
-def _number(value: float) -> str:
+def _number(value: float | None) -> str:
     """A measured value for people: thousands separated above 100, four digits below."""
+    if value is None:
+        from autotune.fmt import NA  # not at the CLI's start-up
+
+        return NA
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.4g}"
 
 
@@ -147,7 +150,7 @@ class Progress:
             best = " [bold green]best[/bold green]" if study.best.id == trial.id else ""
             memory = metrics(trial).peak_memory_bytes
             mem = f" · peak {memory / 2**20:,.0f} MiB" if memory else ""
-            value = NA if trial.value is None else _number(trial.value)
+            value = _number(trial.value)
             line = f"ok {value} {self.metric}{ratio}{mem} · {trial.duration_s:.1f} s{best}"
             if fact.stop_reason == "below_threshold":
                 line += " [dim](stopped early: clearly below the best)[/dim]"
@@ -179,8 +182,7 @@ class Progress:
             self.console.print("[red]No trial finished ok.[/red]")
             return
         self.console.print(f"[bold]Best[/bold] (trial {best.id}): {_format_params(best.params)}")
-        found = NA if best.objective is None else _number(best.objective)
-        parts = [f"{summary.metric} {found} in the search"]
+        parts = [f"{summary.metric} {_number(best.objective)} in the search"]
         if base is not None and base.throughput:
             parts.append(f"baseline {_number(base.throughput)} samples/s")
         if best.cost_saving_vs_baseline is not None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from profilers.contract.plan_doc import PlanDocument
 from profilers.contract.reader import RunStoreError, Snapshot, read_summary
 from profilers.contract.records import DeviceSample, OpRecord, StepRecord
 from profilers.contract.schema import (
@@ -63,7 +64,7 @@ class RunData:
     profile: RunData | None = None
     notes: tuple[str, ...] = ()  # what was missing or rebuilt, for the report to say
     #: ``autotune plan``'s JSON saved in the run directory (:data:`PLAN_NAME`), when there is one.
-    plan: dict[str, Any] | None = None
+    plan: PlanDocument | None = None
     #: Facts derived from this run, computed once each (``autotune.advice.facts`` fills it). Not an
     #: init field: a copy made with ``dataclasses.replace`` (other data) starts with an empty one.
     memo: dict[Any, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
@@ -131,32 +132,13 @@ def _with_plan(run: RunData) -> RunData:
         return run
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-        _check_plan(doc)
     except (OSError, ValueError) as exc:
         return dataclasses.replace(run, notes=(*run.notes, f"{PLAN_NAME} cannot be read: {exc}"))
-    return dataclasses.replace(run, plan=doc)
-
-
-#: What every configuration of a saved plan must hold for the report to show it.
-_PLAN_CONFIG_KEYS = {"gpu": str, "gpus": int, "params": dict, "fits": bool}
-_PLAN_PARAMS = ("micro_batch", "grad_accum", "precision", "activation_checkpointing", "layout")
-
-
-def _check_plan(doc: Any) -> None:
-    """ValueError naming the first thing a saved plan lacks (``autotune plan --format json``'s object)."""
-    if not isinstance(doc, dict) or not isinstance(doc.get("configs"), list):
-        raise ValueError("not the JSON of `autotune plan --format json` (no configs list)")
-    if not isinstance(doc.get("trace_s", 0), int | float):
-        raise ValueError("trace_s must be a number")
-    for i, config in enumerate(doc["configs"]):
-        if not isinstance(config, dict):
-            raise ValueError(f"configuration {i} is not an object")
-        for key, kind in _PLAN_CONFIG_KEYS.items():
-            if not isinstance(config.get(key), kind):
-                raise ValueError(f"configuration {i}: {key!r} must be {kind.__name__}")
-        missing = [k for k in _PLAN_PARAMS if k not in config["params"]]
-        if missing:
-            raise ValueError(f"configuration {i}: params lacks {', '.join(missing)}")
+    try:
+        plan = PlanDocument.parse(doc, f"{PLAN_NAME} cannot be read")
+    except SummaryError as exc:
+        return dataclasses.replace(run, notes=(*run.notes, str(exc)))
+    return dataclasses.replace(run, plan=plan)
 
 
 def _read_summary(path: Path) -> dict[str, Any] | None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from autotune.report.plan_report import cost_time_points, plan_html, plan_markdown
+from profilers.contract.plan_doc import PlanDocument
 from tests.browser import find_chromium, load_in_browser
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -32,7 +33,7 @@ def plan_data() -> dict:
 
 @pytest.mark.slow
 def test_markdown_has_every_configuration_cheapest_first_and_why_some_cannot_run(plan_data):
-    text = plan_markdown(plan_data)
+    text = plan_markdown(PlanDocument.parse(plan_data))
     rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line][1:]
     # 3 GPUs × micro-batches 1, 2, 4, 8 × on the GPU or with its state offloaded to the host
     assert len(rows) == len(plan_data["configs"]) == 3 * 4 * 2
@@ -45,7 +46,7 @@ def test_markdown_has_every_configuration_cheapest_first_and_why_some_cannot_run
 
 @pytest.mark.slow
 def test_the_chart_points_are_the_fitting_configurations_with_their_run_cost(plan_data):
-    series = cost_time_points(plan_data)
+    series = cost_time_points(PlanDocument.parse(plan_data))
     assert set(series) == {"H100-SXM", "L4"}  # no T4 point: nothing fits there
     for gpu, points in series.items():
         configs = [c for c in plan_data["configs"] if c["gpu"] == gpu]
@@ -64,7 +65,7 @@ def test_the_page_draws_its_chart_in_a_browser_and_runs_no_injected_markup(plan_
     hostile = json.loads(json.dumps(plan_data))
     hostile["model"]["script"] = '<img src=x onerror="alert(1)">.py'
     hostile["notes"] = ["<script>alert(2)</script>"]
-    page = plan_html(hostile)
+    page = plan_html(PlanDocument.parse(hostile))
     path = tmp_path / "plan.html"
     path.write_text(page, encoding="utf-8")
     result = load_in_browser(path, tmp_path / "loaded", window=(1280, 1600), scale=0.5, budget_ms=2000)

@@ -151,21 +151,25 @@ def test_the_plan_says_what_this_cpus_rows_rest_on():
     """In the terminal, and in the Markdown and HTML documents' "how far to trust it"."""
     from autotune.cli.plan import plan_dict
     from autotune.report.plan_cells import cpu_notes, trust_notes
+    from profilers.contract.plan_doc import PlanDocument
 
     memory = MemoryCalibration({("fp32", False): (0.0, 10.0)}, ("micro_batch=16 fp32",), ())
     probed = CpuCalibration(1e-11, 2e-11, 3e-11, 5e-6, fitted_on=("probe",), held_out=(), memory=memory)
     result = plan(*GPT, global_batch=16, gpus=("L4",), precisions=("fp32",), cpu=probed)
-    lines = cpu_notes(result.calibration["cpu"])
+    doc = PlanDocument.parse(plan_dict(result))
+    assert doc.cpu is not None
+    lines = cpu_notes(doc.cpu, doc.cpu_memory)
     assert lines[0].startswith("This CPU: step times at the costs a 2 s probe measured here")
     assert "measured at micro_batch=16 fp32; taken in proportion to the micro-batch, not checked" in lines[1]
-    assert set(lines) <= set(trust_notes(plan_dict(result)))
+    assert set(lines) <= set(trust_notes(doc))
     checked = MemoryCalibration({}, tuple(f"c{i}" for i in range(5)), (("micro_batch=4 fp32", 103.0, 100.0),))
     timed = CpuCalibration(
         1e-11, 2e-11, 3e-11, 5e-6, ("a", "b"), (("micro_batch=4 fp32", 0.011, 0.010),), checked
     )
-    lines = cpu_notes(
-        plan(*GPT, global_batch=16, gpus=("L4",), precisions=("fp32",), cpu=timed).calibration["cpu"]
-    )
+    timed_plan = plan(*GPT, global_batch=16, gpus=("L4",), precisions=("fp32",), cpu=timed)
+    doc = PlanDocument.parse(plan_dict(timed_plan))
+    assert doc.cpu is not None
+    lines = cpu_notes(doc.cpu, doc.cpu_memory)
     assert lines[0].startswith(
         "This CPU, calibrated on 2 timed configurations; on 1 others: median error 10.0%"
     )
