@@ -11,7 +11,10 @@ MODULES = (
     "autotune.knobs",
     "autotune.search.space",
     "autotune.search.study",
+    "autotune.tuner.stored_study",
+    "autotune.tuner.trial_facts",
     "profilers.contract.fields",
+    "profilers.contract.plan_doc",
     "profilers.contract.trial_view",
 )
 

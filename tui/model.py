@@ -249,21 +249,19 @@ def live_info(
 
 
 def trials_info(
-    summary: dict[str, Any],
-    entries: Sequence[TrialEntry | dict[str, Any]],
+    study: TuningSummary | None,
+    entries: Sequence[TrialEntry],
     running: Sequence[int] | None = (),
 ) -> TrialsInfo:
     """The Trials screen's record: the table, the convergence and the effect of each parameter.
 
-    ``entries`` given as summary.json's dicts are checked and typed here (SummaryError, one line).
+    ``study`` is the study's parsed summary.json (None before it has one); ``entries`` its trials
+    (the summary's, or its store's before the summary lists them).
     """
-    trials = sorted(
-        (e if isinstance(e, TrialEntry) else TrialEntry.parse(e, "trial entries") for e in entries),
-        key=lambda t: t.id,
-    )
-    study = TuningSummary.parse({**summary, "trials": [t.raw for t in trials]}, "summary.json")
+    study = study if study is not None else NO_STUDY
+    trials = sorted(entries, key=lambda t: t.id)
     direction, best = study.direction, study.best
-    best_id = study_best_id(study)
+    best_id = study_best_id(study, trials)
     verdict = verdict_of(study)
     rows = list(trial_views(trials, best_id, space_names(study)))
     ids, values, best_so_far, statuses = convergence(trials, maximize=direction != "minimize")
@@ -288,6 +286,10 @@ def trials_info(
         speedup=verdict.speedup if best else None,
         verdict=verdict.headline if best else None,
     )
+
+
+#: The settings of a study that has written no summary yet: every default.
+NO_STUDY = TuningSummary((), None, None, None, {})
 
 
 def param_effects(rows: list[TrialView], names: list[str], direction: str) -> tuple[ParamEffect, ...]:

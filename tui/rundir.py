@@ -12,13 +12,17 @@ import contextlib
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from profilers.contract.json_checks import SummaryError
 from profilers.contract.reader import RunStoreError, Snapshot
 from profilers.contract.schema import STORE_NAME, SUMMARY_NAME, TRIALS_DIR, run_state
-from profilers.contract.summaries import TrialEntry
+from profilers.contract.summaries import ProfileSummary, TrialEntry, TuningSummary
+
+T = TypeVar("T")
 
 #: A run whose files changed this recently (seconds) and has no summary yet is shown as running.
 RUNNING_WITHIN_S = 120.0
@@ -111,27 +115,7 @@ def stored_trials(path: Path) -> list[TrialEntry]:
         return []
     with Snapshot(path, busy_timeout_s=5.0) as snap:
         records = snap.trial_records()
-    out = []
-    for record in records:
-        metrics = record.get("metrics") or {}
-        attrs = record.get("attrs") or {}
-        entry = {
-            "id": record["id"],
-            "baseline": not record.get("params"),
-            "params": record.get("params") or {},
-            "status": record.get("status"),
-            "objective": record.get("value"),
-            "throughput": metrics.get("samples_per_s"),
-            "peak_memory_bytes": metrics.get("peak_memory_bytes"),
-            "step_time_s": metrics.get("step_time_s"),
-            "world_size": attrs.get("world_size"),
-            "duration_s": record.get("duration_s"),
-            "stop_reason": attrs.get("stop_reason"),
-            "run_dir": attrs.get("run_dir"),
-            "error": record.get("error"),
-        }
-        out.append(TrialEntry.parse(entry, f"{path}, trial records"))
-    return out
+    return [TrialEntry.from_stored(record, f"{path}, trial records") for record in records]
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,24 +145,34 @@ def run_entry(path: Path, now: float | None = None) -> RunEntry | None:
         return None
     modified = _newest_mtime(path)
     idle_s = (now if now is not None else time.time()) - modified
-    summary = JsonFile(path / SUMMARY_NAME).read() or {}
+    data = JsonFile(path / SUMMARY_NAME).read()
     if kind == "study":
-        trials = summary.get("trials")
-        count = len(trials) if isinstance(trials, list) else len(trial_dirs(path))
-        total = summary.get("n_trials")
-        size = f"{count} trials" + (f" of {total}" if isinstance(total, int) else "")
-        done = bool(summary) and (summary.get("trials_run") or 0) >= (total or 0)
+        study = _readable(TuningSummary.parse, data, path)
+        count = len(study.trials) if study is not None else len(trial_dirs(path))
+        total = study.n_trials if study is not None else None
+        size = f"{count} trials" + (f" of {total}" if total is not None else "")
         state = run_state(
-            finished=done,
-            stopped=bool(summary.get("stopped")),
+            finished=study is not None and (study.trials_run or 0) >= (total or 0),
+            stopped=study is not None and bool(study.stopped),
             idle_s=idle_s,
             running_within_s=RUNNING_WITHIN_S,
         )
     else:
-        steps = summary.get("steps")
-        size = f"{steps:,} steps" if isinstance(steps, int) else ""
-        state = run_state(finished=bool(summary), idle_s=idle_s, running_within_s=RUNNING_WITHIN_S)
+        profile = _readable(ProfileSummary.parse, data, path)
+        steps = profile.steps if profile is not None else None
+        size = f"{steps:,} steps" if steps is not None else ""
+        state = run_state(finished=bool(data), idle_s=idle_s, running_within_s=RUNNING_WITHIN_S)
     return RunEntry(path, path.name, kind, state, size, modified)
+
+
+def _readable(parse: Callable[[dict[str, Any], str], T], data: dict[str, Any] | None, path: Path) -> T | None:
+    """``data`` parsed, or None when there is none or it cannot be read (the list shows what it can)."""
+    if not data:
+        return None
+    try:
+        return parse(data, str(path / SUMMARY_NAME))
+    except SummaryError:
+        return None
 
 
 def list_runs(root: Path, now: float | None = None) -> list[RunEntry]:

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from profilers.contract.reader import summary_problem
+from profilers.contract.reader import parse_summary
 from profilers.contract.schema import STORE_NAME, SUMMARY_NAME
-from profilers.contract.summaries import ProfileSummary, SummaryError, TrialEntry
+from profilers.contract.summaries import ProfileSummary, SummaryError, TrialEntry, TuningSummary
 
 from tui.model import LiveInfo, RunFacts, TrialsInfo, live_info, trials_info
 from tui.rundir import JsonFile, detect_kind, stored_trials, trial_dirs
@@ -43,8 +43,8 @@ class _Followed:
         self.reader = StoreReader(path / STORE_NAME)
         self.summary = JsonFile(path / SUMMARY_NAME)
         self.problem: str | None = None
-        self._checked_data: dict[str, Any] | None = None  # the summary object last checked and parsed
-        self._figures: ProfileSummary | None = None
+        self._checked_data: dict[str, Any] | None = None  # the summary object last parsed
+        self._parsed: ProfileSummary | TuningSummary | None = None
         self._why: str | None = None  # why that object cannot be read
 
     def poll(self) -> ProfileSummary | None:
@@ -55,11 +55,12 @@ class _Followed:
         summary = self.summary.read()
         if summary is not self._checked_data:
             self._checked_data = summary
-            self._figures, self._why = None, None
+            self._parsed, self._why = None, None
             if summary is not None:
-                self._why = summary_problem(summary, self.summary.path)
-                if self._why is None and summary.get("kind") != "tune":
-                    self._figures = ProfileSummary.parse(summary, str(self.summary.path))
+                try:
+                    self._parsed = parse_summary(summary, self.summary.path)
+                except SummaryError as exc:
+                    self._why = str(exc)
         self.problem = self._why or self.summary.problem
         if self._why is not None:
             return None
@@ -67,13 +68,12 @@ class _Followed:
             self.reader.poll()
         except StoreProblem as exc:
             self.problem = str(exc)
-        return self._figures
+        return self._parsed if isinstance(self._parsed, ProfileSummary) else None
 
     @property
     def became_a_study(self) -> bool:
         """Its summary.json is a tuning study's (the directory was a study after all)."""
-        data = self.summary.data
-        return isinstance(data, dict) and data.get("kind") == "tune"
+        return isinstance(self._parsed, TuningSummary)
 
 
 class RunSource:
@@ -140,18 +140,18 @@ class RunSource:
         return Snapshot(self.run_dir, "profile", name, followed.problem, live=live, facts=facts)
 
     def _poll_study(self, now_ns: int) -> Snapshot:
-        summary = self._study_summary.read()
+        data = self._study_summary.read()
         problem = self._study_summary.problem
-        if summary is not None and (why := summary_problem(summary, self._study_summary.path)):
-            return Snapshot(self.run_dir, "study", self.run_dir.name, problem=why)
-        summary = summary or {}
-        raw = summary.get("trials")
-        entries: list[TrialEntry] = []
-        if isinstance(raw, list) and all(isinstance(t, dict) and "id" in t for t in raw):
+        study: TuningSummary | None = None
+        if data is not None:
             try:
-                entries = [TrialEntry.parse(t, str(self._study_summary.path)) for t in raw]
+                parsed = parse_summary(data, self._study_summary.path)
             except SummaryError as exc:
-                problem = str(exc)
+                return Snapshot(self.run_dir, "study", self.run_dir.name, problem=str(exc))
+            study = parsed if isinstance(parsed, TuningSummary) else None
+        entries: list[TrialEntry] = []
+        if study is not None:
+            entries = list(study.trials)
         else:
             try:
                 entries = stored_trials(self.run_dir / STORE_NAME)
@@ -160,12 +160,12 @@ class RunSource:
             except (sqlite3.Error, ValueError, KeyError, TypeError, OSError) as exc:
                 problem = f"{self.run_dir / STORE_NAME}: unreadable trials ({exc})"
         dirs = trial_dirs(self.run_dir)
-        shown = _shown_trial(summary, dirs)
+        shown = _shown_trial(study, dirs)
         if shown is not None and (self._trial is None or self._trial[0] != shown[0]):
             self._trial = (shown[0], _Followed(shown[1]))
-        command = summary.get("command") or []
-        name = f"tune {Path(str(command[0])).name}" if command else self.run_dir.name
-        trials = trials_info(summary, entries, [trial_id for trial_id, _ in dirs])
+        command = study.command if study is not None else ()
+        name = f"tune {Path(command[0]).name}" if command else self.run_dir.name
+        trials = trials_info(study, entries, [trial_id for trial_id, _ in dirs])
         live: LiveInfo | None = None
         trial_facts: dict[str, Any] = {}
         if self._trial is not None:
@@ -175,7 +175,7 @@ class RunSource:
             entry = next((r for r in trials.rows if r.id == trial_id), None)
             total = f" of {trials.n_trials}" if trials.n_trials else ""
             outcome = f" · {entry.status}" if entry is not None else ""
-            if isinstance(summary.get("best"), dict) and summary["best"].get("id") == trial_id:
+            if study is not None and study.best is not None and study.best.id == trial_id:
                 outcome += " · best"
             params = " ".join(f"{k}={v}" for k, v in (entry.params if entry else {}).items())
             following = f"trial {trial_id}{total}{outcome}" + (f" · {params}" if params else "")
@@ -187,14 +187,14 @@ class RunSource:
                 "trial_meta": dict(followed.reader.meta),
                 "trial_summary": trial_summary.raw if trial_summary is not None else None,
             }
-        state = _study_state(summary, live, trials)
+        state = _study_state(study, live, trials)
         facts = RunFacts(
             run_dir=str(self.run_dir),
             kind="study",
             name=name,
             state=state,
             meta={},
-            summary=summary or None,
+            summary=study.raw if study is not None else None,
             devices=tuple(self._trial[1].reader.devices) if self._trial else (),
             ranks=tuple(sorted(self._trial[1].reader.ranks.items())) if self._trial else (),
             warnings=(),
@@ -203,19 +203,20 @@ class RunSource:
         return Snapshot(self.run_dir, "study", name, problem, live=live, trials=trials, facts=facts)
 
 
-def _shown_trial(summary: dict[str, Any], dirs: list[tuple[int, Path]]) -> tuple[int, Path] | None:
+def _shown_trial(study: TuningSummary | None, dirs: list[tuple[int, Path]]) -> tuple[int, Path] | None:
     """The trial to follow: the newest while the study runs, its best once it has ended."""
     if not dirs:
         return None
-    best, n_trials = summary.get("best"), summary.get("n_trials")
-    ended = summary.get("stopped") or (
-        isinstance(n_trials, int)
-        and isinstance(summary.get("trials_run"), int)
-        and summary["trials_run"] >= n_trials
-    )
-    if ended and isinstance(best, dict):
-        return next((d for d in dirs if d[0] == best.get("id")), dirs[-1])
+    if study is not None and study.best is not None and _ended(study):
+        best_id = study.best.id
+        return next((d for d in dirs if d[0] == best_id), dirs[-1])
     return dirs[-1]
+
+
+def _ended(study: TuningSummary) -> bool:
+    """The study stopped, or ran every trial it was asked for."""
+    ran_all = study.n_trials is not None and (study.trials_run or 0) >= study.n_trials
+    return bool(study.stopped) or ran_all
 
 
 def _waiting(followed: _Followed) -> str | None:
@@ -226,10 +227,10 @@ def _waiting(followed: _Followed) -> str | None:
     return None
 
 
-def _study_state(summary: dict[str, Any], live: LiveInfo | None, trials: TrialsInfo) -> str:
-    if summary.get("stopped"):
+def _study_state(study: TuningSummary | None, live: LiveInfo | None, trials: TrialsInfo) -> str:
+    if study is not None and study.stopped:
         return "stopped"
-    if trials.n_trials is not None and summary.get("trials_run", 0) >= trials.n_trials:
+    if study is not None and _ended(study):
         return "finished"
     if live is not None and live.state == "running":
         return "running"

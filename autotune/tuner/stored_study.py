@@ -3,6 +3,11 @@
 :meth:`autotune.tuner.tune.TuneConfig.info` writes it; ``autotune tune --resume`` reads it back
 through :meth:`StoredStudy.of`, so a resumed study runs the same script the same way. A study stored
 by an older version lacks the later keys: each reads as the default that version had.
+
+>>> stored = StoredStudy.of({"searcher": "bayes", "seed": 3, "info": {
+...     "settings": {"script": "train.py", "script_args": ["--lr", "0.1"]}, "n_trials": 8}})
+>>> stored.settings.script_args, stored.searcher, stored.n_trials, stored.objective, stored.plan_prior
+(('--lr', '0.1'), 'bayes', 8, 'throughput', False)
 """
 
 from __future__ import annotations
@@ -11,15 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from autotune.tuner.trial_facts import read_fields
 from autotune.tuner.trials import TrialSettings
-
-
-def _number(value: Any, default: float) -> float:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else default
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,11 +25,11 @@ class StoredStudy:
     """A stored study's settings (see the module's doc)."""
 
     settings: TrialSettings
-    searcher: str | None
-    seed: int
-    objective: str
-    n_trials: int | None
-    price_per_gpu_hour: float | None
+    searcher: str | None = None
+    seed: int = 0
+    objective: str = "throughput"
+    n_trials: int | None = None  # None: the CLI's default
+    price_per_gpu_hour: float | None = None
     multi_objective: bool = False
     early_stop_ratio: float = 0.5
     loss_tolerance: float = 0.1
@@ -46,28 +44,9 @@ class StoredStudy:
     @classmethod
     def of(cls, meta: Mapping[str, Any]) -> StoredStudy:
         """The study in a run.db's metadata (ValueError, one line, when its settings are unreadable)."""
-        info = meta.get("info")
-        info = info if isinstance(info, Mapping) else {}
-        price = info.get("price_per_gpu_hour")
-        trials = info.get("n_trials")
-        return cls(
-            settings=settings_from_info(info),
-            searcher=_text(meta.get("searcher")),
-            seed=int(_number(meta.get("seed"), 0)),
-            objective=_text(info.get("objective")) or "throughput",
-            n_trials=int(trials) if isinstance(trials, int) and trials > 0 else None,
-            price_per_gpu_hour=_number(price, 0.0) if price is not None else None,
-            multi_objective=info.get("multi_objective") is True,
-            early_stop_ratio=_number(info.get("early_stop_ratio"), 0.5),
-            loss_tolerance=_number(info.get("loss_tolerance"), 0.1),
-            confirm_rounds=int(_number(info.get("confirm_rounds"), 3)),
-            plan_prior=info.get("plan_prior") is True,
-            parallel=int(_number(info.get("parallel"), 0)),
-            executor=_text(info.get("executor")) or "local",
-            ray_address=_text(info.get("ray_address")),
-            ray_resource=_text(info.get("ray_resource")),
-            ray_storage=_text(info.get("ray_storage")) or "shipped",
-        )
+        info = meta["info"] if isinstance(meta.get("info"), Mapping) else {}
+        searched = {"searcher": meta.get("searcher"), "seed": meta.get("seed")}
+        return cls(settings_from_info(info), **read_fields(cls, {**info, **searched}, skip=("settings",)))
 
 
 def settings_from_info(info: Mapping[str, Any]) -> TrialSettings:

@@ -16,7 +16,7 @@ by an older version lacks some facts: they read as None.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,35 +77,7 @@ class TrialFacts:
     @classmethod
     def of(cls, attrs: Mapping[str, Any]) -> TrialFacts:
         """The facts in a trial's ``attrs`` (a wrong type reads as missing: the study was stored so)."""
-        losses = attrs.get("loss_per_step")
-        used = attrs.get("params_used")
-        return cls(
-            run_dir=_text(attrs.get("run_dir")),
-            world_size=_integer(attrs.get("world_size")) or 1,
-            params_used=dict(used) if isinstance(used, Mapping) else {},
-            stop_reason=_text(attrs.get("stop_reason")),
-            measured_steps=_integer(attrs.get("measured_steps")),
-            precision=_text(attrs.get("precision")),
-            samples_per_step=_integer(attrs.get("samples_per_step")),
-            flops_per_step=_number(attrs.get("flops_per_step")),
-            loss_per_step=tuple(_number(v) for v in losses) if isinstance(losses, list | tuple) else None,
-            device_memory_bytes=_integer(attrs.get("device_memory_bytes")),
-            throughput_ci95=_pair(attrs.get("throughput_ci95")),
-            stable=attrs["stable"] if isinstance(attrs.get("stable"), bool) else None,
-            other_load_cores=_number(attrs.get("other_load_cores")),
-            threads_per_rank=_integer(attrs.get("threads_per_rank")),
-            device_kind=_text(attrs.get("device_kind")),
-            device_name=_text(attrs.get("device_name")),
-            executor=_text(attrs.get("executor")),
-            node=_text(attrs.get("node")),
-            devices=_text(attrs.get("devices")),
-            started_at=_number(attrs.get("started_at")),
-            ended_at=_number(attrs.get("ended_at")),
-            refused_precision=_text(attrs.get("refused_precision")),
-            plan_predicted=_number(attrs.get("plan_predicted")),
-            impossible=attrs.get("impossible") is True,
-            same_as_baseline=attrs.get("same_as_baseline") is True,
-        )
+        return cls(**read_fields(cls, attrs))
 
     def to_attrs(self) -> dict[str, Any]:
         """The JSON object the study stores (tuples as lists; :meth:`of` reads it back)."""
@@ -143,14 +115,48 @@ class TrialMetrics:
     @classmethod
     def of(cls, values: Mapping[str, Any]) -> TrialMetrics:
         """The metrics in a trial's ``metrics``."""
-        return cls(
-            samples_per_s=_number(values.get("samples_per_s")),
-            tokens_per_s=_number(values.get("tokens_per_s")),
-            peak_memory_bytes=_integer(values.get("peak_memory_bytes")),
-            step_time_s=_number(values.get("step_time_s")),
-            usd_per_million_samples=_number(values.get("usd_per_million_samples")),
-            joules_per_sample=_number(values.get("joules_per_sample")),
-        )
+        return cls(**read_fields(cls, values))
+
+
+def _losses(value: Any) -> tuple[float | None, ...] | None:
+    return tuple(_number(v) for v in value) if isinstance(value, list | tuple) else None
+
+
+def _flag(value: Any) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
+def _mapping(value: Any) -> dict[str, Any] | None:
+    return dict(value) if isinstance(value, Mapping) else None
+
+
+#: How each field's stored JSON value is read, by the field's annotation; a value of the wrong type
+#: reads as None, and a None leaves the field at its default.
+_READERS: dict[str, Callable[[Any], Any]] = {
+    "str": _text,
+    "str | None": _text,
+    "int": _integer,
+    "int | None": _integer,
+    "float": _number,
+    "float | None": _number,
+    "bool": _flag,
+    "bool | None": _flag,
+    "dict[str, Any]": _mapping,
+    "tuple[float | None, ...] | None": _losses,
+    "tuple[float | None, float | None] | None": _pair,
+}
+
+
+def read_fields(record: type, stored: Mapping[str, Any], skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The fields of the dataclass ``record`` found in ``stored``, each read by :data:`_READERS`."""
+    out = {}
+    for f in dataclasses.fields(record):
+        if f.name in skip:
+            continue
+        value = _READERS[str(f.type)](stored.get(f.name))
+        if value is not None:
+            out[f.name] = value
+    return out
 
 
 def facts(trial: Trial) -> TrialFacts:
@@ -163,4 +169,4 @@ def metrics(trial: Trial) -> TrialMetrics:
     return TrialMetrics.of(trial.metrics)
 
 
-__all__ = ["TrialFacts", "TrialMetrics", "facts", "metrics"]
+__all__ = ["TrialFacts", "TrialMetrics", "facts", "metrics", "read_fields"]

@@ -25,7 +25,7 @@ from typing import Any
 
 from profilers.contract.records import HOST_FIELDS, SAMPLE_FIELDS, DeviceSample, OpRecord, StepRecord
 from profilers.contract.schema import ADDED_STEP_COLUMNS, SCHEMA_VERSION, STEP_COLUMNS, TUNE_SUMMARY_SCHEMA
-from profilers.contract.summaries import SummaryError, TuningSummary, profile_summary_problem
+from profilers.contract.summaries import ProfileSummary, SummaryError, TuningSummary
 
 #: Seconds a reader waits for a writer's lock before giving up on this read.
 BUSY_TIMEOUT_S = 30.0
@@ -490,28 +490,33 @@ class Snapshot:
 
 
 # -- summary.json ---------------------------------------------------------------------------------
-def summary_problem(summary: dict[str, Any], path: Path) -> str | None:
-    """Why a summary.json object cannot be read by this version, or None.
+def parse_summary(summary: dict[str, Any], path: Path) -> ProfileSummary | TuningSummary:
+    """A summary.json object as its record: a study's, else a profile run's.
 
-    No or a newer schema; a figure of the wrong type; a tuning summary's trial entry without its id
-    or with an unknown status (:mod:`profilers.contract.summaries`).
+    SummaryError (one line naming ``path``) when this version cannot read it: no or a newer schema;
+    a figure of the wrong type; a tuning summary's trial entry without its id or with an unknown
+    status (:mod:`profilers.contract.summaries`).
     """
     schema = summary.get("schema")
-    newest = TUNE_SUMMARY_SCHEMA if summary.get("kind") == "tune" else SCHEMA_VERSION
+    study = summary.get("kind") == "tune"
+    newest = TUNE_SUMMARY_SCHEMA if study else SCHEMA_VERSION
     if not isinstance(schema, int):
-        return f"{path}: not a gpu-autotune summary (no schema version)"
+        raise SummaryError(f"{path}: not a gpu-autotune summary (no schema version)")
     if schema > newest:
-        return (
+        raise SummaryError(
             f"{path}: written by a newer gpu-autotune (schema {schema}; this version reads up to "
             f"{newest}); upgrade to read it"
         )
-    if summary.get("kind") == "tune":
-        try:
-            TuningSummary.parse(summary, str(path))
-        except SummaryError as exc:
-            return str(exc)
-        return None
-    return profile_summary_problem(summary, str(path))
+    return TuningSummary.parse(summary, str(path)) if study else ProfileSummary.parse(summary, str(path))
+
+
+def summary_problem(summary: dict[str, Any], path: Path) -> str | None:
+    """Why a summary.json object cannot be read by this version (:func:`parse_summary`), or None."""
+    try:
+        parse_summary(summary, path)
+    except SummaryError as exc:
+        return str(exc)
+    return None
 
 
 def read_summary(path: Path) -> dict[str, Any] | None:
@@ -574,6 +579,7 @@ __all__ = [
     "StoreBusy",
     "decode_loss",
     "open_readonly",
+    "parse_summary",
     "read_devices",
     "read_meta",
     "read_ops",

@@ -135,10 +135,43 @@ class TrialEntry(_ReadsAsItsDict):
             speedup_ci95=_closed(_interval(data, "speedup_ci95", where, open_ended=False)),
         )
 
+    @classmethod
+    def from_stored(cls, record: Any, where: str) -> TrialEntry:
+        """A study store's trial record (the search library's ``Trial.to_dict``) as a summary's entry.
+
+        What a study's run.db holds before its summary.json lists the trial (the dashboard follows a
+        study from its first trial); SummaryError naming ``where`` for a record it cannot read.
+        """
+        if not isinstance(record, dict):
+            raise SummaryError(f"{where}: a trial record must be an object, not {type(record).__name__}")
+        params = optional_dict(record, "params", where)
+        metrics = optional_dict(record, "metrics", where)
+        attrs = optional_dict(record, "attrs", where)
+        entry = {"baseline": not params, "params": params}
+        for key, source, name in _STORED_TRIAL_FIELDS:
+            entry[key] = {"record": record, "metrics": metrics, "attrs": attrs}[source].get(name)
+        return cls.parse(entry, where)
+
     @property
     def ok(self) -> bool:
         """The trial ran and measured its objective."""
         return self.status == "ok"
+
+
+#: A summary trial entry's keys from a stored trial record: (entry key, part of the record, its key).
+_STORED_TRIAL_FIELDS = (
+    ("id", "record", "id"),
+    ("status", "record", "status"),
+    ("objective", "record", "value"),
+    ("duration_s", "record", "duration_s"),
+    ("error", "record", "error"),
+    ("throughput", "metrics", "samples_per_s"),
+    ("peak_memory_bytes", "metrics", "peak_memory_bytes"),
+    ("step_time_s", "metrics", "step_time_s"),
+    ("world_size", "attrs", "world_size"),
+    ("stop_reason", "attrs", "stop_reason"),
+    ("run_dir", "attrs", "run_dir"),
+)
 
 
 @dataclass(frozen=True)
@@ -298,15 +331,6 @@ _PROFILE_FIELDS: dict[str, tuple[type, ...]] = {
     "memory_snapshot_files": (list,),
     "name": (str,),
 }
-
-
-def profile_summary_problem(data: dict[str, Any], where: str) -> str | None:
-    """Why a profile run's summary cannot be read (a figure of the wrong type), or None."""
-    try:
-        ProfileSummary.parse(data, where)
-    except SummaryError as exc:
-        return str(exc)
-    return None
 
 
 def _check_top_level(data: dict[str, Any], where: str) -> None:
@@ -577,5 +601,4 @@ __all__ = [
     "TrialEntry",
     "TuningSummary",
     "UtilFigures",
-    "profile_summary_problem",
 ]

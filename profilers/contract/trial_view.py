@@ -86,11 +86,14 @@ def space_names(study: TuningSummary) -> list[str] | None:
     return list(study.space) or None
 
 
-def study_best_id(study: TuningSummary) -> int | None:
-    """The study's best trial: its summary's ``best``, else (before one is written) the best ok trial."""
+def study_best_id(study: TuningSummary, trials: Sequence[TrialEntry] | None = None) -> int | None:
+    """The study's best trial: its summary's ``best``, else (before one is written) the best ok trial.
+
+    ``trials``: the study's trials when its summary does not list them yet (read from its store).
+    """
     if study.best is not None:
         return study.best.id
-    return best_trial_id(study.trials, study.direction != "minimize")
+    return best_trial_id(study.trials if trials is None else trials, study.direction != "minimize")
 
 
 __all__ = ["TrialView", "space_names", "study_best_id", "trial_view", "trial_views"]

@@ -11,6 +11,16 @@ from tests.autotune.report.test_markdown_json import EVIL, hostile_advice, hosti
 from tui.report import report_view
 
 
+def study_info(summary: dict, entries: list, running: list[int] | None = None):  # type: ignore[no-untyped-def]
+    """The Trials screen's record of a study given as summary.json's dicts (parsed as the source does)."""
+    from profilers.contract.summaries import TrialEntry, TuningSummary
+    from tui.model import trials_info
+
+    raw = [e.raw if isinstance(e, TrialEntry) else e for e in entries]
+    study = TuningSummary.parse({**summary, "trials": raw}, "summary.json")
+    return trials_info(study, list(study.trials), running)
+
+
 def test_the_advice_reads_back_from_report_json_as_it_was(tmp_path: Path) -> None:
     """No pickled report: recommendations, thresholds and reasons come back from report.json equal."""
     advice = hostile_advice()
@@ -26,7 +36,6 @@ def test_the_dashboard_and_the_report_draw_the_same_convergence(tmp_path: Path) 
     neither; a failed one has no objective and keeps the best so far."""
     from autotune.report.build import convergence_section
     from profilers.contract.rundir import RunData
-    from tui.model import trials_info
 
     trials = [
         {"id": 0, "status": "ok", "objective": 100.0, "baseline": True},
@@ -38,14 +47,14 @@ def test_the_dashboard_and_the_report_draw_the_same_convergence(tmp_path: Path) 
     summary = {"schema": 1, "kind": "tune", "direction": "maximize", "metric": "samples_per_s"}
     summary["trials"] = trials
     report = convergence_section(RunData(tmp_path, "tune", summary, trials=tuple(trials)))
-    dashboard = trials_info(summary, trials, None)
+    dashboard = study_info(summary, trials, None)
     assert report.trial_ids == dashboard.convergence_ids == (0, 2, 3, 4)
     assert report.values == dashboard.values == (100.0, None, 140.0, 120.0)
     assert report.best_so_far == dashboard.best_so_far == (100.0, 100.0, 140.0, 140.0)
     assert len(dashboard.rows) == 5  # the table still lists the skipped trial
     # a study before its first summary names no best: the last improvement of the same convergence
     assert [r.id for r in dashboard.rows if r.best] == [3]
-    minimize = trials_info(
+    minimize = study_info(
         {**summary, "direction": "minimize"}, [*trials, {"id": 5, "status": "ok", "objective": 100.0}], None
     )
     assert [r.id for r in minimize.rows if r.best] == [0]  # the first of equals
@@ -70,7 +79,6 @@ def test_the_pareto_chart_prices_every_trial_at_the_reports_one_price(tmp_path: 
 def test_a_trials_parameters_have_one_meaning_for_the_report_the_advice_and_the_dashboard() -> None:
     """What it was given wins over what its code read; the baseline (given none) ran its defaults."""
     from profilers.contract.study import ran_with
-    from tui.model import trials_info
 
     baseline = {"id": 0, "status": "ok", "objective": 1.0, "baseline": True, "params": {},
                 "params_used": {"micro_batch": 8, "precision": "fp32", "global_batch": 64}}  # fmt: skip
@@ -80,7 +88,7 @@ def test_a_trials_parameters_have_one_meaning_for_the_report_the_advice_and_the_
     assert ran_with(baseline) == defaults  # the report's sweep and the advice call ran_with too
     assert ran_with(tuned, ["micro_batch"]) == {"micro_batch": 16}
     space = {"micro_batch": {}, "precision": {}}
-    rows = trials_info({"space": space}, [baseline, tuned], None).rows
+    rows = study_info({"space": space}, [baseline, tuned], None).rows
     assert [r.params for r in rows] == [
         {"micro_batch": 8, "precision": "fp32"},
         {"micro_batch": 16, "precision": "bf16"},

@@ -29,6 +29,16 @@ from tui.store import StoreProblem, StoreReader
 # ------------------------------------------------------------------------------- the schema
 
 
+
+def study_info(summary: dict, entries: list, running: list[int] | None = None):  # type: ignore[no-untyped-def]
+    """The Trials screen's record of a study given as summary.json's dicts (parsed as the source does)."""
+    from profilers.contract.summaries import TrialEntry, TuningSummary
+
+    raw = [e.raw if isinstance(e, TrialEntry) else e for e in entries]
+    study = TuningSummary.parse({**summary, "trials": raw}, "summary.json")
+    return trials_info(study, list(study.trials), running)
+
+
 def test_the_reader_reads_fields_the_store_has() -> None:
     # the schema itself is the contract's (profilers.contract.schema): no copy to keep equal here
     assert set(tui_store.GPU_FIELDS + tui_store.HOST_FIELDS) <= set(SAMPLE_FIELDS)
@@ -234,7 +244,7 @@ def test_minimized_objective_and_trials_before_any_summary(tmp_path: Path) -> No
         storage.append(Trial(tid, {} if tid == 0 else {"b": tid}, status, value, {"samples_per_s": 1.0}, 2.0))
     entries = stored_trials(tmp_path / "run.db")
     assert [e["id"] for e in entries] == [0, 1, 2, 3] and entries[0]["baseline"]
-    info = trials_info({"direction": "minimize", "metric": "usd_per_million_samples"}, entries, None)
+    info = study_info({"direction": "minimize", "metric": "usd_per_million_samples"}, entries, None)
     assert info.best_id == 1 and info.best_so_far == (5.0, 3.0, 3.0, 3.0)
     assert [r.best for r in info.rows] == [False, True, False, False]
 
@@ -251,7 +261,6 @@ def test_host_samples_of_a_cpu_run(tmp_path: Path) -> None:
 
 
 def test_the_baselines_row_shows_what_its_script_ran_with() -> None:
-    from tui.model import trials_info
 
     summary = {"space": {"micro_batch": {"type": "int"}, "precision": {"type": "choice"}}, "n_trials": 2}
     entries = [
@@ -272,7 +281,7 @@ def test_the_baselines_row_shows_what_its_script_ran_with() -> None:
             "params_used": {"micro_batch": 8},
         },
     ]
-    info = trials_info(summary, entries, None)
+    info = study_info(summary, entries, None)
     assert info.rows[0].params == {"micro_batch": 2, "precision": "fp32"}  # only the searched ones
     assert info.rows[1].params == {"micro_batch": 8, "precision": "bf16"}
 
@@ -305,9 +314,8 @@ def test_an_ended_study_shows_its_best_trial_not_its_last(tmp_path: Path) -> Non
 
 
 def test_the_trials_screen_counts_every_trial_running_at_once():
-    from tui.model import trials_info
 
     entries = [{"id": i, "params": {"b": i}, "status": "ok", "objective": float(i)} for i in range(3)]
-    info = trials_info({}, entries, [1, 3, 4])  # trial directories 3 and 4 have no entry yet
+    info = study_info({}, entries, [1, 3, 4])  # trial directories 3 and 4 have no entry yet
     assert info.running_ids == (3, 4) and info.running_id == 4
-    assert trials_info({}, entries, [0, 2]).running_ids == ()
+    assert study_info({}, entries, [0, 2]).running_ids == ()
