@@ -148,15 +148,14 @@ class RunPane(VerticalScroll):
         table = self.query_one("#run-devices", DataTable)
         table.clear()
         for d in facts.devices:
-            power = d.get("power_limit_mw")
-            clock = d.get("max_sm_clock_mhz")
+            power, clock = d.info.power_limit_mw, d.info.max_sm_clock_mhz
             table.add_row(
-                str(d.get("rank", 0)),
-                f"{d.get('kind')} {d.get('index')}",
-                str(d.get("name")),
-                format_bytes(d.get("mem_total_bytes")),
-                format_si(power / 1000, "W") if isinstance(power, int | float) else "n/a",
-                format_si(clock * 1e6, "Hz") if isinstance(clock, int | float) else "n/a",
+                str(d.rank),
+                f"{d.kind} {d.index}",
+                d.info.name,
+                format_bytes(d.info.mem_total_bytes),
+                format_si(power / 1000, "W") if power is not None else "n/a",
+                format_si(clock * 1e6, "Hz") if clock is not None else "n/a",
             )
         hint = Text("e", style="bold")
         hint.append(f": write the HTML report to {facts.run_dir}/{REPORT_NAME}", style="dim")

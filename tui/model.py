@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from profilers.contract.records import RankDevice
+from profilers.contract.run_meta import RunMeta
 from profilers.contract.schema import OPTIONAL_PHASES, PHASES
 from profilers.contract.schema import run_state as state_of
 from profilers.contract.study import convergence
@@ -108,13 +110,13 @@ class RunFacts:
     kind: str
     name: str
     state: str
-    meta: dict[str, Any]
+    meta: RunMeta
     summary: dict[str, Any] | None
-    devices: tuple[dict[str, Any], ...]
+    devices: tuple[RankDevice, ...]
     ranks: tuple[tuple[int, dict[str, Any]], ...]
     warnings: tuple[str, ...]
     trial_dir: str | None = None  # for a study: the followed trial's directory
-    trial_meta: dict[str, Any] | None = None
+    trial_meta: RunMeta | None = None
     trial_summary: dict[str, Any] | None = None
 
 
@@ -150,7 +152,7 @@ def run_state(reader: StoreReader, summary: ProfileSummary | None, now_ns: int) 
 
 
 def _device_label(reader: StoreReader, rank: int, kind: str, index: int) -> str:
-    names = {(d.get("rank"), d.get("kind"), d.get("index")): d.get("name") for d in reader.devices}
+    names = {(d.rank, d.kind, d.index): d.info.name for d in reader.devices}
     name = names.get((rank, kind, index))
     ranks = {r for (r, _k, _i) in reader.tracks}
     if kind == "host":
@@ -211,7 +213,7 @@ def live_info(
     if recent:
         means = ((p, sum(s.phases_ns[i] for s in recent) / len(recent) / 1e9) for i, p in enumerate(PHASES))
         phases = tuple((p, v) for p, v in means if v or p not in OPTIONAL_PHASES)
-    started = reader.meta.get("started_ns") or reader.first_step_start_ns
+    started = reader.meta.started_ns or reader.first_step_start_ns
     elapsed = None
     if isinstance(started, int | float):
         end: float | None = reader.finished_ns()
@@ -221,8 +223,7 @@ def live_info(
             ends = [reader.last_sample_ns or 0] + [s.start_ns + s.duration_ns for s in recent[-1:]]
             end = max(ends) or None
         elapsed = max(0.0, (end - started) / 1e9) if end else None
-    options = reader.meta.get("options") if isinstance(reader.meta.get("options"), dict) else {}
-    max_steps = options.get("max_steps") if isinstance(options, dict) else None
+    max_steps = reader.meta.max_steps
     buckets = reader.steps
     if message is None and not reader.has_data:
         message = "waiting for the run to record its first step…"

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from profilers.contract.run_meta import RunMeta
+
 from tui.model import RunFacts
 
 REPORT_NAME = "report.html"
@@ -172,7 +174,7 @@ def environment_items(facts: RunFacts) -> tuple[tuple[str, str], ...]:
                 kind="profile",
                 summary=facts.trial_summary or {},
                 finished=facts.trial_summary is not None,
-                meta=facts.trial_meta or {},
+                meta=facts.trial_meta or RunMeta(),
             )
         run = RunData(run_dir=run_dir, kind="tune", summary=facts.summary or {}, profile=profile)
     else:

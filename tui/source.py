@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from profilers.contract.reader import parse_summary
+from profilers.contract.run_meta import RunMeta
 from profilers.contract.schema import STORE_NAME, SUMMARY_NAME
 from profilers.contract.summaries import ProfileSummary, SummaryError, TrialEntry, TuningSummary
 
@@ -118,7 +119,7 @@ class RunSource:
         followed = self._profile
         summary = followed.poll()
         reader = followed.reader
-        name = str((summary.name if summary else None) or reader.meta.get("name") or self.run_dir.name)
+        name = str((summary.name if summary else None) or reader.meta.name or self.run_dir.name)
         if followed.became_a_study:
             self.kind = None
             return Snapshot(self.run_dir, None, name)
@@ -131,7 +132,7 @@ class RunSource:
             kind="profile",
             name=name,
             state=state,
-            meta=dict(reader.meta),
+            meta=reader.meta,
             summary=summary.raw if summary is not None else None,
             devices=tuple(reader.devices),
             ranks=tuple(sorted(reader.ranks.items())),
@@ -184,7 +185,7 @@ class RunSource:
                 live = None
             trial_facts = {
                 "trial_dir": str(followed.path),
-                "trial_meta": dict(followed.reader.meta),
+                "trial_meta": followed.reader.meta,
                 "trial_summary": trial_summary.raw if trial_summary is not None else None,
             }
         state = _study_state(study, live, trials)
@@ -193,7 +194,7 @@ class RunSource:
             kind="study",
             name=name,
             state=state,
-            meta={},
+            meta=RunMeta(),
             summary=study.raw if study is not None else None,
             devices=tuple(self._trial[1].reader.devices) if self._trial else (),
             ranks=tuple(sorted(self._trial[1].reader.ranks.items())) if self._trial else (),

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from profilers.contract.reader import RunStoreError, Snapshot, StoreBusy
-from profilers.contract.records import StepRecord
+from profilers.contract.records import RankDevice, StepRecord
+from profilers.contract.run_meta import RunMeta
 from profilers.contract.schema import PHASES
 
 from tui.series import Buckets, bucket_width
@@ -79,8 +80,8 @@ class StoreReader:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.meta: dict[str, Any] = {}
-        self.devices: list[dict[str, Any]] = []
+        self.meta = RunMeta()
+        self.devices: list[RankDevice] = []
         self.ranks: dict[int, dict[str, Any]] = {}
         self.warnings: list[tuple[int, str, str]] = []  # (rank, part, message)
         self.tables: set[str] = set()
@@ -112,7 +113,7 @@ class StoreReader:
 
     def _read(self, snap: Snapshot) -> None:
         self.tables = snap.tables
-        self.meta = snap.meta()
+        self.meta = RunMeta.parse(snap.meta())
         self.devices = snap.devices()
         self.ranks = snap.ranks(with_summary=False)
         for rowid, rank, part, message in snap.warnings(self._warning_rowid):

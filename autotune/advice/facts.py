@@ -359,7 +359,7 @@ _SAMPLE_REACH_NS = 250_000_000
 @memoized
 def host_cpu(run: RunData) -> tuple[int, list[DeviceSample]] | None:
     """(the machine's cores, rank 0's host samples with a CPU reading); None without the core count."""
-    cores = next((d.get("cpu_cores") for d in run.devices if d.get("kind") == "host"), None)
+    cores = next((d.info.cpu_cores for d in run.devices if d.kind == "host"), None)
     if not cores:
         return None
     ranks_known = len(run.sample_ranks) == len(run.samples)
@@ -556,7 +556,7 @@ def _fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
 @memoized
 def throttling(run: RunData) -> tuple[Throttling, ...]:
     """Power/thermal clocks-event reasons per job GPU over the measured steps (GPUs with readings)."""
-    max_clock = {d.get("index"): d.get("max_sm_clock_mhz") for d in run.devices if d.get("kind") == "gpu"}
+    max_clock = {d.index: d.info.max_sm_clock_mhz for d in run.devices if d.kind == "gpu"}
     out = []
     for index in job_gpus(run):
         gpu = gpu_entry(run, index)

@@ -32,7 +32,7 @@ from profilers.contract.figures import DeviceEntry
 from profilers.contract.load import load_line, load_of
 from profilers.contract.outcome import outcome_sentence
 from profilers.contract.plan_doc import PlanDocument
-from profilers.contract.records import DeviceSample
+from profilers.contract.records import DeviceSample, RankDevice
 from profilers.contract.rundir import THINNED_POINTS, RunData
 from profilers.contract.schema import PHASES, PLAN_NAME
 from profilers.contract.study import convergence, pareto_front, ran_with, usd_per_million
@@ -260,7 +260,7 @@ def timeline_section(samples: Sequence[DeviceSample]) -> TimelineSection | None:
     return TimelineSection(gpus=tuple(out))
 
 
-def host_timeline(samples: Sequence[DeviceSample], devices: Sequence[dict[str, Any]]) -> HostTimeline | None:
+def host_timeline(samples: Sequence[DeviceSample], devices: Sequence[RankDevice]) -> HostTimeline | None:
     """The host's CPU utilisation and rank 0's resident memory over the run."""
     rows = sorted((s for s in samples if s.kind == "host"), key=lambda s: s.t_ns)
     if not rows:
@@ -269,7 +269,7 @@ def host_timeline(samples: Sequence[DeviceSample], devices: Sequence[dict[str, A
     rows = [rows[i] for i in downsample(len(rows))]
     total = next((s.host_mem_total_bytes for s in rows if s.host_mem_total_bytes), None)
     if total is None:
-        total = next((d.get("mem_total_bytes") for d in devices if d.get("kind") == "host"), None)
+        total = next((d.info.mem_total_bytes for d in devices if d.kind == "host"), None)
     return HostTimeline(
         t_s=tuple((s.t_ns - t0) / 1e9 for s in rows),
         cpu_util_pct=tuple(s.cpu_util_pct for s in rows),
@@ -390,22 +390,18 @@ def environment_section(run: RunData) -> EnvironmentSection:
     profile = run.profile if run.kind == "tune" else run
     if profile is not None:
         meta, ps = profile.meta, _figures(profile)
-        command = meta.get("command")
-        if run.kind != "tune" and command:
-            items.append(
-                ("command", " ".join(str(c) for c in command) if isinstance(command, list) else str(command))
-            )
-        started = meta.get("started_ns")
-        if isinstance(started, int):
-            when = dt.datetime.fromtimestamp(started / 1e9, dt.UTC).replace(microsecond=0)
+        if run.kind != "tune" and meta.command_line:
+            items.append(("command", meta.command_line))
+        if meta.started_ns is not None:
+            when = dt.datetime.fromtimestamp(meta.started_ns / 1e9, dt.UTC).replace(microsecond=0)
             items.append(("started", when.isoformat()))
         for label, value in (
-            ("host", meta.get("host")),
-            ("python", meta.get("python")),
+            ("host", meta.host),
+            ("python", meta.python),
             ("device", _device_label(ps.device)),
             ("precision", ps.precision),
-            ("ranks", meta.get("world_size")),
-            ("sampling backends", ", ".join(meta.get("backends") or []) or None),
+            ("ranks", meta.world_size),
+            ("sampling backends", ", ".join(meta.backends) or None),
             ("step detection", ps.step_mode),
             ("stop reason", ps.stop_reason),
         ):

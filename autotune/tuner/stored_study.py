@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from autotune.tuner.trial_facts import read_fields
 from autotune.tuner.trials import TrialSettings
+from profilers.contract.lenient import read_fields
 
 
 @dataclass(frozen=True, slots=True)

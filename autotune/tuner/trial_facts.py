@@ -16,32 +16,12 @@ by an older version lacks some facts: they read as None.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from autotune.search.records import Trial
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def _integer(value: Any) -> int | None:
-    number = _number(value)
-    return None if number is None else int(number)
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _pair(value: Any) -> tuple[float | None, float | None] | None:
-    """``[low, high]``; an end the measurement left open is None."""
-    pair = isinstance(value, list | tuple) and len(value) == 2
-    if pair and all(v is None or _number(v) is not None for v in value):
-        return (_number(value[0]), _number(value[1]))
-    return None
+from profilers.contract.lenient import read_fields
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,47 +98,6 @@ class TrialMetrics:
         return cls(**read_fields(cls, values))
 
 
-def _losses(value: Any) -> tuple[float | None, ...] | None:
-    return tuple(_number(v) for v in value) if isinstance(value, list | tuple) else None
-
-
-def _flag(value: Any) -> bool | None:
-    return value if isinstance(value, bool) else None
-
-
-def _mapping(value: Any) -> dict[str, Any] | None:
-    return dict(value) if isinstance(value, Mapping) else None
-
-
-#: How each field's stored JSON value is read, by the field's annotation; a value of the wrong type
-#: reads as None, and a None leaves the field at its default.
-_READERS: dict[str, Callable[[Any], Any]] = {
-    "str": _text,
-    "str | None": _text,
-    "int": _integer,
-    "int | None": _integer,
-    "float": _number,
-    "float | None": _number,
-    "bool": _flag,
-    "bool | None": _flag,
-    "dict[str, Any]": _mapping,
-    "tuple[float | None, ...] | None": _losses,
-    "tuple[float | None, float | None] | None": _pair,
-}
-
-
-def read_fields(record: type, stored: Mapping[str, Any], skip: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The fields of the dataclass ``record`` found in ``stored``, each read by :data:`_READERS`."""
-    out = {}
-    for f in dataclasses.fields(record):
-        if f.name in skip:
-            continue
-        value = _READERS[str(f.type)](stored.get(f.name))
-        if value is not None:
-            out[f.name] = value
-    return out
-
-
 def facts(trial: Trial) -> TrialFacts:
     """``trial``'s facts."""
     return TrialFacts.of(trial.attrs)
@@ -169,4 +108,4 @@ def metrics(trial: Trial) -> TrialMetrics:
     return TrialMetrics.of(trial.metrics)
 
 
-__all__ = ["TrialFacts", "TrialMetrics", "facts", "metrics", "read_fields"]
+__all__ = ["TrialFacts", "TrialMetrics", "facts", "metrics"]

@@ -23,7 +23,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from profilers.contract.records import HOST_FIELDS, SAMPLE_FIELDS, DeviceSample, OpRecord, StepRecord
+from profilers.contract.records import (
+    HOST_FIELDS,
+    SAMPLE_FIELDS,
+    DeviceSample,
+    OpRecord,
+    RankDevice,
+    StepRecord,
+)
 from profilers.contract.schema import ADDED_STEP_COLUMNS, SCHEMA_VERSION, STEP_COLUMNS, TUNE_SUMMARY_SCHEMA
 from profilers.contract.summaries import ProfileSummary, SummaryError, TuningSummary
 
@@ -196,12 +203,15 @@ class Snapshot:
             return {}
         return {k: json.loads(v) for k, v in self._rows("SELECT key, value FROM meta")}
 
-    def devices(self) -> list[dict[str, Any]]:
-        """The sampled devices' static facts (each a DeviceInfo dict with its ``rank``)."""
+    def devices(self) -> list[RankDevice]:
+        """The sampled devices' static facts, each with the rank that sampled it."""
         if "devices" not in self.tables:
             return []
         rows = self._rows("SELECT rank, info FROM devices ORDER BY rank, kind, device_index")
-        return [{**json.loads(info), "rank": rank} for rank, info in rows]
+        try:
+            return [RankDevice.from_json(rank, json.loads(info)) for rank, info in rows]
+        except (TypeError, ValueError) as exc:
+            raise RunStoreError(f"{self.path}: unreadable device facts ({exc})") from None
 
     def ranks(self, with_summary: bool = True) -> dict[int, dict[str, Any]]:
         """Rank number to its row; ``summary`` is the rank's own summary once it finished."""
@@ -567,8 +577,8 @@ def read_ops(path: Path) -> list[tuple[int, OpRecord]]:
         return snap.ops()
 
 
-def read_devices(path: Path) -> list[dict[str, Any]]:
-    """The static facts of the sampled devices (each a DeviceInfo dict with its ``rank``)."""
+def read_devices(path: Path) -> list[RankDevice]:
+    """The static facts of the sampled devices, each with its rank."""
     with Snapshot(path) as snap:
         return snap.devices()
 

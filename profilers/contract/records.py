@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +24,30 @@ class DeviceInfo:
     max_sm_clock_mhz: int | None = None
     max_mem_clock_mhz: int | None = None
     cpu_cores: int | None = None  # the host: logical cores (what its CPU percentages are out of)
+
+
+@dataclass(frozen=True, slots=True)
+class RankDevice:
+    """A device as a run's store keeps it: its static facts and the rank that sampled it."""
+
+    rank: int
+    info: DeviceInfo
+
+    @classmethod
+    def from_json(cls, rank: int, data: dict[str, Any]) -> RankDevice:
+        """The store's JSON of a :class:`DeviceInfo` (keys this version does not know are left out)."""
+        known = {k: v for k, v in data.items() if k in DeviceInfo.__slots__}
+        return cls(int(rank), DeviceInfo(**known))
+
+    @property
+    def kind(self) -> str:
+        """"gpu" or "host"."""
+        return self.info.kind
+
+    @property
+    def index(self) -> int:
+        """Its index among the devices of its kind (NVML's for a GPU)."""
+        return self.info.index
 
 
 class DeviceSample(NamedTuple):

@@ -17,7 +17,8 @@ from typing import Any
 
 from profilers.contract.plan_doc import PlanDocument
 from profilers.contract.reader import RunStoreError, Snapshot, read_summary
-from profilers.contract.records import DeviceSample, OpRecord, StepRecord
+from profilers.contract.records import DeviceSample, OpRecord, RankDevice, StepRecord
+from profilers.contract.run_meta import RunMeta
 from profilers.contract.schema import (
     PLAN_NAME,
     STORE_NAME,
@@ -54,12 +55,12 @@ class RunData:
     kind: str  # "profile" or "tune"
     summary: dict[str, Any]
     finished: bool = True
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: RunMeta = field(default_factory=RunMeta)
     steps: tuple[StepRecord, ...] = ()
     samples: tuple[DeviceSample, ...] = ()
     sample_ranks: tuple[int, ...] = ()  # the rank that wrote each sample (same order), when known
     ops: tuple[tuple[int, OpRecord], ...] = ()  # (rank, op)
-    devices: tuple[dict[str, Any], ...] = ()
+    devices: tuple[RankDevice, ...] = ()
     trials: tuple[TrialEntry, ...] = ()  # checked entries; each also reads as summary.json's dict
     profile: RunData | None = None
     notes: tuple[str, ...] = ()  # what was missing or rebuilt, for the report to say
@@ -106,7 +107,7 @@ class RunData:
         if self.kind == "tune":
             command = self.summary.get("command") or []
             return f"tune {Path(str(command[0])).name}" if command else "tune"
-        return str(self.summary.get("name") or self.meta.get("name") or self.run_dir.name)
+        return str(self.summary.get("name") or self.meta.name or self.run_dir.name)
 
 
 def load_run(run_dir: str | Path, with_store: bool = True) -> RunData:
@@ -151,12 +152,12 @@ def _read_summary(path: Path) -> dict[str, Any] | None:
 def _load_profile(path: Path, summary: dict[str, Any] | None, with_store: bool) -> RunData:
     store = path / STORE_NAME
     notes: list[str] = []
-    meta: dict[str, Any] = {}
+    meta = RunMeta()
     steps: list[StepRecord] = []
     samples: list[DeviceSample] = []
     sample_ranks: list[int] = []
     ops: list[tuple[int, OpRecord]] = []
-    devices: list[dict[str, Any]] = []
+    devices: list[RankDevice] = []
     if store.exists() and (with_store or summary is None):
         try:
             meta, steps, samples, sample_ranks, ops, devices = _read_store(
@@ -204,12 +205,12 @@ THINNED_POINTS = 2000
 def _read_store(
     store: Path, every_sample: bool
 ) -> tuple[
-    dict[str, Any],
+    RunMeta,
     list[StepRecord],
     list[DeviceSample],
     list[int],
     list[tuple[int, OpRecord]],
-    list[dict[str, Any]],
+    list[RankDevice],
 ]:
     """Every table as of one instant.
 
@@ -226,7 +227,7 @@ def _read_store(
             samples, ranks = host + gpu, host_ranks + gpu_ranks
             order = sorted(range(len(samples)), key=[s.t_ns for s in samples].__getitem__)
             samples, ranks = [samples[i] for i in order], [ranks[i] for i in order]
-        return snap.meta(), snap.steps(), samples, ranks, snap.ops(), snap.devices()
+        return RunMeta.parse(snap.meta()), snap.steps(), samples, ranks, snap.ops(), snap.devices()
 
 
 def lacks_sample_figures(summary: dict[str, Any] | None) -> bool:
@@ -306,11 +307,11 @@ def _fill(held: dict[str, Any], computed: dict[str, Any]) -> dict[str, Any]:
 
 def _rebuild_summary(
     path: Path,
-    meta: dict[str, Any],
+    meta: RunMeta,
     steps: list[StepRecord],
     samples: list[DeviceSample],
     sample_ranks: list[int],
-    devices: list[dict[str, Any]],
+    devices: list[RankDevice],
 ) -> dict[str, Any]:
     """A summary from the store alone, for a run killed before it wrote its own.
 
@@ -323,25 +324,18 @@ def _rebuild_summary(
     own_samples = samples
     if sample_ranks:
         own_samples = [s for s, r in zip(samples, sample_ranks, strict=True) if r == rank]
-    names = {
-        int(d["index"]): str(d.get("name"))
-        for d in devices
-        if d.get("kind") == "gpu" and d.get("rank", rank) == rank and isinstance(d.get("index"), int)
-    }
-    cores = next(
-        (d.get("cpu_cores") for d in devices if d.get("kind") == "host" and d.get("cpu_cores")), None
-    )
+    names = {d.index: d.info.name for d in devices if d.kind == "gpu" and d.rank == rank}
+    cores = next((d.info.cpu_cores for d in devices if d.kind == "host" and d.info.cpu_cores), None)
     stats = run_statistics(own_steps, own_samples, gpu_names=names, machine_cores=cores)
     if stats["load"] is not None and len({s.rank for s in steps}) > 1:  # the other ranks' CPU is not known
         stats["load"] = {**stats["load"], "other_cores": None}
-    used = meta.get("params_used")
     return build_summary(
         **stats,
-        name=meta.get("name") or path.name,
+        name=meta.name or path.name,
         run_dir=str(path),
         stop_reason="killed",
         warnings=[],
-        params_used=used if isinstance(used, dict) else {},
+        params_used=dict(meta.params_used),
     )
 
 

@@ -99,7 +99,7 @@ def test_a_run_on_a_shared_node_records_only_its_own_gpu(tmp_path, monkeypatch, 
     assert [g["index"] for g in summary["gpu"]] == [2]
     assert summary["device"]["nvml_indexes"] == [2]
     store = tmp_path / "run" / STORE_NAME
-    assert sorted((d["kind"], d["index"]) for d in read_devices(store)) == [("gpu", 2), ("host", 0)]
+    assert sorted((d.kind, d.index) for d in read_devices(store)) == [("gpu", 2), ("host", 0)]
     _, samples = read_sample_records(store)
     assert {s.device_index for s in samples if s.kind == "gpu"} == {2}
     # energy per sample counts the job's one GPU: 25 J per NVML read over its span, not four GPUs'

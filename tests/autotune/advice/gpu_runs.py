@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from profilers.contract.records import DeviceInfo, DeviceSample, StepRecord
+from profilers.contract.records import DeviceInfo, DeviceSample, RankDevice, StepRecord
 from profilers.contract.rundir import RunData
 from profilers.contract.summarize import (
     build_summary,
@@ -204,9 +203,9 @@ def h200_run(
         profile_window=healthy_window() if window is None else window,
     )
     devices = [
-        asdict(DeviceInfo(i, "gpu", device_name, H200_MEM_BYTES, f"GPU-{i}", 700_000, 1_980, 3_201))
+        RankDevice(0, DeviceInfo(i, "gpu", device_name, H200_MEM_BYTES, f"GPU-{i}", 700_000, 1_980, 3_201))
         for i in range(world)
-    ] + [asdict(DeviceInfo(0, "host", "Intel Xeon Platinum 8480+", 2015 * GIB))]
+    ] + [RankDevice(0, DeviceInfo(0, "host", "Intel Xeon Platinum 8480+", 2015 * GIB))]
     return RunData(
         run_dir=Path(run_dir),
         kind="profile",

@@ -373,7 +373,10 @@ def test_input_bound_without_a_profiled_window_does_not_claim_no_loader_ran():
 def test_input_bound_suggests_workers_only_with_idle_cores():
     # seen: "raise num_workers" on a 2-core machine already at 100%
     run = h200_run(data_ms=lambda rank, step: 30.0)
-    devices = [{**d, "cpu_cores": 2} if d.get("kind") == "host" else d for d in run.devices]
+    devices = [
+        dataclasses.replace(d, info=dataclasses.replace(d.info, cpu_cores=2)) if d.kind == "host" else d
+        for d in run.devices
+    ]
     busy = [s._replace(cpu_util_pct=97.0) if s.kind == "host" else s for s in run.samples]
     rec = rules.input_bound(dataclasses.replace(run, devices=devices, samples=busy))
     assert "the CPU has 0.1 of its 2 cores idle on average" in rec.evidence[-2]

@@ -16,7 +16,7 @@ def test_a_finished_profile_run_loads_with_its_store(profile_run):
     assert len(run.steps) == summary["steps"] == 400
     assert len(run.samples) == summary["host"]["samples"]
     assert [op.name for _, op in run.ops] == [op["name"] for op in summary["top_ops"]]
-    assert run.devices[0]["kind"] == "host"
+    assert run.devices[0].kind == "host"
     assert run.name == "train_unmodified"
 
 

@@ -1,0 +1,96 @@
+"""Reading a stored JSON object into a dataclass leniently: a value of the wrong type reads as missing.
+
+For records written by this project into its own stores (a run's metadata, a study's trial facts),
+where an older version may lack a key or have stored another type: the record keeps its default
+instead of refusing the whole file. Summaries, which users and CI read, are checked strictly
+instead (:mod:`profilers.contract.json_checks`).
+
+>>> from dataclasses import dataclass
+>>> @dataclass
+... class Facts:
+...     name: str | None = None
+...     ranks: int = 1
+>>> read_fields(Facts, {"name": "train", "ranks": "two"})
+{'name': 'train'}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+
+def number(value: Any) -> float | None:
+    """``value`` as a float when it is a number (not a bool), else None."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def integer(value: Any) -> int | None:
+    """``value`` as an int (a float truncated) when it is a number, else None."""
+    as_float = number(value)
+    return None if as_float is None else int(as_float)
+
+
+def text(value: Any) -> str | None:
+    """``value`` when it is a string, else None."""
+    return value if isinstance(value, str) else None
+
+
+def pair(value: Any) -> tuple[float | None, float | None] | None:
+    """``[low, high]`` (an end a measurement left open is None), else None."""
+    two = isinstance(value, list | tuple) and len(value) == 2
+    if two and all(v is None or number(v) is not None for v in value):
+        return (number(value[0]), number(value[1]))
+    return None
+
+
+def _numbers(value: Any) -> tuple[float | None, ...] | None:
+    return tuple(number(v) for v in value) if isinstance(value, list | tuple) else None
+
+
+def _texts(value: Any) -> tuple[str, ...] | None:
+    return tuple(str(v) for v in value) if isinstance(value, list | tuple) else None
+
+
+def _flag(value: Any) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
+def _mapping(value: Any) -> dict[str, Any] | None:
+    return dict(value) if isinstance(value, Mapping) else None
+
+
+#: How a field's stored value is read, by the field's annotation.
+READERS: dict[str, Callable[[Any], Any]] = {
+    "str": text,
+    "str | None": text,
+    "int": integer,
+    "int | None": integer,
+    "float": number,
+    "float | None": number,
+    "bool": _flag,
+    "bool | None": _flag,
+    "dict[str, Any]": _mapping,
+    "tuple[str, ...]": _texts,
+    "tuple[float | None, ...] | None": _numbers,
+    "tuple[float | None, float | None] | None": pair,
+}
+
+
+def read_fields(record: type, stored: Mapping[str, Any], skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The fields of the dataclass ``record`` found in ``stored``, each read by :data:`READERS`.
+
+    A value of the wrong type, or None, is left out, so the field keeps its default.
+    """
+    out = {}
+    for f in dataclasses.fields(record):
+        if f.name in skip:
+            continue
+        value = READERS[str(f.type)](stored.get(f.name))
+        if value is not None:
+            out[f.name] = value
+    return out
+
+
+__all__ = ["READERS", "integer", "number", "pair", "read_fields", "text"]
