@@ -14,7 +14,10 @@ MODULES = (
     "autotune.tuner.stored_study",
     "autotune.tuner.trial_facts",
     "profilers.contract.fields",
+    "profilers.contract.lenient",
     "profilers.contract.plan_doc",
+    "profilers.contract.run_meta",
+    "profilers.contract.trace_report",
     "profilers.contract.trial_view",
 )
 

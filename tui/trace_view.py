@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from autotune.advice.records import AdviceSection
+from profilers.contract.trace_report import RankTimes, TraceReportView
 from rich.console import Group
 from rich.text import Text
 from textual import work
@@ -25,24 +26,20 @@ from tui.report import ChildTask, ReportError, failure_line
 
 #: Width of a rank's bar, in cells.
 BAR_CELLS = 30
-#: Colours of the temporal breakdown (as the HTML report's chart).
-BREAKDOWN = (
-    ("idle_pct", "grey50", "░"),
-    ("compute_pct", "green", "█"),
-    ("non_compute_pct", "dark_orange", "▓"),
-)
+#: Colours of the temporal breakdown (as the HTML report's chart), in RankTimes.breakdown_pct's order.
+BREAKDOWN = (("grey50", "░"), ("green", "█"), ("dark_orange", "▓"))
 _NA = "n/a"
 
 
-def breakdown_bar(rank: dict[str, Any], cells: int = BAR_CELLS) -> Text:
+def breakdown_bar(rank: RankTimes, cells: int = BAR_CELLS) -> Text:
     """A rank's GPU span as one bar: idle, compute, non-compute cells in proportion."""
     bar = Text()
-    shares = [float(rank.get(key) or 0.0) for key, _, _ in BREAKDOWN]
+    shares = list(rank.breakdown_pct)
     if sum(shares) <= 0:
         return Text("no GPU activity", style="dim")
     counts = [round(cells * s / 100) for s in shares]
     counts[shares.index(max(shares))] += cells - sum(counts)  # rounding goes to the largest part
-    for (_, style, char), n in zip(BREAKDOWN, counts, strict=True):
+    for (style, char), n in zip(BREAKDOWN, counts, strict=True):
         bar.append(char * max(n, 0), style=style)
     return bar
 
@@ -78,7 +75,7 @@ class TraceApp(App[int]):
     def __init__(self, path: Path) -> None:
         super().__init__()
         self.path = path
-        self.data: dict[str, Any] | None = None
+        self.data: TraceReportView | None = None
         self.problem: str | None = None
         self._report_tasks: set[ChildTask] = set()
 
@@ -104,9 +101,9 @@ class TraceApp(App[int]):
         task = ChildTask("report", self.path)
         self._report_tasks.add(task)
         try:
-            data = task.run()
+            data = TraceReportView.parse(task.run(), str(self.path))
             self.call_from_thread(self._show, data, None)
-        except (ReportError, OSError, ValueError) as exc:
+        except (ReportError, OSError, ValueError) as exc:  # SummaryError too
             self.call_from_thread(self._show, None, failure_line(exc))
         finally:
             self._report_tasks.discard(task)
@@ -116,19 +113,17 @@ class TraceApp(App[int]):
         for task in list(self._report_tasks):
             task.cancel()
 
-    def _show(self, data: dict[str, Any] | None, problem: str | None) -> None:
+    def _show(self, data: TraceReportView | None, problem: str | None) -> None:
         self.data, self.problem = data, problem
         head = self.query_one("#trace-head", Static)
         if data is None:
             head.update(Text(f"cannot show {self.path}: {problem}", style="bold red"))
             return
-        overview = data.get("overview") or {}
         head.update(
             Text.assemble(
-                (f"{overview.get('device') or 'device not recorded'}", "bold"),
-                f" · {overview.get('world_size')} rank(s) · median step "
-                f"{_seconds(overview.get('step_time_median_s'))}",
-                *(("\n" + note, "yellow") for note in overview.get("notes") or ()),
+                (f"{data.device or 'device not recorded'}", "bold"),
+                f" · {data.world_size} rank(s) · median step {_seconds(data.step_time_median_s)}",
+                *(("\n" + note, "yellow") for note in data.notes),
             )
         )
         ranks = self.query_one("#ranks", DataTable)
@@ -137,18 +132,14 @@ class TraceApp(App[int]):
             "rank", "GPU span", "idle · compute · non-compute", "idle", "compute", "non-compute",
             "comm overlapped", "median step",
         )  # fmt: skip
-        for rank in self._ranks():
+        for rank in data.ranks:
             ranks.add_row(
-                str(rank.get("rank")), _time_us(rank.get("kernel_time_us")), breakdown_bar(rank),
-                _pct(rank.get("idle_pct")), _pct(rank.get("compute_pct")), _pct(rank.get("non_compute_pct")),
-                _pct(rank.get("comm_overlap_pct")), _seconds(rank.get("step_time_s_median")),
+                str(rank.rank), _time_us(rank.kernel_time_us), breakdown_bar(rank),
+                _pct(rank.idle_pct), _pct(rank.compute_pct), _pct(rank.non_compute_pct),
+                _pct(rank.comm_overlap_pct), _seconds(rank.step_time_s_median),
             )  # fmt: skip
         self._show_rank(0)
-        self._show_advice(data.get("advice") or {})
-
-    def _ranks(self) -> list[dict[str, Any]]:
-        gpu_time = (self.data or {}).get("gpu_time") or {}
-        return list(gpu_time.get("ranks") or [])
+        self._show_advice(data.advice)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         """A rank highlighted: show its kernels and operators."""
@@ -156,22 +147,20 @@ class TraceApp(App[int]):
             self._show_rank(event.cursor_row)
 
     def _show_rank(self, index: int) -> None:
-        ranks = self._ranks()
+        ranks = self.data.ranks if self.data is not None else ()
         if not 0 <= index < len(ranks):
             return
         rank = ranks[index]
         kernels = self.query_one("#kernels", DataTable)
         kernels.clear(columns=True)
-        kernels.add_columns(f"rank {rank.get('rank')}: top kernels", "kind", "total", "share")
-        for k in rank.get("top_kernels") or ():
-            kernels.add_row(str(k["name"])[:60], k["kind"], _time_us(k["total_us"]), _pct(k["share_pct"]))
+        kernels.add_columns(f"rank {rank.rank}: top kernels", "kind", "total", "share")
+        for k in rank.top_kernels:
+            kernels.add_row(k.name[:60], k.kind, _time_us(k.total_us), _pct(k.share_pct))
         ops = self.query_one("#ops", DataTable)
         ops.clear(columns=True)
         ops.add_columns("top host operators", "calls", "self", "total")
-        for o in rank.get("top_ops") or ():
-            ops.add_row(
-                str(o["name"])[:50], f"{o['count']:,}", _time_us(o["self_us"]), _time_us(o["total_us"])
-            )
+        for o in rank.top_ops:
+            ops.add_row(o.name[:50], f"{o.count:,}", _time_us(o.self_us), _time_us(o.total_us))
 
     def _show_advice(self, advice: dict[str, Any]) -> None:
         section = AdviceSection.from_dict(advice)

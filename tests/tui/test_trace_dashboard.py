@@ -10,6 +10,7 @@ from textual.widgets import DataTable, Static
 
 from autotune.report.jsonout import report_dict
 from autotune.report.make import make_report
+from profilers.contract.trace_report import RankTimes
 from tests.tui.test_dashboard_terminal import ROOT, Terminal
 from tests.tui.waiting import shown_text, sync, until
 from tui.trace_view import TraceApp, breakdown_bar
@@ -19,9 +20,10 @@ SIZE = (140, 45)
 
 
 def test_the_bar_splits_the_span_in_proportion():
-    bar = breakdown_bar({"idle_pct": 50.0, "compute_pct": 30.0, "non_compute_pct": 20.0}, cells=10)
+    rank = RankTimes.parse({"idle_pct": 50.0, "compute_pct": 30.0, "non_compute_pct": 20.0}, "r")
+    bar = breakdown_bar(rank, cells=10)
     assert bar.plain == "░" * 5 + "█" * 3 + "▓" * 2
-    assert breakdown_bar({"idle_pct": None}).plain == "no GPU activity"
+    assert breakdown_bar(RankTimes.parse({"idle_pct": None}, "r")).plain == "no GPU activity"
 
 
 @sync
