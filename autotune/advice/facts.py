@@ -24,7 +24,7 @@ from profilers.contract.figures import DeviceEntry
 from profilers.contract.records import DeviceSample, StepRecord
 from profilers.contract.rundir import RunData
 from profilers.contract.schema import PHASES, POWER_THERMAL_REASONS
-from profilers.contract.summaries import Envelope, GpuFigures, ProfileSummary, SummaryError
+from profilers.contract.summaries import Envelope, GpuFigures, ProfileSummary
 from profilers.contract.summarize import measured_span_ns as steps_span_ns
 from profilers.contract.summarize import select_measured
 from profilers.contract.summarize import steady_span_ns as steps_steady_span_ns
@@ -200,18 +200,6 @@ def measured_span_ns(run: RunData) -> tuple[int, int] | None:
     return steps_span_ns(run.steps)
 
 
-def entry(run: RunData, key: str) -> dict[str, Any]:
-    """summary.json's ``key`` when it is an object, else an empty dict (missing or malformed)."""
-    value = run.summary.get(key)
-    return value if isinstance(value, dict) else {}
-
-
-def entries(run: RunData, key: str) -> list[dict[str, Any]]:
-    """summary.json's ``key`` as its list of objects (missing, malformed and non-object items dropped)."""
-    value = run.summary.get(key)
-    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
-
-
 def device(run: RunData) -> DeviceEntry:
     """summary.json's ``device``, typed (every field None for a study or a summary without it)."""
     return summary_figures(run).device
@@ -293,9 +281,9 @@ def gpu_utilization(run: RunData) -> tuple[GpuUtil, ...]:
 @memoized
 def device_memory(run: RunData) -> tuple[DeviceMemory, ...]:
     """Peak memory of each job GPU whose capacity is known."""
-    memory = entry(run, "memory")
-    allocated = [int(r["peak_memory_bytes"]) for r in entries(run, "ranks") if r.get("peak_memory_bytes")]
-    peak_allocated = max(allocated) if allocated else summary_figures(run).peak_memory_bytes
+    figures = summary_figures(run)
+    allocated = [b for b in figures.rank_peak_memory_bytes if b]
+    peak_allocated = max(allocated) if allocated else figures.peak_memory_bytes
     out = []
     for index in job_gpus(run):
         gpu = gpu_entry(run, index)
@@ -309,7 +297,7 @@ def device_memory(run: RunData) -> tuple[DeviceMemory, ...]:
                 int(total),
                 gpu.mem_used_bytes_max if gpu is not None else None,
                 peak_allocated,
-                memory.get("cuda_peak_reserved_bytes"),
+                figures.memory.cuda_peak_reserved_bytes,
             )
         )
     return tuple(out)
@@ -376,9 +364,8 @@ def _rank_cpu(run: RunData) -> list[tuple[list[int], list[float]]]:
     Which ranks share rank 0's host: the summary's ``load.ranks`` (the job's first ranks, as torchrun
     numbers them); none when it does not say.
     """
-    load = run.summary.get("load")
-    same_host = load.get("ranks") if isinstance(load, dict) else None
-    if not isinstance(same_host, int) or same_host < 2 or len(run.sample_ranks) != len(run.samples):
+    same_host = summary_figures(run).host_ranks
+    if same_host is None or same_host < 2 or len(run.sample_ranks) != len(run.samples):
         return []
     out = []
     for rank in range(1, same_host):
@@ -501,14 +488,9 @@ def heap_trend(run: RunData) -> MemoryTrend | None:
     grows, live bytes stay flat). None without the readings (another C library, an older run).
     """
     steps = _steady_steps(run)
-    memory = run.summary.get("memory")
-    if not steps or not isinstance(memory, dict):
+    envelope, host = summary_figures(run).heap_live_envelope, summary_figures(run).host
+    if not steps or envelope is None:
         return None
-    try:
-        envelope = Envelope.parse(memory.get("heap_live_envelope"), "memory.heap_live_envelope")
-    except SummaryError:
-        return None
-    host = summary_figures(run).host
     trend = _trend(HEAP_SOURCE, envelope, host.host_mem_total_bytes if host else None, len(steps))
     return trend if trend is not None and trend.samples >= MIN_MEMORY_SAMPLES else None
 

@@ -85,7 +85,7 @@ def input_bound(run: RunData) -> Recommendation | None:
             "raise num_workers and prefetch_factor, keep the workers (persistent_workers=True)",
             _CHEAPER_BATCHES,
         ]
-    elif facts.entry(run, "profile_window"):
+    elif facts.summary_figures(run).window is not None:
         evidence.append("no DataLoader ran in the profiled window: the batch is built on the training thread")
         actions = [
             "build batches in a Dataset read by DataLoader(..., num_workers=N, pin_memory=True, "
@@ -236,7 +236,7 @@ def host_bound(run: RunData) -> Recommendation | None:
 
 def precision_fp32(run: RunData) -> Recommendation | None:
     """fp32 compute on a GPU whose tensor cores are many times faster in a reduced precision."""
-    if not _gpu(run) or run.summary.get("precision") != "fp32":
+    if not _gpu(run) or facts.summary_figures(run).precision != "fp32":
         return None
     name = str(facts.device(run).name or "")
     peak = match_device(name)
@@ -252,8 +252,8 @@ def precision_fp32(run: RunData) -> Recommendation | None:
         f"{fast_tflops:g} TFLOP/s in {fast} against {peak.fp32_tflops:g} in fp32 ({ratio:.1f}x; "
         f"{peak.source})"
     ]
-    mfu = run.summary.get("mfu")
-    if isinstance(mfu, int | float):
+    mfu = facts.summary_figures(run).mfu
+    if mfu is not None:
         evidence.append(f"MFU is {format_pct(mfu)} of the fp32 peak")
     w = facts.window(run)
     if w is not None and w.tensor_core_share is not None:
@@ -270,7 +270,7 @@ def precision_fp32(run: RunData) -> Recommendation | None:
         "fp32_peak_tflops": peak.fp32_tflops,
         "fast_peak_tflops": fast_tflops,
         "peak_ratio": ratio,
-        "mfu": mfu if isinstance(mfu, int | float) else None,
+        "mfu": mfu,
         "tensor_core_share": None if w is None else w.tensor_core_share,
     }
     return Recommendation("precision_fp32", "high", title, tuple(evidence), tuple(actions), figures=figures)
@@ -278,7 +278,7 @@ def precision_fp32(run: RunData) -> Recommendation | None:
 
 def precision_no_tensor_cores(run: RunData) -> Recommendation | None:
     """bf16/fp16 compute whose GPU kernels do not run on tensor cores."""
-    precision, w = run.summary.get("precision"), facts.window(run)
+    precision, w = facts.summary_figures(run).precision, facts.window(run)
     if not _gpu(run) or precision not in ("bf16", "fp16") or w is None or w.tensor_core_share is None:
         return None
     if w.tensor_core_share * 100 >= limit("precision_no_tensor_cores.share"):
@@ -387,9 +387,9 @@ class _Buckets(NamedTuple):
 
 def _bucket_advice(run: RunData) -> _Buckets:
     """Whether larger DDP buckets can help: only when the gradients fill more than one bucket."""
-    model = facts.entry(run, "model")
-    grad_bytes, cap = model.get("gradient_bytes"), model.get("ddp_bucket_cap_bytes")
-    if not isinstance(grad_bytes, int) or grad_bytes <= 0:  # unknown: the general advice
+    figures = facts.summary_figures(run)
+    grad_bytes, cap = figures.gradient_bytes, figures.ddp_bucket_cap_bytes
+    if grad_bytes is None or grad_bytes <= 0:  # unknown: the general advice
         return _Buckets(
             "",
             ("fewer, larger all-reduces: DistributedDataParallel(model, bucket_cap_mb=100, "

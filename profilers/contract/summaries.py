@@ -522,6 +522,11 @@ class ProfileSummary(_ReadsAsItsDict):
     params_used: dict[str, Any]  # the tuning parameters its code read, with their values
     raw: dict[str, Any] = field(repr=False, compare=False)
     model_forward_seen: bool = False  # for ``no_steps``: a model's forward ran, yet no step closed
+    rank_peak_memory_bytes: tuple[int | None, ...] = ()  # each rank's peak allocated (``ranks``)
+    host_ranks: int | None = None  # ranks on rank 0's host (``load.ranks``: the job's first ranks)
+    heap_live_envelope: Envelope | None = None  # the C heap's live bytes over the steady span
+    gradient_bytes: int | None = None  # the model's trainable parameters' gradients (``model``)
+    ddp_bucket_cap_bytes: int | None = None  # a DistributedDataParallel model's bucket size
 
     @classmethod
     def parse(cls, data: dict[str, Any], where: str) -> ProfileSummary:
@@ -529,6 +534,8 @@ class ProfileSummary(_ReadsAsItsDict):
         _check_top_level(data, where)
         host = data.get("host")
         ranks = data.get("ranks")
+        memory, model = optional_dict(data, "memory", where), optional_dict(data, "model", where)
+        rank_entries = [r for r in ranks if isinstance(r, dict)] if isinstance(ranks, list) else []
         return cls(
             name=optional_str(data, "name", where),
             run_dir=optional_str(data, "run_dir", where),
@@ -560,6 +567,15 @@ class ProfileSummary(_ReadsAsItsDict):
             params_used=optional_dict(data, "params_used", where),
             raw=data,
             model_forward_seen=optional_dict(data, "seen", where).get("model_forward") is True,
+            rank_peak_memory_bytes=tuple(
+                optional_int(r, "peak_memory_bytes", f"{where}: ranks") for r in rank_entries
+            ),
+            host_ranks=optional_int(optional_dict(data, "load", where), "ranks", f"{where}: load"),
+            heap_live_envelope=Envelope.parse(
+                memory.get("heap_live_envelope"), f"{where}: memory.heap_live_envelope"
+            ),
+            gradient_bytes=optional_int(model, "gradient_bytes", f"{where}: model"),
+            ddp_bucket_cap_bytes=optional_int(model, "ddp_bucket_cap_bytes", f"{where}: model"),
         )
 
     @classmethod

@@ -71,7 +71,7 @@ def test_an_old_run_without_profile_window_and_a_summary_only_run(tmp_path):
     [
         {},
         {"device": {"kind": "cuda", "name": None, "count": None}, "gpu": [{"index": 0}], "ranks": [None]},
-        {"profile_window": {"steps": 3}, "phases": None, "model": [1], "memory": None},
+        {"profile_window": {"steps": 3}, "phases": None, "model": {"class": "Net"}, "memory": None},
         {"kind": "tune", "trials": [], "best": None, "baseline": None},
         {"kind": "tune", "best": {"id": 1, "status": "ok", "params": None}, "baseline": {"id": 0, "status": "ok"}},  # noqa: E501
     ],
@@ -92,6 +92,8 @@ def test_sparse_or_odd_summaries_never_make_the_advice_raise(tmp_path, summary):
         ({"gpu": [None, {"index": 0}]}, "gpu: a GPU entry must be an object with its index, not None"),
         ({"profile_window": "x"}, "profile_window must be an object or null, not str"),
         ({"throughput": {"samples_per_s": "fast"}}, "throughput: 'samples_per_s' must be a number or null"),
+        ({"model": [1]}, "'model' must be an object, not list"),
+        ({"memory": {"heap_live_envelope": [1]}}, "memory.heap_live_envelope: must be {readings"),
     ],
 )
 def test_a_malformed_profile_summary_is_refused_in_one_line_where_it_is_read(tmp_path, summary, expected):
