@@ -17,7 +17,7 @@ from typing import Any
 
 from autotune.fmt import format_seconds
 from autotune.report.jsonout import clean_json
-from profilers.contract.load import LoadComparison, RunLoad, compare_loads, load_of, load_phrase
+from profilers.contract.load import LoadComparison, RunLoad, compare_loads, load_phrase
 from profilers.contract.rundir import RunDirError, load_run
 from profilers.contract.schema import resolve_trial_dir
 from profilers.contract.summaries import ProfileSummary
@@ -138,7 +138,7 @@ def run_side(run_dir: Path, kind: str = "profile", label: str | None = None, par
         samples_per_s_ci95=f.throughput.bounded_ci95,
         peak_memory_bytes=f.peak_memory_bytes,
         device=f.device.name,
-        load=load_of(run.summary),
+        load=f.load,
         params=dict(params or f.params_used),
         gpu=gpu,
         trace_steps=window_steps or (_trace_steps(gpu) if gpu else 0),

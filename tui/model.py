@@ -11,9 +11,8 @@ import socket
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from profilers.contract.records import RankDevice
+from profilers.contract.records import RankDevice, RankRow
 from profilers.contract.run_meta import RunMeta
 from profilers.contract.schema import OPTIONAL_PHASES, PHASES
 from profilers.contract.schema import run_state as state_of
@@ -111,13 +110,13 @@ class RunFacts:
     name: str
     state: str
     meta: RunMeta
-    summary: dict[str, Any] | None
+    summary: ProfileSummary | TuningSummary | None
     devices: tuple[RankDevice, ...]
-    ranks: tuple[tuple[int, dict[str, Any]], ...]
+    ranks: tuple[tuple[int, RankRow], ...]
     warnings: tuple[str, ...]
     trial_dir: str | None = None  # for a study: the followed trial's directory
     trial_meta: RunMeta | None = None
-    trial_summary: dict[str, Any] | None = None
+    trial_summary: ProfileSummary | None = None
 
 
 def _alive(reader: StoreReader) -> bool | None:
@@ -125,12 +124,12 @@ def _alive(reader: StoreReader) -> bool | None:
     here = socket.gethostname()
     verdicts = []
     for rank in reader.ranks.values():
-        if rank["finished_ns"] is not None:
+        if rank.finished_ns is not None:
             continue
-        if rank["host"] != here or not rank["pid"]:
+        if rank.host != here or not rank.pid:
             return None
         try:
-            os.kill(int(rank["pid"]), 0)
+            os.kill(rank.pid, 0)
             verdicts.append(True)
         except PermissionError:
             verdicts.append(True)

@@ -172,16 +172,17 @@ def environment_items(facts: RunFacts) -> tuple[tuple[str, str], ...]:
             profile = RunData(
                 run_dir=Path(facts.trial_dir),
                 kind="profile",
-                summary=facts.trial_summary or {},
+                summary=facts.trial_summary.to_json() if facts.trial_summary is not None else {},
                 finished=facts.trial_summary is not None,
                 meta=facts.trial_meta or RunMeta(),
             )
-        run = RunData(run_dir=run_dir, kind="tune", summary=facts.summary or {}, profile=profile)
+        study = facts.summary.to_json() if facts.summary is not None else {}
+        run = RunData(run_dir=run_dir, kind="tune", summary=study, profile=profile)
     else:
         run = RunData(
             run_dir=run_dir,
             kind="profile",
-            summary=facts.summary or {},
+            summary=facts.summary.to_json() if facts.summary is not None else {},
             finished=facts.summary is not None,
             meta=facts.meta,
         )

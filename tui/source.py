@@ -133,7 +133,7 @@ class RunSource:
             name=name,
             state=state,
             meta=reader.meta,
-            summary=summary.raw if summary is not None else None,
+            summary=summary,
             devices=tuple(reader.devices),
             ranks=tuple(sorted(reader.ranks.items())),
             warnings=tuple(f"rank {r} {p}: {m}" for r, p, m in reader.warnings),
@@ -168,7 +168,7 @@ class RunSource:
         name = f"tune {Path(command[0]).name}" if command else self.run_dir.name
         trials = trials_info(study, entries, [trial_id for trial_id, _ in dirs])
         live: LiveInfo | None = None
-        trial_facts: dict[str, Any] = {}
+        trial_summary: ProfileSummary | None = None
         if self._trial is not None:
             trial_id, followed = self._trial
             trial_summary = followed.poll()
@@ -183,23 +183,21 @@ class RunSource:
             live = live_info(followed.reader, trial_summary, name, now_ns, following, _waiting(followed))
             if followed.problem is not None and not followed.reader.has_data:
                 live = None
-            trial_facts = {
-                "trial_dir": str(followed.path),
-                "trial_meta": followed.reader.meta,
-                "trial_summary": trial_summary.raw if trial_summary is not None else None,
-            }
         state = _study_state(study, live, trials)
+        followed_reader = self._trial[1].reader if self._trial is not None else None
         facts = RunFacts(
             run_dir=str(self.run_dir),
             kind="study",
             name=name,
             state=state,
             meta=RunMeta(),
-            summary=study.raw if study is not None else None,
-            devices=tuple(self._trial[1].reader.devices) if self._trial else (),
-            ranks=tuple(sorted(self._trial[1].reader.ranks.items())) if self._trial else (),
+            summary=study,
+            devices=tuple(followed_reader.devices) if followed_reader else (),
+            ranks=tuple(sorted(followed_reader.ranks.items())) if followed_reader else (),
             warnings=(),
-            **trial_facts,
+            trial_dir=str(self._trial[1].path) if self._trial is not None else None,
+            trial_meta=followed_reader.meta if followed_reader else None,
+            trial_summary=trial_summary,
         )
         return Snapshot(self.run_dir, "study", name, problem, live=live, trials=trials, facts=facts)
 

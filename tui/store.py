@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from profilers.contract.reader import RunStoreError, Snapshot, StoreBusy
-from profilers.contract.records import RankDevice, StepRecord
+from profilers.contract.records import RankDevice, RankRow, StepRecord
 from profilers.contract.run_meta import RunMeta
 from profilers.contract.schema import PHASES
 
@@ -82,7 +82,7 @@ class StoreReader:
         self.path = path
         self.meta = RunMeta()
         self.devices: list[RankDevice] = []
-        self.ranks: dict[int, dict[str, Any]] = {}
+        self.ranks: dict[int, RankRow] = {}
         self.warnings: list[tuple[int, str, str]] = []  # (rank, part, message)
         self.tables: set[str] = set()
         self.rank: int | None = None  # the rank whose steps are followed (the lowest)
@@ -219,9 +219,9 @@ class StoreReader:
 
     def finished_ns(self) -> int | None:
         """When the last rank finished, once every rank has; else None."""
-        if not self.ranks or any(r["finished_ns"] is None for r in self.ranks.values()):
+        if not self.ranks or any(r.finished_ns is None for r in self.ranks.values()):
             return None
-        return max(int(r["finished_ns"]) for r in self.ranks.values())
+        return max(r.finished_ns or 0 for r in self.ranks.values())
 
 
 def _recent(record: StepRecord) -> RecentStep:

@@ -304,7 +304,7 @@ def oom_boundary(run: RunData) -> Recommendation | None:
     ooms = [t for t in run.trials if t.status == "oom"]
     if len(ooms) <= limit("oom_boundary.trials"):
         return None
-    batch = study_batch_param(run.summary)
+    batch = study_batch_param(run.study.space if run.study is not None else {})
     evidence = []
     groups: dict[str, list[TrialEntry]] = {}
     for t in run.trials:

@@ -29,7 +29,7 @@ from autotune.report.sections import (
 )
 from autotune.tuner.memory_model import study_batch_param
 from profilers.contract.figures import DeviceEntry
-from profilers.contract.load import load_line, load_of
+from profilers.contract.load import load_line
 from profilers.contract.outcome import outcome_sentence
 from profilers.contract.plan_doc import PlanDocument
 from profilers.contract.records import DeviceSample, RankDevice
@@ -192,7 +192,7 @@ def overview_section(run: RunData, notes: tuple[str, ...]) -> Overview:
         mfu=f.mfu,
         notes=notes,
         outcome=outcome_sentence(f),
-        load=load_line(load_of(run.summary)),
+        load=load_line(f.load),
     )
 
 
@@ -290,7 +290,7 @@ def _label(params: dict[str, Any]) -> str:
 
 def sweep_section(run: RunData) -> SweepSection | None:
     """Throughput and peak memory against the batch parameter, one series per other setting."""
-    name = study_batch_param(run.summary)
+    name = study_batch_param(_study(run).space)
     if name is None:
         return None
     others = [k for k in _study(run).space if k != name]

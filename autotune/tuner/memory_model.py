@@ -102,9 +102,12 @@ def _line(points: Sequence[tuple[float, float]]) -> tuple[float, float] | None:
     return mean_y - slope * mean_x, slope
 
 
-def study_batch_param(summary: dict[str, Any]) -> str | None:
-    """A study's batch parameter, as its memory model picks it (None for no or an unreadable space)."""
+def study_batch_param(space: Mapping[str, Any]) -> str | None:
+    """A study's batch parameter (``space``: its summary's), as its memory model picks it.
+
+    None for no or an unreadable space.
+    """
     try:
-        return batch_param(Space.from_dict(summary.get("space") or {}))
+        return batch_param(Space.from_dict(dict(space)))
     except (ValueError, TypeError):
         return None

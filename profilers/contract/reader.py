@@ -29,6 +29,7 @@ from profilers.contract.records import (
     DeviceSample,
     OpRecord,
     RankDevice,
+    RankRow,
     StepRecord,
 )
 from profilers.contract.schema import ADDED_STEP_COLUMNS, SCHEMA_VERSION, STEP_COLUMNS, TUNE_SUMMARY_SCHEMA
@@ -213,22 +214,17 @@ class Snapshot:
         except (TypeError, ValueError) as exc:
             raise RunStoreError(f"{self.path}: unreadable device facts ({exc})") from None
 
-    def ranks(self, with_summary: bool = True) -> dict[int, dict[str, Any]]:
-        """Rank number to its row; ``summary`` is the rank's own summary once it finished."""
+    def ranks(self, with_summary: bool = True) -> dict[int, RankRow]:
+        """Rank number to its row; its ``summary`` is the rank's own summary once it finished."""
         if "ranks" not in self.tables:
             return {}
         summary = "summary" if with_summary else "NULL"
         rows = self._rows(f"SELECT rank, world_size, host, pid, finished_ns, {summary} FROM ranks")
-        return {
-            r[0]: {
-                "world_size": r[1],
-                "host": r[2],
-                "pid": r[3],
-                "finished_ns": r[4],
-                "summary": None if r[5] is None else json.loads(r[5]),
-            }
-            for r in rows
-        }
+        out = {}
+        for rank, world_size, host, pid, finished_ns, own in rows:
+            parsed = None if own is None else json.loads(own)
+            out[rank] = RankRow(rank, world_size, host, pid, finished_ns, parsed)
+        return out
 
     def ops(self) -> list[tuple[int, OpRecord]]:
         """The top operators of every rank's deep-profile window, as (rank, op)."""
@@ -565,7 +561,7 @@ def read_meta(path: Path) -> dict[str, Any]:
         return snap.meta()
 
 
-def read_ranks(path: Path) -> dict[int, dict[str, Any]]:
+def read_ranks(path: Path) -> dict[int, RankRow]:
     """Rank number to its row; ``summary`` is the rank's own summary once it finished."""
     with Snapshot(path) as snap:
         return snap.ranks()

@@ -50,6 +50,26 @@ class RankDevice:
         return self.info.index
 
 
+@dataclass(frozen=True, slots=True)
+class RankRow:
+    """One rank of a run as its store's ``ranks`` table keeps it."""
+
+    rank: int
+    world_size: int | None
+    host: str | None
+    pid: int | None
+    finished_ns: int | None  # None while it runs (or when it was killed)
+    #: The rank's own summary.json object once it finished (None without it, or when not read).
+    summary: dict[str, Any] | None = None
+
+    @property
+    def own_cores(self) -> float | None:
+        """The cores the rank's process kept busy, from its summary's ``load`` (None: unknown)."""
+        load = (self.summary or {}).get("load")
+        value = load.get("own_cores") if isinstance(load, dict) else None
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 class DeviceSample(NamedTuple):
     """One reading of one device at ``t_ns`` (``time.time_ns()``, wall clock).
 

@@ -37,6 +37,7 @@ from profilers.contract.json_checks import (
     optional_str,
     str_list,
 )
+from profilers.contract.load import RunLoad, load_of
 from profilers.contract.schema import PHASES, STATUSES
 
 
@@ -527,6 +528,7 @@ class ProfileSummary(_ReadsAsItsDict):
     heap_live_envelope: Envelope | None = None  # the C heap's live bytes over the steady span
     gradient_bytes: int | None = None  # the model's trainable parameters' gradients (``model``)
     ddp_bucket_cap_bytes: int | None = None  # a DistributedDataParallel model's bucket size
+    load: RunLoad | None = None  # other processes' CPU while it ran (None: not recorded)
 
     @classmethod
     def parse(cls, data: dict[str, Any], where: str) -> ProfileSummary:
@@ -576,6 +578,7 @@ class ProfileSummary(_ReadsAsItsDict):
             ),
             gradient_bytes=optional_int(model, "gradient_bytes", f"{where}: model"),
             ddp_bucket_cap_bytes=optional_int(model, "ddp_bucket_cap_bytes", f"{where}: model"),
+            load=load_of(data),
         )
 
     @classmethod

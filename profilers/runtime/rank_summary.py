@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from profilers.contract.reader import read_ranks, read_steps
-from profilers.contract.records import DeviceSample
+from profilers.contract.records import DeviceSample, RankRow
 from profilers.contract.summarize import combine_ranks, job_load, rank_entry, step_statistics
 from profilers.runtime.instrument import StepInstruments
 
@@ -91,12 +91,12 @@ def gather_ranks(
     a rank that does not is left out with a warning (appended to ``warnings``).
     """
     entries = {0: mine}
-    ranks: dict[int, dict[str, Any]] = {}
+    ranks: dict[int, RankRow] = {}
     if store is not None:
         deadline = time.monotonic() + RANK_WAIT_S
         while True:
             ranks = read_ranks(store)
-            done = {r: row for r, row in ranks.items() if row["summary"] is not None}
+            done = {r: row for r, row in ranks.items() if row.summary is not None}
             if len(done) >= world_size or time.monotonic() > deadline:
                 break
             time.sleep(0.2)
@@ -105,7 +105,8 @@ def gather_ranks(
                 continue
             rsteps = read_steps(store, rank=r)
             stats = step_statistics(rsteps, samples_per_step)
-            entries[r] = rank_entry(r, rsteps, stats, row["summary"].get("peak_memory_bytes"))
+            assert row.summary is not None  # in done
+            entries[r] = rank_entry(r, rsteps, stats, row.summary.get("peak_memory_bytes"))
         missing = [r for r in range(world_size) if r not in entries]
         if missing:
             warnings.append(f"ranks {missing} did not finish within {RANK_WAIT_S:.0f} s; left out")
@@ -127,18 +128,15 @@ def gather_ranks(
     return summary
 
 
-def _job_load(load: Any, ranks: dict[int, dict[str, Any]]) -> dict[str, Any] | None:
+def _job_load(load: Any, ranks: dict[int, RankRow]) -> dict[str, Any] | None:
     """Rank 0's load less the CPU of every rank on its host (those without a summary: unknown)."""
     if not isinstance(load, dict):
         return None
     if 0 not in ranks:  # no store: the other ranks' CPU cannot be told from other processes'
         return {**load, "other_cores": None}
-    host = ranks[0].get("host")
+    host = ranks[0].host
     owns: list[float | None] = [load.get("own_cores")]
-    for r, row in sorted(ranks.items()):
-        if r != 0 and row.get("host") == host:
-            other = (row.get("summary") or {}).get("load")
-            owns.append(other.get("own_cores") if isinstance(other, dict) else None)
+    owns += [row.own_cores for r, row in sorted(ranks.items()) if r != 0 and row.host == host]
     return job_load(load, owns)
 
 

@@ -160,9 +160,9 @@ def test_store_holds_the_steps_of_both_ranks(ddp_run):
     ranks = read_ranks(path)
     assert sorted(ranks) == list(range(WORLD))
     for rank, row in ranks.items():
-        assert row["world_size"] == WORLD
-        assert row["summary"]["rank"] == rank
-        assert row["summary"]["steps"] == STEPS
+        assert row.world_size == WORLD and row.summary is not None
+        assert row.summary["rank"] == rank
+        assert row.summary["steps"] == STEPS
 
 
 def test_each_rank_wrote_its_trace(ddp_run):

@@ -86,7 +86,7 @@ def test_the_other_rank_is_the_jobs_cpu_not_another_processes(comm_run):
 
     load = comm_run.summary["load"]
     ranks = read_ranks(comm_run.run_dir / STORE_NAME)
-    owns = [ranks[r]["summary"]["load"]["own_cores"] for r in (0, 1)]
+    owns = [ranks[r].own_cores for r in (0, 1)]
     assert owns[1] > 0.2  # rank 1 trained: counted as other processes, it would be load
     assert load["ranks"] == 2 and load["own_cores"] == pytest.approx(sum(owns), abs=2e-3)
     assert load["other_cores"] == pytest.approx(max(0.0, load["busy_cores"] - sum(owns)), abs=2e-3)
