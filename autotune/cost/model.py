@@ -101,15 +101,6 @@ def saving_from_speedup(speedup: float, usd_per_month: float) -> tuple[float, fl
     return fraction * 100.0, usd_per_month * fraction
 
 
-def joules_per_sample(gpus: object, samples_per_s: float | None) -> float | None:
-    """Joules per sample from a summary's ``gpu`` list (NVML energy counter, else mean power).
-
-    The same figure the tuner scores the ``energy`` objective with
-    (:func:`profilers.contract.study.energy_per_sample`); None without NVML figures.
-    """
-    return energy_per_sample(gpus, samples_per_s)
-
-
 def billed_devices(summary: ProfileSummary | Mapping[str, Any]) -> int:
     """The devices a profile run is billed for: its ranks (``device.count``, ``ranks``), at least 1."""
     figures = ProfileSummary.of(summary)
@@ -148,7 +139,7 @@ def cost_section(
         samples_per_s=samples_per_s,
         tokens_per_s=tokens_per_s,
         per_million=per_million,
-        joules=joules_per_sample(figures.raw.get("gpu"), samples_per_s),
+        joules=energy_per_sample(figures.gpus, samples_per_s),  # the energy objective's figure
         baseline=baseline,
     )
 

@@ -72,7 +72,7 @@ class Scoring:
             "step_time_s": _float(summary.step_time.median_s),
             "devices": float(devices),
             "usd_per_million_samples": self.cost_per_million(samples_per_s, devices),
-            "joules_per_sample": energy_per_sample(summary.raw.get("gpu"), samples_per_s),
+            "joules_per_sample": energy_per_sample(summary.gpus, samples_per_s),
         }
         out["objective"] = out[self.metric]
         return out

@@ -7,9 +7,10 @@ or best-so-far lines. Pure Python.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from profilers.contract.summaries import GpuFigures, TrialEntry
 
 SECONDS_PER_HOUR = 3600.0
 
@@ -24,17 +25,20 @@ def usd_per_million(rate_per_s: float | None, devices: int, usd_per_gpu_hour: fl
     return usd_per_gpu_hour * devices / SECONDS_PER_HOUR / rate_per_s * 1e6
 
 
-def energy_per_sample(gpus: object, samples_per_s: float | None) -> float | None:
-    """Joules per sample: the GPUs' summed power (energy counter, else mean power) / samples/s."""
-    if not isinstance(gpus, list) or not gpus or not samples_per_s:
+def energy_per_sample(gpus: Sequence[GpuFigures], samples_per_s: float | None) -> float | None:
+    """Joules per sample: the GPUs' summed power (energy counter, else mean power) / samples/s.
+
+    ``gpus``: a profile summary's GPU entries. None without a rate, without GPUs, or when one GPU has
+    neither figure (not the power of some of them).
+    """
+    if not gpus or not samples_per_s:
         return None
     watts = 0.0
     for gpu in gpus:
-        energy_j, duration_s = gpu.get("energy_j"), gpu.get("duration_s")
-        if energy_j is not None and duration_s:
-            watts += energy_j / duration_s
-        elif gpu.get("power_w_mean") is not None:
-            watts += gpu["power_w_mean"]
+        if gpu.energy_j is not None and gpu.duration_s:
+            watts += gpu.energy_j / gpu.duration_s
+        elif gpu.power_w_mean is not None:
+            watts += gpu.power_w_mean
         else:
             return None
     return watts / samples_per_s
@@ -54,28 +58,24 @@ def pareto_front(points: Mapping[int, tuple[float, ...]]) -> list[int]:
     return sorted(front)
 
 
-def ran_with(trial: Mapping[str, Any], names: Iterable[str] | None = None) -> dict[str, Any]:
+def ran_with(trial: TrialEntry, names: Iterable[str] | None = None) -> dict[str, Any]:
     """The parameters a trial ran with: those the study gave it, else what its code read.
 
     ``params_used`` holds the tuned parameters and built-in knobs the trial's code read, with the
     values it used (for the baseline, given none, the script's own defaults); ``params`` what the
     study set, which win. With ``names``, those parameters only (one neither set nor read is absent).
     """
-    used = trial.get("params_used")
-    out = {**(used if isinstance(used, dict) else {}), **(trial.get("params") or {})}
+    out = {**trial.params_used, **trial.params}
     return out if names is None else {n: out[n] for n in names if n in out}
 
 
-def trial_objective(trial: Mapping[str, Any]) -> float | None:
+def trial_objective(trial: TrialEntry) -> float | None:
     """A trial entry's objective when it counts: an ok trial's finite number, else None."""
-    value = trial.get("objective")
-    if trial.get("status") != "ok" or isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) else None
+    return trial.objective if trial.ok else None
 
 
 def convergence(
-    trials: Sequence[Mapping[str, Any]], maximize: bool
+    trials: Sequence[TrialEntry], maximize: bool
 ) -> tuple[tuple[int, ...], tuple[float | None, ...], tuple[float | None, ...], tuple[str, ...]]:
     """(ids, objectives, best so far, statuses) of the trials that ran, in id order.
 
@@ -87,20 +87,20 @@ def convergence(
     best: list[float | None] = []
     statuses: list[str] = []
     current: float | None = None
-    for trial in sorted(trials, key=lambda t: int(t["id"])):
-        if trial.get("status") == "skipped":
+    for trial in sorted(trials, key=lambda t: t.id):
+        if trial.status == "skipped":
             continue
         value = trial_objective(trial)
         if value is not None and (current is None or (value > current if maximize else value < current)):
             current = value
-        ids.append(int(trial["id"]))
+        ids.append(trial.id)
         values.append(value)
         best.append(current)
-        statuses.append(str(trial.get("status")))
+        statuses.append(trial.status)
     return tuple(ids), tuple(values), tuple(best), tuple(statuses)
 
 
-def best_trial_id(trials: Sequence[Mapping[str, Any]], maximize: bool) -> int | None:
+def best_trial_id(trials: Sequence[TrialEntry], maximize: bool) -> int | None:
     """The id of the best ok trial (the first of equals), or None: a study's best before its summary says."""
     ids, values, best, _ = convergence(trials, maximize)
     top = best[-1] if best else None

@@ -416,6 +416,7 @@ class GpuFigures:
     energy_j: float | None = None
     temperature_c_max: float | None = None
     throttle_reasons: tuple[str, ...] = ()  # the reasons seen set (names), over the whole session
+    duration_s: float | None = None  # the span its readings cover (energy_j is over it)
 
     @classmethod
     def parse(cls, data: Any, where: str) -> GpuFigures:
@@ -451,6 +452,7 @@ class GpuFigures:
             energy_j=optional_number(data, "energy_j", where),
             temperature_c_max=optional_number(data, "temperature_c_max", where),
             throttle_reasons=_reason_names(data.get("throttle_reasons")),
+            duration_s=optional_number(data, "duration_s", where),
         )
 
 

@@ -19,6 +19,7 @@ from profilers.contract.reader import read_devices, read_sample_records
 from profilers.contract.records import DeviceInfo
 from profilers.contract.schema import STORE_NAME
 from profilers.contract.study import energy_per_sample
+from profilers.contract.summaries import GpuFigures
 from profilers.runtime.backends import libnvml
 from profilers.runtime.gpu_match import job_cuda_indexes, match_uuids, normalize_uuid, visible_nvml_indexes
 from tests.fake_nvml import make_fake_pynvml
@@ -106,7 +107,8 @@ def test_a_run_on_a_shared_node_records_only_its_own_gpu(tmp_path, monkeypatch, 
     gpu = summary["gpu"][0]
     watts = gpu["energy_j"] / gpu["duration_s"]
     rate = summary["throughput"]["samples_per_s"]
-    assert energy_per_sample(summary["gpu"], rate) == pytest.approx(watts / rate)
+    parsed = [GpuFigures.parse(g, "gpu") for g in summary["gpu"]]
+    assert energy_per_sample(parsed, rate) == pytest.approx(watts / rate)
 
 
 def test_without_cuda_visible_devices_every_gpu_is_sampled(tmp_path, monkeypatch):

@@ -79,14 +79,15 @@ def test_the_pareto_chart_prices_every_trial_at_the_reports_one_price(tmp_path: 
 def test_a_trials_parameters_have_one_meaning_for_the_report_the_advice_and_the_dashboard() -> None:
     """What it was given wins over what its code read; the baseline (given none) ran its defaults."""
     from profilers.contract.study import ran_with
+    from profilers.contract.summaries import TrialEntry
 
     baseline = {"id": 0, "status": "ok", "objective": 1.0, "baseline": True, "params": {},
                 "params_used": {"micro_batch": 8, "precision": "fp32", "global_batch": 64}}  # fmt: skip
     tuned = {"id": 1, "status": "ok", "objective": 2.0, "params": {"micro_batch": 16, "precision": "bf16"},
              "params_used": {"micro_batch": 16, "precision": "bf16", "global_batch": 64}}  # fmt: skip
     defaults = {"micro_batch": 8, "precision": "fp32", "global_batch": 64}
-    assert ran_with(baseline) == defaults  # the report's sweep and the advice call ran_with too
-    assert ran_with(tuned, ["micro_batch"]) == {"micro_batch": 16}
+    assert ran_with(TrialEntry.parse(baseline, "t")) == defaults  # the sweep and the advice too
+    assert ran_with(TrialEntry.parse(tuned, "t"), ["micro_batch"]) == {"micro_batch": 16}
     space = {"micro_batch": {}, "precision": {}}
     rows = study_info({"space": space}, [baseline, tuned], None).rows
     assert [r.params for r in rows] == [

@@ -6,7 +6,6 @@ import pytest
 
 from autotune.cost.model import (
     HOURS_PER_MONTH,
-    joules_per_sample,
     saving_from_speedup,
     saving_vs_baseline,
     usd_per_epoch,
@@ -96,13 +95,3 @@ def test_saving_from_a_bad_speedup_raises(speedup):
         saving_from_speedup(speedup, 1000.0)
 
 
-def test_joules_per_sample_from_energy_else_mean_power():
-    # GPU 0: 3,000 J over 10 s = 300 W; GPU 1: no counter, 250 W mean. 550 W / 100 samples/s = 5.5 J.
-    gpus = [
-        {"energy_j": 3000.0, "duration_s": 10.0, "power_w_mean": 290.0},
-        {"energy_j": None, "power_w_mean": 250.0},
-    ]
-    assert joules_per_sample(gpus, 100.0) == pytest.approx(5.5)
-    assert joules_per_sample([{"energy_j": None, "power_w_mean": None}], 100.0) is None
-    assert joules_per_sample(None, 100.0) is None
-    assert joules_per_sample(gpus, None) is None

@@ -9,9 +9,14 @@ import pytest
 
 from autotune.tuner.objectives import Scoring
 from profilers.contract.study import energy_per_sample, pareto_front
-from profilers.contract.summaries import SummaryError
+from profilers.contract.summaries import GpuFigures, SummaryError
 
 GIB = 2**30
+
+
+def gpus(entries: list[dict[str, Any]] | None) -> tuple[GpuFigures, ...]:
+    """A summary's ``gpu`` entries (each given its index), parsed as the scoring reads them."""
+    return tuple(GpuFigures.parse({"index": i, **e}, "gpu") for i, e in enumerate(entries or []))
 
 
 def summary(**overrides: Any) -> dict[str, Any]:
@@ -138,24 +143,24 @@ def test_energy_has_no_throughput_floor() -> None:
 
 def test_energy_per_sample_from_the_counter_then_the_mean_power() -> None:
     counter = [{"energy_j": 500.0, "duration_s": 2.0, "power_w_mean": 999.0}]  # 250 W, the counter wins
-    assert energy_per_sample(counter, 100.0) == pytest.approx(2.5)
+    assert energy_per_sample(gpus(counter), 100.0) == pytest.approx(2.5)
     power = [{"energy_j": None, "duration_s": 2.0, "power_w_mean": 200.0}]
-    assert energy_per_sample(power, 100.0) == pytest.approx(2.0)
+    assert energy_per_sample(gpus(power), 100.0) == pytest.approx(2.0)
     no_duration = [{"energy_j": 500.0, "duration_s": 0.0, "power_w_mean": 150.0}]
-    assert energy_per_sample(no_duration, 100.0) == pytest.approx(1.5)
+    assert energy_per_sample(gpus(no_duration), 100.0) == pytest.approx(1.5)
     mixed = counter + power  # 250 W + 200 W
-    assert energy_per_sample(mixed, 90.0) == pytest.approx(5.0)
+    assert energy_per_sample(gpus(mixed), 90.0) == pytest.approx(5.0)
 
 
 def test_energy_per_sample_is_none_without_figures() -> None:
     missing = [{"energy_j": None, "duration_s": 2.0, "power_w_mean": None}]
-    assert energy_per_sample(missing, 100.0) is None
+    assert energy_per_sample(gpus(missing), 100.0) is None
     one_missing = [{"energy_j": 500.0, "duration_s": 2.0}, {"duration_s": 2.0}]
-    assert energy_per_sample(one_missing, 100.0) is None  # not half the power
-    assert energy_per_sample([], 100.0) is None
-    assert energy_per_sample(None, 100.0) is None
-    assert energy_per_sample([{"power_w_mean": 200.0}], None) is None
-    assert energy_per_sample([{"power_w_mean": 200.0}], 0.0) is None
+    assert energy_per_sample(gpus(one_missing), 100.0) is None  # not half the power
+    assert energy_per_sample(gpus([]), 100.0) is None
+    assert energy_per_sample(gpus(None), 100.0) is None
+    assert energy_per_sample(gpus([{"power_w_mean": 200.0}]), None) is None
+    assert energy_per_sample(gpus([{"power_w_mean": 200.0}]), 0.0) is None
 
 
 # --------------------------------------------------------------------------- Pareto front

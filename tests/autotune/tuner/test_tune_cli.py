@@ -17,8 +17,10 @@ from profilers.contract.schema import resolve_trial_dir
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 UNMODIFIED = str(SCRIPTS / "train_unmodified.py")
+#: Short trials, no re-measurement, and no plan prior (its fake-tensor traces cost ~9 s of CPU a study
+#: here; tests/autotune/tuner/test_plan_memory.py tests the studies it orders).
 FAST = ["--trial-steps", "12", "--warmup-steps", "2", "--min-measured-steps", "5", "--trial-timeout", "120",
-        "--confirm-rounds", "0"]  # fmt: skip
+        "--confirm-rounds", "0", "--no-plan-prior"]  # fmt: skip
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
