@@ -30,14 +30,7 @@ def _cuda_available() -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Modules with the most slow tests first; `@pytest.mark.gpu` tests skipped without CUDA.
-
-    The two xdist workers take whole modules (``--dist loadfile``) in this order
-    (``--no-loadscope-reorder``): starting with the modules that start processes and ending with
-    the quick ones keeps one worker from running a minute-long module alone at the end. Within a
-    module the order is kept. A GPU test fails instead of skipping when AUTOTUNE_REQUIRE_GPU=1.
-    """
-    _heaviest_modules_first(items)
+    """`@pytest.mark.gpu` tests: skipped without CUDA, or failed if AUTOTUNE_REQUIRE_GPU=1."""
     gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
     if not gpu_items or _cuda_available():
         return
@@ -47,17 +40,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.stash[_NO_GPU] = f"{REQUIRE_GPU_ENV}=1 but this test {reason}"
         else:
             item.add_marker(pytest.mark.skip(reason=f"{reason}; set {REQUIRE_GPU_ENV}=1 to fail instead"))
-
-
-def _heaviest_modules_first(items: list[pytest.Item]) -> None:
-    slow: dict[str, int] = {}
-    count: dict[str, int] = {}
-    for item in items:
-        module = item.nodeid.split("::", 1)[0]
-        count[module] = count.get(module, 0) + 1
-        slow[module] = slow.get(module, 0) + (item.get_closest_marker("slow") is not None)
-    first_seen = {item.nodeid.split("::", 1)[0]: i for i, item in reversed(list(enumerate(items)))}
-    items.sort(key=lambda it: (-slow[m := it.nodeid.split("::", 1)[0]], -count[m], first_seen[m]))
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
