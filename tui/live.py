@@ -8,6 +8,7 @@ from profilers.contract.summaries import ProfileSummary
 from rich.text import Text
 from textual.app import ComposeResult, RenderResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.css.query import NoMatches
 from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Label, ProgressBar, Sparkline, Static
@@ -94,6 +95,7 @@ class MetricRow(Horizontal):
         super().__init__(classes=f"metric-{field.replace('_', '-')}")
         self.field = field
         self.label = name
+        self._shown: tuple[tuple[float, ...], str] = ((), "")
 
     def compose(self) -> ComposeResult:
         """The label, the sparkline, the value."""
@@ -101,10 +103,26 @@ class MetricRow(Horizontal):
         yield Sparkline([], summary_function=max)
         yield Label("", classes="metric-value")
 
+    def on_mount(self) -> None:
+        """Draw what was shown before the row's own widgets existed."""
+        self._draw()
+
     def show(self, values: tuple[float, ...], text: str) -> None:
-        """Draw ``values`` and the latest ``text``."""
-        self.query_one(Sparkline).data = list(values)
-        self.query_one(".metric-value", Label).update(text)
+        """Draw ``values`` and the latest ``text`` (once the row is composed, if it is not yet).
+
+        The panel draws its rows from its own ``on_mount``, which may run before a row has composed
+        its sparkline and labels; the row then draws them from its own.
+        """
+        self._shown = (values, text)
+        self._draw()
+
+    def _draw(self) -> None:
+        try:
+            sparkline, value = self.query_one(Sparkline), self.query_one(".metric-value", Label)
+        except NoMatches:
+            return
+        sparkline.data = list(self._shown[0])
+        value.update(self._shown[1])
 
 
 class DevicePanel(Vertical):
