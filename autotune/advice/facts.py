@@ -488,7 +488,8 @@ def heap_trend(run: RunData) -> MemoryTrend | None:
     grows, live bytes stay flat). None without the readings (another C library, an older run).
     """
     steps = _steady_steps(run)
-    envelope, host = summary_figures(run).heap_live_envelope, summary_figures(run).host
+    figures = summary_figures(run)
+    envelope, host = figures.heap_live_envelope, figures.host
     if not steps or envelope is None:
         return None
     trend = _trend(HEAP_SOURCE, envelope, host.host_mem_total_bytes if host else None, len(steps))

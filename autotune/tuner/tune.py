@@ -332,19 +332,19 @@ class Tuner:
             return self.config.space or Space.from_dict(meta["space"], source=str(self.run_dir / STORE_NAME))
         if self.config.space is not None:
             return self.config.space
-        settings = self.config.settings
+        settings, base = self.config.settings, facts(baseline)
+        kind = base.device_kind or self.config.device_kind  # where the script really ran
         if settings.preset is not None and settings.preset_per_rank is not None:
-            kind = facts(baseline).device_kind or self.config.device_kind
             ranks = settings.distributed_world_size
             return preset_space(settings.preset, settings.preset_per_rank, kind, ranks)
         if not baseline.ok:
             raise TuneError(
                 f"the baseline trial {baseline.status}: {_first_line(baseline.error)}; "
-                f"no search space can be built from it (log: {facts(baseline).run_dir})"
+                f"no search space can be built from it (log: {base.run_dir})"
             )
         space = default_space(
-            facts(baseline).params_used,
-            facts(baseline).device_kind or self.config.device_kind,  # where the script really ran
+            base.params_used,
+            kind,
             self.config.settings.distributed_world_size if self.config.layouts else 1,
         )
         if space is None:

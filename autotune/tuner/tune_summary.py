@@ -111,10 +111,9 @@ def tune_summary(
 
 def _best_entry(best: Trial, baseline: Trial | None, confirmations: Sequence[ConfirmRun]) -> dict[str, Any]:
     entry = trial_entry(best)
-    base = TrialMetrics() if baseline is None else metrics(baseline)
+    mine, base = metrics(best), TrialMetrics() if baseline is None else metrics(baseline)
     base_rate = base.samples_per_s if baseline is not None and baseline.ok else None
-    rate, cost = metrics(best).samples_per_s, metrics(best).usd_per_million_samples
-    base_cost = base.usd_per_million_samples
+    rate, cost, base_cost = mine.samples_per_s, mine.usd_per_million_samples, base.usd_per_million_samples
     entry["speedup_vs_baseline"] = rate / base_rate if rate and base_rate else None
     entry["cost_saving_vs_baseline"] = 1 - cost / base_cost if cost is not None and base_cost else None
     entry.update(verdict(confirmations, best.id).entry())

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from profilers.contract.records import DeviceSample, StepRecord
+from profilers.contract.summaries import TrialEntry, TuningSummary
 from profilers.contract.summarize import (
     build_summary,
     gpu_aggregates,
@@ -23,6 +24,7 @@ from profilers.contract.summarize import (
     step_statistics,
 )
 from profilers.runtime.store import RunStore
+from tui.model import TrialsInfo, trials_info
 
 T0_NS = 1_764_000_000_000_000_000  # 2025-11-24T16:00:00Z
 GIB = 1024**3
@@ -273,3 +275,10 @@ def write_study(path: Path, *, running: bool = True, trial_steps: int = 60) -> P
         )
     (path / "summary.json").write_text(json.dumps(summary, indent=2))
     return path
+
+
+def study_info(summary: dict[str, Any], entries: list[Any], running: list[int] | None = None) -> TrialsInfo:
+    """The Trials screen's record of a study given as summary.json's dicts, parsed as the source does."""
+    raw = [e.raw if isinstance(e, TrialEntry) else e for e in entries]
+    study = TuningSummary.parse({**summary, "trials": raw}, "summary.json")
+    return trials_info(study, list(study.trials), running)

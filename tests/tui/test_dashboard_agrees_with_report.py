@@ -8,17 +8,8 @@ from pathlib import Path
 from autotune.report.build import build_report
 from autotune.report.jsonout import render_json
 from tests.autotune.report.test_markdown_json import EVIL, hostile_advice, hostile_study
+from tests.tui.recorded import study_info
 from tui.report import report_view
-
-
-def study_info(summary: dict, entries: list, running: list[int] | None = None):  # type: ignore[no-untyped-def]
-    """The Trials screen's record of a study given as summary.json's dicts (parsed as the source does)."""
-    from profilers.contract.summaries import TrialEntry, TuningSummary
-    from tui.model import trials_info
-
-    raw = [e.raw if isinstance(e, TrialEntry) else e for e in entries]
-    study = TuningSummary.parse({**summary, "trials": raw}, "summary.json")
-    return trials_info(study, list(study.trials), running)
 
 
 def test_the_advice_reads_back_from_report_json_as_it_was(tmp_path: Path) -> None:

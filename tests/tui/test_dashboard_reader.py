@@ -16,11 +16,11 @@ from tests.tui.recorded import (
     gpu_sample,
     host_sample,
     step_record,
+    study_info,
     write_profile_run,
     write_study,
 )
 from tui import store as tui_store
-from tui.model import trials_info
 from tui.rundir import detect_kind, list_runs, stored_trials
 from tui.series import Buckets, bucket_width
 from tui.source import RunSource
@@ -30,13 +30,6 @@ from tui.store import StoreProblem, StoreReader
 
 
 
-def study_info(summary: dict, entries: list, running: list[int] | None = None):  # type: ignore[no-untyped-def]
-    """The Trials screen's record of a study given as summary.json's dicts (parsed as the source does)."""
-    from profilers.contract.summaries import TrialEntry, TuningSummary
-
-    raw = [e.raw if isinstance(e, TrialEntry) else e for e in entries]
-    study = TuningSummary.parse({**summary, "trials": raw}, "summary.json")
-    return trials_info(study, list(study.trials), running)
 
 
 def test_the_reader_reads_fields_the_store_has() -> None:
