@@ -19,13 +19,17 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from profilers.contract.run_meta import RunMeta
 
 from tui.model import RunFacts
+
+if TYPE_CHECKING:
+    from autotune.advice.records import AdviceSection
 
 REPORT_NAME = "report.html"
 #: Exception types whose message is already one line for the user.
@@ -37,15 +41,16 @@ class ReportView:
     """What the Advice screen draws of a report: the run's name and its advice section."""
 
     name: str
-    advice: Any  # autotune.advice.records.AdviceSection
+    advice: AdviceSection
 
 
-def report_view(data: dict[str, Any]) -> ReportView:
-    """The view of a report.json document."""
+def report_view(data: Mapping[str, Any]) -> ReportView:
+    """The view of a report.json document (read leniently: what it lacks reads as empty)."""
     from autotune.advice.records import AdviceSection
 
-    overview = data.get("overview") or {}
-    return ReportView(str(overview.get("name") or ""), AdviceSection.from_dict(data.get("advice") or {}))
+    overview, advice = (data.get(key) for key in ("overview", "advice"))
+    name = overview.get("name") if isinstance(overview, Mapping) else None
+    return ReportView(str(name or ""), AdviceSection.from_json(advice if isinstance(advice, Mapping) else {}))
 
 
 class ReportError(Exception):

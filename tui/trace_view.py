@@ -163,7 +163,7 @@ class TraceApp(App[int]):
             ops.add_row(o.name[:50], f"{o.count:,}", _time_us(o.self_us), _time_us(o.total_us))
 
     def _show_advice(self, advice: dict[str, Any]) -> None:
-        section = AdviceSection.from_dict(advice)
+        section = AdviceSection.from_json(advice)
         text = self.query_one("#advice-text", Static)
         if not section.recommendations:
             text.update(Text("No rule found anything to change in this trace.", style="green"))

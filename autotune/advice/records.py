@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from autotune.fmt import format_usd
+from profilers.contract.lenient import read_fields
 
 #: Severity order, most urgent first.
 SEVERITIES: tuple[str, ...] = ("high", "medium", "low")
@@ -50,7 +52,7 @@ class Recommendation:
     measured: bool = False
     saving_pct: float | None = None  # 1 - new cost / old cost, in % (0-100)
     saving_usd_per_month: float | None = None  # at the report's duty cycle and price
-    params: dict[str, object] = field(default_factory=dict)  # a tuned configuration to apply, if any
+    params: dict[str, Any] = field(default_factory=dict)  # a tuned configuration to apply, if any
     #: The figures the evidence states, as numbers with their units in their names (the fields of
     #: the facts the rule read, ``speedup_bound``...): what report.json gives CI to read.
     figures: dict[str, Any] = field(default_factory=dict)
@@ -89,19 +91,11 @@ class AdviceSection:
     not_checked: tuple[str, ...] = ()  # rules that had no data here, each with why
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> AdviceSection:
-        """The section back from report.json's ``advice`` (what ``dataclasses.asdict`` wrote)."""
-        recs = tuple(
-            Recommendation(
-                **{
-                    **r,
-                    "evidence": tuple(r.get("evidence") or ()),
-                    "actions": tuple(r.get("actions") or ()),
-                    "params": dict(r.get("params") or {}),
-                    "figures": dict(r.get("figures") or {}),
-                }
-            )
-            for r in data.get("recommendations") or ()
-        )
-        rules = tuple(Threshold(**t) for t in data.get("rules_checked") or ())
-        return cls(recs, rules, tuple(data.get("not_checked") or ()))
+    def from_json(cls, data: Mapping[str, Any]) -> AdviceSection:
+        """The section back from report.json's ``advice`` (what ``dataclasses.asdict`` wrote).
+
+        Read leniently (:mod:`profilers.contract.lenient`): a recommendation or rule lacking a
+        field it needs is left out, a figure of the wrong type keeps its default.
+        """
+        nested = {"recommendations": Recommendation, "rules_checked": Threshold}
+        return cls(**read_fields(cls, data, nested=nested))

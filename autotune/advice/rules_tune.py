@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 from autotune.advice.records import Recommendation
 from autotune.advice.rules import gib
 from autotune.advice.thresholds import limit, severity_for
+from autotune.knobs import KnobValues
 from autotune.tuner.memory_model import study_batch_param
 from autotune.tuner.presets import PRESETS, preset_args
 from profilers.contract.rundir import RunData
@@ -32,8 +33,7 @@ def _precision(trial: TrialEntry) -> str | None:
 
     The last is what the profiler saw: a baseline whose script reads no precision knob.
     """
-    value = ran_with(trial).get("precision")
-    return value if isinstance(value, str) else trial.precision
+    return KnobValues.of(ran_with(trial)).precision or trial.precision
 
 
 def _label(params: Mapping[str, Any]) -> str:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autotune.cost.prices import match_gpu
+from autotune.knobs import KnobValues
 from autotune.plan.gpus import gpu_spec
 from autotune.search.space import Value
 from autotune.tuner.host_load import machine_cores
@@ -163,10 +164,9 @@ class PlanPrior:
         spec = gpu_spec(self.device)
         if spec is None:
             return None
-        layout = str(params.get("layout", "ddp"))
-        name = "single" if ranks == 1 else layout if layout in ("ddp", "fsdp") else "ddp"
-        tp, pp = int(params.get("tensor_parallel", 1)), int(params.get("pipeline_parallel", 1))
-        offload = params.get("cpu_offload") is True
+        knobs = KnobValues.of(params)
+        name = "single" if ranks == 1 else knobs.layout if knobs.layout in ("ddp", "fsdp") else "ddp"
+        tp, pp, offload = knobs.tensor_parallel or 1, knobs.pipeline_parallel or 1, knobs.cpu_offload is True
         return Layout(name, ranks, 0, tp=tp, pp=pp, offload=offload).step_s(
             spec, traced.model, micro, accumulation
         )
@@ -200,14 +200,13 @@ def _prior_for_study(
     device_kind: str,
     on_note: Callable[[str], None] | None,
 ) -> tuple[PlanPrior | None, str]:
-    global_batch = baseline.params_used.get("global_batch")
     prior, note = make_prior(
         plans,
         scoring.objective,
         baseline.device_kind or device_kind,
         baseline.device_name,
         scoring.price_per_gpu_hour,
-        global_batch if isinstance(global_batch, int) and not isinstance(global_batch, bool) else None,
+        KnobValues.of(baseline.params_used).global_batch,
     )
     if prior is None:
         return None, note

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autotune.knobs import KnobValues
 from autotune.search.space import Choice, Int, Space, Value
 
 
@@ -149,24 +150,24 @@ def preset_args(
     """
     preset = PRESETS[name]
     args: list[str] = [f"{preset.output_flag}={output_dir}"] if output_dir is not None else []
-    micro = params.get("micro_batch")
-    if isinstance(micro, int) and per_rank and preset.batch_flag and preset.accumulation_flag:
+    knobs = KnobValues.of(params)
+    micro = knobs.micro_batch
+    if micro is not None and per_rank and preset.batch_flag and preset.accumulation_flag:
         args += [f"{preset.batch_flag}={micro}", f"{preset.accumulation_flag}={max(1, per_rank // micro)}"]
-    precision = params.get("precision")
-    if isinstance(precision, str):
+    precision = knobs.precision
+    if precision is not None:
         on_cpu = preset.cpu_precision_args.get(precision) if device_kind == "cpu" else None
         args += list(on_cpu if on_cpu is not None else preset.precision_args.get(precision, ()))
-    if params.get("activation_checkpointing") is True and preset.checkpointing_args:
+    if knobs.activation_checkpointing and preset.checkpointing_args:
         args += list(preset.checkpointing_args)
-    if params.get("compile") is True and preset.compile_args:
+    if knobs.compile and preset.compile_args:
         args += list(preset.compile_args)
-    for knob, flag in (
-        ("tensor_parallel", preset.tensor_parallel_flag),
-        ("pipeline_parallel", preset.pipeline_parallel_flag),
+    for degree, flag in (
+        (knobs.tensor_parallel, preset.tensor_parallel_flag),
+        (knobs.pipeline_parallel, preset.pipeline_parallel_flag),
     ):
-        if flag is not None and isinstance(params.get(knob), int):
-            args.append(f"{flag}={params[knob]}")
-    offload = params.get("cpu_offload")
-    if isinstance(offload, bool) and preset.offload_args is not None:
-        args += list(preset.offload_args[0 if offload else 1])
+        if flag is not None and degree is not None:
+            args.append(f"{flag}={degree}")
+    if knobs.cpu_offload is not None and preset.offload_args is not None:
+        args += list(preset.offload_args[0 if knobs.cpu_offload else 1])
     return args

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from autotune.knobs import KnobValues
 from autotune.search.records import Trial
 from profilers.contract.lenient import read_fields
 
@@ -71,13 +72,12 @@ class TrialFacts:
     @property
     def run_precision(self) -> str | None:
         """The precision the script used: the knob it read, else what the profiler saw."""
-        used = self.params_used.get("precision")
-        return used if isinstance(used, str) else self.precision
+        return KnobValues.of(self.params_used).precision or self.precision
 
     @property
-    def global_batch(self) -> Any:
+    def global_batch(self) -> int | None:
         """Samples per optimizer step: the knob the script read, else what the profiler counted."""
-        used = self.params_used.get("global_batch")
+        used = KnobValues.of(self.params_used).global_batch
         return used if used is not None else self.samples_per_step
 
 

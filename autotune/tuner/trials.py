@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autotune.knobs import PARAM_ENV_PREFIX, param_env_var
+from autotune.knobs import PARAM_ENV_PREFIX, KnobValues, param_env_var
 from autotune.search.space import Space, Value
 from autotune.search.study import Infeasible
 from autotune.tuner.devices import usable_cpus
@@ -120,7 +120,7 @@ def trial_world_size(settings: TrialSettings, params: Mapping[str, Value]) -> in
     """Ranks of the trial: its ``world_size`` param, else from its ``layout``, else the settings'."""
     if "world_size" in params:
         return int(params["world_size"])
-    layout = params.get("layout")
+    layout = KnobValues.of(params).layout
     if layout == "single":
         return 1
     if layout in ("ddp", "fsdp") or "tensor_parallel" in params or "pipeline_parallel" in params:

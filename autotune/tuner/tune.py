@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from autotune.knobs import KnobValues
 from autotune.search.records import Infeasible, Measured, Trial
 from autotune.search.searchers import BayesSearcher
 from autotune.search.space import Space, Value
@@ -446,9 +447,9 @@ class Tuner:
         if impossible is not None:
             cannot = TrialFacts(world_size=world_size, impossible=True)
             raise Infeasible(impossible, "skipped", attrs=cannot.to_attrs())
-        precision = params.get("precision")
+        precision = KnobValues.of(params).precision
         refused = _refused_precisions(study.trials)
-        if isinstance(precision, str) and precision in refused:
+        if precision is not None and precision in refused:
             raise Infeasible(
                 f"precision={precision} is not for this machine: trial {refused[precision]} was refused it",
                 "skipped", attrs=TrialFacts(world_size=world_size, impossible=True).to_attrs(),
@@ -464,7 +465,7 @@ class Tuner:
         assert study is not None
         trial_id = study.current_trial_id
         world_size = trial_world_size(self.config.settings, params)
-        precision = params.get("precision")
+        precision = KnobValues.of(params).precision
         if self.on_start is not None:
             self.on_start(trial_id, study.n_run + len(study.running), self.config.n_trials, params)
         stop_below = self._stop_below(world_size)
@@ -472,7 +473,7 @@ class Tuner:
         outcome, where = self._running.run(study, trial_id, world_size, trial)
         fact = replace(self._facts(outcome, world_size), **where)
         if outcome.status != "ok":
-            crashed = outcome.status == "crashed" and isinstance(precision, str)
+            crashed = outcome.status == "crashed" and precision is not None
             if crashed and _refuses(outcome.error, str(precision)):
                 fact = replace(fact, refused_precision=str(precision))  # never proposed again in this study
                 if self.on_note is not None:

@@ -15,7 +15,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, TypeGuard
 
-from autotune.knobs import KNOBS, check_knob
+from autotune.knobs import KNOBS, KnobValues, check_knob
 from autotune.search.records import Trial
 from autotune.search.space import Choice, Int, Space, Value
 from autotune.tuner.host_load import machine_cores
@@ -82,9 +82,10 @@ def default_space(
     if "precision" in params_used:
         cuda = device_kind == "cuda"
         params["precision"] = Choice(*(("fp32", "tf32", "bf16", "fp16") if cuda else ("fp32", "bf16")))
-    global_batch = params_used.get("global_batch")
-    if "micro_batch" in params_used and isinstance(global_batch, int) and global_batch > 1:
-        per_rank = global_batch // max(1, int(params_used.get("world_size") or 1))
+    used = KnobValues.of(params_used)
+    global_batch = used.global_batch
+    if "micro_batch" in params_used and global_batch is not None and global_batch > 1:
+        per_rank = global_batch // max(1, used.world_size or 1)
         largest = per_rank & -per_rank  # the largest power of two dividing per_rank
         if largest > 1:
             params["micro_batch"] = Int(1, largest, power_of_two=True)
@@ -106,7 +107,8 @@ def model_parallel_problem(params: Mapping[str, Value], world_size: int) -> str 
     per_replica = ranks_per_replica(params)
     if per_replica == 1 or world_size % per_replica == 0:
         return None
-    tp, pp = params.get("tensor_parallel", 1), params.get("pipeline_parallel", 1)
+    knobs = KnobValues.of(params)
+    tp, pp = knobs.tensor_parallel or 1, knobs.pipeline_parallel or 1
     return (
         f"tensor_parallel {tp} × pipeline_parallel {pp} = {per_replica} ranks a replica does not "
         f"divide the {world_size} rank(s) of a trial"
@@ -121,21 +123,22 @@ def batch_split_problem(
     The batch splits over the data-parallel replicas: the ranks over the tensor × pipeline degree.
     The trial would only fail in :func:`autotune.batch_plan`; saying so here costs no trial.
     """
-    global_batch = params.get("global_batch", baseline_used.get("global_batch"))
-    micro, accum = params.get("micro_batch"), params.get("grad_accum")
-    if not isinstance(global_batch, int) or (micro is None and accum is None):
+    knobs = KnobValues.of(params)
+    global_batch = (knobs if "global_batch" in params else KnobValues.of(baseline_used)).global_batch
+    micro, accum = knobs.micro_batch, knobs.grad_accum
+    if global_batch is None or (micro is None and accum is None):
         return None
     replicas = max(1, world_size // ranks_per_replica(params))
     if global_batch % replicas:
         return f"global batch {global_batch} does not split over {replicas} ranks"
     per_rank = global_batch // replicas
     for name, value in (("micro_batch", micro), ("grad_accum", accum)):
-        if isinstance(value, int) and value > 0 and per_rank % value:
+        if value is not None and value > 0 and per_rank % value:
             return (
                 f"{name} {value} does not divide the {per_rank} samples per rank of global batch "
                 f"{global_batch} over {replicas} rank(s)"
             )
-    if isinstance(micro, int) and isinstance(accum, int) and micro * accum != per_rank:
+    if micro is not None and accum is not None and micro * accum != per_rank:
         return f"micro_batch {micro} × grad_accum {accum} is not the {per_rank} samples per rank"
     return None
 
@@ -272,7 +275,7 @@ def loss_drift(
     """
     reference = facts(baseline)
     reference_precision = reference.run_precision
-    precision = params.get("precision", trial.run_precision)
+    precision = KnobValues.of(params).precision if "precision" in params else trial.run_precision
     if (
         not baseline.ok
         or reference_precision not in ("fp32", "tf32")

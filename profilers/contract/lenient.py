@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 def number(value: Any) -> float | None:
@@ -78,19 +80,52 @@ READERS: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def read_fields(record: type, stored: Mapping[str, Any], skip: tuple[str, ...] = ()) -> dict[str, Any]:
+def read_fields(
+    record: type,
+    stored: Mapping[str, Any],
+    skip: tuple[str, ...] = (),
+    nested: Mapping[str, type] | None = None,
+) -> dict[str, Any]:
     """The fields of the dataclass ``record`` found in ``stored``, each read by :data:`READERS`.
 
-    A value of the wrong type, or None, is left out, so the field keeps its default.
+    A value of the wrong type, or None, is left out, so the field keeps its default. A field named
+    in ``nested`` holds a list of records of the type it names, read by :func:`read_records`.
     """
     out = {}
     for f in dataclasses.fields(record):
         if f.name in skip:
             continue
-        value = READERS[str(f.type)](stored.get(f.name))
+        raw = stored.get(f.name)
+        inner = nested.get(f.name) if nested else None
+        value = READERS[str(f.type)](raw) if inner is None else read_records(inner, raw)
         if value is not None:
             out[f.name] = value
     return out
 
 
-__all__ = ["READERS", "integer", "number", "pair", "read_fields", "text"]
+def read_records(record: type[T], stored: Any) -> tuple[T, ...]:
+    """Each JSON object of the list ``stored`` read as the dataclass ``record`` (by :func:`read_fields`).
+
+    An item that is not an object, or lacks a field the record requires, is left out; so is the
+    whole of ``stored`` when it is not a list.
+
+    >>> @dataclasses.dataclass
+    ... class Rule:
+    ...     rule: str
+    ...     value: float = 0.0
+    >>> read_records(Rule, [{"rule": "input_bound", "value": 5}, {"value": 3}, "junk"])
+    (Rule(rule='input_bound', value=5.0),)
+    """
+    if not isinstance(stored, list | tuple):
+        return ()
+    out = []
+    for item in stored:
+        if isinstance(item, Mapping):
+            try:
+                out.append(record(**read_fields(record, item)))
+            except TypeError:  # a required field is missing
+                continue
+    return tuple(out)
+
+
+__all__ = ["READERS", "integer", "number", "pair", "read_fields", "read_records", "text"]
