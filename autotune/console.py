@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from autotune.fmt import NA, format_bytes, format_pct, format_rate, format_seconds, format_si
-from profilers.contract.load import load_line, load_of
+from profilers.contract.load import load_line
 from profilers.contract.outcome import STOPPED_BY, outcome_sentence
 from profilers.contract.schema import OPTIONAL_PHASES, PHASES
 from profilers.contract.summaries import ProfileSummary, SummaryError
@@ -160,7 +160,7 @@ def _host_row(summary: ProfileSummary) -> MetricRow:
 
 
 def _load_row(summary: ProfileSummary) -> MetricRow:
-    return MetricRow("Machine load", load_line(load_of(summary)) or "n/a (not recorded)")
+    return MetricRow("Machine load", load_line(summary.load) or "n/a (not recorded)")
 
 
 def _gpu_rows(summary: ProfileSummary) -> tuple[MetricRow, ...]:

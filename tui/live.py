@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from profilers.contract.load import load_line, load_of
+from profilers.contract.load import load_line
 from profilers.contract.outcome import outcome_sentence
 from profilers.contract.summaries import ProfileSummary
 from rich.text import Text
@@ -70,7 +70,7 @@ def summary_items(summary: ProfileSummary | None) -> list[tuple[str, str]]:
     ]
     if summary.throughput.tokens_per_s is not None:
         items.insert(3, ("tokens", format_rate(summary.throughput.tokens_per_s, "tokens/s")))
-    load = load_line(load_of(summary.raw))
+    load = load_line(summary.load)
     if load is not None:
         items.append(("machine load", load))
     outcome = outcome_sentence(summary)

@@ -131,13 +131,13 @@ def main(argv: list[str] | None = None) -> int:
     console.print(f"Demo finished in {time.perf_counter() - started:.1f} s.")
     for model, run_dir in run_dirs:
         console.print(f"  demo-{model}: {run_dir or 'n/a (no run directory could be written)'}")
-    if tuned is not None:
-        best = tuned["best"]
-        params = ", ".join(f"{k}={v}" for k, v in best["params"].items()) or "the defaults"
-        console.print(f"  demo-tune: best {params} ({tuned['run_dir']})")
+    if tuned is not None and tuned.best is not None:
+        params = ", ".join(f"{k}={v}" for k, v in tuned.best.params.items()) or "the defaults"
+        console.print(f"  demo-tune: best {params} ({tuned.run_dir})")
         console.print(f"  verdict: {escape(verdict_of(tuned).headline)}")
 
-    advised = Path(tuned["run_dir"]) if tuned is not None else next((d for _, d in run_dirs if d), None)
+    tune_dir = tuned.run_dir if tuned is not None else None
+    advised = Path(tune_dir) if tune_dir else next((d for _, d in run_dirs if d), None)
     advise_at_end(advised, console, write=("html", "md", "json"))
     return 0 if args.tune_trials == 0 or tuned is not None else 1
 

@@ -241,7 +241,7 @@ def cmd_tune(args: argparse.Namespace, usage_error: type[Exception]) -> int:
     except TuneError as exc:
         print(f"autotune tune: stopped: {exc}", file=sys.stderr)
         if tuner.study is not None:
-            progress.result(tuner.summary())
+            progress.result(tuner.summary_record())
         print(_saved_where(run_dir), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
@@ -257,7 +257,7 @@ def cmd_tune(args: argparse.Namespace, usage_error: type[Exception]) -> int:
         from autotune.report.terminal import advise_at_end
 
         advise_at_end(run_dir, Console(stderr=True))
-    return 0 if summary.get("best") is not None else 1
+    return 0 if summary.best is not None else 1
 
 
 def _saved_where(run_dir: Path) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 
@@ -19,6 +18,7 @@ from autotune.demo.target import demo_space
 from autotune.tuner.progress import Progress
 from autotune.tuner.trials import TrialSettings
 from autotune.tuner.tune import TuneConfig, TuneError
+from profilers.contract.summaries import TuningSummary
 
 #: Trials of the demo study, the baseline included.
 DEFAULT_TRIALS = 12
@@ -36,7 +36,7 @@ def tune_demo(
     runs_root: Path | None,
     model: str = "gpt",
     confirm_rounds: int = 3,
-) -> dict[str, Any] | None:
+) -> TuningSummary | None:
     """Run the demo study; its summary (None when it stopped without a best configuration)."""
     ranks = 2 if device == "cpu" or _cuda_devices() >= 2 else 1
     settings = TrialSettings(
@@ -76,7 +76,7 @@ def tune_demo(
         return None
     progress.result(summary)
     console.print(f"Study directory: {run_dir}")
-    return summary if summary.get("best") else None
+    return summary if summary.best is not None else None
 
 
 def _cuda_devices() -> int:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from autotune.search.records import Trial
 from autotune.search.space import Value
 from autotune.tuner.trial_facts import facts, metrics
-from profilers.contract.summaries import TuningSummary
+from profilers.contract.summaries import SearchPrior, TuningSummary
 
 if TYPE_CHECKING:
     from autotune.tuner.tune import Tuner
@@ -44,15 +44,14 @@ def _spread(ci: Any, rate: float | None) -> str:
     return f"±{100 * (ci[1] - ci[0]) / 2 / rate:.0f}% at 95%"
 
 
-def prior_line(prior: Any) -> str | None:
+def prior_line(prior: SearchPrior | None) -> str | None:
     """How the search was ordered, and how far the plan's predictions were from the trials."""
-    if not isinstance(prior, dict) or not prior.get("note"):
+    if prior is None or not prior.note:
         return None
-    rows = [r for r in prior.get("predicted_vs_measured") or [] if r.get("measured")]
-    line = f"Search: {prior['note']}"
-    if rows:
-        errors = sorted(abs(r["predicted"] / r["measured"] - 1) for r in rows)
-        line += f"; predictions within {100 * errors[len(errors) // 2]:.0f}% of {len(rows)} trials (median)"
+    line = f"Search: {prior.note}"
+    median = prior.median_error()
+    if median is not None:
+        line += f"; predictions within {100 * median[0]:.0f}% of {median[1]} trials (median)"
     return line
 
 
@@ -162,9 +161,8 @@ class Progress:
             line = f"[yellow]{trial.status}[/yellow]: {error[0] if error else ''}"
         self.console.print(f"trial {trial.id:>3} {_format_params(trial.params)}: {line}")
 
-    def result(self, data: dict[str, Any]) -> None:
+    def result(self, summary: TuningSummary) -> None:
         """The best configuration against the baseline."""
-        summary = TuningSummary.parse(data, "the study's summary")
         best, base = summary.best, summary.baseline
         elapsed = time.monotonic() - self._started
         statuses = summary.status_counts

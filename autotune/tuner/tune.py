@@ -68,7 +68,7 @@ from autotune.tuner.tune_checks import (
 )
 from autotune.tuner.tune_summary import tune_summary, write_json
 from profilers.contract.schema import TRIALS_DIR, TUNE_LOCK_NAME, resolve_trial_dir
-from profilers.contract.summaries import ProfileSummary
+from profilers.contract.summaries import ProfileSummary, TuningSummary
 
 STORE_NAME = "run.db"
 
@@ -194,8 +194,8 @@ class Tuner:
 
     # ------------------------------------------------------------------ the study
 
-    def run(self) -> dict[str, Any]:
-        """Run (or resume) the study; the summary. TuneError when it cannot go on."""
+    def run(self) -> TuningSummary:
+        """Run (or resume) the study; its summary (summary.json's). TuneError when it cannot go on."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         with _exclusive(self.run_dir):
             storage = SqliteStorage(self.run_dir / STORE_NAME)
@@ -244,7 +244,7 @@ class Tuner:
                 self._confirm(study)
             finally:
                 self._write_summary()
-        return self.summary()
+        return self.summary_record()
 
     def summary(self) -> dict[str, Any]:
         """The study's summary as it stands (what summary.json holds)."""
@@ -264,6 +264,10 @@ class Tuner:
                 "predicted": self._prior.predicted()[:100] if self._prior is not None else [],
             }
         return out
+
+    def summary_record(self) -> TuningSummary:
+        """The summary as it stands, as the typed record its readers get."""
+        return TuningSummary.parse(self.summary(), str(self.run_dir / "summary.json"))
 
     def _write_summary(self) -> None:
         if self.study is not None:

@@ -47,6 +47,11 @@ def pair(value: Any) -> tuple[float | None, float | None] | None:
     return None
 
 
+def _closed_pair(value: Any) -> tuple[float, float] | None:
+    ends = pair(value)
+    return None if ends is None or ends[0] is None or ends[1] is None else (ends[0], ends[1])
+
+
 def _numbers(value: Any) -> tuple[float | None, ...] | None:
     return tuple(number(v) for v in value) if isinstance(value, list | tuple) else None
 
@@ -77,6 +82,7 @@ READERS: dict[str, Callable[[Any], Any]] = {
     "tuple[str, ...]": _texts,
     "tuple[float | None, ...] | None": _numbers,
     "tuple[float | None, float | None] | None": pair,
+    "tuple[float, float] | None": _closed_pair,
 }
 
 

@@ -205,7 +205,7 @@ class TuningSummary:
     machine_cores: float | None = None  # this machine's cores, for the load band
     confirmations: tuple[Confirmation, ...] = ()  # the best trial's re-measurements
     pareto: tuple[int, ...] | None = None  # trial ids (with --multi-objective)
-    search_prior: dict[str, Any] = field(default_factory=dict)  # the plan prior's note and rows
+    search_prior: SearchPrior | None = None  # the plan prior's note and its checks
     verdict: dict[str, Any] = field(default_factory=dict)  # as stored (verdict.verdict_of reads it)
 
     @classmethod
@@ -259,7 +259,7 @@ class TuningSummary:
                 for c in optional_list(data, "confirmations", where)
             ),
             pareto=tuple(int(i) for i in pareto if is_number(i)) if data.get("pareto") is not None else None,
-            search_prior=optional_dict(data, "search_prior", where),
+            search_prior=SearchPrior.parse(data.get("search_prior"), f"{where}: search_prior"),
             verdict=optional_dict(data, "verdict", where),
         )
 
@@ -286,6 +286,54 @@ class Confirmation:
             samples_per_s=optional_number(data, "samples_per_s", where),
             other_load_cores=optional_number(data, "other_load_cores", where),
         )
+
+
+@dataclass(frozen=True)
+class PriorCheck:
+    """One trial's predicted objective beside its measurement (``search_prior.predicted_vs_measured``)."""
+
+    trial: int
+    predicted: float | None
+    measured: float | None
+
+    @property
+    def error(self) -> float | None:
+        """``|predicted / measured - 1|``: how far off the prediction was; None when either is missing."""
+        if self.predicted is None or not self.measured:
+            return None
+        return abs(self.predicted / self.measured - 1)
+
+
+@dataclass(frozen=True)
+class SearchPrior:
+    """How the plan ordered the search (summary.json's ``search_prior``, absent without a plan prior)."""
+
+    note: str  # which costs were used, or why there is no prior
+    used: bool  # whether the search started from the prior
+    checks: tuple[PriorCheck, ...]  # each ok trial's prediction beside its measurement
+
+    @classmethod
+    def parse(cls, data: Any, where: str) -> SearchPrior | None:
+        """The block ``data`` (None when absent), or SummaryError naming ``where`` and the field."""
+        if data is None:
+            return None
+        if not isinstance(data, dict):
+            raise SummaryError(f"{where}: must be an object, not {type(data).__name__}")
+        checks = []
+        for row in optional_list(data, "predicted_vs_measured", where):
+            if not isinstance(row, dict):
+                raise SummaryError(f"{where}: a row must be an object, not {row!r}"[:300])
+            checks.append(PriorCheck(
+                trial=optional_int(row, "trial", where) or 0,
+                predicted=optional_number(row, "predicted", where),
+                measured=optional_number(row, "measured", where),
+            ))  # fmt: skip
+        return cls(optional_str(data, "note", where) or "", data.get("used") is True, tuple(checks))
+
+    def median_error(self) -> tuple[float, int] | None:
+        """The median of the checks' errors (:attr:`PriorCheck.error`) and how many had one."""
+        errors = sorted(e for c in self.checks if (e := c.error) is not None)
+        return (errors[len(errors) // 2], len(errors)) if errors else None
 
 
 def _interval(

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from profilers.contract.lenient import read_fields
 from profilers.contract.load import load_band_cores
 from profilers.contract.summaries import TrialEntry, TuningSummary
 
@@ -172,14 +173,14 @@ def study_verdict(summary: TuningSummary | Mapping[str, Any]) -> StudyVerdict:
 def verdict_of(summary: TuningSummary | Mapping[str, Any]) -> StudyVerdict:
     """The verdict a summary.json stores (``verdict``), else computed from its figures (older studies)."""
     summary = TuningSummary.of(summary)
-    stored = dict(summary.verdict)
+    # a figure stored as null stays None; one missing or of another type makes the record incomplete
+    nulls = {key: None for key, value in summary.verdict.items() if value is None}
+    stored = nulls | read_fields(StudyVerdict, summary.verdict)
     if stored.get("status") in VERDICTS:
-        ci = stored.get("speedup_ci95")
-        stored["speedup_ci95"] = tuple(ci) if isinstance(ci, list | tuple) else None
         try:
             return StudyVerdict(**stored)
         except TypeError:
-            pass  # written by another version: derive it again
+            pass  # written by another version (a figure missing or of another type): derive it again
     return study_verdict(summary)
 
 

@@ -16,7 +16,7 @@ from profilers.contract.records import DeviceInfo, RankDevice, RankRow
 from profilers.contract.run_meta import RunMeta
 from profilers.contract.summaries import TrialEntry, TuningSummary
 from profilers.contract.trace_report import TraceReportView
-from profilers.contract.verdict import study_verdict
+from profilers.contract.verdict import study_verdict, verdict_of
 
 FACTS = TrialFacts(
     run_dir="trials/trial-0003", world_size=2, params_used={"micro_batch": 8, "precision": "bf16"},
@@ -73,6 +73,14 @@ def test_a_tuning_summary_gives_back_what_it_read_and_the_verdict_reads_the_reco
     assert verdict.status == "confirmed" and verdict.speedup == 1.4 and verdict == study_verdict(data)
     with pytest.raises(SummaryError, match=r"trial 2: 'speedup_ci95' must be \[low, high\]"):
         TuningSummary.parse({**data, "trials": [base, {**best, "speedup_ci95": [1.2]}]}, "summary.json")
+    # the verdict summary.json stores is the one read back (a null figure stays None) ...
+    stored = {**verdict.to_dict(), "headline": "stored headline", "search_load_cores": None}
+    read = verdict_of({**data, "verdict": stored})
+    assert read.headline == "stored headline" and read.speedup_ci95 == verdict.speedup_ci95
+    assert read.search_load_cores is None
+    # ... unless another version wrote it: a figure missing or of another type derives it again
+    for older in ({k: v for k, v in stored.items() if k != "rounds"}, {**stored, "rounds": "one"}):
+        assert verdict_of({**data, "verdict": older}) == verdict
 
 
 def test_a_stored_trial_record_is_a_summary_entry():
@@ -127,3 +135,29 @@ def test_a_trace_report_the_dashboard_cannot_read_is_one_line():
     broken = {"gpu_time": {"ranks": [{"rank": 0, "top_ops": [{"name": "aten::mm"}]}]}}
     with pytest.raises(SummaryError, match="a rank's top kernels or operators lack 'count'"):
         TraceReportView.parse(broken)
+
+
+def test_the_search_priors_checks_are_typed_and_their_median_error_is_one_figure():
+    stored = {
+        "note": "plan prior: this CPU's probed costs", "used": True,
+        "predicted_vs_measured": [
+            {"trial": 1, "predicted": 110.0, "measured": 100.0},  # 10% off
+            {"trial": 2, "predicted": 50.0, "measured": 100.0},  # 50% off
+            {"trial": 3, "predicted": 98.0, "measured": 100.0},  # 2% off
+            {"trial": 4, "predicted": None, "measured": 100.0},  # no prediction: not counted
+        ],
+        "predicted": [{"params": {"micro_batch": 8}, "predicted": 110.0}],
+    }  # fmt: skip
+    summary = TuningSummary.parse({"trials": [], "search_prior": stored}, "summary.json")
+    prior = summary.search_prior
+    assert prior is not None and prior.used and [c.trial for c in prior.checks] == [1, 2, 3, 4]
+    median, counted = prior.median_error()  # type: ignore[misc]
+    assert counted == 3 and median == pytest.approx(0.10)
+    from autotune.tuner.progress import prior_line
+
+    assert prior_line(prior) == (
+        "Search: plan prior: this CPU's probed costs; predictions within 10% of 3 trials (median)"
+    )
+    assert TuningSummary.parse({"trials": []}, "s").search_prior is None
+    with pytest.raises(SummaryError, match="search_prior: a row must be an object"):
+        TuningSummary.parse({"trials": [], "search_prior": {"predicted_vs_measured": [3]}}, "s")

@@ -371,8 +371,15 @@ def test_the_cost_objective_minimizes_dollars_per_million_samples(tmp_path):
 
 
 def _claims(run_dir: Path) -> dict[int, dict]:
+    """The study's claims so far; none while run.db exists but the tuner has not made its tables yet."""
     with sqlite3.connect(run_dir / "run.db") as conn:
-        return {i: json.loads(r) for i, r in conn.execute("SELECT id, record FROM claims").fetchall()}
+        try:
+            rows = conn.execute("SELECT id, record FROM claims").fetchall()
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return {}
+            raise
+        return {i: json.loads(r) for i, r in rows}
 
 
 def _alive(pgid: int) -> bool:
