@@ -9,6 +9,7 @@ import pytest
 MODULES = (
     "autotune.api",
     "autotune.knobs",
+    "autotune.knob_values",
     "autotune.search.space",
     "autotune.search.study",
     "autotune.tuner.stored_study",

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from profilers.contract.json_checks import SummaryError
-from profilers.contract.reader import RunStoreError, Snapshot
+from profilers.contract.reader import RunStoreError, Snapshot, is_study_summary
 from profilers.contract.schema import STORE_NAME, SUMMARY_NAME, TRIALS_DIR, run_state
 from profilers.contract.summaries import ProfileSummary, TrialEntry, TuningSummary
 
@@ -81,10 +81,8 @@ def detect_kind(path: Path) -> str | None:
             data = json.loads(summary.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, ValueError):
             data = None
-        if isinstance(data, dict) and data.get("kind") == "tune":
-            return "study"
         if isinstance(data, dict):
-            return "profile"
+            return "study" if is_study_summary(data) else "profile"
     store = path / STORE_NAME
     if store.exists():
         tables = store_tables(store)

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 from autotune.advice.records import Recommendation
 from autotune.advice.rules import gib
 from autotune.advice.thresholds import limit, severity_for
-from autotune.knobs import KnobValues
+from autotune.knob_values import KnobValues
 from autotune.tuner.memory_model import study_batch_param
 from autotune.tuner.presets import PRESETS, preset_args
 from profilers.contract.rundir import RunData

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autotune.cost.prices import match_gpu
-from autotune.knobs import KnobValues
+from autotune.knob_values import KnobValues
 from autotune.plan.gpus import gpu_spec
 from autotune.search.space import Value
 from autotune.tuner.host_load import machine_cores

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autotune.knobs import KnobValues
+from autotune.knob_values import KnobValues
 from autotune.search.space import Choice, Int, Space, Value
 
 

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from autotune.knobs import KnobValues
+from autotune.knob_values import KnobValues
 from autotune.search.records import Trial
 from profilers.contract.lenient import read_fields
 

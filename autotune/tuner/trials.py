@@ -23,7 +23,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autotune.knobs import PARAM_ENV_PREFIX, KnobValues, param_env_var
+from autotune.knob_values import KnobValues
+from autotune.knobs import PARAM_ENV_PREFIX, param_env_var
 from autotune.search.space import Space, Value
 from autotune.search.study import Infeasible
 from autotune.tuner.devices import usable_cpus

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from autotune.knobs import KnobValues
+from autotune.knob_values import KnobValues
 from autotune.search.records import Infeasible, Measured, Trial
 from autotune.search.searchers import BayesSearcher
 from autotune.search.space import Space, Value

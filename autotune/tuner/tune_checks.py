@@ -15,7 +15,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, TypeGuard
 
-from autotune.knobs import KNOBS, KnobValues, check_knob
+from autotune.knob_values import KnobValues
+from autotune.knobs import KNOBS, check_knob
 from autotune.search.records import Trial
 from autotune.search.space import Choice, Int, Space, Value
 from autotune.tuner.host_load import machine_cores

@@ -21,7 +21,7 @@ import typing
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeGuard
 
 from profilers.contract.records import (
     HOST_FIELDS,
@@ -496,6 +496,11 @@ class Snapshot:
 
 
 # -- summary.json ---------------------------------------------------------------------------------
+def is_study_summary(summary: Any) -> TypeGuard[dict[str, Any]]:
+    """Whether a summary.json object is a tuning study's (``"kind": "tune"``), not a profile run's."""
+    return isinstance(summary, dict) and summary.get("kind") == "tune"
+
+
 def parse_summary(summary: dict[str, Any], path: Path) -> ProfileSummary | TuningSummary:
     """A summary.json object as its record: a study's, else a profile run's.
 
@@ -504,7 +509,7 @@ def parse_summary(summary: dict[str, Any], path: Path) -> ProfileSummary | Tunin
     status (:mod:`profilers.contract.summaries`).
     """
     schema = summary.get("schema")
-    study = summary.get("kind") == "tune"
+    study = is_study_summary(summary)
     newest = TUNE_SUMMARY_SCHEMA if study else SCHEMA_VERSION
     if not isinstance(schema, int):
         raise SummaryError(f"{path}: not a gpu-autotune summary (no schema version)")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from profilers.contract.plan_doc import PlanDocument
-from profilers.contract.reader import RunStoreError, Snapshot, read_summary
+from profilers.contract.reader import RunStoreError, Snapshot, is_study_summary, read_summary
 from profilers.contract.records import DeviceSample, OpRecord, RankDevice, StepRecord
 from profilers.contract.run_meta import RunMeta
 from profilers.contract.schema import (
@@ -104,10 +104,11 @@ class RunData:
     @property
     def name(self) -> str:
         """The run's name (a study is named after its script)."""
-        if self.kind == "tune":
-            command = self.summary.get("command") or []
-            return f"tune {Path(str(command[0])).name}" if command else "tune"
-        return str(self.summary.get("name") or self.meta.name or self.run_dir.name)
+        if self.study is not None:
+            command = self.study.command
+            return f"tune {Path(command[0]).name}" if command else "tune"
+        named = self.figures.name if self.figures is not None else None
+        return named or self.meta.name or self.run_dir.name
 
 
 def load_run(run_dir: str | Path, with_store: bool = True) -> RunData:
@@ -118,7 +119,7 @@ def load_run(run_dir: str | Path, with_store: bool = True) -> RunData:
     if not path.is_dir():
         raise RunDirError(f"{path}: not a directory (give the run directory, not a file in it)")
     summary = _read_summary(path)
-    if summary is not None and summary.get("kind") == "tune":
+    if is_study_summary(summary):
         return _with_plan(_load_study(path, summary))
     store = path / STORE_NAME
     if summary is None and not store.exists():
@@ -357,7 +358,7 @@ def _load_study(path: Path, summary: dict[str, Any]) -> RunData:
         run_dir=path,
         kind="tune",
         summary=summary,
-        finished=summary.get("stopped") is None,
+        finished=study.stopped is None,
         trials=study.trials,
         profile=profile,
         notes=tuple(notes),

@@ -142,6 +142,20 @@ def test_knob_table_checks_values_and_matches_prepare():
         assert knob.default is None or knob.check(knob.default) == knob.default
 
 
+def test_knob_values_has_every_knob_of_the_table_with_its_type_and_reads_only_those():
+    import dataclasses
+
+    from autotune.knob_values import KnobValues
+
+    fields = {f.name: str(f.type) for f in dataclasses.fields(KnobValues)}
+    assert fields == {name: f"{k.type.__name__} | None" for name, k in autotune.KNOBS.items()}
+    # a value of another type (a string degree, a bool batch, JSON 1 for a flag) reads as unset
+    read = KnobValues.of({"micro_batch": True, "tensor_parallel": "2", "compile": 1, "grad_accum": 4,
+                          "precision": "bf16", "cpu_offload": False, "lr": 0.1})  # fmt: skip
+    assert read == KnobValues(grad_accum=4, precision="bf16", cpu_offload=False)
+    assert KnobValues(tensor_parallel=2, pipeline_parallel=4).ranks_per_replica == 8
+
+
 def test_knobs_module_and_lazy_exports_do_not_import_torch():
     code = "import sys, autotune; autotune.KNOBS, autotune.batch_plan; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
