@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 import socket
 import tarfile
 import tempfile
@@ -37,6 +38,8 @@ from autotune.tuner.trials import TrialOutcome, TrialSettings, run_trial
 #: Seconds a task may take beyond the trial's own time limit (start-up on a cold node, shipping).
 GRACE_S = 120.0
 STORAGES = ("shipped", "shared")
+#: A shipped trial's temporary directory on its node: ``autotune-trial-<task's pid>-<random>``.
+TRIAL_TMP_PREFIX = "autotune-trial-"
 #: Seconds to wait for a cluster's head node to accept a connection.
 CONNECT_TIMEOUT_S = 5.0
 
@@ -60,12 +63,39 @@ def _on_node(
     if shared_dir is not None:
         outcome = run_trial(settings, space, params, Path(shared_dir), stop_below, cwd=cwd)
         return {"outcome": outcome, "where": where, "archive": None}
-    with tempfile.TemporaryDirectory(prefix="autotune-trial-") as tmp:
+    remove_orphaned_trial_dirs(Path(tempfile.gettempdir()))
+    with tempfile.TemporaryDirectory(prefix=f"{TRIAL_TMP_PREFIX}{os.getpid()}-") as tmp:
         outcome = run_trial(settings, space, params, Path(tmp) / "trial", stop_below, cwd=cwd)
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
             tar.add(Path(tmp) / "trial", arcname=".")
         return {"outcome": outcome, "where": where, "archive": buffer.getvalue()}
+
+
+def remove_orphaned_trial_dirs(root: Path) -> list[Path]:
+    """Remove the shipped trials' directories in ``root`` whose task's process is gone; those removed.
+
+    A task killed with its tuner (``kill -9``, fate-sharing) never runs its own clean-up, and its
+    trial's run directory would stay in the node's temporary directory; the next task on that node
+    removes it. A directory of a live process, or not named by a pid, is left alone.
+    """
+    removed = []
+    for path in root.glob(f"{TRIAL_TMP_PREFIX}*-*"):
+        pid = path.name[len(TRIAL_TMP_PREFIX) :].split("-", 1)[0]
+        if pid.isdigit() and path.is_dir() and not _process_alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 class RayExecutor:

@@ -1,5 +1,7 @@
 """Real trials: the test scripts run under ``autotune profile --max-steps`` in their own processes."""
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -212,3 +214,19 @@ def test_a_trial_summary_this_version_cannot_read_is_named_not_scored(tmp_path):
     summary, problem = _read_summary(tmp_path)
     assert problem is None and summary.measured_steps == 8 and summary.peak_memory_bytes == 1024
     assert _read_summary(tmp_path / "none") == (None, None)  # no summary written: the trial's log says why
+
+
+def test_a_killed_ray_tasks_trial_directory_is_removed_by_the_next_task_on_its_node(tmp_path):
+    from autotune.tuner.ray_executor import TRIAL_TMP_PREFIX, remove_orphaned_trial_dirs
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a pid no process has any more (killed before its clean-up ran)
+    orphan = tmp_path / f"{TRIAL_TMP_PREFIX}{gone.pid}-x1y2"
+    (orphan / "trial").mkdir(parents=True)
+    (orphan / "trial" / "run.db").write_bytes(b"\0" * 1024)
+    running = tmp_path / f"{TRIAL_TMP_PREFIX}{os.getpid()}-a3b4"  # a live task's: kept
+    unnamed = tmp_path / f"{TRIAL_TMP_PREFIX}k3j_x2"  # not named by a pid: kept
+    for kept in (running, unnamed):
+        kept.mkdir()
+    assert remove_orphaned_trial_dirs(tmp_path) == [orphan]
+    assert not orphan.exists() and running.is_dir() and unnamed.is_dir()
