@@ -45,13 +45,21 @@ class CpuCalibration:
     held_out: tuple[tuple[str, float, float], ...]  # (configuration, predicted s, measured s)
     #: The memory a real step takes here beyond its trace (kernel workspaces), when measured.
     memory: MemoryCalibration | None = None
+    #: Seconds per fp16 FLOP where measured apart from bf16 (the probe); else the low-precision cost.
+    s_per_fp16_flop: float | None = None
+
+    def fp16_flop_s(self) -> float:
+        """Seconds per fp16 FLOP: measured apart, else the fitted low-precision cost."""
+        return self.s_per_low_flop if self.s_per_fp16_flop is None else self.s_per_fp16_flop
 
     def predict_s(self, f: StepFigures) -> float:
         """Predicted seconds of a traced step on this machine."""
         x = features(f)
+        fp16 = min(x[1], float(f.dtype_flops.get("float16", 0)))
         return (
             x[0] * self.s_per_fp32_flop
-            + x[1] * self.s_per_low_flop
+            + (x[1] - fp16) * self.s_per_low_flop
+            + fp16 * self.fp16_flop_s()
             + x[2] * self.s_per_byte
             + x[3] * self.s_per_op
         )

@@ -104,6 +104,8 @@ class StepModel:
     optimizer_ops: float
     #: Share of the GEMM and attention FLOPs that run in bf16 or fp16 (the rest in fp32).
     low_precision_share: float = 0.0
+    #: The part of those in fp16 (a CPU runs fp16 matrix products far slower than bf16 ones).
+    fp16_share: float = 0.0
     #: The repeated blocks, and the elements passed between two of them per micro-batch.
     blocks: int = 0
     block_io: Affine = Affine(0.0, 0.0)
@@ -147,6 +149,7 @@ class StepModel:
             optimizer_bytes=float(a.optimizer_bytes),
             optimizer_ops=float(a.optimizer_ops),
             low_precision_share=_low_share(a),
+            fp16_share=_low_share(a, ("float16",)),
             blocks=a.blocks,
             block_io=fit("block_io_elements"),
         )
@@ -235,9 +238,11 @@ class StepModel:
         m = micro_batch
         matmul = self.flops[GEMM].at(m) + self.flops[ATTENTION].at(m)
         low = matmul * self.low_precision_share
+        fp16 = min(low, matmul * self.fp16_share)
         micro_s = (
             (matmul - low) * costs.s_per_fp32_flop
-            + low * costs.s_per_low_flop
+            + (low - fp16) * costs.s_per_low_flop
+            + fp16 * costs.fp16_flop_s()
             + self.moved[OTHER].at(m) * costs.s_per_byte
             + self.ops.at(m) * costs.s_per_op
         )
@@ -268,9 +273,13 @@ class Costs(Protocol):
     s_per_byte: float
     s_per_op: float
 
+    def fp16_flop_s(self) -> float:
+        """Seconds per fp16 FLOP (the low-precision cost where fp16 was not measured apart)."""
 
-def _low_share(f: StepFigures) -> float:
-    low = sum(v for k, v in f.dtype_flops.items() if k in ("bfloat16", "float16"))
+
+def _low_share(f: StepFigures, dtypes: tuple[str, ...] = ("bfloat16", "float16")) -> float:
+    """The share of the matrix-product FLOPs that run in ``dtypes``."""
+    low = sum(v for k, v in f.dtype_flops.items() if k in dtypes)
     math_flops = f.flops_by_class.get(GEMM, 0) + f.flops_by_class.get(ATTENTION, 0)
     return min(1.0, low / math_flops) if math_flops > 0 else 0.0
 

@@ -178,6 +178,7 @@ def with_cpu(calibration: dict[str, Any], cpu: CpuCalibration | None) -> dict[st
         "cpu": {
             "s_per_fp32_flop": cpu.s_per_fp32_flop,
             "s_per_low_precision_flop": cpu.s_per_low_flop,
+            "s_per_fp16_flop": cpu.fp16_flop_s(),
             "s_per_byte": cpu.s_per_byte,
             "s_per_op": cpu.s_per_op,
             "fitted_on": list(cpu.fitted_on),

@@ -24,14 +24,18 @@ from autotune.plan.step import trace_step
 
 #: Matrix side of the FLOP probes; elements of the bandwidth probe.
 GEMM_SIDE = 256
+#: Matrix side of the fp16 probe: smaller, as a CPU without fp16 units takes ~10 ms at 256.
+FP16_SIDE = 128
 STREAM_ELEMENTS = 1 << 22
 
 
 def probe_costs(repeats: int = 7) -> CpuCalibration:
-    """Seconds per fp32 FLOP, bf16 FLOP, byte moved and op on this machine's CPU."""
+    """Seconds per fp32 FLOP, bf16 FLOP, fp16 FLOP, byte moved and op on this machine's CPU."""
     n = GEMM_SIDE
     a32, b32 = torch.randn(n, n), torch.randn(n, n)
     a16, b16 = a32.bfloat16(), b32.bfloat16()
+    # fp16 apart: a CPU without fp16 matrix units runs it many times slower than bf16 (80x here)
+    ah, bh = a32[:FP16_SIDE, :FP16_SIDE].half(), b32[:FP16_SIDE, :FP16_SIDE].half()
     x, y = torch.randn(STREAM_ELEMENTS), torch.randn(STREAM_ELEMENTS)
     out = torch.empty(STREAM_ELEMENTS)
     gemm_flops = 2 * n**3
@@ -44,6 +48,7 @@ def probe_costs(repeats: int = 7) -> CpuCalibration:
         s_per_op=op_s,
         fitted_on=("probe",),
         held_out=(),
+        s_per_fp16_flop=max(_best_s(lambda: torch.mm(ah, bh), repeats) - op_s, 0.0) / (2 * FP16_SIDE**3),
     )
 
 

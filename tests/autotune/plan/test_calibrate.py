@@ -65,3 +65,21 @@ def test_a_calibrated_plan_adds_this_cpu_with_its_predicted_times():
     assert one.memory_by_category.keys() == {"parameters", "gradients", "optimizer_state", "parameter_casts",
                                              "activations", "temporaries"}  # fmt: skip
     assert result.calibration["cpu"]["s_per_op"] == 5e-6
+
+
+def test_fp16_flops_are_priced_at_their_own_cost_bf16_ones_at_the_low_precision_cost():
+    # a CPU without fp16 matrix units: fp16 100x the bf16 cost per FLOP; the model traced in each
+    base = CpuCalibration(1e-11, 2e-11, 3e-11, 5e-6, fitted_on=("probe",), held_out=())
+    slow_fp16 = CpuCalibration(1e-11, 2e-11, 3e-11, 5e-6, ("probe",), (), s_per_fp16_flop=2e-9)
+    bf16, fp16 = trace_step(*GPT, 8, "bf16", False), trace_step(*GPT, 8, "fp16", False)
+    low = features(fp16)[1]
+    assert low > 0 and fp16.dtype_flops["float16"] == pytest.approx(low)  # every low FLOP is fp16
+    # bf16 does not change; fp16 adds exactly its FLOPs times the difference of the two costs
+    assert slow_fp16.predict_s(bf16) == base.predict_s(bf16)
+    assert slow_fp16.predict_s(fp16) - base.predict_s(fp16) == pytest.approx(low * (2e-9 - 2e-11))
+    # the step model the tuner's prior uses prices it the same
+    from autotune.plan.model import StepModel
+
+    model = StepModel.fit(trace_step(*GPT, 2, "fp16", False), fp16)
+    extra = model.cpu_step_time_s(slow_fp16, 8, 1) - model.cpu_step_time_s(base, 8, 1)
+    assert extra == pytest.approx(low * (2e-9 - 2e-11), rel=0.01)
