@@ -24,8 +24,8 @@ class KnobValues:
     presets read ``knobs.micro_batch`` instead of testing a dict's values each time.
 
     >>> k = KnobValues.of({"micro_batch": 8, "precision": "bf16", "tensor_parallel": "2", "lr": 0.1})
-    >>> k.micro_batch, k.precision, k.tensor_parallel, k.ranks_per_replica
-    (8, 'bf16', None, 1)
+    >>> k.micro_batch, k.precision, k.tensor_parallel
+    (8, 'bf16', None)
     """
 
     precision: str | None = None
@@ -45,8 +45,3 @@ class KnobValues:
     def of(cls, params: Mapping[str, Any]) -> KnobValues:
         """The built-in knobs in ``params`` (other names are the user's own and are left out)."""
         return cls(**read_fields(cls, params))
-
-    @property
-    def ranks_per_replica(self) -> int:
-        """Ranks that hold one copy of the model: tensor × pipeline degree (1 where unset)."""
-        return (self.tensor_parallel or 1) * (self.pipeline_parallel or 1)

@@ -67,7 +67,7 @@ from autotune.tuner.tune_checks import (
     same_everywhere,
 )
 from autotune.tuner.tune_summary import tune_summary, write_json
-from profilers.contract.schema import TRIALS_DIR, TUNE_LOCK_NAME, resolve_trial_dir
+from profilers.contract.schema import SUMMARY_NAME, TRIALS_DIR, TUNE_LOCK_NAME, resolve_trial_dir
 from profilers.contract.summaries import ProfileSummary, TuningSummary
 
 STORE_NAME = "run.db"
@@ -243,8 +243,8 @@ class Tuner:
                 )
                 self._confirm(study)
             finally:
-                self._write_summary()
-        return self.summary_record()
+                written = self._write_summary()
+        return self.summary_record(written)
 
     def summary(self) -> dict[str, Any]:
         """The study's summary as it stands (what summary.json holds)."""
@@ -265,13 +265,18 @@ class Tuner:
             }
         return out
 
-    def summary_record(self) -> TuningSummary:
-        """The summary as it stands, as the typed record its readers get."""
-        return TuningSummary.parse(self.summary(), str(self.run_dir / "summary.json"))
+    def summary_record(self, summary: dict[str, Any] | None = None) -> TuningSummary:
+        """``summary`` (else the summary as it stands) as the typed record its readers get."""
+        data = self.summary() if summary is None else summary
+        return TuningSummary.parse(data, str(self.run_dir / SUMMARY_NAME))
 
-    def _write_summary(self) -> None:
-        if self.study is not None:
-            write_json(self.run_dir / "summary.json", self.summary())
+    def _write_summary(self) -> dict[str, Any] | None:
+        """Write summary.json as the study stands; what it wrote (None before the study exists)."""
+        if self.study is None:
+            return None
+        summary = self.summary()
+        write_json(self.run_dir / SUMMARY_NAME, summary)
+        return summary
 
     def _after(self, study: Study, trial: Trial) -> None:
         self._write_summary()

@@ -153,7 +153,6 @@ def test_knob_values_has_every_knob_of_the_table_with_its_type_and_reads_only_th
     read = KnobValues.of({"micro_batch": True, "tensor_parallel": "2", "compile": 1, "grad_accum": 4,
                           "precision": "bf16", "cpu_offload": False, "lr": 0.1})  # fmt: skip
     assert read == KnobValues(grad_accum=4, precision="bf16", cpu_offload=False)
-    assert KnobValues(tensor_parallel=2, pipeline_parallel=4).ranks_per_replica == 8
 
 
 def test_knobs_module_and_lazy_exports_do_not_import_torch():
