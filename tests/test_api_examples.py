@@ -15,6 +15,7 @@ MODULES = (
     "autotune.tuner.stored_study",
     "autotune.tuner.trial_facts",
     "profilers.contract.fields",
+    "profilers.contract.json_checks",
     "profilers.contract.lenient",
     "profilers.contract.plan_doc",
     "profilers.contract.run_meta",

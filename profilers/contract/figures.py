@@ -8,41 +8,25 @@ partial summary shows "n/a" where it is drawn), never an error.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from profilers.contract.json_checks import (
-    SummaryError,
-    is_number,
-    optional_int,
-    optional_number,
-    optional_str,
-)
-
-
-def _object(data: Any, where: str) -> Mapping[str, Any]:
-    if data is None:
-        return {}
-    if not isinstance(data, Mapping):
-        raise SummaryError(f"{where} must be an object or null, not {type(data).__name__}")
-    return data
+from profilers.contract.json_checks import checked_fields, checked_records, stored_as
 
 
 @dataclass(frozen=True)
 class StepTimes:
     """``step_time_s``: the measured steps' time in seconds."""
 
-    median_s: float | None = None
-    mean_s: float | None = None
-    p10_s: float | None = None
-    p90_s: float | None = None
+    median_s: float | None = field(default=None, metadata=stored_as("median"))
+    mean_s: float | None = field(default=None, metadata=stored_as("mean"))
+    p10_s: float | None = field(default=None, metadata=stored_as("p10"))
+    p90_s: float | None = field(default=None, metadata=stored_as("p90"))
 
     @classmethod
     def parse(cls, data: Any, where: str) -> StepTimes:
-        """``data`` (summary.json's ``step_time_s``), checked."""
-        d, w = _object(data, f"{where}: step_time_s"), f"{where}: step_time_s"
-        return cls(*(optional_number(d, k, w) for k in ("median", "mean", "p10", "p90")))
+        """``data`` (summary.json's ``step_time_s``, named by ``where``), checked."""
+        return cls(**checked_fields(cls, data, where))
 
 
 @dataclass(frozen=True)
@@ -57,15 +41,8 @@ class Throughput:
 
     @classmethod
     def parse(cls, data: Any, where: str) -> Throughput:
-        """``data`` (summary.json's ``throughput``), checked."""
-        d, w = _object(data, f"{where}: throughput"), f"{where}: throughput"
-        ci = d.get("samples_per_s_ci95")
-        interval = None
-        if ci is not None:
-            if not (isinstance(ci, list) and len(ci) == 2 and all(v is None or is_number(v) for v in ci)):
-                raise SummaryError(f"{w}: 'samples_per_s_ci95' must be [low, high] or null, not {ci!r}"[:300])
-            interval = (None if ci[0] is None else float(ci[0]), None if ci[1] is None else float(ci[1]))
-        return cls(optional_number(d, "samples_per_s", w), optional_number(d, "tokens_per_s", w), interval)
+        """``data`` (summary.json's ``throughput``, named by ``where``), checked."""
+        return cls(**checked_fields(cls, data, where))
 
     @property
     def bounded_ci95(self) -> tuple[float, float] | None:
@@ -88,22 +65,8 @@ class LossFigures:
 
     @classmethod
     def parse(cls, data: Any, where: str) -> LossFigures:
-        """``data`` (summary.json's ``loss``), checked."""
-        d, w = _object(data, f"{where}: loss"), f"{where}: loss"
-        per_step = d.get("per_step")
-        if per_step is not None and not (
-            isinstance(per_step, list) and all(v is None or is_number(v) for v in per_step)
-        ):
-            raise SummaryError(f"{w}: 'per_step' must hold numbers or nulls")
-        return cls(
-            first=optional_number(d, "first", w),
-            last=optional_number(d, "last", w),
-            min=optional_number(d, "min", w),
-            last_mean=optional_number(d, "last_mean", w),
-            non_finite_steps=optional_int(d, "non_finite_steps", w) or 0,
-            first_non_finite_step=optional_int(d, "first_non_finite_step", w),
-            per_step=None if per_step is None else tuple(None if v is None else float(v) for v in per_step),
-        )
+        """``data`` (summary.json's ``loss``, named by ``where``), checked."""
+        return cls(**checked_fields(cls, data, where))
 
 
 @dataclass(frozen=True)
@@ -120,9 +83,8 @@ class MemoryFigures:
 
     @classmethod
     def parse(cls, data: Any, where: str) -> MemoryFigures:
-        """``data`` (summary.json's ``memory``), checked."""
-        d, w = _object(data, f"{where}: memory"), f"{where}: memory"
-        return cls(**{k: optional_int(d, k, w) for k in cls.__dataclass_fields__})
+        """``data`` (summary.json's ``memory``, named by ``where``), checked."""
+        return cls(**checked_fields(cls, data, where))
 
 
 @dataclass(frozen=True)
@@ -137,18 +99,8 @@ class DeviceEntry:
 
     @classmethod
     def parse(cls, data: Any, where: str) -> DeviceEntry:
-        """``data`` (summary.json's ``device``), checked."""
-        d, w = _object(data, f"{where}: device"), f"{where}: device"
-        nvml = d.get("nvml_indexes")
-        if nvml is not None and not (isinstance(nvml, list) and all(isinstance(i, int) for i in nvml)):
-            raise SummaryError(f"{w}: 'nvml_indexes' must be a list of integers or null, not {nvml!r}"[:300])
-        return cls(
-            optional_str(d, "kind", w),
-            optional_str(d, "name", w),
-            optional_int(d, "count", w),
-            optional_int(d, "index", w),
-            None if nvml is None else tuple(nvml),
-        )
+        """``data`` (summary.json's ``device``, named by ``where``), checked."""
+        return cls(**checked_fields(cls, data, where))
 
     @property
     def label(self) -> str | None:
@@ -160,57 +112,32 @@ class DeviceEntry:
 class TopOp:
     """One of ``top_ops``: an operator (or, on CUDA, a kernel) of the profiler window, by self time."""
 
-    name: str
-    device: str | None
-    calls: int | None
-    self_time_us: float | None
-    total_time_us: float | None
-    flops: int | None
+    name: str = "?"
+    device: str | None = None
+    calls: int | None = None
+    self_time_us: float | None = None
+    total_time_us: float | None = None
+    flops: int | None = None
 
     @classmethod
     def parse_all(cls, data: Any, where: str) -> tuple[TopOp, ...]:
-        """summary.json's ``top_ops`` list, checked."""
-        if data is None:
-            return ()
-        if not isinstance(data, list):
-            raise SummaryError(f"{where}: 'top_ops' must be a list, not {type(data).__name__}")
-        out = []
-        for i, op in enumerate(data):
-            w = f"{where}: top_ops[{i}]"
-            if not isinstance(op, Mapping):
-                raise SummaryError(f"{w} must be an object, not {type(op).__name__}")
-            out.append(cls(
-                str(op.get("name", "?")),
-                optional_str(op, "device", w),
-                optional_int(op, "calls", w),
-                optional_number(op, "self_time_us", w),
-                optional_number(op, "total_time_us", w),
-                optional_int(op, "flops", w),
-            ))  # fmt: skip
-        return tuple(out)
+        """summary.json's ``top_ops`` list (named by ``where``), checked."""
+        return checked_records(cls, data, where)
 
 
 @dataclass(frozen=True)
 class RunError:
     """``error``: the exception that ended the run (profilers.contract.outcome)."""
 
-    type: str | None
-    message: str
-    step: int | None  # the 1-based step it was raised in (None: before any)
-    exit_code: int | None  # SystemExit's status
+    type: str | None = None
+    message: str = ""
+    step: int | None = None  # the 1-based step it was raised in (None: before any)
+    exit_code: int | None = None  # SystemExit's status
 
     @classmethod
     def parse(cls, data: Any, where: str) -> RunError | None:
-        """``data`` (summary.json's ``error``), checked; None when the run raised nothing."""
-        if data is None:
-            return None
-        d, w = _object(data, f"{where}: error"), f"{where}: error"
-        return cls(
-            optional_str(d, "type", w),
-            optional_str(d, "message", w) or "",
-            optional_int(d, "step", w),
-            optional_int(d, "exit_code", w),
-        )
+        """``data`` (summary.json's ``error``, named by ``where``), checked; None when it raised nothing."""
+        return None if data is None else cls(**checked_fields(cls, data, where))
 
 
 @dataclass(frozen=True)
@@ -238,31 +165,12 @@ class ProfileWindow:
 
     @classmethod
     def parse(cls, data: Any, where: str) -> ProfileWindow | None:
-        """``data`` (summary.json's ``profile_window``), checked; None without a window (or an empty one)."""
-        d, w = _object(data, f"{where}: profile_window"), f"{where}: profile_window"
-        steps, wall = optional_int(d, "steps", w), optional_number(d, "wall_us", w)
-        if not steps or not wall:
-            return None
-        def us(key: str) -> float | None:
-            return optional_number(d, key, w)
+        """``data`` (summary.json's ``profile_window``, named by ``where``), checked; None without a window.
 
-        return cls(
-            steps=steps,
-            wall_us=wall,
-            cpu_op_self_us=us("cpu_op_self_us"),
-            kernels=optional_int(d, "kernels", w),
-            kernel_time_us=us("kernel_time_us"),
-            kernel_mean_us=us("kernel_mean_us"),
-            kernel_median_us=us("kernel_median_us"),
-            kernel_busy_us=us("kernel_busy_us"),
-            tensor_core_fraction=optional_number(d, "tensor_core_fraction", w),
-            collective_calls=optional_int(d, "collective_calls", w),
-            collective_time_us=us("collective_time_us"),
-            collective_exposed_us=us("collective_exposed_us"),
-            collective_source=optional_str(d, "collective_source", w),
-            dataloader_us=us("dataloader_us"),
-            dataloader_iter=optional_str(d, "dataloader_iter", w),
-        )
+        An empty window (no steps, or no time) is None too.
+        """
+        window = checked_fields(cls, data, where)
+        return cls(**window) if window["steps"] and window["wall_us"] else None
 
 
 __all__ = [

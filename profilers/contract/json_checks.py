@@ -7,8 +7,11 @@ is refused where it is read with ``SummaryError``, never deep in a report or the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+
+from profilers.contract.lenient import READERS
 
 
 class SummaryError(ValueError):
@@ -64,18 +67,151 @@ def optional_list(entry: Mapping[str, Any], key: str, where: str) -> list[Any]:
     return value
 
 
+def checked_object(data: Any, where: str) -> Mapping[str, Any]:
+    """``data``, a JSON object; {} for null; SummaryError naming ``where`` for anything else."""
+    if data is None:
+        return {}
+    if not isinstance(data, Mapping):
+        raise SummaryError(f"{where} must be an object or null, not {type(data).__name__}")
+    return data
+
+
+def stored_as(key: str) -> dict[str, Any]:
+    """A field's metadata for :func:`checked_fields`: the JSON object holds it under ``key``."""
+    return {"key": key}
+
+
+def nested(parse: Callable[[Any, str], Any], key: str | None = None) -> dict[str, Any]:
+    """A field's metadata for :func:`checked_fields`: ``parse(value, where)`` reads its JSON value.
+
+    ``parse`` gets the value as stored (None when missing) and ``where`` naming it; ``key`` is where
+    the object holds it when that is not the field's name.
+    """
+    return {"key": key, "parse": parse}
+
+
+def _numbers_or_nulls(value: Any) -> tuple[float | None, ...] | None:
+    if isinstance(value, list) and all(v is None or is_number(v) for v in value):
+        return tuple(None if v is None else float(v) for v in value)
+    return None
+
+
+def _integers(value: Any) -> tuple[int, ...] | None:
+    if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return tuple(value)
+    return None
+
+
+def _by_name(value: Any) -> dict[str, float] | None:
+    if isinstance(value, Mapping) and all(is_number(v) for v in value.values()):
+        return {str(k): float(v) for k, v in value.items()}
+    return None
+
+
+def _counts(value: Any) -> dict[str, int] | None:
+    by_name = _by_name(value)
+    return None if by_name is None else {k: int(v) for k, v in by_name.items()}
+
+
+def _strings(value: Any) -> tuple[str, ...] | None:
+    return tuple(str(v) for v in value) if isinstance(value, list) else None
+
+
+#: How :func:`checked_fields` reads a field, by its annotation, and what its value must be: the
+#: reader gives None for a value it refuses (the lenient readers for the scalars).
+# fmt: off
+CHECKED_READERS: dict[str, tuple[Callable[[Any], Any], str]] = {
+    **{annotation: (READERS[annotation], what) for annotation, what in (
+        ("str", "a string"), ("str | None", "a string"),
+        ("int", "a number"), ("int | None", "a number"),
+        ("float", "a number"), ("float | None", "a number"),
+        ("bool", "true or false"), ("bool | None", "true or false"),
+        ("dict[str, Any]", "an object"),
+        ("tuple[float | None, float | None] | None", "[low, high]"),
+        ("tuple[float, float] | None", "[low, high]"),
+    )},
+    "tuple[str, ...]": (_strings, "a list"),
+    "tuple[float | None, ...] | None": (_numbers_or_nulls, "a list of numbers or nulls"),
+    "tuple[int, ...] | None": (_integers, "a list of integers"),
+    "dict[str, float]": (_by_name, "an object of numbers"),
+    "dict[str, int]": (_counts, "an object of numbers"),
+}
+# fmt: on
+
+
+def inner_where(where: str, key: str) -> str:
+    """Where a value inside the object at ``where`` is: ``summary.json: memory.heap_live_envelope``."""
+    return f"{where}.{key}" if ": " in where else f"{where}: {key}"
+
+
+def checked_fields(record: type, data: Any, where: str, skip: Iterable[str] = ()) -> dict[str, Any]:
+    """The fields of the dataclass ``record`` read from the JSON object ``data``, each checked.
+
+    A field is read by its annotation (:data:`CHECKED_READERS`), or by the parser its metadata names
+    (:func:`nested`), under its name or the key its metadata gives (:func:`stored_as`). A value of the
+    wrong type is a one-line SummaryError naming ``where`` and the key; a missing or null value leaves
+    a defaulted field out (it keeps its default) and gives a required one None.
+
+    >>> @dataclasses.dataclass
+    ... class Loss:
+    ...     first: float | None
+    ...     steps: int = 0
+    >>> Loss(**checked_fields(Loss, {"first": 2}, "summary.json: loss"))
+    Loss(first=2.0, steps=0)
+    >>> checked_fields(Loss, {"first": "low"}, "loss")
+    Traceback (most recent call last):
+    ...
+    profilers.contract.json_checks.SummaryError: loss: 'first' must be a number or null, not 'low'
+    """
+    data, skipped, out = checked_object(data, where), set(skip), {}
+    for f in dataclasses.fields(record):
+        if f.name in skipped or not f.init:
+            continue
+        key = f.metadata.get("key") or f.name
+        value = data.get(key)
+        if "parse" in f.metadata:
+            out[f.name] = f.metadata["parse"](value, inner_where(where, key))
+            continue
+        if value is None:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                out[f.name] = None
+            continue
+        read, what = CHECKED_READERS[str(f.type)]
+        checked = read(value)
+        if checked is None:
+            raise SummaryError(f"{where}: {key!r} must be {what} or null, not {value!r}"[:300])
+        out[f.name] = checked
+    return out
+
+
+def checked_records(record: type, data: Any, where: str) -> tuple[Any, ...]:
+    """Each object of the JSON list ``data`` (null: none) read as ``record`` by :func:`checked_fields`."""
+    if data is None:
+        return ()
+    if not isinstance(data, list):
+        raise SummaryError(f"{where} must be a list or null, not {type(data).__name__}")
+    return tuple(record(**checked_fields(record, item, f"{where}[{i}]")) for i, item in enumerate(data))
+
+
 def str_list(entry: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
     """``entry[key]``, a list of strings; () when missing or null."""
     return tuple(str(v) for v in optional_list(entry, key, where))
 
 
 __all__ = [
+    "CHECKED_READERS",
     "SummaryError",
+    "checked_fields",
+    "checked_object",
+    "checked_records",
+    "inner_where",
     "is_number",
+    "nested",
     "optional_dict",
     "optional_int",
     "optional_list",
     "optional_number",
     "optional_str",
+    "stored_as",
     "str_list",
 ]

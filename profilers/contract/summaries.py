@@ -29,13 +29,14 @@ from profilers.contract.figures import (
 )
 from profilers.contract.json_checks import (
     SummaryError,
+    checked_fields,
+    checked_object,
+    checked_records,
+    inner_where,
     is_number,
+    nested,
     optional_dict,
     optional_int,
-    optional_list,
-    optional_number,
-    optional_str,
-    str_list,
 )
 from profilers.contract.load import RunLoad, load_of
 from profilers.contract.schema import PHASES, STATUSES
@@ -66,15 +67,15 @@ class TrialEntry(_ReadsAsItsDict):
 
     id: int
     status: str  # one of schema.STATUSES
-    params: dict[str, Any]  # what the study set (empty for the baseline)
-    objective: float | None
-    throughput: float | None  # samples/s, job-wide
-    peak_memory_bytes: int | None
-    step_time_s: float | None
-    run_dir: str | None  # relative to the study (schema.resolve_trial_dir)
-    error: str | None
-    params_used: dict[str, Any]  # what its code read, with the values it used
     raw: dict[str, Any] = field(repr=False, compare=False)
+    params: dict[str, Any] = field(default_factory=dict)  # what the study set (empty for the baseline)
+    objective: float | None = None
+    throughput: float | None = None  # samples/s, job-wide
+    peak_memory_bytes: int | None = None
+    step_time_s: float | None = None
+    run_dir: str | None = None  # relative to the study (schema.resolve_trial_dir)
+    error: str | None = None
+    params_used: dict[str, Any] = field(default_factory=dict)  # what its code read, with the values it used
     tokens_per_s: float | None = None
     world_size: int = 1  # ranks the trial ran on
     speedup_vs_baseline: float | None = None  # its objective over the baseline's, in the search
@@ -105,36 +106,22 @@ class TrialEntry(_ReadsAsItsDict):
         status = data.get("status")
         if status not in STATUSES:
             raise SummaryError(f"{where}: unknown status {status!r} (known: {', '.join(STATUSES)})"[:300])
-        objective = optional_number(data, "objective", where)
-        return cls(
-            id=trial_id,
-            status=str(status),
-            params=optional_dict(data, "params", where),
-            objective=objective if objective is None or math.isfinite(objective) else None,
-            throughput=optional_number(data, "throughput", where),
-            peak_memory_bytes=optional_int(data, "peak_memory_bytes", where),
-            step_time_s=optional_number(data, "step_time_s", where),
-            run_dir=optional_str(data, "run_dir", where),
-            error=optional_str(data, "error", where),
-            params_used=optional_dict(data, "params_used", where),
-            raw=data,
-            tokens_per_s=optional_number(data, "tokens_per_s", where),
-            world_size=optional_int(data, "world_size", where) or 1,
-            speedup_vs_baseline=optional_number(data, "speedup_vs_baseline", where),
-            baseline=data.get("baseline") is True,
-            cost_saving_vs_baseline=optional_number(data, "cost_saving_vs_baseline", where),
-            precision=optional_str(data, "precision", where),
-            duration_s=optional_number(data, "duration_s", where),
-            usd_per_million_samples=optional_number(data, "usd_per_million_samples", where),
-            joules_per_sample=optional_number(data, "joules_per_sample", where),
-            stop_reason=optional_str(data, "stop_reason", where),
-            throughput_ci95=_interval(data, "throughput_ci95", where, open_ended=True),
-            stable=data["stable"] if isinstance(data.get("stable"), bool) else None,
-            other_load_cores=optional_number(data, "other_load_cores", where),
-            speedup_confirmation_rounds=optional_int(data, "speedup_confirmation_rounds", where) or 0,
-            speedup_geomean=optional_number(data, "speedup_geomean", where),
-            speedup_ci95=_closed(_interval(data, "speedup_ci95", where, open_ended=False)),
-        )
+        fields = checked_fields(cls, data, where, skip=("id", "status", "raw"))
+        if not math.isfinite(fields.get("objective", 0.0)):
+            del fields["objective"]
+        return cls(id=trial_id, status=str(status), raw=data, **fields)
+
+    @classmethod
+    def parse_optional(cls, data: Any, where: str) -> TrialEntry | None:
+        """The entry ``data``, checked; None for null (a study with no best trial yet)."""
+        return None if data is None else cls.parse(data, where)
+
+    @classmethod
+    def parse_list(cls, data: Any, where: str) -> tuple[TrialEntry, ...]:
+        """A summary's ``trials``, each entry checked; SummaryError when it is not a list."""
+        if not isinstance(data, list):
+            raise SummaryError(f"{where}: a tuning summary without its list of trials")
+        return tuple(cls.parse(t, where) for t in data)
 
     @classmethod
     def from_stored(cls, record: Any, where: str) -> TrialEntry:
@@ -176,12 +163,71 @@ _STORED_TRIAL_FIELDS = (
 
 
 @dataclass(frozen=True)
+class Confirmation:
+    """One re-measurement of the best trial or the baseline (summary.json's ``confirmations``)."""
+
+    round: int = 0
+    role: str = ""  # "baseline" or "best"
+    status: str = ""
+    samples_per_s: float | None = None
+    other_load_cores: float | None = None
+
+    @classmethod
+    def parse_list(cls, data: Any, where: str) -> tuple[Confirmation, ...]:
+        """summary.json's ``confirmations`` (named by ``where``), each entry checked."""
+        return checked_records(cls, data, where)
+
+
+@dataclass(frozen=True)
+class PriorCheck:
+    """One trial's predicted objective beside its measurement (``search_prior.predicted_vs_measured``)."""
+
+    trial: int = 0
+    predicted: float | None = None
+    measured: float | None = None
+
+    @classmethod
+    def parse_list(cls, data: Any, where: str) -> tuple[PriorCheck, ...]:
+        """``search_prior.predicted_vs_measured`` (named by ``where``), each row checked."""
+        return checked_records(cls, data, where)
+
+    @property
+    def error(self) -> float | None:
+        """``|predicted / measured - 1|``: how far off the prediction was; None when either is missing."""
+        if self.predicted is None or not self.measured:
+            return None
+        return abs(self.predicted / self.measured - 1)
+
+
+@dataclass(frozen=True)
+class SearchPrior:
+    """How the plan ordered the search (summary.json's ``search_prior``, absent without a plan prior)."""
+
+    note: str = ""  # which costs were used, or why there is no prior
+    used: bool = False  # whether the search started from the prior
+    #: Each ok trial's prediction beside its measurement.
+    checks: tuple[PriorCheck, ...] = field(
+        default=(), metadata=nested(PriorCheck.parse_list, "predicted_vs_measured")
+    )
+
+    @classmethod
+    def parse(cls, data: Any, where: str) -> SearchPrior | None:
+        """The block ``data`` (None when absent), or SummaryError naming ``where`` and the field."""
+        return None if data is None else cls(**checked_fields(cls, data, where))
+
+    def median_error(self) -> tuple[float, int] | None:
+        """The median of the checks' errors (:attr:`PriorCheck.error`) and how many had one."""
+        errors = sorted(e for c in self.checks if (e := c.error) is not None)
+        return (errors[len(errors) // 2], len(errors)) if errors else None
+
+
+@dataclass(frozen=True)
 class TuningSummary:
     """A tuning study's summary.json: its trials, best and baseline checked (``raw``: the whole)."""
 
-    trials: tuple[TrialEntry, ...]
-    best: TrialEntry | None
-    baseline: TrialEntry | None
+    trials: tuple[TrialEntry, ...] = field(metadata=nested(TrialEntry.parse_list))
+    best: TrialEntry | None = field(metadata=nested(TrialEntry.parse_optional))
+    baseline: TrialEntry | None = field(metadata=nested(TrialEntry.parse_optional))
     stopped: str | None
     raw: dict[str, Any] = field(repr=False, compare=False)
     command: tuple[str, ...] = ()  # the script and its arguments
@@ -203,9 +249,11 @@ class TuningSummary:
     run_dir: str | None = None
     threads_per_rank: int | None = None  # threads each trial's processes were given (on a CPU)
     machine_cores: float | None = None  # this machine's cores, for the load band
-    confirmations: tuple[Confirmation, ...] = ()  # the best trial's re-measurements
+    #: The best trial's re-measurements.
+    confirmations: tuple[Confirmation, ...] = field(default=(), metadata=nested(Confirmation.parse_list))
     pareto: tuple[int, ...] | None = None  # trial ids (with --multi-objective)
-    search_prior: SearchPrior | None = None  # the plan prior's note and its checks
+    #: The plan prior's note and its checks.
+    search_prior: SearchPrior | None = field(default=None, metadata=nested(SearchPrior.parse))
     verdict: dict[str, Any] = field(default_factory=dict)  # as stored (verdict.verdict_of reads it)
 
     @classmethod
@@ -220,143 +268,17 @@ class TuningSummary:
     @classmethod
     def parse(cls, data: dict[str, Any], where: str) -> TuningSummary:
         """The summary ``data`` of a study, or SummaryError (one line naming ``where``)."""
-        trials = data.get("trials")
-        if not isinstance(trials, list):
-            raise SummaryError(f"{where}: a tuning summary without its list of trials")
-        entries = tuple(TrialEntry.parse(t, where) for t in trials)
-        chosen = {k: TrialEntry.parse(data[k], f"{where}, {k}") if data.get(k) is not None else None
-                  for k in ("best", "baseline")}  # fmt: skip
-        stopped = optional_str(data, "stopped", where)
-        threads = optional_dict(data, "threads", where)
-        pareto = optional_list(data, "pareto", where)
-        return cls(
-            entries,
-            chosen["best"],
-            chosen["baseline"],
-            stopped,
-            data,
-            command=str_list(data, "command", where),
-            objective=optional_str(data, "objective", where),
-            metric=optional_str(data, "metric", where) or "samples_per_s",
-            direction=optional_str(data, "direction", where) or "maximize",
-            searcher=optional_str(data, "searcher", where),
-            seed=optional_int(data, "seed", where),
-            n_trials=optional_int(data, "n_trials", where),
-            trials_run=optional_int(data, "trials_run", where),
-            space=optional_dict(data, "space", where),
-            memory_budget_bytes=optional_int(data, "memory_budget_bytes", where),
-            price_per_gpu_hour=optional_number(data, "price_per_gpu_hour", where),
-            status_counts=_counts(optional_dict(data, "status_counts", where)),
-            loss_tolerance=optional_number(data, "loss_tolerance", where),
-            preset=optional_str(data, "preset", where),
-            preset_per_rank=optional_int(data, "preset_per_rank", where),
-            device_kind=optional_str(threads, "device_kind", where),
-            run_dir=optional_str(data, "run_dir", where),
-            threads_per_rank=optional_int(threads, "threads_per_rank", where),
-            machine_cores=optional_number(data, "machine_cores", where),
-            confirmations=tuple(
-                Confirmation.parse(c, f"{where}, confirmations")
-                for c in optional_list(data, "confirmations", where)
-            ),
-            pareto=tuple(int(i) for i in pareto if is_number(i)) if data.get("pareto") is not None else None,
-            search_prior=SearchPrior.parse(data.get("search_prior"), f"{where}: search_prior"),
-            verdict=optional_dict(data, "verdict", where),
-        )
+        fields = checked_fields(cls, data, where, skip=("raw", "device_kind", "threads_per_rank"))
+        threads = checked_fields(_Threads, data.get("threads"), inner_where(where, "threads"))
+        return cls(raw=data, **fields, **threads)
 
 
 @dataclass(frozen=True)
-class Confirmation:
-    """One re-measurement of the best trial or the baseline (summary.json's ``confirmations``)."""
+class _Threads:
+    """A tuning summary's ``threads``: what the trials trained on, and each rank's threads on a CPU."""
 
-    round: int
-    role: str  # "baseline" or "best"
-    status: str
-    samples_per_s: float | None
-    other_load_cores: float | None
-
-    @classmethod
-    def parse(cls, data: Any, where: str) -> Confirmation:
-        """The entry ``data``, or SummaryError naming ``where`` and the field."""
-        if not isinstance(data, dict):
-            raise SummaryError(f"{where}: an entry must be an object, not {type(data).__name__}")
-        return cls(
-            round=optional_int(data, "round", where) or 0,
-            role=optional_str(data, "role", where) or "",
-            status=optional_str(data, "status", where) or "",
-            samples_per_s=optional_number(data, "samples_per_s", where),
-            other_load_cores=optional_number(data, "other_load_cores", where),
-        )
-
-
-@dataclass(frozen=True)
-class PriorCheck:
-    """One trial's predicted objective beside its measurement (``search_prior.predicted_vs_measured``)."""
-
-    trial: int
-    predicted: float | None
-    measured: float | None
-
-    @property
-    def error(self) -> float | None:
-        """``|predicted / measured - 1|``: how far off the prediction was; None when either is missing."""
-        if self.predicted is None or not self.measured:
-            return None
-        return abs(self.predicted / self.measured - 1)
-
-
-@dataclass(frozen=True)
-class SearchPrior:
-    """How the plan ordered the search (summary.json's ``search_prior``, absent without a plan prior)."""
-
-    note: str  # which costs were used, or why there is no prior
-    used: bool  # whether the search started from the prior
-    checks: tuple[PriorCheck, ...]  # each ok trial's prediction beside its measurement
-
-    @classmethod
-    def parse(cls, data: Any, where: str) -> SearchPrior | None:
-        """The block ``data`` (None when absent), or SummaryError naming ``where`` and the field."""
-        if data is None:
-            return None
-        if not isinstance(data, dict):
-            raise SummaryError(f"{where}: must be an object, not {type(data).__name__}")
-        checks = []
-        for row in optional_list(data, "predicted_vs_measured", where):
-            if not isinstance(row, dict):
-                raise SummaryError(f"{where}: a row must be an object, not {row!r}"[:300])
-            checks.append(PriorCheck(
-                trial=optional_int(row, "trial", where) or 0,
-                predicted=optional_number(row, "predicted", where),
-                measured=optional_number(row, "measured", where),
-            ))  # fmt: skip
-        return cls(optional_str(data, "note", where) or "", data.get("used") is True, tuple(checks))
-
-    def median_error(self) -> tuple[float, int] | None:
-        """The median of the checks' errors (:attr:`PriorCheck.error`) and how many had one."""
-        errors = sorted(e for c in self.checks if (e := c.error) is not None)
-        return (errors[len(errors) // 2], len(errors)) if errors else None
-
-
-def _interval(
-    data: Mapping[str, Any], key: str, where: str, open_ended: bool
-) -> tuple[float | None, float | None] | None:
-    """``[low, high]`` (either end may be null when ``open_ended``), or None when missing."""
-    value = data.get(key)
-    if value is None:
-        return None
-    ok = isinstance(value, list | tuple) and len(value) == 2
-    if not ok or not all(is_number(v) or (open_ended and v is None) for v in value):
-        raise SummaryError(f"{where}: {key!r} must be [low, high], not {value!r}"[:300])
-    return (None if value[0] is None else float(value[0]), None if value[1] is None else float(value[1]))
-
-
-def _closed(interval: tuple[float | None, float | None] | None) -> tuple[float, float] | None:
-    if interval is None or interval[0] is None or interval[1] is None:
-        return None
-    return (interval[0], interval[1])
-
-
-def _counts(data: dict[str, Any]) -> dict[str, int]:
-    return {str(k): int(v) for k, v in data.items() if is_number(v)}
+    device_kind: str | None = None
+    threads_per_rank: int | None = None
 
 
 #: A profile summary's figures the layers read, and the types they must have (None is always allowed).
@@ -431,80 +353,33 @@ class Envelope:
 class UtilFigures:
     """NVML utilisation of one GPU over the summary's span (``util_pct``), in percent."""
 
-    readings: int | None  # None in summaries from before it was recorded
-    mean: float | None
-    p5: float | None
-    p50: float | None
-    p95: float | None
+    readings: int | None = None  # None in summaries from before it was recorded
+    mean: float | None = None
+    p5: float | None = None
+    p50: float | None = None
+    p95: float | None = None
+
+    @classmethod
+    def parse(cls, data: Any, where: str) -> UtilFigures | None:
+        """``util_pct`` (named by ``where``), checked; None when missing or empty."""
+        return cls(**checked_fields(cls, data, where)) if data else None
 
 
 @dataclass(frozen=True)
 class ThrottleFigures:
     """How often each clocks-event reason was set (``throttle``; summarize.throttle_shares)."""
 
-    readings: int
-    power_thermal_share: float  # 0-1
-    reason_shares: dict[str, float]  # reason name -> 0-1
-
-
-@dataclass(frozen=True)
-class GpuFigures:
-    """One GPU's entry of a profile summary's ``gpu`` list (summarize.gpu_aggregates)."""
-
-    index: int
-    name: str | None
-    samples: int
-    util: UtilFigures | None
-    mem_total_bytes: int | None
-    mem_used_bytes_max: int | None
-    sm_clock_mhz_mean: float | None
-    throttle: ThrottleFigures | None
-    mem_used_envelope: Envelope | None
-    power_w_mean: float | None = None
-    energy_j: float | None = None
-    temperature_c_max: float | None = None
-    throttle_reasons: tuple[str, ...] = ()  # the reasons seen set (names), over the whole session
-    duration_s: float | None = None  # the span its readings cover (energy_j is over it)
+    readings: int = 0
+    power_thermal_share: float = 0.0  # 0-1
+    reason_shares: dict[str, float] = field(default_factory=dict)  # reason name -> 0-1
 
     @classmethod
-    def parse(cls, data: Any, where: str) -> GpuFigures:
-        """The entry ``data``, or SummaryError naming ``where`` and the field."""
-        if not isinstance(data, dict) or not isinstance(data.get("index"), int):
-            raise SummaryError(f"{where}: a GPU entry must be an object with its index, not {data!r}"[:300])
-        where = f"{where}[{data['index']}]"
-        util = optional_dict(data, "util_pct", where)
-        held = optional_dict(data, "throttle", where)
-        shares = optional_dict(held, "reason_shares", f"{where}.throttle")
-        return cls(
-            index=data["index"],
-            name=optional_str(data, "name", where),
-            samples=optional_int(data, "samples", where) or 0,
-            util=UtilFigures(
-                optional_int(util, "readings", f"{where}.util_pct"),
-                *(optional_number(util, k, f"{where}.util_pct") for k in ("mean", "p5", "p50", "p95")),
-            )
-            if util
-            else None,
-            mem_total_bytes=optional_int(data, "mem_total_bytes", where),
-            mem_used_bytes_max=optional_int(data, "mem_used_bytes_max", where),
-            sm_clock_mhz_mean=optional_number(data, "sm_clock_mhz_mean", where),
-            throttle=ThrottleFigures(
-                optional_int(held, "readings", f"{where}.throttle") or 0,
-                optional_number(held, "power_thermal_share", f"{where}.throttle") or 0.0,
-                {str(k): optional_number(shares, k, f"{where}.throttle") or 0.0 for k in shares},
-            )
-            if held
-            else None,
-            mem_used_envelope=Envelope.parse(data.get("mem_used_envelope"), f"{where}.mem_used_envelope"),
-            power_w_mean=optional_number(data, "power_w_mean", where),
-            energy_j=optional_number(data, "energy_j", where),
-            temperature_c_max=optional_number(data, "temperature_c_max", where),
-            throttle_reasons=_reason_names(data.get("throttle_reasons")),
-            duration_s=optional_number(data, "duration_s", where),
-        )
+    def parse(cls, data: Any, where: str) -> ThrottleFigures | None:
+        """``throttle`` (named by ``where``), checked; None when missing or empty."""
+        return cls(**checked_fields(cls, data, where)) if data else None
 
 
-def _reason_names(value: Any) -> tuple[str, ...]:
+def _reason_names(value: Any, where: str) -> tuple[str, ...]:
     """``throttle_reasons``: a list of names (older summaries: one name, or NVML's bitmask)."""
     if not value:
         return ()
@@ -514,25 +389,79 @@ def _reason_names(value: Any) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
+class GpuFigures:
+    """One GPU's entry of a profile summary's ``gpu`` list (summarize.gpu_aggregates)."""
+
+    index: int
+    name: str | None = None
+    samples: int = 0
+    util: UtilFigures | None = field(default=None, metadata=nested(UtilFigures.parse, "util_pct"))
+    mem_total_bytes: int | None = None
+    mem_used_bytes_max: int | None = None
+    sm_clock_mhz_mean: float | None = None
+    throttle: ThrottleFigures | None = field(default=None, metadata=nested(ThrottleFigures.parse))
+    mem_used_envelope: Envelope | None = field(default=None, metadata=nested(Envelope.parse))
+    power_w_mean: float | None = None
+    energy_j: float | None = None
+    temperature_c_max: float | None = None
+    #: The reasons seen set (names), over the whole session.
+    throttle_reasons: tuple[str, ...] = field(default=(), metadata=nested(_reason_names))
+    duration_s: float | None = None  # the span its readings cover (energy_j is over it)
+
+    @classmethod
+    def parse(cls, data: Any, where: str) -> GpuFigures:
+        """The entry ``data``, or SummaryError naming ``where`` and the field."""
+        if not isinstance(data, dict) or not isinstance(data.get("index"), int):
+            raise SummaryError(f"{where}: a GPU entry must be an object with its index, not {data!r}"[:300])
+        return cls(**checked_fields(cls, data, f"{where}[{data['index']}]"))
+
+    @classmethod
+    def parse_list(cls, data: Any, where: str) -> tuple[GpuFigures, ...]:
+        """A profile summary's ``gpu`` list (named by ``where``), each entry checked."""
+        return tuple(cls.parse(g, where) for g in data or ())
+
+
+@dataclass(frozen=True)
 class HostFigures:
     """A profile summary's ``host`` entry (summarize.host_aggregates): this rank's process and host."""
 
-    samples: int
-    cpu_util_pct_mean: float | None
-    rss_peak_bytes: int | None
-    host_mem_total_bytes: int | None
-    rss_envelope: Envelope | None
+    samples: int = 0
+    cpu_util_pct_mean: float | None = None
+    rss_peak_bytes: int | None = None
+    host_mem_total_bytes: int | None = None
+    rss_envelope: Envelope | None = field(default=None, metadata=nested(Envelope.parse))
 
     @classmethod
-    def parse(cls, data: dict[str, Any], where: str) -> HostFigures:
-        """The entry ``data``, or SummaryError naming ``where`` and the field."""
-        return cls(
-            samples=optional_int(data, "samples", where) or 0,
-            cpu_util_pct_mean=optional_number(data, "cpu_util_pct_mean", where),
-            rss_peak_bytes=optional_int(data, "rss_peak_bytes", where),
-            host_mem_total_bytes=optional_int(data, "host_mem_total_bytes", where),
-            rss_envelope=Envelope.parse(data.get("rss_envelope"), f"{where}.rss_envelope"),
-        )
+    def parse(cls, data: Any, where: str) -> HostFigures | None:
+        """The entry ``data`` (None stays None), or SummaryError naming ``where`` and the field."""
+        return None if data is None else cls(**checked_fields(cls, data, where))
+
+
+def _phases(data: Any, where: str) -> dict[str, float]:
+    """``phases``: each phase's share of the step (other keys, such as ``bins``, left out)."""
+    return {k: float(v) for k, v in checked_object(data, where).items() if is_number(v)}
+
+
+@dataclass(frozen=True)
+class _ModelFacts:
+    """A profile summary's ``model``: what the profiler read off the user's model."""
+
+    gradient_bytes: int | None = None  # its trainable parameters' gradients
+    ddp_bucket_cap_bytes: int | None = None  # a DistributedDataParallel model's bucket size
+
+
+@dataclass(frozen=True)
+class _RankPeak:
+    """One entry of a multi-rank summary's ``ranks``: the rank's peak allocated memory."""
+
+    peak_memory_bytes: int | None = None
+
+
+#: ProfileSummary's fields read off other parts of summary.json (``model``, ``ranks``, ``load``…).
+_DERIVED = (
+    "model_forward_seen", "rank_peak_memory_bytes", "host_ranks", "heap_live_envelope",
+    "gradient_bytes", "ddp_bucket_cap_bytes", "load",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -543,35 +472,36 @@ class ProfileSummary(_ReadsAsItsDict):
     written. Missing parts are None or empty (an older, partial or crashed run's summary).
     """
 
-    name: str | None
-    run_dir: str | None
-    steps: int | None
-    measured_steps: int | None
-    step_time: StepTimes
-    throughput: Throughput
-    phases: dict[str, float]
-    peak_memory_bytes: int | None
-    memory: MemoryFigures
-    flops_per_step: int | None
-    mfu: float | None  # 0-1
-    precision: str | None
-    device: DeviceEntry
-    gpus: tuple[GpuFigures, ...]
-    host: HostFigures | None
-    rank_count: int  # ranks of a multi-rank job (0 for one process)
-    top_ops: tuple[TopOp, ...]
-    trace_files: tuple[str, ...]  # relative to the run directory
-    memory_snapshot_files: tuple[str, ...]  # relative to the run directory
-    step_mode: str | None
-    wall_time_s: float | None
-    loss: LossFigures
-    stop_reason: str | None
-    warnings: tuple[str, ...]
-    outcome: str | None
-    error: RunError | None
-    window: ProfileWindow | None  # the torch.profiler window's totals (None when none ran)
-    params_used: dict[str, Any]  # the tuning parameters its code read, with their values
     raw: dict[str, Any] = field(repr=False, compare=False)
+    rank_count: int = 0  # ranks of a multi-rank job (0 for one process)
+    name: str | None = None
+    run_dir: str | None = None
+    steps: int | None = None
+    measured_steps: int | None = None
+    step_time: StepTimes = field(default=StepTimes(), metadata=nested(StepTimes.parse, "step_time_s"))
+    throughput: Throughput = field(default=Throughput(), metadata=nested(Throughput.parse))
+    phases: dict[str, float] = field(default_factory=dict, metadata=nested(_phases))  # phase -> fraction
+    peak_memory_bytes: int | None = None
+    memory: MemoryFigures = field(default=MemoryFigures(), metadata=nested(MemoryFigures.parse))
+    flops_per_step: int | None = None
+    mfu: float | None = None  # 0-1
+    precision: str | None = None
+    device: DeviceEntry = field(default=DeviceEntry(), metadata=nested(DeviceEntry.parse))
+    gpus: tuple[GpuFigures, ...] = field(default=(), metadata=nested(GpuFigures.parse_list, "gpu"))
+    host: HostFigures | None = field(default=None, metadata=nested(HostFigures.parse))
+    top_ops: tuple[TopOp, ...] = field(default=(), metadata=nested(TopOp.parse_all))
+    trace_files: tuple[str, ...] = ()  # relative to the run directory
+    memory_snapshot_files: tuple[str, ...] = ()  # relative to the run directory
+    step_mode: str | None = None
+    wall_time_s: float | None = None
+    loss: LossFigures = field(default=LossFigures(), metadata=nested(LossFigures.parse))
+    stop_reason: str | None = None
+    warnings: tuple[str, ...] = ()
+    outcome: str | None = None
+    error: RunError | None = field(default=None, metadata=nested(RunError.parse))
+    #: The torch.profiler window's totals (None when none ran).
+    window: ProfileWindow | None = field(default=None, metadata=nested(ProfileWindow.parse, "profile_window"))
+    params_used: dict[str, Any] = field(default_factory=dict)  # the tuning parameters its code read
     model_forward_seen: bool = False  # for ``no_steps``: a model's forward ran, yet no step closed
     rank_peak_memory_bytes: tuple[int | None, ...] = ()  # each rank's peak allocated (``ranks``)
     host_ranks: int | None = None  # ranks on rank 0's host (``load.ranks``: the job's first ranks)
@@ -584,50 +514,23 @@ class ProfileSummary(_ReadsAsItsDict):
     def parse(cls, data: dict[str, Any], where: str) -> ProfileSummary:
         """The summary ``data`` of a profile run, or SummaryError (one line naming ``where``)."""
         _check_top_level(data, where)
-        host = data.get("host")
-        ranks = data.get("ranks")
-        memory, model = optional_dict(data, "memory", where), optional_dict(data, "model", where)
-        rank_entries = [r for r in ranks if isinstance(r, dict)] if isinstance(ranks, list) else []
+        fields = checked_fields(cls, data, where, skip=("raw", "rank_count", *_DERIVED))
+        model = checked_fields(_ModelFacts, data.get("model"), inner_where(where, "model"))
+        memory = checked_object(data.get("memory"), inner_where(where, "memory"))
+        seen = checked_object(data.get("seen"), inner_where(where, "seen"))
+        ranks = checked_records(_RankPeak, data.get("ranks"), inner_where(where, "ranks"))
+        load = checked_object(data.get("load"), inner_where(where, "load"))
         return cls(
-            name=optional_str(data, "name", where),
-            run_dir=optional_str(data, "run_dir", where),
-            steps=optional_int(data, "steps", where),
-            measured_steps=optional_int(data, "measured_steps", where),
-            step_time=StepTimes.parse(data.get("step_time_s"), where),
-            throughput=Throughput.parse(data.get("throughput"), where),
-            phases={k: float(v) for k, v in (data.get("phases") or {}).items() if is_number(v)},
-            peak_memory_bytes=optional_int(data, "peak_memory_bytes", where),
-            memory=MemoryFigures.parse(data.get("memory"), where),
-            flops_per_step=optional_int(data, "flops_per_step", where),
-            mfu=optional_number(data, "mfu", where),
-            precision=optional_str(data, "precision", where),
-            device=DeviceEntry.parse(data.get("device"), where),
-            gpus=tuple(GpuFigures.parse(g, f"{where}: gpu") for g in data.get("gpu") or ()),
-            host=None if host is None else HostFigures.parse(host, f"{where}: host"),
-            rank_count=len(ranks) if isinstance(ranks, list) else 0,
-            top_ops=TopOp.parse_all(data.get("top_ops"), where),
-            trace_files=str_list(data, "trace_files", where),
-            memory_snapshot_files=str_list(data, "memory_snapshot_files", where),
-            step_mode=optional_str(data, "step_mode", where),
-            wall_time_s=optional_number(data, "wall_time_s", where),
-            loss=LossFigures.parse(data.get("loss"), where),
-            stop_reason=optional_str(data, "stop_reason", where),
-            warnings=str_list(data, "warnings", where),
-            outcome=optional_str(data, "outcome", where),
-            error=RunError.parse(data.get("error"), where),
-            window=ProfileWindow.parse(data.get("profile_window"), where),
-            params_used=optional_dict(data, "params_used", where),
             raw=data,
-            model_forward_seen=optional_dict(data, "seen", where).get("model_forward") is True,
-            rank_peak_memory_bytes=tuple(
-                optional_int(r, "peak_memory_bytes", f"{where}: ranks") for r in rank_entries
-            ),
-            host_ranks=optional_int(optional_dict(data, "load", where), "ranks", f"{where}: load"),
+            rank_count=len(ranks),
+            **fields,
+            **model,
+            model_forward_seen=seen.get("model_forward") is True,
+            rank_peak_memory_bytes=tuple(r.peak_memory_bytes for r in ranks),
+            host_ranks=optional_int(load, "ranks", inner_where(where, "load")),
             heap_live_envelope=Envelope.parse(
-                memory.get("heap_live_envelope"), f"{where}: memory.heap_live_envelope"
+                memory.get("heap_live_envelope"), inner_where(where, "memory.heap_live_envelope")
             ),
-            gradient_bytes=optional_int(model, "gradient_bytes", f"{where}: model"),
-            ddp_bucket_cap_bytes=optional_int(model, "ddp_bucket_cap_bytes", f"{where}: model"),
             load=load_of(data),
         )
 

@@ -159,5 +159,5 @@ def test_the_search_priors_checks_are_typed_and_their_median_error_is_one_figure
         "Search: plan prior: this CPU's probed costs; predictions within 10% of 3 trials (median)"
     )
     assert TuningSummary.parse({"trials": []}, "s").search_prior is None
-    with pytest.raises(SummaryError, match="search_prior: a row must be an object"):
+    with pytest.raises(SummaryError, match=r"search_prior.predicted_vs_measured\[0\] must be an object"):
         TuningSummary.parse({"trials": [], "search_prior": {"predicted_vs_measured": [3]}}, "s")

@@ -92,7 +92,7 @@ def test_sparse_or_odd_summaries_never_make_the_advice_raise(tmp_path, summary):
         ({"gpu": [None, {"index": 0}]}, "gpu: a GPU entry must be an object with its index, not None"),
         ({"profile_window": "x"}, "profile_window must be an object or null, not str"),
         ({"throughput": {"samples_per_s": "fast"}}, "throughput: 'samples_per_s' must be a number or null"),
-        ({"model": [1]}, "'model' must be an object, not list"),
+        ({"model": [1]}, "model must be an object or null, not list"),
         ({"memory": {"heap_live_envelope": [1]}}, "memory.heap_live_envelope: must be {readings"),
     ],
 )
