@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from autotune.advice.thresholds import MIN_MEMORY_SAMPLES, MIN_STEPS, limit
-from profilers.contract.figures import DeviceEntry
+from profilers.contract.figures import DeviceEntry, Envelope
 from profilers.contract.records import DeviceSample, StepRecord
 from profilers.contract.rundir import RunData
 from profilers.contract.schema import PHASES, POWER_THERMAL_REASONS
-from profilers.contract.summaries import Envelope, GpuFigures, ProfileSummary
+from profilers.contract.summaries import GpuFigures, ProfileSummary
 from profilers.contract.summarize import measured_span_ns as steps_span_ns
 from profilers.contract.summarize import select_measured
 from profilers.contract.summarize import steady_span_ns as steps_steady_span_ns
@@ -282,7 +282,7 @@ def gpu_utilization(run: RunData) -> tuple[GpuUtil, ...]:
 def device_memory(run: RunData) -> tuple[DeviceMemory, ...]:
     """Peak memory of each job GPU whose capacity is known."""
     figures = summary_figures(run)
-    allocated = [b for b in figures.rank_peak_memory_bytes if b]
+    allocated = [b for b in (r.peak_memory_bytes for r in figures.ranks) if b]
     peak_allocated = max(allocated) if allocated else figures.peak_memory_bytes
     out = []
     for index in job_gpus(run):
@@ -489,7 +489,7 @@ def heap_trend(run: RunData) -> MemoryTrend | None:
     """
     steps = _steady_steps(run)
     figures = summary_figures(run)
-    envelope, host = figures.heap_live_envelope, figures.host
+    envelope, host = figures.memory.heap_live_envelope, figures.host
     if not steps or envelope is None:
         return None
     trend = _trend(HEAP_SOURCE, envelope, host.host_mem_total_bytes if host else None, len(steps))

@@ -388,7 +388,7 @@ class _Buckets(NamedTuple):
 def _bucket_advice(run: RunData) -> _Buckets:
     """Whether larger DDP buckets can help: only when the gradients fill more than one bucket."""
     figures = facts.summary_figures(run)
-    grad_bytes, cap = figures.gradient_bytes, figures.ddp_bucket_cap_bytes
+    grad_bytes, cap = figures.model.gradient_bytes, figures.model.ddp_bucket_cap_bytes
     if grad_bytes is None or grad_bytes <= 0:  # unknown: the general advice
         return _Buckets(
             "",

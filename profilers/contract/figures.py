@@ -11,7 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from profilers.contract.json_checks import checked_fields, checked_records, stored_as
+from profilers.contract.json_checks import (
+    SummaryError,
+    checked_fields,
+    checked_records,
+    is_number,
+    nested,
+    stored_as,
+)
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,34 @@ class LossFigures:
 
 
 @dataclass(frozen=True)
+class Envelope:
+    """A memory line's input: the peak of each equal slice of the steady span.
+
+    See :func:`profilers.contract.summarize.memory_envelope`.
+    """
+
+    readings: int
+    span_ns: tuple[int, int]
+    peaks: tuple[tuple[float, float], ...]  # (seconds from the span's start, bytes)
+
+    @classmethod
+    def parse(cls, data: Any, where: str) -> Envelope | None:
+        """The envelope ``data`` (None stays None), or SummaryError naming ``where``."""
+        if data is None:
+            return None
+        try:
+            readings = data["readings"]
+            start, end = data["span_ns"]
+            peaks = tuple((float(x), float(v)) for x, v in data["peaks"])
+            if not all(is_number(v) for v in (readings, start, end)):
+                raise TypeError
+        except (TypeError, KeyError, ValueError):
+            shape = "{readings, span_ns: [start, end], peaks: [[s, bytes]...]}"
+            raise SummaryError(f"{where}: must be {shape}, not {data!r}"[:300]) from None
+        return cls(int(readings), (int(start), int(end)), peaks)
+
+
+@dataclass(frozen=True)
 class MemoryFigures:
     """``memory``: CUDA's allocator peaks, and the process's resident memory on the host, in bytes."""
 
@@ -80,6 +115,8 @@ class MemoryFigures:
     rss_peak_growth_bytes: int | None = None
     profiler_rss_bytes: int | None = None
     heap_live_bytes_max: int | None = None
+    #: The C heap's live bytes over the steady span (profilers.runtime.heap).
+    heap_live_envelope: Envelope | None = field(default=None, metadata=nested(Envelope.parse))
 
     @classmethod
     def parse(cls, data: Any, where: str) -> MemoryFigures:
@@ -173,12 +210,53 @@ class ProfileWindow:
         return cls(**window) if window["steps"] and window["wall_us"] else None
 
 
+@dataclass(frozen=True)
+class ModelFacts:
+    """``model``: what the profiler read off the user's model."""
+
+    gradient_bytes: int | None = None  # its trainable parameters' gradients
+    ddp_bucket_cap_bytes: int | None = None  # a DistributedDataParallel model's bucket size
+
+    @classmethod
+    def parse(cls, data: Any, where: str) -> ModelFacts:
+        """``data`` (summary.json's ``model``, named by ``where``), checked."""
+        return cls(**checked_fields(cls, data, where))
+
+
+@dataclass(frozen=True)
+class RankEntry:
+    """One entry of a multi-rank summary's ``ranks``: what the job's summary keeps of each rank."""
+
+    peak_memory_bytes: int | None = None  # its peak allocated
+
+    @classmethod
+    def parse_list(cls, data: Any, where: str) -> tuple[RankEntry, ...]:
+        """summary.json's ``ranks`` (named by ``where``), each entry checked."""
+        return checked_records(cls, data, where)
+
+
+@dataclass(frozen=True)
+class SeenFacts:
+    """``seen``: what the session saw of the user's code, for a run that closed no step."""
+
+    model_forward: bool = False  # a model's forward ran
+
+    @classmethod
+    def parse(cls, data: Any, where: str) -> SeenFacts:
+        """``data`` (summary.json's ``seen``, named by ``where``), checked."""
+        return cls(**checked_fields(cls, data, where))
+
+
 __all__ = [
     "DeviceEntry",
+    "Envelope",
     "LossFigures",
     "MemoryFigures",
+    "ModelFacts",
     "ProfileWindow",
+    "RankEntry",
     "RunError",
+    "SeenFacts",
     "StepTimes",
     "Throughput",
     "TopOp",

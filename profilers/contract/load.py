@@ -38,7 +38,15 @@ class RunLoad:
 
 def load_of(summary: Mapping[str, Any]) -> RunLoad | None:
     """A profile summary's load; None when it was not recorded (or a rank's CPU was unknown)."""
-    load = summary.get("load")
+    return load_from(summary.get("load"))
+
+
+def load_from(load: Any, where: str = "load") -> RunLoad | None:
+    """summary.json's ``load`` object as the record; None when it was not recorded or is unreadable.
+
+    The load is a note beside the figures: an older or a partial one is left out, never an error
+    (``where`` is for the nested readers' signature).
+    """
     if not isinstance(load, Mapping):
         return None
     other, cores = load.get("other_cores"), load.get("machine_cores")
@@ -109,6 +117,7 @@ __all__ = [
     "compare_loads",
     "is_loaded",
     "load_band_cores",
+    "load_from",
     "load_line",
     "load_of",
     "load_phrase",

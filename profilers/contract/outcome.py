@@ -108,7 +108,7 @@ def outcome_sentence(summary: ProfileSummary) -> str | None:
     if outcome == "crashed":
         at = f" in step {error.step}" if error is not None and error.step else ""
         return f"crashed{at}: {error_text(error)}"
-    forward = "a model's forward was seen" if summary.model_forward_seen else "no forward of a model"
+    forward = "a model's forward was seen" if summary.seen.model_forward else "no forward of a model"
     line = f"no training step was seen (no optimizer step; {forward})"
     if error is not None:
         line += f"; {error_text(error)}"

@@ -41,7 +41,7 @@ class RankDevice:
 
     @property
     def kind(self) -> str:
-        """ "gpu" or "host"."""
+        """The sample's kind: "gpu" or "host"."""
         return self.info.kind
 
     @property

@@ -19,10 +19,14 @@ from typing import Any
 
 from profilers.contract.figures import (
     DeviceEntry,
+    Envelope,
     LossFigures,
     MemoryFigures,
+    ModelFacts,
     ProfileWindow,
+    RankEntry,
     RunError,
+    SeenFacts,
     StepTimes,
     Throughput,
     TopOp,
@@ -38,7 +42,7 @@ from profilers.contract.json_checks import (
     optional_dict,
     optional_int,
 )
-from profilers.contract.load import RunLoad, load_of
+from profilers.contract.load import RunLoad, load_from
 from profilers.contract.schema import PHASES, STATUSES
 
 
@@ -312,41 +316,6 @@ def _check_top_level(data: dict[str, Any], where: str) -> None:
         if isinstance(value, bool) or not isinstance(value, types):
             kind = " or ".join(t.__name__ for t in types)
             raise SummaryError(f"{where}: {key!r} must be {kind} or null, not {value!r}"[:300])
-    for group in ("step_time_s", "throughput"):
-        for name, value in (data.get(group) or {}).items():
-            if value is not None and not is_number(value) and not isinstance(value, list | dict | str):
-                raise SummaryError(f"{where}: {group}.{name} must be a number or null, not {value!r}"[:300])
-    for name, value in (data.get("phases") or {}).items():
-        if name in PHASES and value is not None and not is_number(value):
-            raise SummaryError(f"{where}: phases.{name} must be a number or null, not {value!r}"[:300])
-
-
-@dataclass(frozen=True)
-class Envelope:
-    """A memory line's input: the peak of each equal slice of the steady span.
-
-    See :func:`profilers.contract.summarize.memory_envelope`.
-    """
-
-    readings: int
-    span_ns: tuple[int, int]
-    peaks: tuple[tuple[float, float], ...]  # (seconds from the span's start, bytes)
-
-    @classmethod
-    def parse(cls, data: Any, where: str) -> Envelope | None:
-        """The envelope ``data`` (None stays None), or SummaryError naming ``where``."""
-        if data is None:
-            return None
-        try:
-            readings = data["readings"]
-            start, end = data["span_ns"]
-            peaks = tuple((float(x), float(v)) for x, v in data["peaks"])
-            if not all(is_number(v) for v in (readings, start, end)):
-                raise TypeError
-        except (TypeError, KeyError, ValueError):
-            shape = "{readings, span_ns: [start, end], peaks: [[s, bytes]...]}"
-            raise SummaryError(f"{where}: must be {shape}, not {data!r}"[:300]) from None
-        return cls(int(readings), (int(start), int(end)), peaks)
 
 
 @dataclass(frozen=True)
@@ -439,29 +408,17 @@ class HostFigures:
 
 def _phases(data: Any, where: str) -> dict[str, float]:
     """``phases``: each phase's share of the step (other keys, such as ``bins``, left out)."""
-    return {k: float(v) for k, v in checked_object(data, where).items() if is_number(v)}
+    shares = {}
+    for name, value in checked_object(data, where).items():
+        if is_number(value):
+            shares[name] = float(value)
+        elif name in PHASES and value is not None:
+            raise SummaryError(f"{where}.{name} must be a number or null, not {value!r}"[:300])
+    return shares
 
 
-@dataclass(frozen=True)
-class _ModelFacts:
-    """A profile summary's ``model``: what the profiler read off the user's model."""
-
-    gradient_bytes: int | None = None  # its trainable parameters' gradients
-    ddp_bucket_cap_bytes: int | None = None  # a DistributedDataParallel model's bucket size
-
-
-@dataclass(frozen=True)
-class _RankPeak:
-    """One entry of a multi-rank summary's ``ranks``: the rank's peak allocated memory."""
-
-    peak_memory_bytes: int | None = None
-
-
-#: ProfileSummary's fields read off other parts of summary.json (``model``, ``ranks``, ``load``…).
-_DERIVED = (
-    "model_forward_seen", "rank_peak_memory_bytes", "host_ranks", "heap_live_envelope",
-    "gradient_bytes", "ddp_bucket_cap_bytes", "load",
-)  # fmt: skip
+def _load_ranks(data: Any, where: str) -> int | None:
+    return optional_int(checked_object(data, where), "ranks", where)
 
 
 @dataclass(frozen=True)
@@ -473,7 +430,6 @@ class ProfileSummary(_ReadsAsItsDict):
     """
 
     raw: dict[str, Any] = field(repr=False, compare=False)
-    rank_count: int = 0  # ranks of a multi-rank job (0 for one process)
     name: str | None = None
     run_dir: str | None = None
     steps: int | None = None
@@ -502,37 +458,24 @@ class ProfileSummary(_ReadsAsItsDict):
     #: The torch.profiler window's totals (None when none ran).
     window: ProfileWindow | None = field(default=None, metadata=nested(ProfileWindow.parse, "profile_window"))
     params_used: dict[str, Any] = field(default_factory=dict)  # the tuning parameters its code read
-    model_forward_seen: bool = False  # for ``no_steps``: a model's forward ran, yet no step closed
-    rank_peak_memory_bytes: tuple[int | None, ...] = ()  # each rank's peak allocated (``ranks``)
-    host_ranks: int | None = None  # ranks on rank 0's host (``load.ranks``: the job's first ranks)
-    heap_live_envelope: Envelope | None = None  # the C heap's live bytes over the steady span
-    gradient_bytes: int | None = None  # the model's trainable parameters' gradients (``model``)
-    ddp_bucket_cap_bytes: int | None = None  # a DistributedDataParallel model's bucket size
-    load: RunLoad | None = None  # other processes' CPU while it ran (None: not recorded)
+    seen: SeenFacts = field(default=SeenFacts(), metadata=nested(SeenFacts.parse))
+    ranks: tuple[RankEntry, ...] = field(default=(), metadata=nested(RankEntry.parse_list))  # a job's
+    #: Ranks on rank 0's host (``load.ranks``: the job's first ranks).
+    host_ranks: int | None = field(default=None, metadata=nested(_load_ranks, "load"))
+    model: ModelFacts = field(default=ModelFacts(), metadata=nested(ModelFacts.parse))
+    #: Other processes' CPU while it ran (None: not recorded).
+    load: RunLoad | None = field(default=None, metadata=nested(load_from))
 
     @classmethod
     def parse(cls, data: dict[str, Any], where: str) -> ProfileSummary:
         """The summary ``data`` of a profile run, or SummaryError (one line naming ``where``)."""
         _check_top_level(data, where)
-        fields = checked_fields(cls, data, where, skip=("raw", "rank_count", *_DERIVED))
-        model = checked_fields(_ModelFacts, data.get("model"), inner_where(where, "model"))
-        memory = checked_object(data.get("memory"), inner_where(where, "memory"))
-        seen = checked_object(data.get("seen"), inner_where(where, "seen"))
-        ranks = checked_records(_RankPeak, data.get("ranks"), inner_where(where, "ranks"))
-        load = checked_object(data.get("load"), inner_where(where, "load"))
-        return cls(
-            raw=data,
-            rank_count=len(ranks),
-            **fields,
-            **model,
-            model_forward_seen=seen.get("model_forward") is True,
-            rank_peak_memory_bytes=tuple(r.peak_memory_bytes for r in ranks),
-            host_ranks=optional_int(load, "ranks", inner_where(where, "load")),
-            heap_live_envelope=Envelope.parse(
-                memory.get("heap_live_envelope"), inner_where(where, "memory.heap_live_envelope")
-            ),
-            load=load_of(data),
-        )
+        return cls(raw=data, **checked_fields(cls, data, where, skip=("raw",)))
+
+    @property
+    def rank_count(self) -> int:
+        """Ranks of a multi-rank job (0 for one process)."""
+        return len(self.ranks)
 
     @classmethod
     def of(cls, summary: ProfileSummary | Mapping[str, Any], where: str = "summary.json") -> ProfileSummary:
@@ -564,7 +507,6 @@ _EMPTY_PROFILE = ProfileSummary.parse({}, "no summary")
 
 __all__ = [
     "Confirmation",
-    "Envelope",
     "GpuFigures",
     "HostFigures",
     "ProfileSummary",

@@ -154,6 +154,6 @@ def test_a_malformed_study_is_one_line_never_a_traceback(tmp_path):
     assert out.returncode == 2 and out.stdout == ""
     assert "Traceback" not in out.stderr
     lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1 and "summary.json: a trial entry has no id" in lines[0]
+    assert len(lines) == 1 and "summary.json: trials: a trial entry has no id" in lines[0]
     assert "'not-a-number'" in lines[0]
     assert sorted(p.name for p in run.iterdir()) == ["summary.json"]
