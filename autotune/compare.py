@@ -212,8 +212,8 @@ def _gpu_figures(a: Side, b: Side) -> list[Delta]:
             ("communication exposed", ga.comm_exposed_us, gb.comm_exposed_us),
             (
                 "memcpy/memset",
-                ga.time_by_kind_us.get(KIND_MEMORY, 0.0),
-                gb.time_by_kind_us.get(KIND_MEMORY, 0.0),
+                ga.kind_us(KIND_MEMORY),
+                gb.kind_us(KIND_MEMORY),
             ),
         ]
     out = []

@@ -229,7 +229,7 @@ def precision_fp32(analysis: TraceAnalysis) -> Recommendation | None:
     """fp32 GEMMs on the CUDA cores of a GPU whose tensor cores run a reduced precision faster."""
     for r in _with_gpu(analysis):
         peak = match_device(r.device_name or "")
-        compute = r.time_by_kind_us.get(KIND_COMPUTE, 0.0)
+        compute = r.kind_us(KIND_COMPUTE)
         if peak is None or not peak.fp32_tflops or compute <= 0:
             continue
         fast, fast_tflops = ("bf16", peak.bf16_tflops) if peak.bf16_tflops else ("fp16", peak.fp16_tflops)
@@ -267,7 +267,7 @@ def precision_fp32(analysis: TraceAnalysis) -> Recommendation | None:
 def memcpy_heavy(analysis: TraceAnalysis) -> Recommendation | None:
     """Memory copies and fills take over 10% of a rank's GPU span."""
     shares = [
-        (r, 100 * r.time_by_kind_us.get(KIND_MEMORY, 0.0) / r.kernel_time_us) for r in _with_gpu(analysis)
+        (r, 100 * r.kind_us(KIND_MEMORY) / r.kernel_time_us) for r in _with_gpu(analysis)
     ]
     hits = [(r, s) for r, s in shares if s > limit("memcpy_heavy.share")]
     if not hits:
@@ -276,12 +276,12 @@ def memcpy_heavy(analysis: TraceAnalysis) -> Recommendation | None:
     copies = ", ".join(f"{k} {_us(v)}" for k, v in sorted(r.memcpy_us.items(), key=lambda kv: -kv[1]))
     evidence = (f"{_where(r)}: memcpy/memset kernels run {share:.1f}% of the GPU span ({copies})",)
     actions = []
-    if r.memcpy_us.get("HtoD", 0) + r.memcpy_us.get("DtoH", 0) > r.memcpy_us.get("DtoD", 0):
+    if r.copy_us("HtoD", "DtoH") > r.copy_us("DtoD"):
         actions += [
             "pinned memory, async copies: DataLoader(pin_memory=True), .to(device, non_blocking=True)",
             "keep results on the GPU: no .cpu()/.item() per step; log every N steps",
         ]
-    if r.memcpy_us.get("DtoD", 0) > 0:
+    if r.copy_us("DtoD") > 0:
         actions.append("DDP(gradient_as_bucket_view=True): gradients live in the buckets, no copy in and out")
         actions.append("avoid .contiguous()/.clone() copies in the model (channels_last end to end)")
     figures = {"rank": r.rank, "memory_share_pct": share, "memcpy_us": dict(r.memcpy_us)}

@@ -83,7 +83,13 @@ READERS: dict[str, Callable[[Any], Any]] = {
     "tuple[float | None, ...] | None": _numbers,
     "tuple[float | None, float | None] | None": pair,
     "tuple[float, float] | None": _closed_pair,
+    "int | str": lambda value: value if isinstance(value, str) else integer(value),
 }
+
+
+def records_of(record: type, key: str | None = None) -> dict[str, Any]:
+    """A field's metadata for :func:`read_fields`: it holds a list of ``record`` (under ``key``)."""
+    return {"records": record, "key": key}
 
 
 def read_fields(
@@ -95,14 +101,15 @@ def read_fields(
     """The fields of the dataclass ``record`` found in ``stored``, each read by :data:`READERS`.
 
     A value of the wrong type, or None, is left out, so the field keeps its default. A field named
-    in ``nested`` holds a list of records of the type it names, read by :func:`read_records`.
+    in ``nested``, or whose metadata is :func:`records_of`, holds a list of records of that type,
+    read by :func:`read_records`; metadata with a ``key`` names where ``stored`` holds the field.
     """
     out = {}
     for f in dataclasses.fields(record):
         if f.name in skip:
             continue
-        raw = stored.get(f.name)
-        inner = nested.get(f.name) if nested else None
+        raw = stored.get(f.metadata.get("key") or f.name)
+        inner = f.metadata.get("records") or (nested.get(f.name) if nested else None)
         value = READERS[str(f.type)](raw) if inner is None else read_records(inner, raw)
         if value is not None:
             out[f.name] = value
@@ -134,4 +141,4 @@ def read_records(record: type[T], stored: Any) -> tuple[T, ...]:
     return tuple(out)
 
 
-__all__ = ["READERS", "integer", "number", "pair", "read_fields", "read_records", "text"]
+__all__ = ["READERS", "integer", "number", "pair", "read_fields", "read_records", "records_of", "text"]

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from profilers.contract.traces import NoTraceError, trace_files
-from profilers.traces.gpu_time import TOP, RankGpuTime, keep_events, rank_gpu_time
+from profilers.traces.gpu_time import KIND_COMPUTE, TOP, RankGpuTime, keep_events, rank_gpu_time
 from profilers.traces.kineto import TraceError
 from profilers.traces.stream import stream_trace
 
@@ -111,7 +111,7 @@ _SPREAD_METRICS: tuple[tuple[str, str], ...] = (
 def compute_per_step_us(rank: RankGpuTime) -> float | None:
     """Summed compute-kernel time per analysed step: a rank's own GPU work (waits excluded)."""
     analysed = rank.steps - 1 if rank.steps >= 2 else 1  # the last step is left out
-    compute = rank.time_by_kind_us.get("compute", 0.0)
+    compute = rank.kind_us(KIND_COMPUTE)
     return compute / analysed if compute > 0 else None
 
 

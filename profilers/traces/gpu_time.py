@@ -33,6 +33,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from profilers.contract.lenient import read_fields, read_records
 from profilers.traces.idle import IdleBreakdown, idle_breakdown
 from profilers.traces.intervals import length, merge, overlap_merged
 
@@ -206,6 +207,14 @@ class RankGpuTime:
     backend: str | None = None
     idle_breakdown: IdleBreakdown | None = None  # why the GPU waited (profilers.traces.idle)
 
+    def kind_us(self, kind: str) -> float:
+        """The summed duration of the kernels of ``kind`` (KIND_COMPUTE, KIND_MEMORY…); 0 when none ran."""
+        return self.time_by_kind_us.get(kind, 0.0)
+
+    def copy_us(self, *directions: str) -> float:
+        """The summed duration of the copies in ``directions`` ("HtoD", "DtoH", "DtoD", "Memset"…)."""
+        return sum(self.memcpy_us.get(d, 0.0) for d in directions)
+
 
 #: A kept GPU activity: (start, end, name, correlation, external id, device, category, stream).
 _Gpu = tuple[float, float, str, int, int, int, str, int]
@@ -335,15 +344,34 @@ def _self_times(host: list[tuple[float, float, str, Any]]) -> dict[str, list[flo
     return out
 
 
-def _int_or_none(value: Any) -> int | None:
-    return value if type(value) is int else None
+@dataclass(frozen=True)
+class _DeviceProps:
+    """One of a Kineto trace's ``deviceProperties`` (its keys as Kineto writes them)."""
+
+    id: int | None = None
+    name: str | None = None
+    totalGlobalMem: int | None = None  # Kineto's key
+    computeMajor: int | None = None
+    computeMinor: int | None = None
+
+    @property
+    def compute_capability(self) -> str | None:
+        major, minor = self.computeMajor, self.computeMinor
+        return None if major is None or minor is None else f"{major}.{minor}"
 
 
-def _device(props: list[dict[str, Any]], index: int) -> dict[str, Any]:
-    for p in props:
-        if p.get("id") == index:
-            return p
-    return props[0] if len(props) == 1 else {}
+@dataclass(frozen=True)
+class _DistributedInfo:
+    """A Kineto trace's ``distributedInfo``: the rank that wrote it."""
+
+    rank: int | None = None
+    world_size: int | None = None
+    backend: str | None = None
+
+
+def _device(props: tuple[_DeviceProps, ...], index: int) -> _DeviceProps:
+    """The properties of the device the rank's kernels ran on (the only one listed, else none)."""
+    return next((p for p in props if p.id == index), props[0] if len(props) == 1 else _DeviceProps())
 
 
 def _analysed(kept: _Kept, host_steps: list[tuple[float, float]]) -> tuple[list[_Gpu], str | None]:
@@ -504,20 +532,19 @@ def rank_gpu_time(
         for name, (n, us) in sorted(mix.names.items(), key=lambda kv: -kv[1][1])[:top]
     )
     ops = _top_ops(kept)
-    props = [p for p in meta.get("deviceProperties") or () if isinstance(p, dict)]
+    props = read_records(_DeviceProps, meta.get("deviceProperties"))
     gpu_props = _device(props, mix.devices.most_common(1)[0][0] if mix.devices else 0)
     raw_dist = meta.get("distributedInfo")
-    dist: dict[str, Any] = raw_dist if isinstance(raw_dist, dict) else {}
-    major, minor = gpu_props.get("computeMajor"), gpu_props.get("computeMinor")
+    dist = _DistributedInfo(**read_fields(_DistributedInfo, raw_dist if isinstance(raw_dist, dict) else {}))
     host_span = max(h[1] for h in kept.host) - min(h[0] for h in kept.host) if kept.host else 0.0
     step_times = tuple((end - start) / 1e6 for start, end in host_steps)
     compute_sum = mix.by_kind[KIND_COMPUTE]
     return RankGpuTime(
-        rank=dist["rank"] if type(dist.get("rank")) is int else rank_default,
+        rank=rank_default if dist.rank is None else dist.rank,
         source=source,
-        device_name=gpu_props.get("name") if isinstance(gpu_props.get("name"), str) else None,
-        compute_capability=f"{major}.{minor}" if type(major) is int and type(minor) is int else None,
-        device_memory_bytes=_int_or_none(gpu_props.get("totalGlobalMem")),
+        device_name=gpu_props.name,
+        compute_capability=gpu_props.compute_capability,
+        device_memory_bytes=gpu_props.totalGlobalMem,
         idle_pct=pct(idle),
         compute_pct=pct(t.compute),
         non_compute_pct=pct(t.span - idle - t.compute),
@@ -546,8 +573,8 @@ def rank_gpu_time(
         cpu_op_self_us=sum(r.self_us for r in ops),
         host_span_us=host_span,
         left_out=tuple(left_out),
-        world_size=_int_or_none(dist.get("world_size")),
-        backend=dist.get("backend") if isinstance(dist.get("backend"), str) else None,
+        world_size=dist.world_size,
+        backend=dist.backend,
         idle_breakdown=idle_breakdown(
             [(g[0], g[1], g[2], g[3], g[7], g[6], classify(g[2])[0]) for g in gpu],
             kept.runtime,

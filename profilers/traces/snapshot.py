@@ -21,9 +21,11 @@ import io
 import pickle
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from profilers.contract.lenient import read_records, records_of
 
 #: Frames of these files are PyTorch's or Python's, not the user's code.
 _LIBRARY_PARTS = ("/torch/", "/site-packages/", "/dist-packages/", "<frozen", "/lib/python3")
@@ -120,80 +122,46 @@ class SnapshotAnalysis:
 class Frame:
     """One frame of an allocation's stack, innermost first."""
 
-    filename: str
-    line: int | str
-    name: str
+    filename: str = "?"
+    line: int | str = "?"
+    name: str = "?"
 
 
 @dataclass(frozen=True, slots=True)
 class Action:
     """One entry of the allocator's history (``device_traces``)."""
 
-    kind: str  # alloc, free_requested, free_completed, segment_alloc, segment_free, oom, …
-    addr: int
-    size: int  # bytes; for an oom, the request that failed
-    frames: tuple[Frame, ...]
-    device_free: int  # an oom's: the bytes CUDA still had free
+    #: alloc, free_requested, free_completed, segment_alloc, segment_free, oom, …
+    kind: str = field(default="", metadata={"key": "action"})
+    addr: int = 0
+    size: int = 0  # bytes; for an oom, the request that failed
+    frames: tuple[Frame, ...] = field(default=(), metadata=records_of(Frame))
+    device_free: int = 0  # an oom's: the bytes CUDA still had free
 
 
 @dataclass(frozen=True, slots=True)
 class Block:
     """A block of a segment at the snapshot's moment."""
 
-    address: int
-    size: int
-    state: str  # active_allocated, inactive, …
-    frames: tuple[Frame, ...]
+    address: int = 0
+    size: int = 0
+    state: str = ""  # active_allocated, inactive, …
+    frames: tuple[Frame, ...] = field(default=(), metadata=records_of(Frame))
 
 
 @dataclass(frozen=True, slots=True)
 class Segment:
     """One ``cudaMalloc``'d segment at the snapshot's moment."""
 
-    device: int
-    total_size: int
-    blocks: tuple[Block, ...]
+    device: int = 0
+    total_size: int = 0
+    blocks: tuple[Block, ...] = field(default=(), metadata=records_of(Block))
 
 
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def frames_of(item: Mapping[str, Any]) -> tuple[Frame, ...]:
-    """The frames an allocation, a block or an action carries (malformed ones left out)."""
-    raw = item.get("frames")
-    if not isinstance(raw, list):
-        return ()
-    return tuple(
-        Frame(str(f.get("filename", "?")), f.get("line", "?"), str(f.get("name", "?")))
-        for f in raw
-        if isinstance(f, Mapping)
-    )
-
-
-def _segments(data: Mapping[str, Any]) -> list[Segment]:
-    out = []
-    for s in data.get("segments") or []:
-        if not isinstance(s, Mapping):
-            continue
-        blocks = tuple(
-            Block(_int(b.get("address")), _int(b.get("size")), str(b.get("state", "")), frames_of(b))
-            for b in s.get("blocks") or []
-            if isinstance(b, Mapping)
-        )
-        out.append(Segment(_int(s.get("device")), _int(s.get("total_size")), blocks))
-    return out
-
-
-def _action(e: Mapping[str, Any]) -> Action:
-    kind, size = str(e.get("action", "")), _int(e.get("size"))
-    return Action(kind, _int(e.get("addr")), size, frames_of(e), _int(e.get("device_free")))
-
-
-def _traces(data: Mapping[str, Any]) -> list[list[Action]]:
+def _traces(data: Mapping[str, Any]) -> list[tuple[Action, ...]]:
+    """Each device's allocator history (``device_traces``), malformed entries left out."""
     raw = data.get("device_traces")
-    traces = raw if isinstance(raw, list) else []
-    return [[_action(e) for e in t if isinstance(e, Mapping)] if isinstance(t, list) else [] for t in traces]
+    return [read_records(Action, t) for t in raw] if isinstance(raw, list) else []
 
 
 def _is_library(filename: str) -> bool:
@@ -290,7 +258,7 @@ def _fixes(by_category: Mapping[str, int], shortfall: int) -> tuple[str, ...]:
 
 def analyse_snapshot(data: Mapping[str, Any], top: int = 10) -> SnapshotAnalysis:
     """The peak, what held it, fragmentation and the OOM of the device with the highest peak."""
-    segments, traces = _segments(data), _traces(data)
+    segments, traces = read_records(Segment, data["segments"]), _traces(data)
     devices = {s.device for s in segments} | {i for i, t in enumerate(traces) if t}
     if not devices:
         raise SnapshotError("the snapshot has no segments and no allocator history: nothing was allocated")
@@ -298,7 +266,9 @@ def analyse_snapshot(data: Mapping[str, Any], top: int = 10) -> SnapshotAnalysis
     return max(results, key=lambda r: r.peak_allocated_bytes)
 
 
-def _device(device: int, all_segments: list[Segment], entries: list[Action], top: int) -> SnapshotAnalysis:
+def _device(
+    device: int, all_segments: Sequence[Segment], entries: Sequence[Action], top: int
+) -> SnapshotAnalysis:
     segments = [s for s in all_segments if s.device == device]
     blocks = [b for s in segments for b in s.blocks]
     active = [b for b in blocks if b.state == "active_allocated"]
@@ -388,7 +358,6 @@ __all__ = [
     "SnapshotError",
     "analyse_snapshot",
     "category_of",
-    "frames_of",
     "is_snapshot_path",
     "read_snapshot",
 ]

@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from profilers.contract.lenient import read_records
 from profilers.traces.snapshot import (
     NO_PYTHON_FRAME,
     NO_STACKS,
+    Frame,
     SnapshotError,
     analyse_snapshot,
     category_of,
-    frames_of,
     read_snapshot,
 )
 
@@ -110,7 +111,7 @@ def test_a_snapshot_without_history_reports_its_own_moment():
 
 def test_categories_come_from_the_stack():
     def stack(frames):
-        return frames_of({"frames": frames})
+        return read_records(Frame, frames)
 
     assert category_of(stack(OPT)) == "optimizer state and update"
     assert category_of(stack(ACTS)) == "activations (forward)"
