@@ -11,6 +11,7 @@ MODULES = (
     "autotune.knobs",
     "autotune.knob_values",
     "autotune.search.space",
+    "autotune.search.records",
     "autotune.search.study",
     "autotune.tuner.stored_study",
     "autotune.tuner.trial_facts",

@@ -6,7 +6,7 @@ Light to import: scikit-optimize (and numpy) load only when a Bayesian searcher 
 model-based configuration.
 """
 
-from autotune.search.records import Infeasible, Measured, Trial
+from autotune.search.records import Infeasible, Measured, StudyRecord, Trial
 from autotune.search.searchers import (
     BayesSearcher,
     GridSearcher,
@@ -36,6 +36,7 @@ __all__ = [
     "Space",
     "SqliteStorage",
     "Study",
+    "StudyRecord",
     "Trial",
     "TrialStorage",
     "make_searcher",

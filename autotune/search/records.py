@@ -8,6 +8,7 @@ from typing import Any
 
 from autotune.search.searchers import Observation
 from autotune.search.space import Value
+from profilers.contract.lenient import read_fields
 from profilers.contract.schema import STATUSES
 
 #: Statuses an ``Infeasible`` exception may carry.
@@ -116,3 +117,27 @@ class Trial:
         if trial.status not in STATUSES or (trial.ok and trial.value is None):
             raise ValueError(f"malformed trial record (status {trial.status!r}, value {trial.value!r})")
         return trial
+
+
+@dataclass(frozen=True)
+class StudyRecord:
+    """A store's study line: what the study searched, and the caller's notes (``info``).
+
+    Read leniently (a value of the wrong type keeps its default), so a study written by an older
+    version still resumes or is shown; what the study compares is checked by ``Study`` itself.
+
+    >>> StudyRecord.from_dict({"direction": "maximize", "seed": 7, "info": None}).seed
+    7
+    """
+
+    space: dict[str, Any] = field(default_factory=dict)  # Space.to_dict()
+    direction: str | None = None
+    objective: str | None = None
+    searcher: str | None = None
+    seed: int | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> StudyRecord:
+        """The record in a store's study line (``TrialStorage.read``'s ``meta``)."""
+        return cls(**read_fields(cls, data))

@@ -29,7 +29,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
 from autotune.search.params import is_number
-from autotune.search.records import INFEASIBLE_STATUSES, Infeasible, Measured, Trial
+from autotune.search.records import INFEASIBLE_STATUSES, Infeasible, Measured, StudyRecord, Trial
 from autotune.search.searchers import Direction, Searcher, SearchExhausted, make_searcher
 from autotune.search.space import Space, Value
 from autotune.search.storage import JsonlStorage, SqliteStorage, TrialStorage, claim_store, open_storage
@@ -369,16 +369,19 @@ class Study:
                 raise ValueError("the storage holds trials but no study record; not resuming")
             storage.write_meta(self._meta())
             return
-        mine = json.loads(json.dumps(self._meta()))
+        stored = StudyRecord.from_dict(meta)
+        mine = StudyRecord.from_dict(json.loads(json.dumps(self._meta())))
         for key in ("direction", "objective"):
-            if meta.get(key) != mine[key]:
-                raise ValueError(f"the stored study has {key} {meta.get(key)!r}, this one {mine[key]!r}")
-        if _search_part(meta.get("space")) != _search_part(mine["space"]):
+            if getattr(stored, key) != getattr(mine, key):
+                raise ValueError(
+                    f"the stored study has {key} {getattr(stored, key)!r}, this one {getattr(mine, key)!r}"
+                )
+        if _search_part(stored.space) != _search_part(mine.space):
             raise ValueError(
-                f"the stored study searched another space: {meta.get('space')!r}; this one {mine['space']!r}"
+                f"the stored study searched another space: {stored.space!r}; this one {mine.space!r}"
             )
         self._trials = trials
-        self.stored_info = dict(meta.get("info") or {})
+        self.stored_info = stored.info
         claimed = claim_store(storage)
         claims = claimed.claims() if claimed is not None else {}
         done = {t.id for t in trials}

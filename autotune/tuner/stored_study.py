@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from autotune.search.records import StudyRecord
 from autotune.tuner.trials import TrialSettings
 from profilers.contract.lenient import read_fields
 
@@ -44,9 +45,10 @@ class StoredStudy:
     @classmethod
     def of(cls, meta: Mapping[str, Any]) -> StoredStudy:
         """The study in a run.db's metadata (ValueError, one line, when its settings are unreadable)."""
-        info = meta["info"] if isinstance(meta.get("info"), Mapping) else {}
-        searched = {"searcher": meta.get("searcher"), "seed": meta.get("seed")}
-        return cls(settings_from_info(info), **read_fields(cls, {**info, **searched}, skip=("settings",)))
+        study = StudyRecord.from_dict(meta)
+        searched = {"searcher": study.searcher, "seed": study.seed}
+        fields = read_fields(cls, {**study.info, **searched}, skip=("settings",))
+        return cls(settings_from_info(study.info), **fields)
 
 
 def settings_from_info(info: Mapping[str, Any]) -> TrialSettings:

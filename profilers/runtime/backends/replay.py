@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from profilers.contract.lenient import read_fields
 from profilers.contract.records import SAMPLE_FIELDS, DeviceInfo, DeviceSample
 from profilers.runtime.backends.base import Backend
 
@@ -112,7 +113,17 @@ def _read_lines(path: Path) -> list[str]:
     return [line for line in text.splitlines() if line.strip()]
 
 
-def _parse(path: Path) -> tuple[dict[str, Any], list[DeviceInfo], list[DeviceSample]]:
+@dataclasses.dataclass(frozen=True)
+class RecordingHeader:
+    """A recording's first line: what it is, the backend that sampled it, and its notes (``meta``)."""
+
+    format: str | None = None  # FORMAT
+    version: int | None = None  # VERSION
+    backend: str = "unknown"  # the sampled backend's name
+    meta: dict[str, Any] = dataclasses.field(default_factory=dict)  # hz, seconds, platform, time…
+
+
+def _parse(path: Path) -> tuple[RecordingHeader, list[DeviceInfo], list[DeviceSample]]:
     """Header, devices and samples of a recording; ``ValueError`` naming the file when it is bad."""
     lines = _read_lines(path)
     if not lines:
@@ -121,10 +132,11 @@ def _parse(path: Path) -> tuple[dict[str, Any], list[DeviceInfo], list[DeviceSam
         header = json.loads(lines[0])
     except json.JSONDecodeError as exc:
         raise ValueError(f"not an autotune recording (line 1 is not JSON: {exc}): {path}") from None
-    if not isinstance(header, dict) or header.get("format") != FORMAT:
+    facts = RecordingHeader(**read_fields(RecordingHeader, header)) if isinstance(header, dict) else None
+    if facts is None or facts.format != FORMAT:
         raise ValueError(f'not an autotune recording (line 1 lacks "format": "{FORMAT}"): {path}')
-    if header.get("version") != VERSION:
-        raise ValueError(f"unsupported recording version {header.get('version')!r} (want {VERSION}): {path}")
+    if facts.version != VERSION:
+        raise ValueError(f"unsupported recording version {facts.version!r} (want {VERSION}): {path}")
     try:
         devices = [
             DeviceInfo(**{k: v for k, v in d.items() if k in _DEVICE_FIELDS}) for d in header["devices"]
@@ -142,7 +154,7 @@ def _parse(path: Path) -> tuple[dict[str, Any], list[DeviceInfo], list[DeviceSam
                 raise TypeError("t_ns and device_index must be integers")
         except (json.JSONDecodeError, TypeError, KeyError, AttributeError) as exc:
             raise ValueError(f"corrupt replay recording {path}: line {n}: {exc}") from None
-    return header, devices, samples
+    return facts, devices, samples
 
 
 class ReplayBackend(Backend):
@@ -164,8 +176,8 @@ class ReplayBackend(Backend):
         super().__init__()
         self.path = Path(path)
         header, devices, samples = _parse(self.path)
-        self.backend_name: str = str(header.get("backend", "unknown"))
-        self.meta: dict[str, Any] = dict(header.get("meta") or {})
+        self.backend_name: str = header.backend
+        self.meta: dict[str, Any] = header.meta
         self._devices = devices
         per_device: dict[int, list[DeviceSample]] = {d.index: [] for d in devices}
         kinds = {d.index: d.kind for d in devices}
