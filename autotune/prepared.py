@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from autotune.knobs import knob_value, resolve_world_size
+from profilers.runtime.launch_env import LaunchEnv
 
 if TYPE_CHECKING:
     import torch
@@ -187,7 +188,7 @@ def _device(explicit: str | torch.device | None, distributed: bool) -> torch.dev
     if device is None:
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device.type == "cuda" and device.index is None:
-        local = int(os.environ.get("LOCAL_RANK", "0")) if distributed else torch.cuda.current_device()
+        local = LaunchEnv.read().local_rank if distributed else torch.cuda.current_device()
         device = torch.device("cuda", local)
     if device.type == "cuda":
         torch.cuda.set_device(device)

@@ -16,6 +16,7 @@ MODULES = (
     "autotune.tuner.stored_study",
     "autotune.tuner.trial_facts",
     "profilers.contract.fields",
+    "profilers.runtime.launch_env",
     "profilers.contract.json_checks",
     "profilers.contract.lenient",
     "profilers.contract.plan_doc",

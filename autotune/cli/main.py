@@ -25,6 +25,7 @@ from autotune.cli.support import (
     wants_dashboard,
 )
 from autotune.cli.tune import add_tune_parser, cmd_tune, default_run_dir, study_name
+from profilers.runtime.launch_env import LaunchEnv
 from profilers.runtime.options import PROFILE_OPTIONS
 
 
@@ -168,13 +169,12 @@ def cmd_profile(args: argparse.Namespace) -> int:
         if not script.is_file():
             raise UsageError(f"script not found: {args.script}")
         name = script.stem
-    rank = int(os.environ.get("RANK", "0") or 0)
+    launch = LaunchEnv.read()
     if args.backend is not None:
         _check_backend(args.backend)
     if args.run_dir is not None:
         _check_writable(args.run_dir)
-        world_size = int(os.environ.get("WORLD_SIZE", "1") or 1)
-        if world_size == 1 and not args.overwrite and (args.run_dir / "run.db").exists():
+        if launch.world_size == 1 and not args.overwrite and (args.run_dir / "run.db").exists():
             raise UsageError(f"{args.run_dir} already holds a run (use --overwrite or another --run-dir)")
     else:
         _check_writable(args.runs_root)
@@ -199,7 +199,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
             prof.ended_by(exc)
             print_user_traceback(exc)
             code = 1
-    if not args.quiet and rank == 0 and prof.summary is not None:
+    if not args.quiet and launch.rank == 0 and prof.summary is not None:
         from rich.console import Console
 
         from autotune.console import render_summary

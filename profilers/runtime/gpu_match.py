@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from profilers.contract.records import DeviceInfo
+from profilers.runtime.launch_env import LaunchEnv
 
 _PREFIXES = ("gpu-", "mig-")
 
@@ -81,7 +82,7 @@ def visible_nvml_indexes(env: Mapping[str, str], nvml: Sequence[DeviceInfo]) -> 
         if index is None or index in out:
             break
         out.append(index)
-    if out and int(env.get("LOCAL_WORLD_SIZE") or 1) > len(out):
+    if out and LaunchEnv.read(env).local_world_size > len(out):
         return None
     return out
 

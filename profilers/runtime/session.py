@@ -34,6 +34,7 @@ from profilers.runtime.flops import detect_precision, mfu, model_facts, peak_flo
 from profilers.runtime.gpu_match import cuda_uuids, job_cuda_indexes, match_uuids, visible_nvml_indexes
 from profilers.runtime.heap import StepEndHeap, heap_figures
 from profilers.runtime.instrument import StepInstruments
+from profilers.runtime.launch_env import LaunchEnv
 from profilers.runtime.memory_history import MemoryHistory, is_out_of_memory
 from profilers.runtime.nvtx_ranges import NvtxRanges, nvtx_available
 from profilers.runtime.options import ProfileOptions
@@ -62,18 +63,6 @@ def active_session() -> Session | None:
     return _ACTIVE
 
 
-def dist_env() -> tuple[int, int, int]:
-    """(rank, world_size, local_rank) from torchrun's environment; (0, 1, 0) otherwise."""
-
-    def num(name: str, default: int) -> int:
-        try:
-            return int(os.environ.get(name, default))
-        except ValueError:
-            return default
-
-    return num("RANK", 0), num("WORLD_SIZE", 1), num("LOCAL_RANK", 0)
-
-
 #: Under an early step budget (``--stable-within``, ``--stop-below``, ``--stop-on-non-finite-loss``),
 #: the most steps the host may run ahead of the GPU. A GPU-bound loop otherwise queues steps far
 #: faster than they run, and the budget sees their times that late (on an H200, a 200-step loop of
@@ -89,7 +78,7 @@ class Session:
         options.validate()
         self.options = options
         self.name = options.name or default_name
-        self.rank, self.world_size, self.local_rank = dist_env()
+        self.rank, self.world_size, self.local_rank, _ = LaunchEnv.read()
         self.job_id = job_id(self.world_size)
         self.run_dir: Path | None = None
         self.summary: dict[str, Any] | None = None
@@ -280,8 +269,7 @@ class Session:
             return
         import torch
 
-        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1)
-        wanted = job_cuda_indexes(cuda_index, local_world, torch.cuda.device_count())
+        wanted = job_cuda_indexes(cuda_index, LaunchEnv.read().local_world_size, torch.cuda.device_count())
         keep = None if wanted is None else match_uuids(cuda_uuids(wanted), gpus)
         if keep is None:  # the other ranks' GPUs are not visible here, or a MIG slice: keep them all
             return
