@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from profilers.contract.trial_view import TrialView
@@ -180,9 +181,7 @@ class TrialsPane(Vertical):
         self._fill_effects(info)
 
     def _summary(self, info: TrialsInfo, shown: int) -> Text:
-        counts: dict[str, int] = {}
-        for r in info.rows:
-            counts[r.status] = counts.get(r.status, 0) + 1
+        counts = Counter(r.status for r in info.rows)
         text = Text()
         ran = sum(r.status != "skipped" for r in info.rows)  # skipped trials do not count, as in tune
         planned = f" of {info.n_trials}" if info.n_trials else ""

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from autotune.plan.step import BatchFn, LossFn, OptimizerFn, StepFigures, prepare_step, trace_step
-from autotune.plan.trace import ATTENTION, GEMM, OTHER
+from autotune.plan.trace import OTHER
 from autotune.plan.workspace import Config, MemoryCalibration, config_label
 
 _LOW = ("bfloat16", "float16")
@@ -28,9 +28,8 @@ _LOW = ("bfloat16", "float16")
 
 def features(f: StepFigures) -> list[float]:
     """(FLOPs in fp32, FLOPs in bf16/fp16, bytes of the other ops, ops) of a traced step."""
-    low = sum(v for k, v in f.dtype_flops.items() if k in _LOW)
-    fp32 = f.flops_by_class.get(GEMM, 0) + f.flops_by_class.get(ATTENTION, 0) - low
-    return [float(max(fp32, 0)), float(low), float(f.bytes_by_class.get(OTHER, 0)), float(f.ops)]
+    low, other_bytes = f.flops_in(*_LOW), f.bytes_by_class.get(OTHER, 0)
+    return [float(max(f.math_flops - low, 0)), float(low), float(other_bytes), float(f.ops)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +54,7 @@ class CpuCalibration:
     def predict_s(self, f: StepFigures) -> float:
         """Predicted seconds of a traced step on this machine."""
         x = features(f)
-        fp16 = min(x[1], float(f.dtype_flops.get("float16", 0)))
+        fp16 = min(x[1], float(f.flops_in("float16")))
         return (
             x[0] * self.s_per_fp32_flop
             + (x[1] - fp16) * self.s_per_low_flop

@@ -279,8 +279,7 @@ class Costs(Protocol):
 
 def _low_share(f: StepFigures, dtypes: tuple[str, ...] = ("bfloat16", "float16")) -> float:
     """The share of the matrix-product FLOPs that run in ``dtypes``."""
-    low = sum(v for k, v in f.dtype_flops.items() if k in dtypes)
-    math_flops = f.flops_by_class.get(GEMM, 0) + f.flops_by_class.get(ATTENTION, 0)
+    low, math_flops = f.flops_in(*dtypes), f.math_flops
     return min(1.0, low / math_flops) if math_flops > 0 else 0.0
 
 

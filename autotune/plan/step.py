@@ -23,7 +23,7 @@ from torch import nn
 from autotune.plan.blocks import BlockWatch
 from autotune.plan.envelope import memory_envelope
 from autotune.plan.gpu_kernels import AsOnAGpu
-from autotune.plan.trace import CATEGORIES, StepTracer, run_step
+from autotune.plan.trace import ATTENTION, CATEGORIES, GEMM, StepTracer, run_step
 from autotune.plan.untrusted import untrusted_notes
 from autotune.prepared import _blocks, _checkpoint_blocks
 
@@ -66,6 +66,15 @@ class StepFigures:
     def memory_phases(self) -> dict[str, dict[str, int]]:
         """:attr:`phase_memory`, or the peak's breakdown as its phase's when there is none."""
         return self.phase_memory or {self.peak_phase: dict(self.memory_by_category)}
+
+    @property
+    def math_flops(self) -> int:
+        """The FLOPs of the matrix products (GEMM and attention): the part precision speeds up."""
+        return sum(self.flops_by_class.get(c, 0) for c in (GEMM, ATTENTION))
+
+    def flops_in(self, *dtypes: str) -> int:
+        """The matrix products' FLOPs that run in ``dtypes`` ("bfloat16", "float16"…)."""
+        return sum(v for k, v in self.dtype_flops.items() if k in dtypes)
     #: The model's repeated blocks, and the elements of the tensor passed between two of them in
     #: one micro-batch (what tensor and pipeline parallelism communicate; :mod:`autotune.plan.blocks`).
     blocks: int = 0

@@ -194,7 +194,7 @@ def _overview(o: Overview) -> str:
         f'<div class="sub">{esc(sub)}</div></div>'
         for label, value, sub in cards
     )
-    kind = {"tune": "Tuning study", "trace": "torch.profiler trace"}.get(o.kind, "Profile")
+    kind = o.kind_label
     state = "finished" if o.finished else "did not finish (the summary was rebuilt from what was written)"
     if o.outcome is not None and (o.outcome != "finished" or o.finished):
         state = o.outcome  # how the run itself ended: crashed, stopped, no training step
@@ -450,7 +450,7 @@ def render_html(report: Report) -> str:
         "charts": [{"id": c.div_id, **c.figure} for c in charts],
     }
     o = report.overview
-    kind = {"tune": "Tuning study", "trace": "torch.profiler trace"}.get(o.kind, "Profile")
+    kind = o.kind_label
     meta = " · ".join(esc(m) for m in (kind, f"generated {report.generated_at}", o.run_dir))
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

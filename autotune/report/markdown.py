@@ -85,7 +85,7 @@ def _overview(report: Report) -> list[str]:
     o = report.overview
     rows = [
         ("run", md_text(o.name)),
-        ("kind", {"tune": "tuning study", "trace": "torch.profiler trace"}.get(o.kind, "profile")),
+        ("kind", o.kind_label),
         ("median step time", format_seconds(o.step_time_median_s)),
         ("throughput", format_rate(o.samples_per_s, "samples/s")),
     ]

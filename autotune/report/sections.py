@@ -37,6 +37,10 @@ SECTION_TITLES: dict[str, str] = {
 }
 
 
+#: A report's kind as its headings say it (any other kind is a profile).
+_KIND_LABELS = {"tune": "Tuning study", "trace": "torch.profiler trace"}
+
+
 @dataclass(frozen=True, slots=True)
 class Overview:
     """The headline figures of the run (for a study: of its best trial against the baseline)."""
@@ -62,6 +66,11 @@ class Overview:
     verdict_headline: str | None = None
     outcome: str | None = None  # profile: how the run ended (profilers.contract.outcome), when known
     load: str | None = None  # profile: other processes' CPU during its measured steps (contract.load)
+
+    @property
+    def kind_label(self) -> str:
+        """What the run is, as the report's headings say it ("Tuning study", "Profile"…)."""
+        return _KIND_LABELS.get(self.kind, "Profile")
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,19 @@ from autotune.search.space import Space, Value
 from autotune.search.study import Study
 from autotune.tuner.devices import DevicePool, Lease, visible_gpus
 from autotune.tuner.trials import TrialOutcome, TrialSettings, kill_group_of, kill_stale_group, run_trial
+from profilers.contract.lenient import read_fields
 
 EXECUTOR = "local"
+
+
+@dataclass(frozen=True)
+class TrialClaim:
+    """A trial's claim as the study stores it while the trial runs: where, and its process group."""
+
+    executor: str | None = None  # "local" or "ray"
+    node: str | None = None  # the host
+    pgid: int | None = None  # the trial's process group (a local trial's)
+    devices: str | None = None  # "cuda:0", "cpu:1"
 
 
 class RunningTrials:
@@ -110,8 +122,8 @@ class RunningTrials:
     def stop_stale(self, study: Study) -> list[int]:
         """Kill the trials a stopped study left running on this node; the ids of those it found."""
         found = []
-        for trial_id, claim in sorted(study.unfinished.items()):
-            pgid = claim.get("pgid")
-            if claim.get("node") == self.node and isinstance(pgid, int) and kill_stale_group(pgid):
+        for trial_id, stored in sorted(study.unfinished.items()):
+            claim = TrialClaim(**read_fields(TrialClaim, stored))
+            if claim.node == self.node and claim.pgid is not None and kill_stale_group(claim.pgid):
                 found.append(trial_id)
         return found
