@@ -20,10 +20,11 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from profilers.contract.lenient import read_fields
 from profilers.contract.run_meta import RunMeta
 
 from tui.model import RunFacts
@@ -48,9 +49,22 @@ def report_view(data: Mapping[str, Any]) -> ReportView:
     """The view of a report.json document (read leniently: what it lacks reads as empty)."""
     from autotune.advice.records import AdviceSection
 
-    overview, advice = (data.get(key) for key in ("overview", "advice"))
-    name = overview.get("name") if isinstance(overview, Mapping) else None
-    return ReportView(str(name or ""), AdviceSection.from_json(advice if isinstance(advice, Mapping) else {}))
+    document = _ReportDocument(**read_fields(_ReportDocument, data))
+    name = _Overview(**read_fields(_Overview, document.overview)).name
+    return ReportView(name, AdviceSection.from_json(document.advice))
+
+
+@dataclass(frozen=True)
+class _ReportDocument:
+    """The parts of report.json the Advice screen reads."""
+
+    overview: dict[str, Any] = field(default_factory=dict)
+    advice: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Overview:
+    name: str = ""
 
 
 class ReportError(Exception):

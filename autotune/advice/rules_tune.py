@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import statistics
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from autotune.advice.records import Recommendation
@@ -18,6 +19,7 @@ from autotune.advice.thresholds import limit, severity_for
 from autotune.knob_values import KnobValues
 from autotune.tuner.memory_model import study_batch_param
 from autotune.tuner.presets import PRESETS, preset_args
+from profilers.contract.lenient import read_fields
 from profilers.contract.rundir import RunData
 from profilers.contract.study import ran_with
 from profilers.contract.summaries import TrialEntry
@@ -40,13 +42,22 @@ def _label(params: Mapping[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in params.items()) or "the script's own defaults"
 
 
+@dataclass(frozen=True)
+class _Delivery:
+    """How a searched parameter reaches an unmodified script: its space entry's ``arg`` or ``env``."""
+
+    arg: str | None = None  # a command-line template, "--batch-size={value}"
+    env: str | None = None  # an environment variable's name
+
+
 def _how_to_apply(name: str, value: Any, space: Mapping[str, Any]) -> str:
     """How a parameter reaches the script: its ``arg`` or ``env`` template, else the knob in code."""
-    table = space.get(name) or {}
-    if table.get("arg"):
-        return str(table["arg"]).replace("{value}", str(value))
-    if table.get("env"):
-        return f"{table['env']}={value}"
+    entry = space[name] if name in space and isinstance(space[name], Mapping) else {}
+    delivery = _Delivery(**read_fields(_Delivery, entry))
+    if delivery.arg:
+        return delivery.arg.replace("{value}", str(value))
+    if delivery.env:
+        return f"{delivery.env}={value}"
     if name in ("precision", "layout", "activation_checkpointing", "compile", "reshard_after_forward"):
         return f"autotune.prepare(..., {name}={value!r})"
     if name in ("micro_batch", "grad_accum", "global_batch"):

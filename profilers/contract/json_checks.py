@@ -23,48 +23,44 @@ def is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def optional_number(entry: Mapping[str, Any], key: str, where: str) -> float | None:
-    """``entry[key]`` as a float; None when missing or null."""
+def checked_value(entry: Mapping[str, Any], key: str, where: str, annotation: str) -> Any:
+    """``entry[key]`` read as a field annotated ``annotation`` (:data:`CHECKED_READERS`).
+
+    None when missing or null; SummaryError naming ``where`` and ``key`` for a value of another type.
+    """
     value = entry.get(key)
     if value is None:
         return None
-    if not is_number(value):
-        raise SummaryError(f"{where}: {key!r} must be a number or null, not {value!r}"[:300])
-    return float(value)
+    read, what = CHECKED_READERS[annotation]
+    checked = read(value)
+    if checked is None:
+        raise SummaryError(f"{where}: {key!r} must be {what} or null, not {value!r}"[:300])
+    return checked
+
+
+def optional_number(entry: Mapping[str, Any], key: str, where: str) -> float | None:
+    """``entry[key]`` as a float; None when missing or null."""
+    return checked_value(entry, key, where, "float | None")
 
 
 def optional_int(entry: Mapping[str, Any], key: str, where: str) -> int | None:
     """``entry[key]`` as an int (a float is truncated); None when missing or null."""
-    value = optional_number(entry, key, where)
-    return None if value is None else int(value)
+    return checked_value(entry, key, where, "int | None")
 
 
 def optional_dict(entry: Mapping[str, Any], key: str, where: str) -> dict[str, Any]:
     """``entry[key]``, an object; {} when missing or null."""
-    value = entry.get(key)
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise SummaryError(f"{where}: {key!r} must be an object, not {type(value).__name__}")
-    return value
+    return checked_value(entry, key, where, "dict[str, Any]") or {}
 
 
 def optional_str(entry: Mapping[str, Any], key: str, where: str) -> str | None:
     """``entry[key]``, a string; None when missing or null."""
-    value = entry.get(key)
-    if value is not None and not isinstance(value, str):
-        raise SummaryError(f"{where}: {key!r} must be a string or null, not {value!r}"[:300])
-    return value
+    return checked_value(entry, key, where, "str | None")
 
 
 def optional_list(entry: Mapping[str, Any], key: str, where: str) -> list[Any]:
     """``entry[key]``, a list; [] when missing or null."""
-    value = entry.get(key)
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise SummaryError(f"{where}: {key!r} must be a list, not {type(value).__name__}")
-    return value
+    return checked_value(entry, key, where, "list[Any]") or []
 
 
 def checked_object(data: Any, where: str) -> Mapping[str, Any]:
@@ -131,6 +127,7 @@ CHECKED_READERS: dict[str, tuple[Callable[[Any], Any], str]] = {
         ("tuple[float, float] | None", "[low, high]"),
     )},
     "tuple[str, ...]": (_strings, "a list"),
+    "list[Any]": (lambda value: value if isinstance(value, list) else None, "a list"),
     "tuple[float | None, ...] | None": (_numbers_or_nulls, "a list of numbers or nulls"),
     "tuple[int, ...] | None": (_integers, "a list of integers"),
     "dict[str, float]": (_by_name, "an object of numbers"),
@@ -168,19 +165,13 @@ def checked_fields(record: type, data: Any, where: str, skip: Iterable[str] = ()
         if f.name in skipped or not f.init:
             continue
         key = f.metadata.get("key") or f.name
-        value = data.get(key)
         if "parse" in f.metadata:
-            out[f.name] = f.metadata["parse"](value, inner_where(where, key))
+            out[f.name] = f.metadata["parse"](data.get(key), inner_where(where, key))
             continue
-        if value is None:
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                out[f.name] = None
-            continue
-        read, what = CHECKED_READERS[str(f.type)]
-        checked = read(value)
-        if checked is None:
-            raise SummaryError(f"{where}: {key!r} must be {what} or null, not {value!r}"[:300])
-        out[f.name] = checked
+        value = checked_value(data, key, where, str(f.type))
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        if value is not None or required:
+            out[f.name] = value
     return out
 
 
@@ -204,6 +195,7 @@ __all__ = [
     "checked_fields",
     "checked_object",
     "checked_records",
+    "checked_value",
     "inner_where",
     "is_number",
     "nested",

@@ -249,12 +249,12 @@ def throttle_shares(masks: Sequence[int]) -> dict[str, Any] | None:
     if not masks:
         return None
     counts = Counter(masks)  # a handful of distinct masks, however many readings
-    by_name: dict[str, int] = {}
+    by_name: Counter[str] = Counter()
     held = 0
     for mask, count in counts.items():
         names = throttle_reason_names(mask)
         for name in names:
-            by_name[name] = by_name.get(name, 0) + count
+            by_name[name] += count
         if any(name in POWER_THERMAL_REASONS for name in names):
             held += count
     return {

@@ -19,7 +19,7 @@ from __future__ import annotations
 import gzip
 import io
 import pickle
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -236,9 +236,9 @@ def _reserved_at(entries: Sequence[Action], upto: int, reserved_end: int) -> int
     return reserved_end - after
 
 
-def _fixes(by_category: Mapping[str, int], shortfall: int) -> tuple[str, ...]:
+def _fixes(by_category: Counter[str], shortfall: int) -> tuple[str, ...]:
     """Changes that would remove ``shortfall`` bytes, from what held the peak."""
-    act = by_category.get("activations (forward)", 0)
+    act = by_category["activations (forward)"]
     out = []
     for k in (2, 4, 8):
         if act * (1 - 1 / k) >= shortfall:
@@ -249,7 +249,7 @@ def _fixes(by_category: Mapping[str, int], shortfall: int) -> tuple[str, ...]:
         out.append("activation checkpointing of the repeated blocks (keeps about a block's activations each)")
     if act * 0.5 >= shortfall:
         out.append("bf16 autocast (activations in 2 bytes instead of 4)")
-    opt = by_category.get("optimizer state and update", 0)
+    opt = by_category["optimizer state and update"]
     if opt * 0.75 >= shortfall:
         out.append("shard the optimizer state across GPUs (FSDP), or offload it to the host")
     out.append("autotune plan: every layout and micro-batch that fits this GPU, before the next run")
@@ -296,7 +296,7 @@ def _device(
         live, before_live = _live_until(entries, peak_at, before)
         reserved_peak = _reserved_at(entries, peak_at, reserved_end)
     sums: dict[str, list[Any]] = defaultdict(lambda: [0, 0, ""])
-    by_category: dict[str, int] = defaultdict(int)
+    by_category: Counter[str] = Counter()
     rows = [(size, _where(frames, stacks_recorded), category_of(frames, stacks_recorded))
             for size, frames in live.values()]  # fmt: skip
     if before_live:
