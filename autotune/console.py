@@ -17,7 +17,7 @@ from rich.text import Text
 
 from autotune.fmt import NA, format_bytes, format_pct, format_rate, format_seconds, format_si
 from profilers.contract.load import load_line
-from profilers.contract.outcome import STOPPED_BY, outcome_sentence
+from profilers.contract.outcome import outcome_sentence, stopped_by
 from profilers.contract.schema import OPTIONAL_PHASES, PHASES
 from profilers.contract.summaries import ProfileSummary, SummaryError
 
@@ -95,7 +95,7 @@ def _steps_row(summary: ProfileSummary) -> MetricRow:
         return MetricRow("Steps", NA)
     measured = summary.measured_steps
     text = f"{summary.steps}" + ("" if measured is None else f" ({measured} measured)")
-    stop = STOPPED_BY.get(str(summary.stop_reason))
+    stop = stopped_by(summary.stop_reason)
     return MetricRow("Steps", text + (f", {stop}" if stop else ""))
 
 

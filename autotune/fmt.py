@@ -5,8 +5,6 @@ Every formatter takes any value and gives ``"n/a"`` for None or a non-number.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 NA = "n/a"
 
 
@@ -15,15 +13,6 @@ def as_float(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value)
-
-
-def get_in(data: object, *keys: str) -> object:
-    """``data[k1][k2]...``, or None when any level is missing or not a mapping."""
-    for key in keys:
-        if not isinstance(data, Mapping):
-            return None
-        data = data.get(key)
-    return data
 
 
 def format_bytes(n: object) -> str:

@@ -34,6 +34,7 @@ from autotune.plan.probe import probe_costs
 from autotune.plan.step import StepFigures
 from autotune.plan.trace import ATTENTION, CATEGORIES, GEMM, OTHER
 from autotune.plan.workspace import MemoryCalibration, config_label, fit_residuals
+from profilers.contract.lenient import read_fields
 
 #: A script's trace in the child may take this long (its imports, its data, two steps).
 CHILD_TIMEOUT_S = 600
@@ -53,13 +54,13 @@ class ScriptTrace:
 
     figures: StepFigures
     accumulation: int  # micro-batches the script runs per optimizer step
-    tokens_per_sample: int | None
     model_class: str
     unit_bytes: int  # parameter bytes of the largest block (what FSDP gathers at once)
     has_blocks: bool
     start_bytes: int
     step_new_peak_bytes: int
-    scalar_stand_ins: int
+    tokens_per_sample: int | None = None
+    scalar_stand_ins: int = 0
     #: What the trace cannot see in this model (:mod:`autotune.plan.untrusted`).
     untrusted: tuple[str, ...] = ()
 
@@ -130,15 +131,18 @@ def trace_script(
     return ScriptTrace(
         figures=StepFigures(**figures),
         accumulation=int(data["accumulation"]),
-        tokens_per_sample=data.get("tokens_per_sample") or None,
         model_class=str(data["model_class"]),
         unit_bytes=int(data["unit_bytes"]),
         has_blocks=bool(data["has_blocks"]),
         start_bytes=int(data["start_bytes"]),
         step_new_peak_bytes=int(data["step_new_peak_bytes"]),
-        scalar_stand_ins=int(data.get("scalar_stand_ins", 0)),
-        untrusted=tuple(data.get("untrusted") or ()),
+        **read_fields(ScriptTrace, data, skip=_TRACED),
     )
+
+
+#: The facts every traced script has (the child always writes them; the others may be missing).
+_TRACED = ("figures", "accumulation", "model_class", "unit_bytes", "has_blocks", "start_bytes",
+           "step_new_peak_bytes")  # fmt: skip
 
 
 def detected_precision(dtype_flops: dict[str, int]) -> str:

@@ -295,8 +295,7 @@ def _steps_stats(s: StepSection) -> str:
 
 def _steps(s: StepSection) -> str:
     rows = [
-        [esc(p), esc(format_pct(f)), esc(format_seconds(s.phase_median_s.get(p)))]
-        for p, f in s.phase_fractions.items()
+        [esc(r.phase), esc(format_pct(r.share)), esc(format_seconds(r.median_s))] for r in s.phase_rows()
     ]
     out = _table(["Phase", "Share of step", "Median per step"], rows, frozenset({1, 2}))
     if len(s.per_rank_median_s) > 1:

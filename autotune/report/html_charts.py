@@ -142,8 +142,8 @@ def gpu_time_charts(g: GpuTimeSection) -> list[Chart]:
 def step_charts(s: StepSection) -> list[Chart]:
     """The phase shares of a step as one stacked bar, and the step time over the steps."""
     bar = go.Figure()
-    for phase, fraction in s.phase_fractions.items():
-        name, median = plot_text(phase), format_seconds(s.phase_median_s.get(phase))
+    for phase, fraction, median_s in s.phase_rows():
+        name, median = plot_text(phase), format_seconds(median_s)
         label = f"{name} {fraction * 100:.0f}%" if fraction >= 0.06 else ""  # no room inside a thin bar
         bar.add_bar(
             x=[fraction * 100],

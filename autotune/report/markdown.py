@@ -187,7 +187,7 @@ def _steps(report: Report) -> list[str]:
     ]
     out += _table(
         ("phase", "share", "median per step"),
-        ((p, format_pct(f), format_seconds(s.phase_median_s.get(p))) for p, f in s.phase_fractions.items()),
+        ((r.phase, format_pct(r.share), format_seconds(r.median_s)) for r in s.phase_rows()),
     )
     if s.outlier_steps:
         shown = ", ".join(str(n) for n in s.outlier_steps[:20])

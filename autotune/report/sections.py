@@ -8,7 +8,7 @@ the sentence that says why in ``Report.missing`` under the section's key.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from autotune.advice.records import AdviceSection
 from autotune.cost.records import CostSection
@@ -87,6 +87,18 @@ class StepSection:
     series_kind: tuple[str, ...]  # "warmup", "measured"…
     outlier_steps: tuple[int, ...] = ()  # steps beyond the outlier threshold
     per_rank_median_s: dict[int, float] = field(default_factory=dict)
+
+    def phase_rows(self) -> tuple[PhaseRow, ...]:
+        """Each phase in PHASES order with its share of the step and its median (the table, the bar)."""
+        return tuple(PhaseRow(p, f, self.phase_median_s.get(p)) for p, f in self.phase_fractions.items())
+
+
+class PhaseRow(NamedTuple):
+    """One phase of a step: its share of the step time (0-1) and its median seconds per step."""
+
+    phase: str
+    share: float
+    median_s: float | None  # None when the phase was not timed on its own
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from autotune.knob_values import KnobValues
 from autotune.search.space import Space, Value
 from autotune.tuner.memory_model import GIB, batch_param
 from autotune.tuner.trials import TrialSettings, trial_env, trial_world_size
@@ -60,7 +61,7 @@ class PlanTraces:
         if batch is None or batch not in params or self.settings.preset is not None:
             return None
         own = dict(params)
-        if trial_world_size(self.settings, own) > 1 and own.get("layout") in ("ddp", "fsdp"):
+        if trial_world_size(self.settings, own) > 1 and KnobValues.of(own).layout in ("ddp", "fsdp"):
             own["layout"] = "single"
         if trial_world_size(self.settings, own) > 1:
             return None

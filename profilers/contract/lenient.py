@@ -92,6 +92,11 @@ def records_of(record: type, key: str | None = None) -> dict[str, Any]:
     return {"records": record, "key": key}
 
 
+def record_of(record: type, key: str | None = None) -> dict[str, Any]:
+    """A field's metadata for :func:`read_fields`: it holds one object read as ``record``."""
+    return {"record": record, "key": key}
+
+
 def read_fields(
     record: type,
     stored: Mapping[str, Any],
@@ -110,7 +115,11 @@ def read_fields(
             continue
         raw = stored.get(f.metadata.get("key") or f.name)
         inner = f.metadata.get("records") or (nested.get(f.name) if nested else None)
-        value = READERS[str(f.type)](raw) if inner is None else read_records(inner, raw)
+        if "record" in f.metadata:
+            one = f.metadata["record"]
+            value = one(**read_fields(one, raw)) if isinstance(raw, Mapping) else None
+        else:
+            value = READERS[str(f.type)](raw) if inner is None else read_records(inner, raw)
         if value is not None:
             out[f.name] = value
     return out
@@ -141,4 +150,14 @@ def read_records(record: type[T], stored: Any) -> tuple[T, ...]:
     return tuple(out)
 
 
-__all__ = ["READERS", "integer", "number", "pair", "read_fields", "read_records", "records_of", "text"]
+__all__ = [
+    "READERS",
+    "integer",
+    "number",
+    "pair",
+    "read_fields",
+    "read_records",
+    "record_of",
+    "records_of",
+    "text",
+]

@@ -83,6 +83,11 @@ STOPPED_BY = {
 }
 
 
+def stopped_by(stop_reason: str | None) -> str | None:
+    """A ``stop_reason`` in words ("stopped at --max-steps"); None for none, or one this version lacks."""
+    return STOPPED_BY.get(str(stop_reason))
+
+
 def error_text(error: RunError | None) -> str:
     """``Type: message`` of a summary's ``error`` (the exit status for ``SystemExit``)."""
     if error is None:
@@ -104,7 +109,7 @@ def outcome_sentence(summary: ProfileSummary) -> str | None:
     if outcome == "finished":
         return "finished"
     if outcome == "stopped":
-        return STOPPED_BY.get(str(summary.stop_reason), "stopped")
+        return stopped_by(summary.stop_reason) or "stopped"
     if outcome == "crashed":
         at = f" in step {error.step}" if error is not None and error.step else ""
         return f"crashed{at}: {error_text(error)}"

@@ -7,8 +7,10 @@ phases, tables) are in :mod:`profilers.contract.schema`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
+
+from profilers.contract.lenient import read_fields, record_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,11 +65,29 @@ class RankRow:
     summary: dict[str, Any] | None = None
 
     @property
+    def facts(self) -> RankFacts:
+        """What the job's summary takes of the rank's own summary (all None before it finished)."""
+        return RankFacts(**read_fields(RankFacts, self.summary or {}))
+
+    @property
     def own_cores(self) -> float | None:
         """The cores the rank's process kept busy, from its summary's ``load`` (None: unknown)."""
-        load = (self.summary or {}).get("load")
-        value = load.get("own_cores") if isinstance(load, dict) else None
-        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+        return self.facts.load.own_cores
+
+
+@dataclass(frozen=True, slots=True)
+class OwnLoad:
+    """A rank summary's ``load``, as far as the job's summary reads it."""
+
+    own_cores: float | None = None  # the cores the rank's own process kept busy
+
+
+@dataclass(frozen=True, slots=True)
+class RankFacts:
+    """What the job's summary reads of a finished rank's own summary.json (read leniently)."""
+
+    peak_memory_bytes: int | None = None
+    load: OwnLoad = field(default=OwnLoad(), metadata=record_of(OwnLoad))
 
 
 class DeviceSample(NamedTuple):

@@ -15,8 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from profilers.contract.lenient import read_fields
 from profilers.contract.reader import read_ranks, read_steps
-from profilers.contract.records import DeviceSample, RankRow
+from profilers.contract.records import DeviceSample, OwnLoad, RankRow
 from profilers.contract.summarize import combine_ranks, job_load, rank_entry, step_statistics
 from profilers.runtime.instrument import StepInstruments
 
@@ -106,7 +107,7 @@ def gather_ranks(
             rsteps = read_steps(store, rank=r)
             stats = step_statistics(rsteps, samples_per_step)
             assert row.summary is not None  # in done
-            entries[r] = rank_entry(r, rsteps, stats, row.summary.get("peak_memory_bytes"))
+            entries[r] = rank_entry(r, rsteps, stats, row.facts.peak_memory_bytes)
         missing = [r for r in range(world_size) if r not in entries]
         if missing:
             warnings.append(f"ranks {missing} did not finish within {RANK_WAIT_S:.0f} s; left out")
@@ -135,7 +136,7 @@ def _job_load(load: Any, ranks: dict[int, RankRow]) -> dict[str, Any] | None:
     if 0 not in ranks:  # no store: the other ranks' CPU cannot be told from other processes'
         return {**load, "other_cores": None}
     host = ranks[0].host
-    owns: list[float | None] = [load.get("own_cores")]
+    owns: list[float | None] = [OwnLoad(**read_fields(OwnLoad, load)).own_cores]
     owns += [row.own_cores for r, row in sorted(ranks.items()) if r != 0 and row.host == host]
     return job_load(load, owns)
 

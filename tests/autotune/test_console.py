@@ -181,9 +181,9 @@ def test_missing_and_none_values_show_na(summary):
 @pytest.mark.parametrize(
     ("summary", "named"),
     [
-        ({"top_ops": "garbage"}, "'top_ops' must be list or null"),
-        ({"device": "cpu"}, "'device' must be dict or null"),
-        ({"host": 3}, "'host' must be dict"),
+        ({"top_ops": "garbage"}, "top_ops must be a list or null"),
+        ({"device": "cpu"}, "device must be an object or null"),
+        ({"host": 3}, "host must be an object"),
         ({"gpu": [None]}, "a GPU entry must be an object"),
         ({"loss": {"first": "low"}}, "loss: 'first' must be a number"),
     ],

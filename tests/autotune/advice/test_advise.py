@@ -87,8 +87,8 @@ def test_sparse_or_odd_summaries_never_make_the_advice_raise(tmp_path, summary):
 @pytest.mark.parametrize(
     ("summary", "expected"),
     [
-        ({"device": "cuda"}, "'device' must be dict or null, not 'cuda'"),
-        ({"gpu": "x"}, "'gpu' must be list or null, not 'x'"),
+        ({"device": "cuda"}, "device must be an object or null, not str"),
+        ({"gpu": "x"}, "gpu must be a list or null, not str"),
         ({"gpu": [None, {"index": 0}]}, "gpu: a GPU entry must be an object with its index, not None"),
         ({"profile_window": "x"}, "profile_window must be an object or null, not str"),
         ({"throughput": {"samples_per_s": "fast"}}, "throughput: 'samples_per_s' must be a number or null"),

@@ -112,7 +112,7 @@ BAD_BEST = {"kind": "tune", "trials": [], "best": {"id": 1, "status": "ok", "par
         ),
         (lambda d: _summary(d, BAD_RATE), "trial 2: 'throughput' must be a number or null"),
         (lambda d: _summary(d, BAD_BEST), "best, trial 1: 'params' must be an object"),
-        (lambda d: _summary(d, {"name": "x", "steps": "12"}), "'steps' must be int or null, not '12'"),
+        (lambda d: _summary(d, {"name": "x", "steps": "12"}), "'steps' must be a number or null, not '12'"),
         (
             lambda d: _summary(d, {"name": "x", "phases": {"forward": "most"}}),
             "phases.forward must be a number",

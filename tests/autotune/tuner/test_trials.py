@@ -209,7 +209,7 @@ def test_a_trial_summary_this_version_cannot_read_is_named_not_scored(tmp_path):
     summary, problem = _read_summary(tmp_path)
     assert summary is None
     where = tmp_path / "summary.json"
-    assert problem == f"{where}: 'peak_memory_bytes' must be int or float or null, not '8 GB'"
+    assert problem == f"{where}: 'peak_memory_bytes' must be a number or null, not '8 GB'"
     (tmp_path / "summary.json").write_text(json.dumps({"measured_steps": 8, "peak_memory_bytes": 1024}))
     summary, problem = _read_summary(tmp_path)
     assert problem is None and summary.measured_steps == 8 and summary.peak_memory_bytes == 1024
