@@ -1,8 +1,8 @@
 """The study rules: what a tuning study measured, as recommendations (``kind == "tune"`` runs).
 
-They read the tuning summary.json's trial entries (``run.trials``, ``run.summary["best"]`` and
-``["baseline"]``). ``apply_tuned`` reports a *measured* speedup (``measured=True``): the trial ran
-the configuration it recommends. A profile run gets None from every one of them.
+They read the study's typed summary (``run.study``: its trials, ``best`` and ``baseline``).
+``apply_tuned`` reports a *measured* speedup (``measured=True``): the trial ran the configuration it
+recommends. A profile run gets None from every one of them.
 """
 
 from __future__ import annotations
