@@ -14,7 +14,6 @@ from typing import Any
 from profilers.contract.json_checks import (
     SummaryError,
     checked_fields,
-    checked_records,
     is_number,
     nested,
     stored_as,
@@ -156,11 +155,6 @@ class TopOp:
     total_time_us: float | None = None
     flops: int | None = None
 
-    @classmethod
-    def parse_all(cls, data: Any, where: str) -> tuple[TopOp, ...]:
-        """summary.json's ``top_ops`` list (named by ``where``), checked."""
-        return checked_records(cls, data, where)
-
 
 @dataclass(frozen=True)
 class RunError:
@@ -228,11 +222,6 @@ class RankEntry:
     """One entry of a multi-rank summary's ``ranks``: what the job's summary keeps of each rank."""
 
     peak_memory_bytes: int | None = None  # its peak allocated
-
-    @classmethod
-    def parse_list(cls, data: Any, where: str) -> tuple[RankEntry, ...]:
-        """summary.json's ``ranks`` (named by ``where``), each entry checked."""
-        return checked_records(cls, data, where)
 
 
 @dataclass(frozen=True)

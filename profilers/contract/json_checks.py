@@ -86,6 +86,11 @@ def nested(parse: Callable[[Any, str], Any], key: str | None = None) -> dict[str
     return {"key": key, "parse": parse}
 
 
+def nested_records(record: type, key: str | None = None) -> dict[str, Any]:
+    """A field's metadata for :func:`checked_fields`: a JSON list of ``record`` objects, each checked."""
+    return nested(lambda data, where: checked_records(record, data, where), key)
+
+
 def _numbers_or_nulls(value: Any) -> tuple[float | None, ...] | None:
     if isinstance(value, list) and all(v is None or is_number(v) for v in value):
         return tuple(None if v is None else float(v) for v in value)
@@ -199,6 +204,7 @@ __all__ = [
     "inner_where",
     "is_number",
     "nested",
+    "nested_records",
     "optional_dict",
     "optional_int",
     "optional_list",

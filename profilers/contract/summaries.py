@@ -35,10 +35,10 @@ from profilers.contract.json_checks import (
     SummaryError,
     checked_fields,
     checked_object,
-    checked_records,
     inner_where,
     is_number,
     nested,
+    nested_records,
     optional_dict,
     optional_int,
 )
@@ -176,11 +176,6 @@ class Confirmation:
     samples_per_s: float | None = None
     other_load_cores: float | None = None
 
-    @classmethod
-    def parse_list(cls, data: Any, where: str) -> tuple[Confirmation, ...]:
-        """summary.json's ``confirmations`` (named by ``where``), each entry checked."""
-        return checked_records(cls, data, where)
-
 
 @dataclass(frozen=True)
 class PriorCheck:
@@ -189,11 +184,6 @@ class PriorCheck:
     trial: int = 0
     predicted: float | None = None
     measured: float | None = None
-
-    @classmethod
-    def parse_list(cls, data: Any, where: str) -> tuple[PriorCheck, ...]:
-        """``search_prior.predicted_vs_measured`` (named by ``where``), each row checked."""
-        return checked_records(cls, data, where)
 
     @property
     def error(self) -> float | None:
@@ -211,7 +201,7 @@ class SearchPrior:
     used: bool = False  # whether the search started from the prior
     #: Each ok trial's prediction beside its measurement.
     checks: tuple[PriorCheck, ...] = field(
-        default=(), metadata=nested(PriorCheck.parse_list, "predicted_vs_measured")
+        default=(), metadata=nested_records(PriorCheck, "predicted_vs_measured")
     )
 
     @classmethod
@@ -254,7 +244,7 @@ class TuningSummary:
     threads_per_rank: int | None = None  # threads each trial's processes were given (on a CPU)
     machine_cores: float | None = None  # this machine's cores, for the load band
     #: The best trial's re-measurements.
-    confirmations: tuple[Confirmation, ...] = field(default=(), metadata=nested(Confirmation.parse_list))
+    confirmations: tuple[Confirmation, ...] = field(default=(), metadata=nested_records(Confirmation))
     pareto: tuple[int, ...] | None = None  # trial ids (with --multi-objective)
     #: The plan prior's note and its checks.
     search_prior: SearchPrior | None = field(default=None, metadata=nested(SearchPrior.parse))
@@ -414,7 +404,7 @@ class ProfileSummary(_ReadsAsItsDict):
     device: DeviceEntry = field(default=DeviceEntry(), metadata=nested(DeviceEntry.parse))
     gpus: tuple[GpuFigures, ...] = field(default=(), metadata=nested(GpuFigures.parse_list, "gpu"))
     host: HostFigures | None = field(default=None, metadata=nested(HostFigures.parse))
-    top_ops: tuple[TopOp, ...] = field(default=(), metadata=nested(TopOp.parse_all))
+    top_ops: tuple[TopOp, ...] = field(default=(), metadata=nested_records(TopOp))
     trace_files: tuple[str, ...] = ()  # relative to the run directory
     memory_snapshot_files: tuple[str, ...] = ()  # relative to the run directory
     step_mode: str | None = None
@@ -428,7 +418,7 @@ class ProfileSummary(_ReadsAsItsDict):
     window: ProfileWindow | None = field(default=None, metadata=nested(ProfileWindow.parse, "profile_window"))
     params_used: dict[str, Any] = field(default_factory=dict)  # the tuning parameters its code read
     seen: SeenFacts = field(default=SeenFacts(), metadata=nested(SeenFacts.parse))
-    ranks: tuple[RankEntry, ...] = field(default=(), metadata=nested(RankEntry.parse_list))  # a job's
+    ranks: tuple[RankEntry, ...] = field(default=(), metadata=nested_records(RankEntry))  # a job's
     #: Ranks on rank 0's host (``load.ranks``: the job's first ranks).
     host_ranks: int | None = field(default=None, metadata=nested(_load_ranks, "load"))
     model: ModelFacts = field(default=ModelFacts(), metadata=nested(ModelFacts.parse))
