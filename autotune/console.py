@@ -297,14 +297,17 @@ def draw_summary_view(view: SummaryView, console: Console) -> None:
 
 def render_summary(
     summary: ProfileSummary | Mapping[str, Any], console: Console, run_dir: object = None
-) -> None:
+) -> ProfileSummary | None:
     """Print the readable summary of one profile (``summary.json`` content) to ``console``.
 
-    A summary this version cannot read is one line, never a traceback at the end of the user's run.
+    A summary this version cannot read is one line, never a traceback at the end of the user's run;
+    it gives None, else the record it showed.
     """
     try:
-        view = build_summary_view(summary, run_dir)
+        record = ProfileSummary.of(summary)
+        view = build_summary_view(record, run_dir)
     except SummaryError as exc:
         console.print(Text(f"autotune: cannot show this run's summary ({exc})", style="bold red"))
-        return
+        return None
     draw_summary_view(view, console)
+    return record

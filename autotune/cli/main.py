@@ -25,6 +25,7 @@ from autotune.cli.support import (
     wants_dashboard,
 )
 from autotune.cli.tune import add_tune_parser, cmd_tune, default_run_dir, study_name
+from profilers.contract.summaries import ProfileSummary
 from profilers.runtime.launch_env import LaunchEnv
 from profilers.runtime.options import PROFILE_OPTIONS
 
@@ -205,20 +206,19 @@ def cmd_profile(args: argparse.Namespace) -> int:
         from autotune.console import render_summary
 
         console = Console(stderr=True)
-        render_summary(prof.summary, console, run_dir=prof.run_dir)
-        if prof.summary["outcome"] == "no_steps":
+        summary = render_summary(prof.summary, console, run_dir=prof.run_dir)
+        if summary is None or summary.outcome == "no_steps":
             return code  # no step, no advice: the outcome line said what was (not) seen
-        _say_what_is_missing(prof.summary)
+        _say_what_is_missing(summary)
         from autotune.report.terminal import advise_at_end
 
         advise_at_end(prof.run_dir, console)
     return code
 
 
-def _say_what_is_missing(summary: dict[str, Any]) -> None:
+def _say_what_is_missing(summary: ProfileSummary) -> None:
     """Once, after a CUDA run without NVML figures: why they are missing."""
-    device, gpus = summary["device"], summary["gpu"]  # the session's own summary: every key is there
-    if device is not None and device["kind"] == "cuda" and gpus is None:
+    if summary.device.kind == "cuda" and not summary.gpus:
         from profilers.runtime.backends import describe_unavailable
 
         reason = describe_unavailable() or "the sampling backend reported no GPU"
