@@ -12,6 +12,7 @@ from types import TracebackType
 from typing import Any, TypeVar, overload
 
 from autotune.knobs import param, param_env_var, used_params
+from profilers.contract.summaries import ProfileSummary
 from profilers.runtime.session import ProfileOptions, Session, active_session
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -20,8 +21,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 class Profile:
     """A profiling region: a context manager, and a decorator that profiles each call.
 
-    After the region, ``run_dir`` is the run directory (None if it could not be written) and
-    ``summary`` the content of its ``summary.json``.
+    After the region, ``run_dir`` is the run directory (None if it could not be written),
+    ``summary`` the content of its ``summary.json`` and ``figures`` the same as a typed record.
     """
 
     def __init__(self, options: ProfileOptions) -> None:
@@ -57,6 +58,11 @@ class Profile:
 
         session.note_params_used(used_params())  # read before the session started
         return session
+
+    @property
+    def figures(self) -> ProfileSummary | None:
+        """The summary as a typed record (``prof.figures.step_median_s``); None before the region ended."""
+        return None if self.summary is None else ProfileSummary.of(self.summary)
 
     def ended_by(self, exc: BaseException) -> None:
         """The exception that ended the region, when the caller caught it inside the ``with`` block."""
@@ -151,6 +157,8 @@ def profile(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
     ...         opt.step()
     >>> prof.summary["steps"], prof.summary["outcome"]
     (6, 'finished')
+    >>> prof.figures.measured_steps > 0 and prof.figures.step_median_s > 0
+    True
     """
     try:
         opts = ProfileOptions(**options)
