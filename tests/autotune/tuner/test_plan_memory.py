@@ -32,8 +32,14 @@ def _profile(run_dir: Path, micro_batch: int) -> dict:
     return summary
 
 
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """A real profile of the demo target at micro-batch 4 (its own default), made once for the module."""
+    return _profile(tmp_path_factory.mktemp("reference") / "run", 4)
+
+
 @pytest.mark.slow
-def test_one_trace_per_combination_predicts_every_micro_batch(tmp_path):
+def test_one_trace_per_combination_predicts_every_micro_batch(reference):
     plan = PlanMemory(SETTINGS, SPACE, budget_bytes=2**40)
     fp32 = [plan.predicted_peak_bytes({"micro_batch": m, "precision": "fp32", "layout": "single"})
             for m in (2, 4, 8)]  # fmt: skip
@@ -46,7 +52,7 @@ def test_one_trace_per_combination_predicts_every_micro_batch(tmp_path):
     # a layout of several ranks is not traced (one process cannot run it): no prediction
     assert plan.predicted_peak_bytes({"micro_batch": 4, "precision": "fp32", "layout": "ddp"}) is None
     # calibrated on a real run of the same configuration, the prediction there is that run's peak
-    measured = _profile(tmp_path / "run", 4)
+    measured = reference
     plan.calibrate(measured["params_used"], measured["peak_memory_bytes"])
     assert plan.offset_bytes is not None and plan.offset_bytes > 0  # the process's RSS above its tensors
     same = {"micro_batch": 4, "precision": "fp32", "layout": "single"}
@@ -54,14 +60,14 @@ def test_one_trace_per_combination_predicts_every_micro_batch(tmp_path):
 
 
 @pytest.mark.slow
-def test_tune_skips_a_micro_batch_the_plan_puts_over_the_budget(tmp_path):
+def test_tune_skips_a_micro_batch_the_plan_puts_over_the_budget(tmp_path, reference):
     # a budget halfway between the predicted peaks of micro-batches 4 (the baseline's) and 16 (the
     # traced step grows ~18 MiB from 4 to 16 here): 16 is skipped before it runs, 2 runs
     plan = PlanMemory(SETTINGS, SPACE, budget_bytes=2**40)
     low = plan.predicted_peak_bytes({"micro_batch": 4, "precision": "fp32", "layout": "single"})
     high = plan.predicted_peak_bytes({"micro_batch": 16, "precision": "fp32", "layout": "single"})
     assert low is not None and high is not None and high > low
-    baseline = _profile(tmp_path / "reference", 4)["peak_memory_bytes"]
+    baseline = reference["peak_memory_bytes"]
     budget = baseline + (high - low) // 2
     space = tmp_path / "space.toml"
     space.write_text(
