@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from profilers.contract.lenient import read_records, records_of
+from profilers.contract.lenient import read_fields, read_records, records_of
 
 #: Frames of these files are PyTorch's or Python's, not the user's code.
 _LIBRARY_PARTS = ("/torch/", "/site-packages/", "/dist-packages/", "<frozen", "/lib/python3")
@@ -158,6 +158,13 @@ class Segment:
     blocks: tuple[Block, ...] = field(default=(), metadata=records_of(Block))
 
 
+@dataclass(frozen=True, slots=True)
+class _Segments:
+    """A snapshot's ``segments`` (none when it holds only the allocator's history)."""
+
+    segments: tuple[Segment, ...] = field(default=(), metadata=records_of(Segment))
+
+
 def _traces(data: Mapping[str, Any]) -> list[tuple[Action, ...]]:
     """Each device's allocator history (``device_traces``), malformed entries left out."""
     raw = data.get("device_traces")
@@ -258,7 +265,7 @@ def _fixes(by_category: Counter[str], shortfall: int) -> tuple[str, ...]:
 
 def analyse_snapshot(data: Mapping[str, Any], top: int = 10) -> SnapshotAnalysis:
     """The peak, what held it, fragmentation and the OOM of the device with the highest peak."""
-    segments, traces = read_records(Segment, data["segments"]), _traces(data)
+    segments, traces = _Segments(**read_fields(_Segments, data)).segments, _traces(data)
     devices = {s.device for s in segments} | {i for i, t in enumerate(traces) if t}
     if not devices:
         raise SnapshotError("the snapshot has no segments and no allocator history: nothing was allocated")

@@ -109,6 +109,13 @@ def test_a_snapshot_without_history_reports_its_own_moment():
                                              "gradients (backward)"}  # fmt: skip
 
 
+def test_a_snapshot_of_only_the_allocator_history_is_analysed_from_it():
+    data = snapshot()
+    del data["segments"]  # analyse_snapshot takes a snapshot's dict as torch gives it, or a part of one
+    a = analyse_snapshot(data)
+    assert a.peak_allocated_bytes == 800 * MIB and a.trace_entries > 0
+
+
 def test_categories_come_from_the_stack():
     def stack(frames):
         return read_records(Frame, frames)
