@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from profilers.contract.lenient import read_fields
+from profilers.contract.lenient import read_fields, record_of
 from profilers.contract.run_meta import RunMeta
 
 from tui.model import RunFacts
@@ -50,21 +50,20 @@ def report_view(data: Mapping[str, Any]) -> ReportView:
     from autotune.advice.records import AdviceSection
 
     document = _ReportDocument(**read_fields(_ReportDocument, data))
-    name = _Overview(**read_fields(_Overview, document.overview)).name
-    return ReportView(name, AdviceSection.from_json(document.advice))
+    return ReportView(document.overview.name, AdviceSection.from_json(document.advice))
+
+
+@dataclass(frozen=True)
+class _Overview:
+    name: str = ""
 
 
 @dataclass(frozen=True)
 class _ReportDocument:
     """The parts of report.json the Advice screen reads."""
 
-    overview: dict[str, Any] = field(default_factory=dict)
+    overview: _Overview = field(default=_Overview(), metadata=record_of(_Overview))
     advice: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class _Overview:
-    name: str = ""
 
 
 class ReportError(Exception):
