@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import gc
 import threading
 import time
 from collections.abc import Callable
@@ -202,6 +203,10 @@ class StepInstruments:
             except Exception as exc:
                 self.on_fault("trace export", exc)
         del prof
+        # torch.profiler's events hold each other (parents and children): freed only by a full
+        # collection, which would otherwise come in the middle of the measured steps, where the
+        # window's megabytes read as a fall of the training's live memory
+        gc.collect()
         release_freed_memory()
         if self.window_ns is not None:
             self.window_ns = (self.window_ns[0], time.time_ns())
