@@ -53,7 +53,7 @@ class Side:
     params: dict[str, Any] = field(default_factory=dict)
     gpu: RankGpuTime | None = None  # the trace's figures (every kernel and op name kept)
     trace_steps: int = 0  # steps the trace's kernel times are divided by (its last step is left out)
-    op_steps: int = 0  # steps its host op times are divided by (every step of the trace)
+    op_steps: int = 0  # steps its host op times are divided by (every step of the trace; 0: unknown)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +61,7 @@ class Delta:
     """One figure on both sides: ``ratio`` is b / a."""
 
     what: str
-    unit: str  # "s", "samples/s", "bytes", "µs/step"
+    unit: str  # "s", "samples/s", "bytes", "cores", "µs/step" (or "µs/trace": steps unknown)
     a: float | None
     b: float | None
     ratio: float | None
@@ -90,17 +90,27 @@ class Comparison:
     ops: tuple[NameDelta, ...]
     verdict: str  # one sentence on the step time
     notes: tuple[str, ...] = ()
+    #: GPU and operator figures per step (both traces' steps known), else over each whole trace
+    per_step: bool = True
 
 
-def _trace_steps(rank: RankGpuTime) -> int:
-    """Steps a trace's analysed kernels cover: the last ProfilerStep is left out (as HTA)."""
-    return rank.steps - 1 if rank.steps >= 2 else 1
+def _steps_covered(gpu: RankGpuTime | None, window_steps: int = 0) -> tuple[int, int]:
+    """The steps a trace's analysed kernels and its host ops cover: (kernel steps, op steps).
+
+    By the trace's ``ProfilerStep#`` ranges (the last step's kernels are left out, as HTA leaves
+    them), else by the profile window's steps (a run's summary, for a trace written without them),
+    else (0, 0): unknown, and the figures are for the whole trace.
+    """
+    if gpu is not None and gpu.steps:
+        return (gpu.steps - 1 if gpu.steps >= 2 else 1), gpu.steps
+    return window_steps, window_steps
 
 
 def trace_side(path: Path) -> Side:
     """A side from a trace file or folder (rank 0's figures, or the first rank's)."""
     rank = analyse_traces(path, top=_ALL).ranks[0]
     times = rank.step_times_s
+    kernel_steps, op_steps = _steps_covered(rank)
     return Side(
         label=str(path),
         kind="trace",
@@ -110,8 +120,8 @@ def trace_side(path: Path) -> Side:
         steps=len(times),
         device=rank.device_name,
         gpu=rank,
-        trace_steps=_trace_steps(rank),
-        op_steps=max(rank.steps, 1),
+        trace_steps=kernel_steps,
+        op_steps=op_steps,
     )
 
 
@@ -126,7 +136,7 @@ def run_side(run_dir: Path, kind: str = "profile", label: str | None = None, par
             gpu = analyse_traces(traces, top=_ALL).ranks[0]
         except TraceError:
             gpu = None
-    window_steps = f.window.steps if f.window is not None else 0
+    kernel_steps, op_steps = _steps_covered(gpu, f.window.steps if f.window is not None else 0)
     return Side(
         label=label or str(run_dir),
         kind=kind,
@@ -141,8 +151,8 @@ def run_side(run_dir: Path, kind: str = "profile", label: str | None = None, par
         load=f.load,
         params=dict(params or f.params_used),
         gpu=gpu,
-        trace_steps=window_steps or (_trace_steps(gpu) if gpu else 0),
-        op_steps=window_steps or (max(gpu.steps, 1) if gpu else 0),
+        trace_steps=kernel_steps,
+        op_steps=op_steps,
     )
 
 
@@ -196,7 +206,7 @@ def _per_step(side: Side, value: float, ops: bool = False) -> float:
     return value / steps if steps else value
 
 
-def _gpu_figures(a: Side, b: Side) -> list[Delta]:
+def _gpu_figures(a: Side, b: Side, unit: str) -> list[Delta]:
     """Each kind of GPU time per step, and host op time per step, where both traces have them."""
     ga, gb = a.gpu, b.gpu
     if ga is None or gb is None:
@@ -219,9 +229,9 @@ def _gpu_figures(a: Side, b: Side) -> list[Delta]:
     out = []
     for what, va, vb in rows:
         pa, pb = _per_step(a, va), _per_step(b, vb)
-        out.append(Delta(what, "µs/step", pa, pb, _ratio(pa, pb)))
+        out.append(Delta(what, unit, pa, pb, _ratio(pa, pb)))
     pa, pb = _per_step(a, ga.cpu_op_self_us, ops=True), _per_step(b, gb.cpu_op_self_us, ops=True)
-    out.append(Delta("host ops (self time)", "µs/step", pa, pb, _ratio(pa, pb)))
+    out.append(Delta("host ops (self time)", unit, pa, pb, _ratio(pa, pb)))
     return out
 
 
@@ -327,26 +337,42 @@ def compare(a: Side, b: Side) -> Comparison:
     if a.peak_memory_bytes is not None or b.peak_memory_bytes is not None:
         pa, pb = a.peak_memory_bytes, b.peak_memory_bytes
         figures.append(Delta("peak memory", "bytes", pa, pb, _ratio(pa, pb)))
-    figures += _gpu_figures(a, b)
+    # per step only where both traces' steps are known; else both over their whole trace
+    per_step = bool(a.op_steps and b.op_steps) or a.gpu is None or b.gpu is None
+    da, db = (a, b) if per_step else (_whole_trace(a), _whole_trace(b))
+    figures += _gpu_figures(da, db, "µs/step" if per_step else "µs/trace")
     notes = []
     for name, side in (("A", a), ("B", b)):
         if side.gpu is None:
             notes.append(
                 f"{name} has no trace: no GPU or operator figures for it (profile with the deep window)"
             )
-        elif side.gpu.kernel_time_us <= 0:
-            notes.append(f"{name}'s trace has no GPU activity: operators only")
+        else:
+            if side.gpu.kernel_time_us <= 0:
+                notes.append(f"{name}'s trace has no GPU activity: operators only")
+            if not side.op_steps:
+                notes.append(
+                    f"{name}'s trace marks no steps (no ProfilerStep# ranges: torch.profiler writes them "
+                    "only with a schedule): its GPU and operator figures are for the whole trace, not "
+                    "per step"
+                )
     if a.device and b.device and a.device != b.device:
         notes.append(f"different devices: A on {a.device}, B on {b.device}")
     return Comparison(
         a,
         b,
         tuple(figures),
-        _name_deltas(a, b, "kernels"),
-        _name_deltas(a, b, "ops"),
+        _name_deltas(da, db, "kernels"),
+        _name_deltas(da, db, "ops"),
         _verdict(a, b),
         tuple(notes),
+        per_step,
     )
+
+
+def _whole_trace(side: Side) -> Side:
+    """The side with its trace's figures left whole (divided by no step count)."""
+    return dataclasses.replace(side, trace_steps=0, op_steps=0)
 
 
 def comparison_dict(c: Comparison) -> dict[str, Any]:
@@ -360,7 +386,8 @@ def comparison_dict(c: Comparison) -> dict[str, Any]:
     out = {"schema": 1, "kind": "comparison", "a": side(c.a), "b": side(c.b), "verdict": c.verdict,
            "figures": [dataclasses.asdict(d) for d in c.figures],
            "kernels": [dataclasses.asdict(d) for d in c.kernels],
-           "ops": [dataclasses.asdict(d) for d in c.ops], "notes": list(c.notes)}  # fmt: skip
+           "ops": [dataclasses.asdict(d) for d in c.ops], "per_step": c.per_step,
+           "notes": list(c.notes)}  # fmt: skip
     cleaned: dict[str, Any] = clean_json(out)
     return cleaned
 

@@ -100,8 +100,8 @@ def _value(d: Delta, value: float | None) -> str:
         return format_seconds(value)
     if d.unit == "bytes":
         return format_bytes(value)
-    if d.unit == "µs/step":
-        return f"{format_seconds(value / 1e6)}/step"
+    if d.unit in ("µs/step", "µs/trace"):
+        return f"{format_seconds(value / 1e6)}/{d.unit.split('/')[1]}"
     return f"{value:,.1f} {d.unit}"
 
 
@@ -148,7 +148,8 @@ def _tables(c: Comparison) -> list[_Table]:
                      [_side_row("A", c.a), _side_row("B", c.b)])  # fmt: skip
     figures: list[tuple[str, ...]] = [(d.what, _value(d, d.a), _value(d, d.b), _change(d)) for d in c.figures]
     out: list[_Table] = [sides, ("What changed", ("figure", "A", "B", "B / A, or B − A"), figures)]
-    header = ("name", "A per step", "B per step", "change", "calls per step")
+    per = "per step" if c.per_step else "per trace"
+    header = ("name", f"A {per}", f"B {per}", "change", f"calls {per}")
     if c.kernels:
         out.append(("Kernels that changed most", header, _names(c.kernels)))
     if c.ops:

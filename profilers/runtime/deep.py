@@ -22,6 +22,8 @@ from profilers.traces.intervals import overlap_us, union_us
 
 DEFAULT_TRACE_CAP_BYTES = 64 * 1024 * 1024
 TOP_OPS = 25
+#: A step's range among ``prof.events()``: "ProfilerStep*" there ("ProfilerStep#N" in the trace).
+_STEP_EVENT = "ProfilerStep"
 
 
 class TraceTooLarge(RuntimeError):
@@ -40,8 +42,19 @@ def warm_up_profiler(cuda: bool) -> None:
     prof.events()
 
 
+def _record_every_step(step: int) -> Any:
+    """The window's schedule: record each of its steps (so torch marks them ``ProfilerStep#N``)."""
+    from torch.profiler import ProfilerAction
+
+    return ProfilerAction.RECORD
+
+
 class DeepProfiler:
-    """Starts and stops one torch.profiler window."""
+    """Starts and stops one torch.profiler window, each of its steps a ``ProfilerStep#N`` range.
+
+    The step ranges are what trace tools divide a trace by (Holistic Trace Analysis, TensorBoard's
+    profiler plugin, ``autotune compare``): N is the training's own step number.
+    """
 
     def __init__(self, cuda: bool) -> None:
         self.cuda = cuda
@@ -55,10 +68,18 @@ class DeepProfiler:
         activities = [ProfilerActivity.CPU]
         if self.cuda:
             activities.append(ProfilerActivity.CUDA)
-        prof = profile(activities=activities, record_shapes=True, with_flops=True)
+        prof = profile(
+            activities=activities, record_shapes=True, with_flops=True, schedule=_record_every_step
+        )
+        prof.step_num = step  # the first ProfilerStep range carries the training's step number
         prof.start()
         self._prof = prof
         self.first_step = step
+
+    def next_step(self) -> None:
+        """A step boundary inside the window: close this step's range and open the next one's."""
+        if self._prof is not None:
+            self._prof.step()
 
     def stop(self) -> Any:
         """Close the window; returns the finished profiler object."""
@@ -141,12 +162,14 @@ def window_stats(events: Iterable[Any], steps: int, cuda: bool) -> dict[str, Any
     ``events`` are torch.profiler's ``prof.events()`` (``FunctionEvent``: ``name``,
     ``device_type``, ``time_range`` in µs, ``self_cpu_time_total``, ``is_async``); ``steps`` the
     training steps the window covered. Times are µs over the whole window; ``wall_us`` runs from
-    the first CPU event's start to the last one's end. Device events are classified as the trace
+    the first CPU event's start to the last one's end (the first step range's start to the last
+    one's end, when the window marks its steps). Device events are classified as the trace
     analysis classifies them (:func:`profilers.traces.gpu_time.classify`): kernels (neither communication
     nor memcpy/memset) give the kernel count, total, mean and median duration, the GPU's busy time
     (the union of kernel intervals) and the tensor-core share of kernel time (by name).
-    ``cpu_op_self_us`` is the self CPU time of every synchronous CPU op on every thread. Collective
-    time is the union of the intervals of the most faithful family present (``collective_source``:
+    ``cpu_op_self_us`` is the self CPU time of every synchronous CPU op on every thread (not the
+    ``ProfilerStep#`` ranges, whose self time is the Python around the ops). Collective time is
+    the union of the intervals of the most faithful family present (``collective_source``:
     ``device_kernels`` (NCCL kernels),
     else ``backend_ranges``, else ``frontend_ops``). On CUDA, ``collective_exposed_us`` is the part
     of it that no compute kernel overlaps (HTA's communication-computation overlap, seen from the
@@ -190,7 +213,8 @@ def window_stats(events: Iterable[Any], steps: int, cuda: bool) -> dict[str, Any
             continue
         if lower.startswith(COLLECTIVE_OP_PREFIXES):
             collectives["frontend_ops"].append((start, end))
-        if not getattr(e, "is_async", False):
+        if not getattr(e, "is_async", False) and not name.startswith(_STEP_EVENT):
+            # a step's range is no op: its self time is the Python between the step's ops
             cpu_self_us += float(getattr(e, "self_cpu_time_total", 0.0) or 0.0)
     source, spans = next(((k, v) for k, v in collectives.items() if v), (None, []))
     comm_us = union_us(spans)

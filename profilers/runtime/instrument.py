@@ -166,6 +166,10 @@ class StepInstruments:
             if self._trace_steps_done >= self.profile_steps:
                 self.finish_trace(step, run_dir, rank, cuda)
                 return True
+            try:
+                self._deep.next_step()
+            except Exception as exc:
+                self.on_fault("deep-profile window", exc)
         return False
 
     def abandon(self, last_step: int, run_dir: Path | None, rank: int, cuda: bool) -> None:

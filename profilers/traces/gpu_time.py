@@ -103,7 +103,8 @@ _NUMBERS = frozenset((int, float))
 #: The Kineto trace schemaVersion this reader was written for.
 KNOWN_SCHEMA = 1
 _KERNEL = "kernel"
-_STEP = "ProfilerStep#"
+#: The range torch.profiler opens around each step of a scheduled window (``ProfilerStep#N``).
+STEP_RANGE_PREFIX = "ProfilerStep#"
 TOP = 15
 
 
@@ -308,7 +309,7 @@ def _steps(host: list[tuple[float, float, str, Any]]) -> list[tuple[float, float
     """The ``ProfilerStep#N`` ranges, by start (one per step number: the outermost)."""
     by_number: dict[str, tuple[float, float]] = {}
     for start, end, name, _ in host:
-        if name.startswith(_STEP):
+        if name.startswith(STEP_RANGE_PREFIX):
             prev = by_number.get(name)
             if prev is None or end - start > prev[1] - prev[0]:
                 by_number[name] = (start, end)
@@ -495,7 +496,9 @@ def _top_ops(kept: _Kept) -> list[OpRow]:
     ops = [
         OpRow(name, int(n), s, t)
         for name, (n, s, t) in _self_times(kept.host).items()
-        if name not in kept.annotations and name not in runtime_names and not name.startswith(_STEP)
+        if name not in kept.annotations
+        and name not in runtime_names
+        and not name.startswith(STEP_RANGE_PREFIX)
     ]
     ops.sort(key=lambda r: -r.self_us)
     return ops

@@ -7,6 +7,7 @@ against figures computed by hand; real torch.profiler windows on the CPU (one pr
 
 import gzip
 import json
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -16,7 +17,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 import autotune
-from profilers.runtime.deep import top_ops, window_stats
+from profilers.runtime.deep import DeepProfiler, top_ops, window_stats
 from profilers.traces.gpu_time import classify
 from tests.profile_run import profile_script
 
@@ -89,6 +90,33 @@ def test_a_real_cpu_window_from_torch_profiler():
     assert 0 < w["cpu_op_self_us"] <= 1.05 * w["wall_us"]  # one thread: self times cannot pass the window
     assert w["collective_time_us"] == 0.0 and w["collective_source"] is None
     assert json.loads(json.dumps(w)) == w
+
+
+SLEEP_S = 0.03
+
+
+def test_the_window_marks_its_steps_and_their_python_time_is_no_op_time(tmp_path):
+    """Each step of the window is a ProfilerStep range numbered from the training's step (5 here),
+    as trace tools expect. The ranges span the window, so its wall time holds the 3 × 30 ms each
+    step sleeps outside any op; that time, the ranges' self time, is no op's: on this one thread the
+    ops' self time fits in the wall time less the sleeps, however slow a busy machine makes either."""
+    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 4))
+    window = DeepProfiler(cuda=False)
+    window.start(5)
+    for step in range(3):
+        model(torch.randn(16, 32)).sum().backward()
+        time.sleep(SLEEP_S)
+        if step < 2:
+            window.next_step()
+    prof = window.stop()
+    prof.export_chrome_trace(str(tmp_path / "window.json"))
+    events = json.loads((tmp_path / "window.json").read_text())["traceEvents"]
+    marks = sorted(e["name"] for e in events if str(e.get("name")).startswith("ProfilerStep"))
+    assert marks == ["ProfilerStep#5", "ProfilerStep#6", "ProfilerStep#7"]
+    w = window_stats(prof.events(), steps=3, cuda=False)
+    assert w["wall_us"] >= 3 * SLEEP_S * 1e6
+    assert 0 < w["cpu_op_self_us"] <= w["wall_us"] - 3 * SLEEP_S * 1e6
+    assert not any(row.name.startswith("ProfilerStep") for row in top_ops(prof, cuda=False))
 
 
 def _train(steps):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -76,6 +77,57 @@ def test_a_run_against_itself_changes_nothing(profile_run, tmp_path):
     out = autotune("compare", str(profile_run), str(copy))
     assert out.returncode == 0, out.stderr
     assert "What changed" in out.stdout and "Operators that changed most" in out.stdout
+
+
+def test_a_profile_s_own_trace_marks_its_steps_and_compares_per_step(profile_run):
+    """The deep window marks each of its steps as torch.profiler's schedule does (ProfilerStep#N, N
+    the training's step numbers, which the trace's file name carries): the trace alone gives the
+    steps, their times and per-step figures: 3 aten::addmm a step, the script's 3 Linear layers."""
+    trace = next((profile_run / "traces").glob("*.json.gz"))
+    first, last = map(int, re.search(r"steps(\d+)-(\d+)", trace.name).groups())
+    with gzip.open(trace) as f:
+        names = {e.get("name", "") for e in json.load(f)["traceEvents"]}
+    assert sorted(n for n in names if n.startswith("ProfilerStep")) == sorted(
+        f"ProfilerStep#{n}" for n in range(first, last + 1)
+    )
+    window = json.loads((profile_run / "summary.json").read_text())["profile_window"]
+    side = trace_side(profile_run / "traces")
+    assert side.steps == side.op_steps == last - first + 1 == window["steps"]
+    assert side.step_low_s <= side.step_time_s <= side.step_high_s
+    assert side.gpu is not None
+    addmm = next(o for o in side.gpu.top_ops if o.name == "aten::addmm")
+    assert addmm.count == 3 * side.op_steps
+    c = compare(side, side_of(profile_run))
+    assert c.per_step and not any("marks no steps" in n for n in c.notes)
+    assert next(d for d in c.figures if d.what == "host ops (self time)").unit == "µs/step"
+
+
+def test_a_trace_without_step_ranges_is_compared_whole_and_says_so(tmp_path):
+    """torch.profiler without a schedule writes no ProfilerStep ranges, so a trace's steps are
+    unknown: both sides' figures are then over their whole trace (the V100 trace's 530 aten::empty
+    a step, times its steps), labelled so, and a note says which trace marks no steps."""
+    with gzip.open(V100 / "rank-0.json.gz") as f:
+        doc = json.load(f)
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if not str(e.get("name")).startswith("ProfilerStep#")]
+    unmarked = tmp_path / "unmarked.json.gz"
+    with gzip.open(unmarked, "wt") as f:
+        json.dump(doc, f)
+    marked = trace_side(V100)
+    c = compare(marked, trace_side(unmarked))
+    assert not c.per_step
+    assert [n for n in c.notes if "marks no steps" in n] == [
+        "B's trace marks no steps (no ProfilerStep# ranges: torch.profiler writes them only with a "
+        "schedule): its GPU and operator figures are for the whole trace, not per step"
+    ]
+    assert all(o.a_calls_per_step == o.b_calls_per_step for o in c.ops)
+    assert marked.gpu is not None
+    empty = next(o for o in marked.gpu.top_ops if o.name == "aten::empty")
+    assert empty.count == 530 * marked.gpu.steps
+    ops = next(d for d in c.figures if d.what == "host ops (self time)")
+    assert ops.unit == "µs/trace" and ops.a == pytest.approx(marked.gpu.cpu_op_self_us)
+    out = autotune("compare", str(V100), str(unmarked))
+    assert out.returncode == 0, out.stderr
+    assert "A per trace" in out.stdout and "/trace" in out.stdout
 
 
 def test_runs_with_different_batches_are_compared_on_throughput():
