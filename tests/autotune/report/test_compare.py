@@ -183,15 +183,16 @@ def test_the_same_script_run_twice_once_beside_busy_processes(tmp_path):
     with busy_loops(3):
         b = profile_script(tmp_path / "b", UNMODIFIED, *args)
     loads = [json.loads((run / "summary.json").read_text())["load"] for run in (a, b)]
-    # the run trains on one thread (OMP_NUM_THREADS=1): its own CPU is about one core or less. On 2
-    # cores beside k busy processes already there, fair shares give other processes 2k/(k+1) cores
-    # during A and 2(k+3)/(k+4) during B: 1.5 cores apart on a quiet machine, 0.6 beside one busy
-    # process, 0.33 beside two; the bar is half the last
+    # the run trains on one thread (OMP_NUM_THREADS=1): its own CPU is about one core or less.
+    # Beside three busy loops the 2 cores are never idle, and fair shares leave the run about half a
+    # core (its sampler thread adds a little), so other processes take more than one core during B
+    # whatever else the machine runs; A's load is the machine's own (a neighbour's load can come
+    # and go between the two runs, so B is not compared with A here: the verdict below is)
     for load in loads:
         assert load["machine_cores"] >= 1 and load["samples"] >= 1
         assert 0.1 < load["own_cores"] < 1.3
-    assert loads[1]["other_cores"] > loads[0]["other_cores"] + 0.16, loads
-    assert loads[1]["own_cores"] < loads[0]["own_cores"], loads
+    assert loads[1]["busy_cores"] > 0.9 * loads[1]["machine_cores"], loads
+    assert loads[1]["other_cores"] > 1.0 and loads[1]["own_cores"] < 1.0, loads
     out = autotune("compare", str(a), str(b))
     assert out.returncode == 0, out.stderr
     text = " ".join(out.stdout.split())
