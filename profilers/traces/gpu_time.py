@@ -13,7 +13,8 @@ runtime calls (CUDA, HIP, MTIA), and the host ops. From them :func:`rank_gpu_tim
 - HTA's communication-computation overlap (``get_comm_comp_overlap``): the share of communication
   kernel time during which a compute kernel also runs (None without communication);
 - as HTA, GPU activities launched after the last ``ProfilerStep#`` began are left out when the trace
-  has two steps or more (the profiler stops inside that step, so its GPU work is cut);
+  has two steps or more (the profiler can stop before that step's GPU work has run, so it may be
+  cut);
 - step times from the ``ProfilerStep#N`` ranges; top kernels and top operators (self host time);
   kernel time by kind; tensor-core share (by kernel name); GEMM kernel time by the dtype the trace
   recorded for the op that launched it (``record_shapes``); CPU-side launch evidence: runtime
@@ -385,7 +386,7 @@ def _analysed(kept: _Kept, host_steps: list[tuple[float, float]]) -> tuple[list[
     dropped = len(kept.gpu) - len(before)
     why = (
         f"{dropped:,} GPU activities launched in the last ProfilerStep or by no launch call in the "
-        "trace (the profiler stops inside its last step; as HTA)"
+        "trace (the profiler can stop before that step's GPU work has run; as HTA)"
     )
     return before, why if dropped else None
 
