@@ -97,12 +97,12 @@ class Comparison:
 def _steps_covered(gpu: RankGpuTime | None, window_steps: int = 0) -> tuple[int, int]:
     """The steps a trace's analysed kernels and its host ops cover: (kernel steps, op steps).
 
-    By the trace's ``ProfilerStep#`` ranges (the last step's kernels are left out, as HTA leaves
-    them), else by the profile window's steps (a run's summary, for a trace written without them),
-    else (0, 0): unknown, and the figures are for the whole trace.
+    By the trace's ``ProfilerStep#`` ranges (:attr:`RankGpuTime.analysed_steps` for the kernels),
+    else by the profile window's steps (a run's summary, for a trace written without them), else
+    (0, 0): unknown, and the figures are for the whole trace.
     """
     if gpu is not None and gpu.steps:
-        return (gpu.steps - 1 if gpu.steps >= 2 else 1), gpu.steps
+        return gpu.analysed_steps, gpu.steps
     return window_steps, window_steps
 
 

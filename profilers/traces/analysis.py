@@ -110,9 +110,8 @@ _SPREAD_METRICS: tuple[tuple[str, str], ...] = (
 
 def compute_per_step_us(rank: RankGpuTime) -> float | None:
     """Summed compute-kernel time per analysed step: a rank's own GPU work (waits excluded)."""
-    analysed = rank.steps - 1 if rank.steps >= 2 else 1  # the last step is left out
     compute = rank.kind_us(KIND_COMPUTE)
-    return compute / analysed if compute > 0 else None
+    return compute / max(rank.analysed_steps, 1) if compute > 0 else None  # no steps: the whole trace
 
 
 def spread_of(ranks: list[RankGpuTime]) -> tuple[RankSpread, ...]:

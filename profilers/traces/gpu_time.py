@@ -209,6 +209,14 @@ class RankGpuTime:
     backend: str | None = None
     idle_breakdown: IdleBreakdown | None = None  # why the GPU waited (profilers.traces.idle)
 
+    @property
+    def analysed_steps(self) -> int:
+        """The steps the analysed GPU activities cover (0 for a trace that marks no steps).
+
+        From 2 steps on, the last one is left out, as :func:`_analysed` leaves out its activities.
+        """
+        return self.steps - 1 if self.steps >= 2 else self.steps
+
     def kind_us(self, kind: str) -> float:
         """The summed duration of the kernels of ``kind`` (KIND_COMPUTE, KIND_MEMORY…); 0 when none ran."""
         return self.time_by_kind_us.get(kind, 0.0)
