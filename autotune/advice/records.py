@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autotune.fmt import format_usd
-from profilers.contract.lenient import read_fields
+from profilers.contract import lenient
 
 #: Severity order, most urgent first.
 SEVERITIES: tuple[str, ...] = ("high", "medium", "low")
@@ -86,8 +86,8 @@ def records_of(records: Any) -> list[dict[str, Any]]:
 class AdviceSection:
     """The recommendations, most urgent first, and the thresholds of the rules that were checked."""
 
-    recommendations: tuple[Recommendation, ...]
-    rules_checked: tuple[Threshold, ...]
+    recommendations: tuple[Recommendation, ...] = field(metadata=lenient.records_of(Recommendation))
+    rules_checked: tuple[Threshold, ...] = field(metadata=lenient.records_of(Threshold))
     not_checked: tuple[str, ...] = ()  # rules that had no data here, each with why
 
     @classmethod
@@ -97,5 +97,4 @@ class AdviceSection:
         Read leniently (:mod:`profilers.contract.lenient`): a recommendation or rule lacking a
         field it needs is left out, a figure of the wrong type keeps its default.
         """
-        nested = {"recommendations": Recommendation, "rules_checked": Threshold}
-        return cls(**read_fields(cls, data, nested=nested))
+        return cls(**lenient.read_fields(cls, data))

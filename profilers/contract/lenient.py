@@ -97,24 +97,20 @@ def record_of(record: type, key: str | None = None) -> dict[str, Any]:
     return {"record": record, "key": key}
 
 
-def read_fields(
-    record: type,
-    stored: Mapping[str, Any],
-    skip: tuple[str, ...] = (),
-    nested: Mapping[str, type] | None = None,
-) -> dict[str, Any]:
+def read_fields(record: type, stored: Mapping[str, Any], skip: tuple[str, ...] = ()) -> dict[str, Any]:
     """The fields of the dataclass ``record`` found in ``stored``, each read by :data:`READERS`.
 
-    A value of the wrong type, or None, is left out, so the field keeps its default. A field named
-    in ``nested``, or whose metadata is :func:`records_of`, holds a list of records of that type,
-    read by :func:`read_records`; metadata with a ``key`` names where ``stored`` holds the field.
+    A value of the wrong type, or None, is left out, so the field keeps its default. A field whose
+    metadata is :func:`records_of` holds a list of records of that type, read by
+    :func:`read_records`; :func:`record_of`, one record; metadata with a ``key`` names where
+    ``stored`` holds the field.
     """
     out = {}
     for f in dataclasses.fields(record):
         if f.name in skip:
             continue
         raw = stored.get(f.metadata.get("key") or f.name)
-        inner = f.metadata.get("records") or (nested.get(f.name) if nested else None)
+        inner = f.metadata.get("records")
         if "record" in f.metadata:
             one = f.metadata["record"]
             value = one(**read_fields(one, raw)) if isinstance(raw, Mapping) else None
