@@ -52,8 +52,28 @@ GENERATED = {
 }
 
 
+#: Inline code in a Markdown line.
+_CODE_SPAN = re.compile(r"`[^`\n]*`")
+
+
+def code_pipes(markdown: str) -> str:
+    r"""A table row's ``\|`` inside inline code as a plain ``|``.
+
+    GitHub's tables need a pipe escaped even in code (``--format html\|md``) and show it plain;
+    Python-Markdown's keep a code span's pipes in the cell but show the backslash, so the site
+    gets the pipe alone. Outside code the escape stays (both show it as ``|``).
+    """
+
+    def row(line: str) -> str:
+        if not line.lstrip().startswith("|"):
+            return line
+        return _CODE_SPAN.sub(lambda m: m.group(0).replace("\\|", "|"), line)
+
+    return "\n".join(row(line) for line in markdown.split("\n"))
+
+
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
-    """Replace every ``<!-- autotune:NAME -->`` marker with its generated table."""
+    """Replace every ``<!-- autotune:NAME -->`` marker with its generated table; unescape code's pipes."""
 
     def table(match: re.Match[str]) -> str:
         name = match.group(1)
@@ -61,4 +81,4 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
             raise ValueError(f"{page.file.src_path}: unknown generated table {name!r}")
         return GENERATED[name]()
 
-    return MARKER.sub(table, markdown)
+    return code_pipes(MARKER.sub(table, markdown))

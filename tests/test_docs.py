@@ -14,9 +14,11 @@ from profilers.contract.fields import PROFILE_SUMMARY_FIELDS, documented_keys, m
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_the_site_builds_strictly_with_its_generated_tables(tmp_path):
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """The documentation site, built strictly once for the module."""
     pytest.importorskip("mkdocs", reason="the docs extra is not installed (pip install -e '.[docs]')")
-    site = tmp_path / "site"
+    site = tmp_path_factory.mktemp("docs") / "site"
     out = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
         cwd=ROOT,
@@ -25,6 +27,10 @@ def test_the_site_builds_strictly_with_its_generated_tables(tmp_path):
         timeout=300,
     )
     assert out.returncode == 0, out.stderr[-3000:]
+    return site
+
+
+def test_the_site_builds_strictly_with_its_generated_tables(site):
     rules = (site / "reference" / "rules" / "index.html").read_text()
     assert "autotune:rules" not in rules  # the marker was replaced
     from autotune.advice.thresholds import THRESHOLDS
@@ -34,6 +40,23 @@ def test_the_site_builds_strictly_with_its_generated_tables(tmp_path):
     assert "<code>peak_memory_bytes</code>" in summary and "autotune:profile-summary" not in summary
     api = (site / "reference" / "api" / "index.html").read_text()
     assert "batch_plan" in api and "Study" in api
+
+
+def test_the_site_shows_docstrings_and_tables_as_markdown_not_as_restructuredtext(site):
+    """Doctest examples are code blocks (not ``>>>`` read as three nested quotes), a Sphinx role is
+    inline code (not ``:class:`` in the text), and a table's code keeps its pipe without the
+    backslash GitHub's tables need (``--format html|md``)."""
+    pages = {p.relative_to(site): p.read_text() for p in site.rglob("*.html")}
+    for name, html in pages.items():
+        for role in (":class:", ":func:", ":meth:", ":mod:", ":attr:"):
+            assert role not in html, f"{name}: {role}"
+        assert "\\|" not in html, name
+    api = pages[Path("reference/api/index.html")]
+    assert api.count('<span class="gp">&gt;&gt;&gt; </span>') >= 10  # prompts in highlighted code
+    assert "<blockquote>" not in api
+    assert "of <code>profilers.runtime.session.ProfileOptions</code>" in api
+    tune = pages[Path("guide/tune/index.html")]
+    assert "<code>--searcher bayes|random|grid</code>" in tune
 
 
 def test_every_profile_summary_key_is_documented_and_every_documented_key_written(tmp_path):
