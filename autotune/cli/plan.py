@@ -96,7 +96,7 @@ def _misplaced(args: argparse.Namespace) -> str:
 def cmd_plan(args: argparse.Namespace, usage_error: type[Exception]) -> int:
     """Plan and print; bad input raises ``usage_error`` (one line, exit 2)."""
     from autotune.plan.plan import with_run
-    from autotune.plan.script import ScriptError, plan_script
+    from autotune.plan.script import NoStepError, ScriptError, plan_script
 
     if (args.demo is None) == (args.script is None):
         raise usage_error("give a SCRIPT to plan, or --demo gpt|cnn")
@@ -126,6 +126,8 @@ def cmd_plan(args: argparse.Namespace, usage_error: type[Exception]) -> int:
         else:
             result = _demo(args, checkpointing, common)
             per_sample = demo_tokens_per_sample(args.demo)
+    except NoStepError as exc:  # not a training script: one line, as a usage error
+        raise usage_error(str(exc)) from None
     except ScriptError as exc:
         print(f"autotune plan: {exc}{_misplaced(args)}", file=sys.stderr)
         return 1

@@ -42,10 +42,16 @@ CHILD_TIMEOUT_S = 600
 
 #: How the child's one line begins when the script itself exited (sys.exit, argparse) too early.
 EXITED = "the script exited"
+#: How it begins when the script ran to its end without an optimizer step (nor an update by hand).
+NO_STEP = "no optimizer step"
 
 
 class ScriptError(Exception):
     """The script could not be traced; the message is one line for the user."""
+
+
+class NoStepError(ScriptError):
+    """The script never takes an optimizer step (nor updates by hand): not a training script to plan."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +109,10 @@ def run_child(
         stderr = done.stderr.split("\nException ignored in", 1)[0]
         lines = [line for line in stderr.strip().splitlines() if line.strip()]
         why = lines[-1] if lines else f"exit status {done.returncode}"
+        if why.startswith(NO_STEP):
+            raise NoStepError(
+                f"{script}: {why}; the plan traces one training step, from an optimizer step to the next"
+            )
         if why.startswith(EXITED) and len(lines) >= 2:  # the script's own last words come first
             why = f"{lines[-2].strip()} ({why})"
         raise ScriptError(f"cannot trace {script}: {why}")
@@ -340,4 +350,12 @@ def _cpu_seconds(cpu: CpuCalibration, trace: ScriptTrace) -> Affine:
     return Affine.through(one.micro_batch, cpu.predict_s(one), two.micro_batch, cpu.predict_s(two))
 
 
-__all__ = ["ScriptError", "ScriptTrace", "calibrate_script", "plan_script", "step_model", "trace_script"]
+__all__ = [
+    "NoStepError",
+    "ScriptError",
+    "ScriptTrace",
+    "calibrate_script",
+    "plan_script",
+    "step_model",
+    "trace_script",
+]

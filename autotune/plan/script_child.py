@@ -14,7 +14,10 @@ of the second: data, forward, loss, backward (as many micro-batches as the scrip
 gradient clipping, the optimizer. Then the script is stopped. The step's model is the first module
 called at the top level for training (gradients on, training mode), as ``autotune profile`` finds
 it; its input gives the micro-batch (the batch dimension; dimension 1 when the model holds a
-time-major recurrent or attention layer) and, for token ids, the tokens per sample.
+time-major recurrent or attention layer) and, for token ids, the tokens per sample. A script with
+no optimizer updates by hand: each backward is a step, provided an op between one backward and the
+next writes to a parameter; one that steps no optimizer and updates nothing is no training script
+to plan (:class:`NoOptimizerStep`, one line, ``autotune plan`` exits 2).
 
 A fake tensor has no value. Small tensors (indexes, counters, random offsets into a dataset) are
 also computed for real beside their fake twins, so the values a loop reads from them are the real
@@ -45,7 +48,7 @@ from torch.optim.optimizer import register_optimizer_step_post_hook, register_op
 
 from autotune.plan.blocks import BlockWatch
 from autotune.plan.gpu_kernels import AsOnAGpu
-from autotune.plan.script import EXITED
+from autotune.plan.script import EXITED, NO_STEP
 from autotune.plan.stand_in import ScalarStandIn
 from autotune.plan.step import figures_of
 from autotune.plan.trace import StepTracer, state_tensors
@@ -56,6 +59,33 @@ from profilers.runtime.hooks import input_tensor
 _AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
 #: Optimizer steps before the traced one (the first creates the optimizer's state).
 WARM_STEPS = 1
+
+
+class NoOptimizerStep(BaseException):
+    """The script trains nothing the plan can trace: no optimizer step, and no update by hand.
+
+    A BaseException, as :class:`PlanDone`: raised from a backward hook, the script's own ``except
+    Exception`` does not swallow it.
+    """
+
+
+def _no_optimizer_step(state: _Trace, tracer: StepTracer | None) -> None:
+    """Raise :class:`NoOptimizerStep` when the script never stepped an optimizer nor updated by hand.
+
+    A script without an optimizer counts each backward as a step (it may update by hand); it is
+    one only when an op after the backward wrote to a parameter (``p -= lr * p.grad``).
+    """
+    if state.optimizers_made and state.optimizer is None:
+        raise NoOptimizerStep("it builds an optimizer but never calls its step()")
+    if state.optimizers_made:
+        return
+    if state.model is None or state.steps == 0:
+        raise NoOptimizerStep("it makes no optimizer and runs no backward of a model")
+    if tracer is None or not tracer.wrote_any(_own_params(state)):
+        raise NoOptimizerStep(
+            "it makes no optimizer and does not update its parameters between one loss.backward() and "
+            "the next"
+        )
 
 
 class PlanDone(BaseException):
@@ -128,11 +158,13 @@ def trace_script(
     except PlanDone:
         pass
     finally:
+        tracer_seen = state.tracer
         if state.tracer is not None:  # the script ended or failed inside the traced step
             state.tracer.__exit__(None, None, None)
         if state.profiler is not None and state.result is None:
             state.profiler.__exit__(None, None, None)
     if state.result is None:
+        _no_optimizer_step(state, tracer_seen)
         raise RuntimeError(
             f"the script ended after {state.steps} optimizer step(s); the plan traces the step after "
             f"the first, so it needs {WARM_STEPS + 1} (give it enough steps or data)"
@@ -385,6 +417,8 @@ def _step_boundary(
     elif state.steps == WARM_STEPS + 1 and state.tracer is not None:
         tracer, state.tracer = state.tracer, None
         tracer.__exit__(None, None, None)
+        if optimizer is None:  # a backward without an update between it and the last is no step
+            _no_optimizer_step(state, tracer)
         if optimizer is not None:
             tracer.recategorize(state_tensors(optimizer), "optimizer_state")
         state.result = _result(state, tracer, params)
@@ -456,6 +490,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     except SystemExit as exc:  # the script exited before its second step
         print(f"{EXITED} ({exc.code}) before its second optimizer step", file=sys.stderr)
+        return 3
+    except NoOptimizerStep as exc:
+        print(f"{NO_STEP}: {exc}", file=sys.stderr)
         return 3
     except Exception as exc:
         line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""

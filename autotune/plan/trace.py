@@ -129,6 +129,8 @@ class StepTracer(TorchDispatchMode):
         self._refs: dict[int, weakref.ref[Any]] = {}  # serial -> weak reference to the storage
         self._serial: dict[int, int] = {}  # id() of a live storage -> its serial (ids are reused)
         self._next = 0
+        #: Storages an op wrote in place (``p.sub_(...)``, ``p.copy_(...)``): a hand-written update.
+        self.written: set[int] = set()
 
     # -- what exists before the step ------------------------------------------------------------
     def track(self, tensors: Iterable[torch.Tensor], category: str) -> None:
@@ -206,6 +208,7 @@ class StepTracer(TorchDispatchMode):
             except Exception:  # a formula that does not take these arguments: no FLOPs counted
                 flops = 0
         inputs = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+        self._note_writes(func, args, kwargs)
         outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
         moved = sum(t.numel() * t.element_size() for t in inputs + outputs)
         name = str(packet).removeprefix("aten.")
@@ -229,6 +232,24 @@ class StepTracer(TorchDispatchMode):
                 self._track(t, new)
         self.memory.mark(self.phase)
         return out
+
+    def _note_writes(self, func: Any, args: Any, kwargs: dict[str, Any]) -> None:
+        """Add the live storages ``func`` writes in place (its ``Tensor(a!)`` arguments) to ``written``."""
+        schema = func._schema
+        if not schema.is_mutable:
+            return
+        for i, arg in enumerate(schema.arguments):
+            if arg.alias_info is None or not arg.alias_info.is_write:
+                continue
+            value = kwargs.get(arg.name, args[i] if i < len(args) and not arg.kwarg_only else None)
+            for t in tree_flatten(value)[0]:
+                key = self._key(t) if isinstance(t, torch.Tensor) else None
+                if key is not None:
+                    self.written.add(key)
+
+    def wrote_any(self, tensors: Iterable[torch.Tensor]) -> bool:
+        """Whether an op of the step wrote in place to one of ``tensors`` (parameters updated by hand)."""
+        return any(self._key(t) in self.written for t in tensors)
 
 
 _aten = torch.ops.aten

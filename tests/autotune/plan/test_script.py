@@ -147,6 +147,43 @@ def test_a_script_that_fails_before_its_second_step_is_one_line():
     assert out.returncode == 2 and "or --demo" in out.stderr
 
 
+_NO_STEP_SCRIPT = """
+import torch
+model = torch.nn.Linear(16, 4)
+{optimizer}
+for _ in range(3):
+    loss = torch.nn.functional.cross_entropy(model(torch.randn(8, 16)), torch.randint(0, 4, (8,)))
+    loss.backward()
+    {update}
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("optimizer", "update", "why"),
+    [
+        ("", "", "it makes no optimizer and does not update its parameters"),
+        ("opt = torch.optim.SGD(model.parameters(), lr=0.1)", "opt.zero_grad()",
+         "it builds an optimizer but never calls its step()"),
+    ],
+)  # fmt: skip
+def test_a_script_without_an_optimizer_step_is_refused_in_one_line(tmp_path, optimizer, update, why):
+    """A backward and no update (no optimizer, or one never stepped) is no training step to plan:
+    one line saying so, exit 2, instead of a plan of 96 configurations."""
+    script = tmp_path / "no_step.py"
+    script.write_text(_NO_STEP_SCRIPT.format(optimizer=optimizer, update=update))
+    out = _plan(str(script))
+    assert out.returncode == 2, out.stdout[-2000:] + out.stderr
+    assert out.stdout == "" and out.stderr.strip().count("\n") == 0, out.stderr
+    assert f"no_step.py: no optimizer step: {why}" in out.stderr
+    # the same script updating by hand is a step
+    by_hand = "with torch.no_grad():\n        model.weight -= 0.1 * model.weight.grad"
+    script.write_text(_NO_STEP_SCRIPT.format(optimizer="", update=by_hand))
+    out = _plan("--format", "json", str(script))
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["model"]["micro_batch"] == 8
+
+
 @pytest.mark.slow
 def test_an_option_after_the_script_names_the_scripts_own_error_and_where_it_goes():
     """`autotune plan train.py --top 8`: the option goes to the script, whose argparse refuses it;
