@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from profilers.contract.records import OpRecord
+from profilers.runtime.kineto_chatter import kineto_chatter_filtered
 from profilers.traces.gpu_time import KIND_COMMUNICATION, KIND_MEMORY, classify
 from profilers.traces.intervals import overlap_us, union_us
 
@@ -36,7 +37,8 @@ def warm_up_profiler(cuda: bool) -> None:
     from torch.profiler import ProfilerActivity, profile
 
     activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]
-    with profile(activities=activities, record_shapes=True, with_flops=True) as prof:
+    window = profile(activities=activities, record_shapes=True, with_flops=True)
+    with kineto_chatter_filtered(), window as prof:
         torch.ones(2, 2) @ torch.ones(2, 2)
     prof.key_averages()
     prof.events()
@@ -72,7 +74,8 @@ class DeepProfiler:
             activities=activities, record_shapes=True, with_flops=True, schedule=_record_every_step
         )
         prof.step_num = step  # the first ProfilerStep range carries the training's step number
-        prof.start()
+        with kineto_chatter_filtered():
+            prof.start()
         self._prof = prof
         self.first_step = step
 
@@ -85,7 +88,8 @@ class DeepProfiler:
         """Close the window; returns the finished profiler object."""
         prof, self._prof = self._prof, None
         if prof is not None:
-            prof.stop()
+            with kineto_chatter_filtered():
+                prof.stop()
         return prof
 
 
