@@ -96,7 +96,8 @@ def input_bound(run: RunData) -> Recommendation | None:
         actions = [
             "load batches ahead of the step: a DataLoader (or the framework's) with num_workers=N, "
             "pin_memory=True, persistent_workers=True",
-            "profile once with the deep window (without --no-deep-profile) to see the loader",
+            "profile the script once with autotune profile: its deep window (on by default) shows how "
+            "the batches are loaded",
         ]
     idle = facts.idle_cores(run)
     if idle is not None and idle[0] < 1.0:  # more loader workers would have no core to run on

@@ -31,7 +31,8 @@ def run_gpu_time(run_dir: Path) -> tuple[GpuTimeSection | None, str | None]:
     if not traces.is_dir():
         return (
             None,
-            "the run has no deep-profile trace (traces/); autotune profile writes one unless --no-deep",
+            "the run has no deep-profile trace (traces/); autotune profile writes one unless given "
+            "--no-deep-profile",
         )
     try:
         analysis = analyse_traces(traces)

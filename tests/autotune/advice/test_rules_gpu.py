@@ -368,6 +368,14 @@ def test_input_bound_without_a_profiled_window_does_not_claim_no_loader_ran():
     rec = rules.input_bound(dataclasses.replace(run, summary=summary))
     assert "this run had no profiled window, so how its batches are loaded was not seen" in rec.evidence
     assert not any("no DataLoader ran" in line for line in rec.evidence)
+    # a trial's profile ran without the window though its user never said --no-deep-profile: the
+    # action does not ask to run "without" it, and names only options autotune profile has
+    assert any("autotune profile" in a for a in rec.actions)
+    assert not any("without --" in a for a in rec.actions), rec.actions
+    from tests.autotune.report.test_trace_report import _profile_options
+
+    named = {m for a in rec.actions for m in re.findall(r"(?<![\w-])--[a-z][a-z-]*", a)}
+    assert named <= _profile_options(), named
 
 
 def test_input_bound_suggests_workers_only_with_idle_cores():

@@ -244,3 +244,36 @@ def test_a_profile_runs_report_reads_its_deep_window_trace_through_the_same_anal
     gpu = make_report(run).gpu_time
     assert gpu is not None
     assert gpu.ranks[0].idle_pct == analyse_traces(V100).ranks[0].idle_pct
+
+
+def _profile_options() -> set[str]:
+    """Every option ``autotune profile`` takes."""
+    import argparse
+
+    from autotune.cli.main import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return {s for a in sub.choices["profile"]._actions for s in a.option_strings}
+
+
+def test_a_run_without_a_trace_names_the_option_that_left_it_out(tmp_path):
+    """The reason the report gives names an option autotune profile has (it said --no-deep)."""
+    import re
+
+    import torch
+
+    import autotune as api
+    from autotune.report.trace_report import run_gpu_time
+
+    model = torch.nn.Linear(8, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with api.profile(run_dir=tmp_path / "run", quiet=True, deep_profile=False):
+        for _ in range(6):
+            loss = model(torch.randn(4, 8)).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    section, why = run_gpu_time(tmp_path / "run")
+    assert section is None and why is not None
+    named = re.findall(r"(?<![\w-])--[a-z][a-z-]*", why)
+    assert named and set(named) <= _profile_options(), why
