@@ -11,8 +11,8 @@ imports it).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 #: Loads (other processes' busy cores) that differ by more than this share of the machine's cores
@@ -110,9 +110,181 @@ def compare_loads(a: RunLoad | None, b: RunLoad | None) -> LoadComparison:
     return LoadComparison(a, b, band)
 
 
+# -- burst by burst -------------------------------------------------------------------------------
+#: Readings a run's measured steps must hold for its load to be known burst by burst: half a second
+#: at the default 10 Hz. With fewer, the p90 is the single highest reading and a share of the
+#: window moves in steps of a fifth or more.
+MIN_LOAD_READINGS = 5
+#: A reading's busy cores and the run's own are read a moment apart: on a steady machine other
+#: processes' share jumps by up to 0.2 core (seen here). A machine busy within this of all its
+#: cores had no idle CPU.
+JITTER_CORES = 0.25
+#: Two runs whose shares of the window spent contended (below) are further apart than this ran
+#: under different loads.
+CONTENDED_SHARE_BAND = 0.25
+#: Beyond this share of a run's window contended, its load cannot be told alike with another's.
+#: With no idle CPU the readings say how much of the machine other processes took, not how many of
+#: them competed for it, and that sets a run's speed: the same script (its step mostly a wait)
+#: beside one more busy loop on a saturated 2-core machine read as the same load and trained at
+#: 0.87x; the same CPU-bound script in six processes beside two busy loops trained between 3,712
+#: and 10,785 samples/s (its own CPU 0.33 to 0.7 of a core: which core it shared with whom).
+MAX_CONTENDED_SHARE = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class LoadProfile:
+    """Other processes' CPU over a run's measured steps, reading by reading (about 0.1 s each)."""
+
+    machine_cores: int
+    others_cores: tuple[float, ...]  # other processes' cores at each reading (not clamped at 0)
+    own_cores: tuple[float, ...]  # the run's own cores (its process and children) at each reading
+
+    @property
+    def readings(self) -> int:
+        """Host readings over the measured steps."""
+        return len(self.others_cores)
+
+    @property
+    def mean_cores(self) -> float:
+        """Other processes' mean cores (summary ``load.other_cores`` of the same readings)."""
+        return max(0.0, sum(self.others_cores) / len(self.others_cores)) if self.others_cores else 0.0
+
+    @property
+    def p90_cores(self) -> float:
+        """Other processes' cores in the busiest tenth of the window (their bursts)."""
+        return max(0.0, _quantile(self.others_cores, 0.9)) if self.others_cores else 0.0
+
+    @property
+    def contended_share(self) -> float:
+        """The share of the window in which the run competed with other processes for the CPU.
+
+        Readings with no idle CPU (the machine busy within :data:`JITTER_CORES` of its cores) while
+        other processes took more than the band (:func:`load_band_cores`): a run that fills the
+        machine alone is not contended.
+        """
+        if not self.others_cores:
+            return 0.0
+        band = load_band_cores(self.machine_cores) or 0.0
+        full = self.machine_cores - JITTER_CORES
+        hits = sum(
+            1 for o, s in zip(self.others_cores, self.own_cores, strict=True) if o > band and o + s >= full
+        )
+        return hits / len(self.others_cores)
+
+
+def load_profile(
+    others_cores: Sequence[float], own_cores: Sequence[float], machine_cores: int
+) -> LoadProfile:
+    """The record of a run's readings (``summarize.other_cores_series``)."""
+    return LoadProfile(int(machine_cores), tuple(others_cores), tuple(own_cores))
+
+
+def _quantile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True, slots=True)
+class LoadMatch:
+    """Whether two runs' loads are alike burst by burst, and if not, why (one line)."""
+
+    a: LoadProfile | None
+    b: LoadProfile | None
+    band_cores: float | None  # how far two loads' means (and p90s) may be apart
+    problem: str | None  # None when the loads are alike
+
+    @property
+    def alike(self) -> bool:
+        """Whether the two loads are alike: means, bursts and contention each within its band."""
+        return self.problem is None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The figures for JSON (the readings left out)."""
+
+        def side(p: LoadProfile | None) -> dict[str, Any] | None:
+            if p is None:
+                return None
+            return {
+                "machine_cores": p.machine_cores,
+                "readings": p.readings,
+                "mean_cores": round(p.mean_cores, 3),
+                "p90_cores": round(p.p90_cores, 3),
+                "contended_share": round(p.contended_share, 3),
+            }
+
+        return {
+            "alike": self.alike,
+            "a": side(self.a),
+            "b": side(self.b),
+            "band_cores": self.band_cores,
+            "problem": self.problem,
+        }
+
+
+def match_loads(a: LoadProfile | None, b: LoadProfile | None) -> LoadMatch:
+    """Whether A's and B's loads were alike over their measured steps, burst by burst.
+
+    Alike when both were recorded on machines of the same size with :data:`MIN_LOAD_READINGS`
+    readings each, and other processes' mean cores, their p90 cores (the bursts) and the share of
+    the window each run competed with them for the CPU (:attr:`LoadProfile.contended_share`) are
+    each within their band (:func:`load_band_cores`, :data:`CONTENDED_SHARE_BAND`), and neither
+    run was contended for more than :data:`MAX_CONTENDED_SHARE` of its window.
+    """
+    blank = LoadMatch(a, b, None, None)
+    missing = [n for n, p in (("A", a), ("B", b)) if p is None or not p.readings]
+    if missing or a is None or b is None:
+        during = " and ".join(missing)
+        return _with(blank, f"the machine's load during {during} was not recorded reading by reading")
+    if a.machine_cores != b.machine_cores:
+        sizes = f"{a.machine_cores} and {b.machine_cores} cores"
+        return _with(blank, f"A and B ran on machines of different sizes ({sizes})")
+    band = load_band_cores(a.machine_cores)
+    assert band is not None
+    share_a, share_b = a.contended_share, b.contended_share
+    match = LoadMatch(a, b, band, None)
+    few = [f"{n} {p.readings}" for n, p in (("A", a), ("B", b)) if p.readings < MIN_LOAD_READINGS]
+    means = f"{a.mean_cores:.1f} cores on average during A and {b.mean_cores:.1f} during B"
+    shares = f"{share_a:.0%} of A's window and {share_b:.0%} of B's"
+    short = "the machine had no idle CPU, other processes above the band, in"
+    problem = None
+    if few:
+        problem = (
+            f"too few load readings over the measured steps ({', '.join(few)}; {MIN_LOAD_READINGS} "
+            "needed): the bursts of load are unknown"
+        )
+    elif abs(a.mean_cores - b.mean_cores) > band:
+        problem = f"loads differ: other processes took {means} (band ±{band:.1f})"
+    elif abs(a.p90_cores - b.p90_cores) > band:
+        problem = (
+            f"loads differ burst by burst: other processes' p90 {a.p90_cores:.1f} cores during A and "
+            f"{b.p90_cores:.1f} during B (band ±{band:.1f}), though {means}"
+        )
+    elif abs(share_a - share_b) > CONTENDED_SHARE_BAND:
+        problem = f"loads differ burst by burst: {short} {shares}"
+    elif share_a > MAX_CONTENDED_SHARE or share_b > MAX_CONTENDED_SHARE:
+        problem = (
+            f"loads unknown: {short} {shares}; how many processes competed for it is not recorded, "
+            "and that, not the code, can set a run's speed"
+        )
+    return match if problem is None else _with(match, problem)
+
+
+def _with(match: LoadMatch, problem: str) -> LoadMatch:
+    return replace(match, problem=problem)
+
+
 __all__ = [
+    "CONTENDED_SHARE_BAND",
+    "JITTER_CORES",
     "LOAD_BAND_SHARE",
+    "MAX_CONTENDED_SHARE",
+    "MIN_LOAD_READINGS",
     "LoadComparison",
+    "LoadMatch",
+    "LoadProfile",
     "RunLoad",
     "compare_loads",
     "is_loaded",
@@ -121,4 +293,6 @@ __all__ = [
     "load_line",
     "load_of",
     "load_phrase",
+    "load_profile",
+    "match_loads",
 ]

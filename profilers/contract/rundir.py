@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from profilers.contract.load import LoadProfile, load_profile
 from profilers.contract.plan_doc import PlanDocument
 from profilers.contract.reader import RunStoreError, Snapshot, is_study_summary, read_summary
 from profilers.contract.records import DeviceSample, OpRecord, RankDevice, StepRecord
@@ -32,6 +33,7 @@ from profilers.contract.summarize import (
     gpu_aggregates,
     host_aggregates,
     measured_span_ns,
+    other_cores_series,
     run_statistics,
     steady_span_ns,
 )
@@ -363,6 +365,39 @@ def _load_study(path: Path, summary: dict[str, Any]) -> RunData:
         profile=profile,
         notes=tuple(notes),
     )
+
+
+def read_load_profile(run_dir: Path, summary: dict[str, Any]) -> LoadProfile | None:
+    """Other processes' CPU over a profile run's measured steps, reading by reading, from its run.db.
+
+    summary.json keeps only the mean (``load``); the readings behind it are run.db's host samples
+    of the lowest rank over its measured steps (:func:`~profilers.contract.summarize.other_cores_series`).
+    On a run of several ranks the other ranks' own CPU (summary ``load.own_cores`` less this rank's
+    mean) is taken out of each reading as their mean. None when the load or the store is missing or
+    unreadable.
+    """
+    load = summary.get("load")
+    cores = load.get("machine_cores") if isinstance(load, dict) else None
+    store = Path(run_dir) / STORE_NAME
+    if not isinstance(cores, int) or cores <= 0 or not store.exists():
+        return None
+    try:
+        with Snapshot(store) as snap:
+            rank = snap.lowest_rank()
+            steps = snap.steps(rank=rank) if rank is not None else []
+            ranks, host = snap.host_samples()
+    except (RunStoreError, ValueError, TypeError):
+        return None  # no readings: the gate says the load was not recorded reading by reading
+    own_host = [h for h, r in zip(host, ranks, strict=True) if r == rank]
+    span = measured_span_ns(steps)
+    others, own = other_cores_series(own_host, span, cores)
+    if not others:
+        return None
+    job_own = load.get("own_cores") if isinstance(load, dict) and (load.get("ranks") or 1) > 1 else None
+    if isinstance(job_own, int | float):
+        extra = max(0.0, float(job_own) - sum(own) / len(own))
+        others = [o - extra for o in others]
+    return load_profile(others, own, cores)
 
 
 def _short(exc: BaseException) -> str:

@@ -383,18 +383,8 @@ def load_over(
     of several ranks rank 0 subtracts every rank's ``own_cores``: :func:`job_load`). None without
     host readings in the span or without the machine's core count.
     """
-    if span_ns is None or not machine_cores:
-        return None
-    host = [
-        s
-        for s in samples
-        if s.kind == "host" and s.cpu_util_pct is not None and s.process_cpu_pct is not None
-    ]
-    start, end = span_ns
-    rows = [s for s in host if start < s.t_ns <= end]
-    if not rows:
-        rows = [s for s in host if end < s.t_ns <= end + _NEXT_READING_NS][:1]
-    if not rows:
+    rows = _readings_over(samples, span_ns)
+    if not rows or not machine_cores:
         return None
     busy = sum(s.cpu_util_pct or 0.0 for s in rows) / len(rows) / 100 * machine_cores
     own = sum(s.process_cpu_pct or 0.0 for s in rows) / len(rows) / 100
@@ -405,6 +395,45 @@ def load_over(
         "other_cores": round(max(0.0, busy - own), 3),
         "samples": len(rows),
     }
+
+
+def _readings_over(samples: Iterable[DeviceSample], span_ns: tuple[int, int] | None) -> list[DeviceSample]:
+    """The host readings (both CPU figures known) over ``span_ns``: those inside it, else the next one."""
+    if span_ns is None:
+        return []
+    host = [
+        s
+        for s in samples
+        if s.kind == "host" and s.cpu_util_pct is not None and s.process_cpu_pct is not None
+    ]
+    start, end = span_ns
+    rows = [s for s in host if start < s.t_ns <= end]
+    return rows or [s for s in host if end < s.t_ns <= end + _NEXT_READING_NS][:1]
+
+
+def other_cores_series(
+    samples: Iterable[DeviceSample],
+    span_ns: tuple[int, int] | None,
+    machine_cores: int | None,
+    others_own_cores: float = 0.0,
+) -> tuple[list[float], list[float]]:
+    """(other processes' cores, the run's own cores) at each host reading over ``span_ns``.
+
+    The readings :func:`load_over` averages, one by one (each covers the interval since the one
+    before: 0.1 s at the default 10 Hz): the machine's busy cores less the process's own, less
+    ``others_own_cores`` (on a run of several ranks, the other ranks' mean own CPU). Not clamped
+    at 0 (the two figures are read a moment apart), so the series' mean is :func:`load_over`'s
+    ``other_cores`` before its clamp. Empty without readings or the machine's core count.
+    """
+    rows = _readings_over(samples, span_ns)
+    if not rows or not machine_cores:
+        return [], []
+    own = [(s.process_cpu_pct or 0.0) / 100 for s in rows]
+    others = [
+        (s.cpu_util_pct or 0.0) / 100 * machine_cores - o - others_own_cores
+        for s, o in zip(rows, own, strict=True)
+    ]
+    return others, own
 
 
 def job_load(
