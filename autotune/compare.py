@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from autotune.compare_gate import Evidence, GateDecision, decide, weigh
 from autotune.fmt import format_seconds
 from autotune.report.jsonout import clean_json
-from profilers.contract.load import LoadComparison, RunLoad, compare_loads, load_phrase
-from profilers.contract.rundir import RunDirError, load_run
+from profilers.contract.load import LoadComparison, LoadProfile, RunLoad, compare_loads, load_phrase
+from profilers.contract.rundir import RunDirError, load_run, read_load_profile
 from profilers.contract.schema import resolve_trial_dir
 from profilers.contract.summaries import ProfileSummary
 from profilers.contract.traces import TRACES_DIR, is_trace_path
@@ -50,6 +51,8 @@ class Side:
     peak_memory_bytes: int | None = None
     device: str | None = None
     load: RunLoad | None = None  # other processes' CPU during a run's measured steps (None for a trace)
+    load_profile: LoadProfile | None = None  # the same, reading by reading (from run.db)
+    source: str | None = None  # the resolved path: two sides from one source are the same run
     params: dict[str, Any] = field(default_factory=dict)
     gpu: RankGpuTime | None = None  # the trace's figures (every kernel and op name kept)
     trace_steps: int = 0  # steps the trace's kernel times are divided by (its last step is left out)
@@ -92,6 +95,8 @@ class Comparison:
     notes: tuple[str, ...] = ()
     #: GPU and operator figures per step (both traces' steps known), else over each whole trace
     per_step: bool = True
+    evidence: Evidence | None = None  # B's throughput against A's (the verdict's and the gate's)
+    gate: GateDecision | None = None  # ``--fail-if-slower``'s decision, when asked for
 
 
 def _steps_covered(gpu: RankGpuTime | None, window_steps: int = 0) -> tuple[int, int]:
@@ -114,6 +119,7 @@ def trace_side(path: Path) -> Side:
     return Side(
         label=str(path),
         kind="trace",
+        source=str(path.resolve()),
         step_time_s=rank.step_time_s_median,
         step_low_s=min(times) if times else None,
         step_high_s=max(times) if times else None,
@@ -149,6 +155,8 @@ def run_side(run_dir: Path, kind: str = "profile", label: str | None = None, par
         peak_memory_bytes=f.peak_memory_bytes,
         device=f.device.name,
         load=f.load,
+        load_profile=read_load_profile(Path(run_dir), run.summary),
+        source=str(Path(run_dir).resolve()),
         params=dict(params or f.params_used),
         gpu=gpu,
         trace_steps=kernel_steps,
@@ -260,55 +268,85 @@ def _name_deltas(a: Side, b: Side, rows_of: str) -> tuple[NameDelta, ...]:
     return tuple(out[:SHOWN])
 
 
-def _verdict(a: Side, b: Side) -> str:
-    """One sentence on which side is faster, and whether beyond the two sides' spreads and loads.
+def _verdict(a: Side, b: Side, ev: Evidence) -> str:
+    """One sentence on which side is faster, and whether beyond the noise, from the gate's evidence.
 
-    Throughput when both have it (their steps may hold different batches), with its 95% intervals;
-    else the median step, with the step times' p10–p90 (runs) or shortest–longest (traces). When
-    the slower side ran beside more load than the other, by more than the band, the difference is
-    not called beyond the noise whatever the spreads say: the load can explain it.
+    Throughput when both have it (their steps may hold different batches): beyond the noise only
+    when :func:`~autotune.compare_gate.weigh` could decide (loads alike burst by burst, enough
+    steps) and the 95% interval of B / A, with the spread between processes, leaves out 1, the
+    same figures ``--fail-if-slower`` acts on. When the slower side ran beside more load than the
+    other, by more than the band, the sentence says the load can explain the difference. Without
+    a throughput on a side (a trace), the median step and the step times' spreads (p10–p90 of a
+    run, shortest–longest of a trace).
     """
+    if ev.same_run is not None:
+        return f"A and B are the same run ({ev.same_run})"
     if a.step_time_s is None or b.step_time_s is None:
         return "one side has no step time, so the two cannot be compared on it"
     ratio = a.step_time_s / b.step_time_s
     how = f"{ratio:.2f}x faster" if ratio >= 1 else f"{1 / ratio:.2f}x slower"
     step_a, step_b = format_seconds(a.step_time_s), format_seconds(b.step_time_s)
-    text = f"B's median step ({step_b}) is {how} than A's ({step_a})"
-    overlap = _overlap((a.step_low_s, a.step_high_s), (b.step_low_s, b.step_high_s))
-    what = "the two step-time spreads"
-    if a.samples_per_s and b.samples_per_s:
-        # steps of different sizes (a larger micro-batch, more accumulation): throughput decides
-        speed = b.samples_per_s / a.samples_per_s
-        faster = (
-            f"{speed:.2f}x the throughput of A" if speed >= 1 else f"{1 / speed:.2f}x less throughput than A"
-        )
-        text = (
-            f"B trains at {faster} ({b.samples_per_s:,.1f} against {a.samples_per_s:,.1f} samples/s); "
-            f"its median step ({step_b}) is {how} than A's ({step_a})"
-        )
-        if a.samples_per_s_ci95 is not None and b.samples_per_s_ci95 is not None:
-            overlap = _overlap(a.samples_per_s_ci95, b.samples_per_s_ci95)
-            what = "the throughputs' 95% intervals"
-    b_slower = (b.samples_per_s < a.samples_per_s) if a.samples_per_s and b.samples_per_s else ratio < 1
     loads = compare_loads(a.load, b.load)
-    if loads.explains(b_slower) and loads.a is not None and loads.b is not None:
-        slow, fast = ("B", "A") if b_slower else ("A", "B")
-        slow_load, fast_load = (loads.b, loads.a) if b_slower else (loads.a, loads.b)
-        return (
-            text + f"; but {slow} ran with {load_phrase(slow_load)} against {fast_load.other_cores:.1f} "
-            f"for {fast} (more than the ±{loads.band_cores:.1f}-core band), which can explain the "
-            "difference: compare runs made under the same load"
-        )
-    clause = _load_clause(loads, a, b)
-    if overlap is None:
-        return text + clause
-    if overlap:
-        return text + f"; {what} overlap, so this may be noise: compare longer runs" + clause
-    return text + f"; {what} do not overlap" + clause
+    if ev.ratio is None or not a.samples_per_s or not b.samples_per_s:
+        text = f"B's median step ({step_b}) is {how} than A's ({step_a})"
+        overlap = _overlap((a.step_low_s, a.step_high_s), (b.step_low_s, b.step_high_s))
+        if loads.explains(ratio < 1):
+            return text + _explained(loads, ratio < 1)
+        clause = _load_clause(loads, a, b)
+        if overlap is None:
+            return text + clause
+        if overlap:
+            return (
+                text
+                + "; the two step-time spreads overlap, so this may be noise: compare longer runs"
+                + clause
+            )
+        return text + "; the two step-time spreads do not overlap" + clause
+    speed = ev.ratio
+    faster = f"{speed:.2f}x the throughput of A" if speed >= 1 else f"{1 / speed:.2f}x less throughput than A"
+    text = (
+        f"B trains at {faster} ({b.samples_per_s:,.1f} against {a.samples_per_s:,.1f} samples/s); "
+        f"its median step ({step_b}) is {how} than A's ({step_a})"
+    )
+    if loads.explains(speed < 1):
+        return text + _explained(loads, speed < 1)
+    if ev.problem is not None:
+        tail = ": compare runs made under the same load" if ev.load_problem else ""
+        return text + f"; but {ev.problem}, so no claim is made beyond the noise{tail}"
+    assert ev.ratio_ci95 is not None
+    low, high = ev.ratio_ci95
+    span = f"the 95% interval of B / A with the spread between processes ({low:.2f}–{high:.2f}x)"
+    if low <= 1 <= high:
+        return text + f"; {span} holds 1, so this may be noise: compare longer runs" + _alike_clause(ev)
+    side = "above" if low > 1 else "below"
+    return text + f"; {span} lies wholly {side} 1: beyond the noise" + _alike_clause(ev)
+
+
+def _explained(loads: LoadComparison, b_slower: bool) -> str:
+    """The slower side's heavier load, which can explain the difference."""
+    assert loads.a is not None and loads.b is not None
+    slow, fast = ("B", "A") if b_slower else ("A", "B")
+    slow_load, fast_load = (loads.b, loads.a) if b_slower else (loads.a, loads.b)
+    return (
+        f"; but {slow} ran with {load_phrase(slow_load)} against {fast_load.other_cores:.1f} "
+        f"for {fast} (more than the ±{loads.band_cores:.1f}-core band), which can explain the "
+        "difference: compare runs made under the same load"
+    )
+
+
+def _alike_clause(ev: Evidence) -> str:
+    """The loads the claim stands on (alike burst by burst)."""
+    if ev.loads is None or ev.loads.a is None or ev.loads.b is None:
+        return ""
+    a, b = ev.loads.a, ev.loads.b
+    return (
+        f" (loads alike burst by burst: other processes on {a.mean_cores:.1f} and {b.mean_cores:.1f} cores, "
+        f"p90 {a.p90_cores:.1f} and {b.p90_cores:.1f})"
+    )
 
 
 def _load_clause(loads: LoadComparison, a: Side, b: Side) -> str:
-    """What the two loads add to a verdict they do not explain."""
+    """What the two mean loads add to a step-time verdict they do not explain."""
     if loads.a is None or loads.b is None:
         missing = " and ".join(n for n, s in (("A", a), ("B", b)) if s.kind != "trace" and s.load is None)
         return f" (the machine's load during {missing} was not recorded)" if missing else ""
@@ -322,8 +360,9 @@ def _load_clause(loads: LoadComparison, a: Side, b: Side) -> str:
     )
 
 
-def compare(a: Side, b: Side) -> Comparison:
-    """The comparison of two sides (B against A)."""
+def compare(a: Side, b: Side, fail_if_slower_pct: float | None = None) -> Comparison:
+    """The comparison of two sides (B against A), with the gate's decision given a threshold (percent)."""
+    evidence = weigh(a, b)
     figures = [
         Delta("step time (median)", "s", a.step_time_s, b.step_time_s, _ratio(a.step_time_s, b.step_time_s)),
     ]
@@ -334,6 +373,10 @@ def compare(a: Side, b: Side) -> Comparison:
         la = a.load.other_cores if a.load else None
         lb = b.load.other_cores if b.load else None
         figures.append(Delta("other processes' CPU", "cores", la, lb, _ratio(la, lb)))
+    if a.load_profile is not None or b.load_profile is not None:
+        pa90 = a.load_profile.p90_cores if a.load_profile else None
+        pb90 = b.load_profile.p90_cores if b.load_profile else None
+        figures.append(Delta("other processes' CPU (p90)", "cores", pa90, pb90, _ratio(pa90, pb90)))
     if a.peak_memory_bytes is not None or b.peak_memory_bytes is not None:
         pa, pb = a.peak_memory_bytes, b.peak_memory_bytes
         figures.append(Delta("peak memory", "bytes", pa, pb, _ratio(pa, pb)))
@@ -364,9 +407,11 @@ def compare(a: Side, b: Side) -> Comparison:
         tuple(figures),
         _name_deltas(da, db, "kernels"),
         _name_deltas(da, db, "ops"),
-        _verdict(a, b),
+        _verdict(a, b, evidence),
         tuple(notes),
         per_step,
+        evidence,
+        decide(evidence, fail_if_slower_pct) if fail_if_slower_pct is not None else None,
     )
 
 
@@ -379,15 +424,17 @@ def comparison_dict(c: Comparison) -> dict[str, Any]:
     """The comparison as JSON-ready data (the sides without their full trace tables)."""
 
     def side(s: Side) -> dict[str, Any]:
-        data = dataclasses.asdict(dataclasses.replace(s, gpu=None))
-        data.pop("gpu")
+        data = dataclasses.asdict(dataclasses.replace(s, gpu=None, load_profile=None))
+        del data["gpu"], data["load_profile"]  # the evidence holds the load's figures
         return data
 
     out = {"schema": 1, "kind": "comparison", "a": side(c.a), "b": side(c.b), "verdict": c.verdict,
            "figures": [dataclasses.asdict(d) for d in c.figures],
            "kernels": [dataclasses.asdict(d) for d in c.kernels],
            "ops": [dataclasses.asdict(d) for d in c.ops], "per_step": c.per_step,
-           "notes": list(c.notes)}  # fmt: skip
+           "notes": list(c.notes),
+           "evidence": c.evidence.to_dict() if c.evidence is not None else None,
+           "gate": c.gate.to_dict() if c.gate is not None else None}  # fmt: skip
     cleaned: dict[str, Any] = clean_json(out)
     return cleaned
 

@@ -32,16 +32,40 @@ def add_compare_parser(sub: Any) -> None:
     p.add_argument("b", metavar="B", type=Path, nargs="?", help="the run or trace to compare against A")
     p.add_argument("--format", choices=FORMATS, default="text", help="text (default), md or json")
     p.add_argument("-o", "--output", metavar="FILE", help="write it to FILE (default: standard output)")
+    p.add_argument(
+        "--fail-if-slower",
+        metavar="PCT",
+        type=_pct,
+        help=(
+            "a gate for CI: exit 1 when B's throughput is below A's by more than PCT percent (5 or "
+            "5%%), the whole 95%% interval of B / A (with the spread between processes) below 1 - "
+            "PCT/100 and the loads alike burst by burst; 0 when it is not; 3 when it cannot tell "
+            "(loads differ, too few steps, a trace); the reason in one line"
+        ),
+    )
+
+
+def _pct(text: str) -> float:
+    """The argparse type of ``--fail-if-slower``: the gate's parser, its error in one line."""
+    from autotune.compare_gate import parse_pct
+
+    try:
+        return parse_pct(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def cmd_compare(args: argparse.Namespace, usage_error: type[Exception]) -> int:
-    """Compare and print; bad input raises ``usage_error`` (one line, exit 2)."""
+    """Compare and print; bad input raises ``usage_error`` (one line, exit 2).
+
+    The exit status is the gate's (0 pass, 1 fail, 3 undecided) under ``--fail-if-slower``, else 0.
+    """
     from autotune.compare import CompareError, compare, side_of, study_sides
     from profilers.traces.kineto import TraceError
 
     try:
         a, b = study_sides(args.a) if args.b is None else (side_of(args.a), side_of(args.b))
-        comparison = compare(a, b)
+        comparison = compare(a, b, args.fail_if_slower)
     except (CompareError, TraceError) as exc:
         raise usage_error(str(exc)) from None
     text = render(comparison, args.format)
@@ -52,7 +76,7 @@ def cmd_compare(args: argparse.Namespace, usage_error: type[Exception]) -> int:
             raise usage_error(f"cannot write {args.output}: {exc.strerror or exc}") from None
     else:
         sys.stdout.write(text)
-    return 0
+    return comparison.gate.exit_code if comparison.gate is not None else 0
 
 
 def render(c: Comparison, fmt: str) -> str:
@@ -61,6 +85,8 @@ def render(c: Comparison, fmt: str) -> str:
         from autotune.compare import comparison_dict
 
         return json.dumps(comparison_dict(c), indent=2, allow_nan=False) + "\n"
+    if c.evidence is not None and c.evidence.same_run is not None:  # one line: nothing to tabulate
+        return (c.gate.line() if c.gate is not None else c.verdict) + "\n"
     tables = _tables(c)
     if fmt == "md":
         from autotune.report.markdown import md_text
@@ -71,6 +97,8 @@ def render(c: Comparison, fmt: str) -> str:
             out += ["| " + " | ".join(md_text(cell) for cell in row) + " |" for row in rows]
             out.append("")
         out += [f"- {md_text(n)}" for n in c.notes]
+        if c.gate is not None:
+            out += ["", f"**{md_text(c.gate.line())}**"]
         return "\n".join(out).rstrip() + "\n"
 
     from rich.console import Console
@@ -88,7 +116,8 @@ def render(c: Comparison, fmt: str) -> str:
         console.print(table)
     for note in c.notes:
         console.print(f"- {note}")
-    return buffer.getvalue()
+    text = buffer.getvalue()
+    return text + c.gate.line() + "\n" if c.gate is not None else text
 
 
 def _value(d: Delta, value: float | None) -> str:

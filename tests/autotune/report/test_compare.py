@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import re
@@ -63,7 +64,8 @@ def test_an_injected_slower_kernel_is_what_changed_most(tmp_path):
 
 def test_a_run_against_itself_changes_nothing(profile_run, tmp_path):
     """Two copies of one CPU profile run: every figure's ratio is 1, the ops come from its trace,
-    per profiled step, and the verdict says the spreads overlap."""
+    per profiled step, and the verdict says the interval of B / A holds 1 (the loads are the same
+    readings, so alike unless the machine had no idle CPU: then the load is named)."""
     copy = tmp_path / "copy"
     shutil.copytree(profile_run, copy)
     a, b = side_of(profile_run), side_of(copy)
@@ -73,7 +75,12 @@ def test_a_run_against_itself_changes_nothing(profile_run, tmp_path):
     c = compare(a, b)
     assert all(d.ratio == pytest.approx(1.0) for d in c.figures if d.ratio is not None)
     assert c.ops and all(o.delta_us_per_step == 0 for o in c.ops)
-    assert "1.00x faster" in c.verdict and "overlap" in c.verdict
+    assert "1.00x faster" in c.verdict
+    assert c.evidence is not None and c.evidence.ratio == 1.0 and c.evidence.same_run is None
+    if c.evidence.problem is None:
+        assert "(1.00x" not in c.verdict and "holds 1, so this may be noise" in c.verdict
+    else:
+        assert c.evidence.load_problem and "no claim is made beyond the noise" in c.verdict
     out = autotune("compare", str(profile_run), str(copy))
     assert out.returncode == 0, out.stderr
     assert "What changed" in out.stdout and "Operators that changed most" in out.stdout
@@ -131,23 +138,34 @@ def test_a_trace_without_step_ranges_is_compared_whole_and_says_so(tmp_path):
 
 
 def test_runs_with_different_batches_are_compared_on_throughput():
-    """B's step is longer but holds twice the samples: the verdict goes by samples/s and their
-    95% intervals, not by the step."""
+    """B's step is longer but holds twice the samples: the verdict goes by samples/s and the 95%
+    interval of B / A with the spread between processes (the gate's), not by the step."""
     from autotune.compare import Side
+    from profilers.contract.load import load_profile
 
-    a = Side("a", "profile", 0.10, 0.09, 0.11, 30, samples_per_s=100.0, samples_per_s_ci95=(95.0, 105.0))
-    b = Side("b", "profile", 0.15, 0.14, 0.16, 30, samples_per_s=133.0, samples_per_s_ci95=(128.0, 138.0))
-    verdict = compare(a, b).verdict
-    assert verdict.startswith("B trains at 1.33x the throughput of A")
-    assert "1.50x slower" in verdict and "95% intervals do not overlap" in verdict
-    close = Side("c", "profile", 0.15, 0.14, 0.16, 30, samples_per_s=104.0, samples_per_s_ci95=(99.0, 109.0))
-    assert "may be noise" in compare(a, close).verdict
+    quiet = load_profile([0.1] * 10, [1.0] * 10, 2)
+    a = Side("a", "profile", 0.10, 0.09, 0.11, 30, samples_per_s=100.0, samples_per_s_ci95=(95.0, 105.0),
+             load_profile=quiet)  # fmt: skip
+    b = Side("b", "profile", 0.15, 0.14, 0.16, 30, samples_per_s=133.0, samples_per_s_ci95=(128.0, 138.0),
+             load_profile=quiet)  # fmt: skip
+    c = compare(a, b)
+    assert c.verdict.startswith("B trains at 1.33x the throughput of A")
+    assert c.evidence is not None and c.evidence.ratio_ci95 is not None
+    low, high = c.evidence.ratio_ci95
+    assert "1.50x slower" in c.verdict and f"({low:.2f}–{high:.2f}x) lies wholly above 1" in c.verdict
+    assert 1 < low < 1.33 < high  # the between-process spread: wider than the two runs' intervals say
+    close = Side("c", "profile", 0.15, 0.14, 0.16, 30, samples_per_s=104.0, samples_per_s_ci95=(99.0, 109.0),
+                 load_profile=quiet)  # fmt: skip
+    assert "holds 1, so this may be noise" in compare(a, close).verdict
+    unrecorded = compare(dataclasses.replace(a, load_profile=None), b).verdict
+    assert "the machine's load during A was not recorded reading by reading, so no claim" in unrecorded
 
 
 def test_a_difference_the_load_explains_is_never_called_beyond_the_noise():
     """B's throughput interval lies wholly below A's, but B ran beside 1.4 more cores of other
-    processes on a 2-core machine: the verdict names the load and makes no 'do not overlap' claim.
-    The same runs with the load the other way round (B faster despite more load) keep the claim."""
+    processes on a 2-core machine: the verdict names the load and claims nothing beyond the noise.
+    With the load the other way round (B slower despite less load) the loads still differ, so, as
+    the gate (undecided), the verdict claims nothing either."""
     from autotune.compare import Side
     from profilers.contract.load import RunLoad
 
@@ -167,7 +185,20 @@ def test_a_difference_the_load_explains_is_never_called_beyond_the_noise():
                    load=quiet)  # fmt: skip
     held = compare(Side("h", "profile", 0.10, 0.09, 0.11, 30, samples_per_s=100.0,
                         samples_per_s_ci95=(95.0, 105.0), load=loaded), swapped).verdict  # fmt: skip
-    assert "do not overlap" in held and "the faster side ran under more load" in held
+    assert "but the machine's load during A and B was not recorded reading by reading" in held
+    from profilers.contract.load import load_profile
+
+    with_readings = compare(
+        Side("h", "profile", 0.10, 0.09, 0.11, 30, samples_per_s=100.0, samples_per_s_ci95=(95.0, 105.0),
+             load=loaded, load_profile=load_profile([1.5] * 10, [0.3] * 10, 2)),
+        dataclasses.replace(swapped, load_profile=load_profile([0.1] * 10, [1.0] * 10, 2)), 5,
+    )  # fmt: skip
+    assert (
+        "but loads differ: other processes took 1.5 cores on average during A and 0.1"
+        in with_readings.verdict
+    )
+    assert "lies wholly" not in with_readings.verdict
+    assert with_readings.gate is not None and with_readings.gate.exit_code == 3
 
 
 @pytest.mark.slow
@@ -190,7 +221,8 @@ def test_the_same_script_run_twice_once_beside_busy_processes(tmp_path):
     # and go between the two runs, so B is not compared with A here: the verdict below is)
     for load in loads:
         assert load["machine_cores"] >= 1 and load["samples"] >= 1
-        assert 0.1 < load["own_cores"] < 1.3
+        # above 0 only: beside other sessions' work as well the run got 0.084 of a core once
+        assert 0 < load["own_cores"] < 1.3
     assert loads[1]["busy_cores"] > 0.9 * loads[1]["machine_cores"], loads
     assert loads[1]["other_cores"] > 1.0 and loads[1]["own_cores"] < 1.0, loads
     out = autotune("compare", str(a), str(b))
