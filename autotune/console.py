@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from autotune.fmt import NA, format_bytes, format_pct, format_rate, format_seconds, format_si
+from autotune.fmt import NA, format_bytes, format_number, format_pct, format_rate, format_seconds, format_si
 from profilers.contract.load import load_line
 from profilers.contract.outcome import outcome_sentence, stopped_by
 from profilers.contract.schema import OPTIONAL_PHASES, PHASES
@@ -104,7 +104,8 @@ def _loss_row(summary: ProfileSummary) -> MetricRow:
     loss = summary.loss
     if loss.first is None and loss.last is None and not loss.non_finite_steps:
         return MetricRow("Loss", NA)
-    text = f"{loss.first:.4g} → {loss.last:.4g}" if loss.first is not None and loss.last is not None else NA
+    known = loss.first is not None and loss.last is not None
+    text = f"{format_number(loss.first, 4)} → {format_number(loss.last, 4)}" if known else NA
     if loss.non_finite_steps:
         text += f" · {loss.non_finite_steps} NaN/inf steps from step {loss.first_non_finite_step}"
     return MetricRow("Loss", text)

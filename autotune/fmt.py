@@ -5,6 +5,8 @@ Every formatter takes any value and gives ``"n/a"`` for None or a non-number.
 
 from __future__ import annotations
 
+import math
+
 NA = "n/a"
 
 
@@ -13,6 +15,29 @@ def as_float(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value)
+
+
+def format_number(value: object, digits: int = 3) -> str:
+    """A plain number for people, never in scientific notation, to ``digits`` significant digits.
+
+    ``16640.2`` -> ``"16,640"`` (whole numbers keep every digit, with thousands separators),
+    ``2.5`` -> ``"2.5"``, ``0.000123456`` -> ``"0.000123"``; trailing zeros are dropped. Where
+    ``format(x, ".3g")`` would write ``1.664e+04`` or ``1.2e-05``, this writes the digits.
+    """
+    x = as_float(value)
+    if x is None:
+        return NA
+    if not math.isfinite(x):
+        return "inf" if x > 0 else "-inf" if x < 0 else "nan"
+    if x == 0:
+        return "0"
+    decimals = digits - 1 - math.floor(math.log10(abs(x)))
+    if decimals <= 0:
+        return f"{x:,.0f}"
+    text = f"{x:,.{decimals}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
 
 
 def format_bytes(n: object) -> str:
@@ -80,4 +105,4 @@ def format_usd(value: object) -> str:
         return f"${x:,.0f}"
     if abs(x) >= 1:
         return f"${x:.2f}"
-    return f"${x:.3g}" if x else "$0"
+    return f"${format_number(x)}" if x else "$0"

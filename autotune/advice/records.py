@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from autotune.fmt import format_usd
+from autotune.fmt import format_number, format_usd
 from profilers.contract import lenient
 
 #: Severity order, most urgent first.
@@ -29,7 +29,7 @@ class Threshold:
     def limit_text(self) -> str:
         """The condition in words: ``"> 5%"``, ``"> 1.05x"``, ``"> 3 σ"``, ``"> 0 trials"``."""
         glued = self.unit in ("%", "x", "×")
-        return f"{self.comparison} {self.value:g}{'' if glued else ' '}{self.unit}".rstrip()
+        return f"{self.comparison} {format_number(self.value, 6)}{'' if glued else ' '}{self.unit}".rstrip()
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from typing import NamedTuple
 from autotune.advice import facts
 from autotune.advice.records import Recommendation, figures_of, records_of
 from autotune.advice.thresholds import MIN_GPU_SAMPLES, MIN_STEPS, limit, severity_for
-from autotune.fmt import format_bytes, format_pct
+from autotune.fmt import format_bytes, format_number, format_pct
 from profilers.contract.rundir import RunData
 from profilers.runtime.flops import DDP_DEFAULT_BUCKET_CAP_BYTES, match_device
 
@@ -250,7 +250,8 @@ def precision_fp32(run: RunData) -> Recommendation | None:
         return None
     evidence = [
         f"the run computes in fp32 (no autocast, TF32 off) on {name}, whose tensor cores peak at "
-        f"{fast_tflops:g} TFLOP/s in {fast} against {peak.fp32_tflops:g} in fp32 ({ratio:.1f}x; "
+        f"{format_number(fast_tflops, 6)} TFLOP/s in {fast} against "
+        f"{format_number(peak.fp32_tflops, 6)} in fp32 ({ratio:.1f}x; "
         f"{peak.source})"
     ]
     mfu = facts.summary_figures(run).mfu
@@ -401,13 +402,15 @@ def _bucket_advice(run: RunData) -> _Buckets:
     buckets = -(-grad_bytes // cap)
     if buckets <= 1:
         return _Buckets(
-            f"the gradients ({format_bytes(grad_bytes)}) already fit one {cap / mib:g} MiB DDP bucket: "
+            f"the gradients ({format_bytes(grad_bytes)}) already fit one {format_number(cap / mib, 6)} MiB "
+            "DDP bucket: "
             "larger buckets cannot cut the number of all-reduces",
             (),
         )
     bigger = min(-(-grad_bytes // mib), 256)
     return _Buckets(
-        f"the gradients ({format_bytes(grad_bytes)}) make {buckets} all-reduces of {cap / mib:g} MiB buckets",
+        f"the gradients ({format_bytes(grad_bytes)}) make {buckets} all-reduces of "
+        f"{format_number(cap / mib, 6)} MiB buckets",
         (f"fewer, larger all-reduces: DistributedDataParallel(model, bucket_cap_mb={bigger}, "
          "gradient_as_bucket_view=True)",),
     )  # fmt: skip
@@ -549,9 +552,11 @@ def step_outliers(run: RunData) -> Recommendation | None:
     more = f" and {len(o.steps) - 8} shorter ones" if len(o.steps) > 8 else ""
     evidence = [
         f"{len(o.steps)} of {o.measured_steps} measured steps took longer than {ms(o.threshold_s)} (median "
-        f"{ms(o.median_s)} + {limit('step_outliers.sigma'):g}σ, σ = 1.4826 × MAD = {ms(o.sigma_s)}): steps "
+        f"{ms(o.median_s)} + {format_number(limit('step_outliers.sigma'), 6)}σ, σ = 1.4826 × MAD = "
+        f"{ms(o.sigma_s)}): steps "
         f"{shown}{more}",
-        f"they cost {o.excess_s:.3g} s above the median step, {format_pct(share)} of the measured time",
+        f"they cost {format_number(o.excess_s)} s above the median step, {format_pct(share)} of the "
+        "measured time",
     ]
     gaps = {b - a for a, b in zip(o.steps, o.steps[1:], strict=False)}
     if len(o.steps) >= 3 and len(gaps) == 1:
@@ -563,7 +568,7 @@ def step_outliers(run: RunData) -> Recommendation | None:
         evidence.append(
             f"other processes took {o.other_cores_outliers:.2f} cores during the slow steps, "
             f"{o.other_cores_rest:.2f} during the others ({len(contended)} of {len(o.steps)} slow steps "
-            f"came while they took more than {limit('step_outliers.contention'):g} cores)"
+            f"came while they took more than {format_number(limit('step_outliers.contention'), 6)} cores)"
         )
     evidence.append(at_most(bound, "if those steps took the median time"))
     if len(contended) * 2 >= len(o.steps) and contended:

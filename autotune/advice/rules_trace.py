@@ -14,7 +14,7 @@ from collections.abc import Callable
 from autotune.advice.records import AdviceSection, Recommendation, Threshold
 from autotune.advice.rules import HOST_BOUND_ACTIONS, at_most
 from autotune.advice.thresholds import BY_KEY, limit, severity_for
-from autotune.fmt import format_seconds
+from autotune.fmt import format_number, format_seconds
 from profilers.runtime.flops import match_device
 from profilers.traces.analysis import TraceAnalysis, compute_per_step_us
 from profilers.traces.gpu_time import KIND_COMPUTE, KIND_MEMORY, RankGpuTime
@@ -134,7 +134,8 @@ def host_bound(analysis: TraceAnalysis) -> Recommendation | None:
         f"(compute {r.compute_pct:.1f}%, non-compute {r.non_compute_pct:.1f}%)",
         f"a kernel starts a median {_us(r.launch.launch_delay_us_median)} after its launch call "
         f"({r.launch.launches:,} launches, median call {_us(r.launch.launch_us_median)}), with a median "
-        f"{r.launch.queue_median or 0:g} kernels queued ahead of it: the GPU waited for the host",
+        f"{format_number(r.launch.queue_median or 0, 6)} kernels queued ahead of it: the GPU waited for "
+        "the host",
         f"{r.launch.runtime_calls:,} runtime calls took {_us(r.launch.runtime_us)}; host ops' self time "
         f"{_us(r.cpu_op_self_us)} over a {_us(r.host_span_us)} host span",
     ]
@@ -243,7 +244,8 @@ def precision_fp32(analysis: TraceAnalysis) -> Recommendation | None:
             f"{_where(r)}: fp32 GEMM/convolution kernels on CUDA cores (sgemm, scudnn...) run "
             f"{_us(r.fp32_gemm_us)}, {share:.0f}% of compute-kernel time; tensor-core kernels "
             f"{r.tensor_core_pct or 0:.0f}%",
-            f"{peak.name}: {fast} peaks at {fast_tflops:g} TFLOPS against {peak.fp32_tflops:g} in fp32 "
+            f"{peak.name}: {fast} peaks at {format_number(fast_tflops, 6)} TFLOPS against "
+            f"{format_number(peak.fp32_tflops, 6)} in fp32 "
             f"({ratio:.0f}x; {peak.source.split(',')[0]})",
             at_most(bound, f"if those GEMMs ran {ratio:.0f}x faster in {fast}"),
         ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autotune.fmt import NA, format_bytes, format_seconds
+from autotune.fmt import NA, format_bytes, format_number, format_seconds
 from autotune.report.sections import GpuTimeSection
 from profilers.traces.gpu_time import RankGpuTime
 
@@ -34,7 +34,7 @@ def us(value: float | None) -> str:
 
 
 def _num(value: float | None) -> str:
-    return NA if value is None else f"{value:g}"
+    return format_number(value, 6)
 
 
 def short(name: str) -> str:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from html import escape
 from typing import TYPE_CHECKING, Any
 
-from autotune.fmt import NA, format_bytes, format_pct, format_rate, format_seconds, format_usd
+from autotune.fmt import NA, format_bytes, format_number, format_pct, format_rate, format_seconds, format_usd
 from autotune.report.gpu_time_tables import tables
 from autotune.report.plan_cells import (
     HEADERS,
@@ -274,7 +274,7 @@ def _cost(c: CostSection) -> str:
         ("Per month", esc(f"{format_usd(c.usd_per_month)} at a {format_pct(c.duty_cycle, 0)} duty cycle"))
     )
     if c.joules_per_sample is not None:
-        items.append(("Energy", esc(f"{c.joules_per_sample:.3g} J per sample")))
+        items.append(("Energy", esc(f"{format_number(c.joules_per_sample)} J per sample")))
     if c.baseline_usd_per_million_samples is not None:
         items.append(("Baseline per million samples", esc(format_usd(c.baseline_usd_per_million_samples))))
     if c.saving_usd_per_million_samples is not None:
@@ -338,7 +338,7 @@ def _trials(t: TrialSection) -> str:
             _status_pill(row.status),
         ]
         if show_objective:
-            cells.append(esc(NA if row.objective is None else f"{row.objective:.4g}"))
+            cells.append(esc(format_number(row.objective, 4)))
         cells += [
             esc(format_rate(row.samples_per_s, "")).strip(),
             esc(format_bytes(row.peak_memory_bytes)),

@@ -18,6 +18,7 @@ import plotly.io as pio  # type: ignore[import-untyped]
 from plotly.subplots import make_subplots  # type: ignore[import-untyped]
 
 from autotune.console import format_seconds
+from autotune.fmt import format_number
 from autotune.report.plan_cells import cost_time_points
 from autotune.report.sections import (
     ConvergenceSection,
@@ -204,7 +205,7 @@ def step_charts(s: StepSection) -> list[Chart]:
     yaxis: dict[str, Any] = {"title": {"text": "Step time (ms)"}}
     if durations_ms and max(durations_ms) / min(durations_ms) > 10:  # a slow warm-up would flatten the rest
         ticks = log_ticks(min(durations_ms), max(durations_ms))
-        yaxis.update(type="log", tickvals=ticks, ticktext=[f"{v:g}" for v in ticks])
+        yaxis.update(type="log", tickvals=ticks, ticktext=[format_number(v, 6) for v in ticks])
     line.update_layout(xaxis={"title": {"text": "Step"}}, yaxis=yaxis)
     charts.append(_chart("chart-steps-series", "Step time over the steps", line, 300))
     return charts
@@ -364,7 +365,7 @@ def sweep_charts(s: SweepSection) -> list[Chart]:
             col=col,
             type="log" if log else "linear",
             tickvals=ticks,
-            ticktext=[f"{v:g}" for v in ticks],
+            ticktext=[format_number(v, 6) for v in ticks],
         )
     fig.update_yaxes(title_text="Throughput (samples/s)", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(title_text="Peak memory (GiB)", rangemode="tozero", row=1, col=2)
@@ -435,7 +436,7 @@ def pareto_charts(p: ParetoSection) -> list[Chart]:
     fig = go.Figure()
     rest = [pt for pt in p.points if not pt.on_front]
     front = sorted((pt for pt in p.points if pt.on_front), key=lambda pt: pt.usd_per_million_samples)
-    hover = "%{text}<br>$%{x:.3g} per million samples, %{y:,.0f} samples/s"
+    hover = "%{text}<br>$%{x:,.3r} per million samples, %{y:,.0f} samples/s"
     for points, name in ((rest, "dominated"), (front, "Pareto front")):
         if not points:
             continue
@@ -478,7 +479,7 @@ def plan_charts(data: PlanDocument) -> list[Chart]:
         fig.add_scatter(
             x=[h for h, _, _ in points], y=[u for _, u, _ in points], mode="markers", name=plot_text(gpu),
             text=[plot_text(label) for _, _, label in points],
-            hovertemplate="%{text}<br>%{x:.3g} h · $%{y:.3g}<extra>" + plot_text(gpu) + "</extra>",
+            hovertemplate="%{text}<br>%{x:,.3r} h · $%{y:,.3r}<extra>" + plot_text(gpu) + "</extra>",
         )  # fmt: skip
     what = "the run" if with_run else "a million samples"
     fig.update_xaxes(title_text=f"hours to train {what}", type="log")

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from autotune.fmt import NA, format_bytes, format_pct, format_rate, format_seconds, format_usd
+from autotune.fmt import NA, format_bytes, format_number, format_pct, format_rate, format_seconds, format_usd
 from autotune.report.gpu_time_tables import tables
 from autotune.report.plan_cells import HEADERS, REPORT_ROWS, config_cells, summary_lines, trust_notes
 from autotune.report.sections import SECTION_TITLES, Report
+from autotune.report.style import metric_label
 from profilers.contract.plan_doc import PlanDocument
 
 _MD_SPECIAL = str.maketrans(
@@ -163,7 +164,7 @@ def _cost(report: Report) -> list[str]:
         rows.append((f"per epoch ({c.dataset_samples:,} samples)", format_usd(c.usd_per_epoch)))
     rows.append((f"per month at {c.duty_cycle:.0%} duty", format_usd(c.usd_per_month)))
     if c.joules_per_sample is not None:
-        rows.append(("energy per sample", f"{c.joules_per_sample:.3g} J"))
+        rows.append(("energy per sample", f"{format_number(c.joules_per_sample)} J"))
     if c.saving_pct is not None:
         rows += [
             ("baseline per million samples", format_usd(c.baseline_usd_per_million_samples)),
@@ -204,7 +205,7 @@ def _series_stats(values: Sequence[float | None]) -> tuple[str, str]:
     real = [v for v in values if v is not None]
     if not real:
         return NA, NA
-    return f"{sum(real) / len(real):.3g}", f"{max(real):.3g}"
+    return format_number(sum(real) / len(real)), format_number(max(real))
 
 
 def _timelines(report: Report) -> list[str]:
@@ -244,7 +245,7 @@ def _sweep(report: Report) -> list[str]:
     rows = [
         (
             md_text(series.label),
-            f"{p.batch:g}",
+            format_number(p.batch, 6),
             md_text(p.status),
             format_rate(p.samples_per_s, "samples/s"),
             format_bytes(p.peak_memory_bytes),
@@ -266,7 +267,8 @@ def _convergence(report: Report) -> list[str]:
         return ["No trial finished ok.", ""]
     first = next(i for i, v in enumerate(c.best_so_far) if v == done[-1])
     return [
-        f"Best {md_text(c.metric)} {done[-1]:,.4g} ({c.direction}), first reached at trial "
+        f"Best {md_text(metric_label(c.metric).lower())}: {format_number(done[-1], 4)} "
+        f"({'higher' if c.direction == 'maximize' else 'lower'} is better), first reached at trial "
         f"{c.trial_ids[first]} of {len(c.trial_ids)} run.",
         "",
     ]
@@ -308,7 +310,7 @@ def _trials(report: Report) -> list[str]:
                 f"{r.id}{mark(r)}",
                 _params(r.params),
                 md_text(r.status),
-                NA if r.objective is None else f"{r.objective:,.4g}",
+                format_number(r.objective, 4),
                 format_rate(r.samples_per_s, "samples/s"),
                 format_bytes(r.peak_memory_bytes),
                 md_text((r.error or r.stop_reason or "")[:160]),
