@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from profilers.contract.load import load_line
-from profilers.contract.outcome import outcome_sentence
+from profilers.contract.outcome import outcome_sentence, stop_reason_words
 from profilers.contract.summaries import ProfileSummary
 from rich.text import Text
 from textual.app import ComposeResult, RenderResult
@@ -77,7 +77,7 @@ def summary_items(summary: ProfileSummary | None) -> list[tuple[str, str]]:
     if outcome is not None:
         items.insert(0, ("outcome", outcome))
     elif summary.stop_reason:
-        items.append(("stopped by", summary.stop_reason))
+        items.append(("stopped", stop_reason_words(summary.stop_reason)))
     return items
 
 

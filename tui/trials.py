@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from profilers.contract.outcome import stop_reason_words
 from profilers.contract.trial_view import TrialView
 from rich.text import Text
 from textual import on
@@ -246,7 +247,7 @@ class TrialsPane(Vertical):
                 format_bytes(r.peak_memory_bytes) if r.peak_memory_bytes is not None else "—",
                 format_seconds(r.step_time_s) if r.step_time_s is not None else "—",
                 format_seconds(r.duration_s) if r.duration_s is not None else "—",
-                Text(r.stop_reason or _clip(r.error or "", 30), style="dim"),
+                Text(stop_reason_words(r.stop_reason, column=True) or _clip(r.error or "", 30), style="dim"),
             ]
             table.add_row(*cells, key=str(r.id))
         for running_id in info.running_ids if not self.filter_text else ():

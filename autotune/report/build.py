@@ -30,7 +30,7 @@ from autotune.report.sections import (
 from autotune.tuner.memory_model import study_batch_param
 from profilers.contract.figures import DeviceEntry
 from profilers.contract.load import load_line
-from profilers.contract.outcome import outcome_sentence
+from profilers.contract.outcome import outcome_sentence, stop_reason_words
 from profilers.contract.plan_doc import PlanDocument
 from profilers.contract.records import DeviceSample, RankDevice
 from profilers.contract.rundir import THINNED_POINTS, RunData
@@ -403,7 +403,7 @@ def environment_section(run: RunData) -> EnvironmentSection:
             ("ranks", meta.world_size),
             ("sampling backends", ", ".join(meta.backends) or None),
             ("step detection", ps.step_mode),
-            ("stop reason", ps.stop_reason),
+            ("stop reason", stop_reason_words(ps.stop_reason) or None),
         ):
             if value is not None:
                 items.append((label, str(value)))

@@ -30,6 +30,7 @@ from autotune.report.plan_cells import (
 )
 from autotune.report.sections import SECTION_TITLES
 from autotune.report.style import OTHER_STATUS_COLOUR, STATUS_COLOURS, metric_label
+from profilers.contract.outcome import stop_reason_words
 from profilers.contract.plan_doc import PlanDocument
 from profilers.contract.verdict import VERDICT_LABELS
 
@@ -329,7 +330,7 @@ def _trials(t: TrialSection) -> str:
             for m, on in (("best", row.best), ("baseline", row.baseline))
             if on
         )
-        stop = esc(row.stop_reason or "")
+        stop = esc(stop_reason_words(row.stop_reason))
         if row.error:
             stop += f'<div class="err">{esc(row.error)}</div>'
         cells = [

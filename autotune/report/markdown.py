@@ -13,6 +13,7 @@ from autotune.report.gpu_time_tables import tables
 from autotune.report.plan_cells import HEADERS, REPORT_ROWS, config_cells, summary_lines, trust_notes
 from autotune.report.sections import SECTION_TITLES, Report
 from autotune.report.style import metric_label
+from profilers.contract.outcome import stop_reason_words
 from profilers.contract.plan_doc import PlanDocument
 
 _MD_SPECIAL = str.maketrans(
@@ -313,7 +314,7 @@ def _trials(report: Report) -> list[str]:
                 format_number(r.objective, 4),
                 format_rate(r.samples_per_s, "samples/s"),
                 format_bytes(r.peak_memory_bytes),
-                md_text((r.error or r.stop_reason or "")[:160]),
+                md_text((r.error or stop_reason_words(r.stop_reason))[:160]),
             )
             for r in t.rows
         ),

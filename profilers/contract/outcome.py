@@ -80,12 +80,26 @@ STOPPED_BY = {
     "below_threshold": "stopped early: below --stop-below",
     "non_finite_loss": "stopped at a NaN/inf loss",
     "interrupted": "stopped by Ctrl-C",
+    "killed": "killed before its end (its summary rebuilt from run.db)",
 }
 
 
 def stopped_by(stop_reason: str | None) -> str | None:
     """A ``stop_reason`` in words ("stopped at --max-steps"); None for none, or one this version lacks."""
     return STOPPED_BY.get(str(stop_reason))
+
+
+def stop_reason_words(stop_reason: str | None, column: bool = False) -> str:
+    """A ``stop_reason`` as every renderer shows it: its words, "" for none.
+
+    One this version lacks (a newer run's) is shown with spaces for its underscores, never raw.
+    ``column``: for a column headed "stop", without the words' leading "stopped" ("once the step
+    time was stable").
+    """
+    if not stop_reason:
+        return ""
+    words = stopped_by(stop_reason) or str(stop_reason).replace("_", " ")
+    return words.removeprefix("stopped ") if column else words
 
 
 def error_text(error: RunError | None) -> str:
