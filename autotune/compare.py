@@ -311,7 +311,7 @@ def _verdict(a: Side, b: Side, ev: Evidence) -> str:
     if loads.explains(speed < 1):
         return text + _explained(loads, speed < 1)
     if ev.problem is not None:
-        tail = ": compare runs made under the same load" if ev.load_problem else ""
+        tail = ": compare runs made under the same load" if ev.problem.startswith("loads") else ""
         return text + f"; but {ev.problem}, so no claim is made beyond the noise{tail}"
     assert ev.ratio_ci95 is not None
     low, high = ev.ratio_ci95

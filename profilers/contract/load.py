@@ -253,7 +253,7 @@ def match_loads(a: LoadProfile | None, b: LoadProfile | None) -> LoadMatch:
     if few:
         problem = (
             f"too few load readings over the measured steps ({', '.join(few)}; {MIN_LOAD_READINGS} "
-            "needed): the bursts of load are unknown"
+            "needed): the bursts of load are unknown, run longer"
         )
     elif abs(a.mean_cores - b.mean_cores) > band:
         problem = f"loads differ: other processes took {means} (band ±{band:.1f})"
