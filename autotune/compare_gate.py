@@ -32,11 +32,13 @@ if TYPE_CHECKING:
 #: ``OMP_NUM_THREADS=1 autotune profile --quiet --run-dir runs/qN examples/train.py --epochs 1``,
 #: six processes one after the other: 12,277 to 13,849 samples/s, log-sd 0.042, where each run's
 #: own 95% interval gave a log-sd of 0.012 (±2.3%): the processes differ 3.5 times more than their
-#: intervals say. The same six beside two ``python -c 'while 1: pass'`` spread 3,712 to 10,785
-#: (log-sd 0.39), at loads :func:`~profilers.contract.load.match_loads` calls unlike or contended
-#: (those are undecided, not widened). A script whose step waits like a GPU step
-#: (tests/scripts/gate_step.py) spread less (log-sd 0.011 quiet). The figure below, rounded up
-#: from 0.042, enters the interval of B / A once for each side.
+#: intervals say. (That machine had no idle CPU, the run's core and the neighbour's, which
+#: ``match_loads`` calls contended and leaves undecided: conservative, as the readings cannot tell
+#: one competitor from three.) Six more beside two ``python -c 'while 1: pass'`` spread 3,712 to
+#: 10,785 samples/s (log-sd 0.39): contended too, undecided rather than widened. A script whose
+#: step waits like a GPU step (tests/scripts/gate_step.py, six processes each way) spread less
+#: quiet (log-sd 0.011) and as much beside the two loops (0.045). The figure below, 0.042 rounded
+#: up, enters the interval of B / A once for each side: at least ±13% around the measured ratio.
 BETWEEN_PROCESS_LOG_SD = 0.045
 #: Measured steps each side needs. The profiler's own early stop waits for 8; 20 puts two steps
 #: beyond each of the p10 and p90 a run reports, and the t quantile of its interval within 7% of
