@@ -202,30 +202,102 @@ def plan_dict(result: Any) -> dict[str, Any]:
     return cleaned
 
 
+#: Columns the terminal leaves out, in this order, while the table is wider than it (JSON, Markdown
+#: and HTML keep every one): predictions, never what tells one configuration from another; the $
+#: per million samples only beside the run's $.
+NARROW_DROPS = ("interval", "peak memory", "step", "$/M samples")
+#: Columns whose cells may wrap at their spaces in a narrow terminal (the others stay on one line).
+_WRAPPING = frozenset({"fits"})
+#: What the table puts between two columns: a space either side of a (blank) rule.
+_GAP = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class TableColumns:
+    """The columns of the terminal's plan table at a width (:func:`table_columns`)."""
+
+    shown: dict[int, int]  # index -> the column's width: its longest cell or header word, or header
+    common: dict[str, str]  # header -> the one value of a column every row shares
+    left_out: list[str]  # headers left out for the width
+
+
+def table_columns(headers: list[str], rows: list[list[str]], width: int) -> TableColumns:
+    """Which columns the terminal's table shows at ``width`` characters, and what it says instead.
+
+    A column with one value in every row (``precision`` fp32, ``fits`` yes) is said once below the
+    table, not on every row; then :data:`NARROW_DROPS` go, one by one, until each shown cell fits on
+    one line and each header word on its own.
+    """
+    from rich.cells import cell_len
+
+    keep = [i for i, name in enumerate(headers) if name == "GPU" or not rows or len({r[i] for r in rows}) > 1]
+    common = {headers[i]: rows[0][i] for i in range(len(headers)) if i not in keep}
+
+    def need(i: int) -> int:
+        words = [w for text in (headers[i], *(r[i] for r in rows)) for w in text.split()]
+        cells = [headers[i]] if headers[i] in _WRAPPING else [r[i] for r in rows]
+        return max([cell_len(w) for w in words] + [cell_len(c) for c in cells if headers[i] not in _WRAPPING])
+
+    def total(widths: list[int]) -> int:
+        return sum(widths) + _GAP * (len(widths) - 1)
+
+    left_out = []
+    for name in NARROW_DROPS:
+        if total([need(i) for i in keep]) <= width:
+            break
+        if name == "$/M samples" and "$ for the run" not in headers:
+            continue
+        if name in headers and headers.index(name) in keep:
+            keep.remove(headers.index(name))
+            left_out.append(name)
+    widths = {i: need(i) for i in keep}
+    spare = width - total(list(widths.values()))
+    for i in keep:  # headers on one line where the width allows
+        grow = min(spare, max(0, cell_len(headers[i]) - widths[i]))
+        widths[i] += grow
+        spare -= grow
+    return TableColumns(widths, common, left_out)
+
+
 def _print_table(plan: PlanDocument, top: int) -> None:
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
     from autotune.report.plan_cells import HEADERS, config_cells, cpu_notes
 
-    table = Table(
-        title="Plan: cheapest first (step times calibrated on published runs; see the interval)",
-        title_justify="left",
-    )
+    console = Console()
     run_total = any(c.usd_total is not None for c in plan.configs)
     # the terminal's columns: the documents' less tokens/s, $/M tokens, and $ for a run not given
-    shown = [i for i, name in enumerate(HEADERS) if name not in ("tokens/s", "$/M tokens")]
-    shown = shown if run_total else shown[:-1]
-    for i in shown:
-        name = HEADERS[i]
-        table.add_column(name, justify="left" if name in ("GPU", "precision", "layout", "fits") else "right")
-    for c in plan.configs[:top]:
-        cells = config_cells(c)
-        table.add_row(*(cells[i] for i in shown))
-    console = Console()
+    offered = [i for i, name in enumerate(HEADERS) if name not in ("tokens/s", "$/M tokens")]
+    offered = offered if run_total else offered[:-1]
+    headers = [HEADERS[i] for i in offered]
+    rows = [[config_cells(c)[i] for i in offered] for c in plan.configs[:top]]
+    columns = table_columns(headers, rows, console.width)
+    table = Table(
+        title="Plan: cheapest first (step times calibrated on published runs)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        show_edge=False,
+    )
+    for i, need in columns.shown.items():
+        name = headers[i]
+        wraps = name in _WRAPPING  # takes the width the others leave; the others exactly their cells'
+        table.add_column(name, justify="left" if name in ("GPU", "precision", "layout", "fits") else "right",
+                         width=None if wraps else need, min_width=need if wraps else None)  # fmt: skip
+    for row in rows:
+        table.add_row(*(row[i] for i in columns.shown))
     if plan.suggestion_text:
         console.print(f"Suggestion: {plan.suggestion_text}.")
     console.print(table)
+    if columns.common:
+        console.print("In every row: " + ", ".join(f"{k} {v}" for k, v in columns.common.items()) + ".")
+    if columns.left_out:
+        console.print(
+            f"Left out at {console.width} columns: {', '.join(columns.left_out)} (a wider terminal or "
+            "--format md shows them)."
+        )
     for line in cpu_notes(plan.cpu, plan.cpu_memory) if plan.cpu is not None else []:
         console.print(f"{line}.")
     for note in plan.notes:
