@@ -50,7 +50,9 @@ def test_a_studys_report_writes_a_large_throughput_and_a_tiny_cost_in_digits():
         values=tuple(None if v is None else v * 6.4 for v in base.convergence.values),
         best_so_far=tuple(None if v is None else v * 6.4 for v in base.convergence.best_so_far),
     )
-    rows = tuple(replace(r, objective=None if r.objective is None else r.objective * 6.4) for r in base.trials.rows)
+    rows = tuple(
+        replace(r, objective=None if r.objective is None else r.objective * 6.4) for r in base.trials.rows
+    )
     report = replace(
         base,
         convergence=convergence,
