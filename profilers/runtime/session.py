@@ -30,6 +30,7 @@ from profilers.contract.summarize import (
     steady_span_ns,
 )
 from profilers.runtime.backends import get_backend
+from profilers.runtime.backends.host import machine_cores
 from profilers.runtime.flops import detect_precision, mfu, model_facts, peak_flops_per_s
 from profilers.runtime.gpu_match import cuda_uuids, job_cuda_indexes, match_uuids, visible_nvml_indexes
 from profilers.runtime.heap import StepEndHeap, heap_figures
@@ -599,7 +600,7 @@ class Session:
             names = {d.index: d.name for b in self._recorder.backends for d in b.devices() if d.kind == "gpu"}
         args = (self.options.samples_per_step, self.job_gpus, names)
         try:
-            return run_statistics(self.steps, samples, *args, machine_cores=os.cpu_count())
+            return run_statistics(self.steps, samples, *args, machine_cores=machine_cores())
         except Exception as exc:
             self.fault("GPU aggregates", exc)
             return run_statistics(self.steps, [], *args)

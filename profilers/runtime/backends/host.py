@@ -35,6 +35,26 @@ def cpu_model_name() -> str:
     return platform.processor() or platform.machine() or "cpu"
 
 
+def pinned_cpus() -> frozenset[int] | None:
+    """The cores this process may run on when that is fewer than the machine's (a trial's slot, taskset).
+
+    None when it may run on every core (or the platform cannot say). The host backend then reads the
+    load of these cores only: what competes with the run for its own cores, not what runs beside it
+    on others (a sibling trial of a parallel study on its own slot).
+    """
+    try:
+        allowed = frozenset(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+    return allowed if allowed and len(allowed) < (os.cpu_count() or 0) else None
+
+
+def machine_cores() -> int:
+    """The cores whose load a run's ``load`` is over: the pinned ones (:func:`pinned_cpus`), else all."""
+    pinned = pinned_cpus()
+    return len(pinned) if pinned is not None else (os.cpu_count() or 1)
+
+
 def _busy_and_total(times: Any) -> tuple[float, float]:
     """Busy and total CPU time of a ``psutil.cpu_times()`` tuple, counted the way psutil does.
 
@@ -58,10 +78,14 @@ class _Readings:
 
 
 class _ProcFiles:
-    """/proc/stat, /proc/meminfo and /proc/<pid>/statm kept open and re-read with pread."""
+    """/proc/stat, /proc/meminfo and /proc/<pid>/statm kept open and re-read with pread.
 
-    def __init__(self) -> None:
+    ``cpus``: count only these cores' lines of /proc/stat (``cpuN``), else the machine's (``cpu``).
+    """
+
+    def __init__(self, cpus: frozenset[int] | None = None) -> None:
         self.pid = os.getpid()
+        self._cpus = {f"cpu{n}".encode() for n in cpus} if cpus is not None else None
         self._tick_s = 1.0 / os.sysconf("SC_CLK_TCK")
         self._page = os.sysconf("SC_PAGE_SIZE")
         self._fds: list[int] = []
@@ -80,10 +104,17 @@ class _ProcFiles:
     def read(self) -> _Readings:
         """Read every counter once (raises OSError or ValueError if /proc is not as expected)."""
         stat, meminfo, pstatm = self._fds
-        cpu = os.pread(stat, 512, 0).split(b"\n", 1)[0].split()  # b"cpu user nice system idle ..."
-        ticks = [int(x) for x in cpu[1:]]
-        total = sum(ticks) - sum(ticks[8:10])  # minus guest, guest_nice
-        busy = total - ticks[3] - (ticks[4] if len(ticks) > 4 else 0)  # minus idle, iowait
+        if self._cpus is None:
+            busy, total = _stat_ticks(os.pread(stat, 512, 0).split(b"\n", 1)[0].split())
+        else:
+            busy = total = found = 0
+            for line in os.pread(stat, 1 << 16, 0).split(b"\n"):
+                fields = line.split()
+                if fields and fields[0] in self._cpus:
+                    line_busy, line_total = _stat_ticks(fields)
+                    busy, total, found = busy + line_busy, total + line_total, found + 1
+            if found != len(self._cpus):
+                raise ValueError("a pinned core is missing from /proc/stat")
         mem_total = mem_avail = -1
         for line in os.pread(meminfo, 4096, 0).split(b"\n"):
             if line.startswith(b"MemTotal:"):
@@ -101,6 +132,13 @@ class _ProcFiles:
         return _Readings(busy * self._tick_s, total * self._tick_s, proc_cpu_s, rss, mem_total, mem_avail)
 
 
+def _stat_ticks(fields: list[bytes]) -> tuple[int, int]:
+    """Busy and total ticks of one /proc/stat line (b"cpu user nice system idle iowait ...")."""
+    ticks = [int(x) for x in fields[1:]]
+    total = sum(ticks) - sum(ticks[8:10])  # minus guest, guest_nice
+    return total - ticks[3] - (ticks[4] if len(ticks) > 4 else 0), total  # minus idle, iowait
+
+
 def _close_fds(fds: list[int]) -> None:
     """Close and forget every descriptor in ``fds``."""
     while fds:
@@ -108,9 +146,13 @@ def _close_fds(fds: list[int]) -> None:
             os.close(fds.pop())
 
 
-def _read_psutil(proc: psutil.Process) -> _Readings:
-    """The same counters through psutil (portable, slower)."""
-    busy, total = _busy_and_total(psutil.cpu_times())
+def _read_psutil(proc: psutil.Process, cpus: frozenset[int] | None = None) -> _Readings:
+    """The same counters through psutil (portable, slower); ``cpus``: only these cores'."""
+    if cpus is None:
+        busy, total = _busy_and_total(psutil.cpu_times())
+    else:
+        pairs = [_busy_and_total(t) for n, t in enumerate(psutil.cpu_times(percpu=True)) if n in cpus]
+        busy, total = sum(b for b, _ in pairs), sum(t for _, t in pairs)
     try:
         with proc.oneshot():
             proc_cpu_s: float | None = (
@@ -133,6 +175,8 @@ class HostBackend(Backend):
     per-thread baseline shared with every other caller. ``host_mem_used_bytes`` is
     ``total - available`` (memory not available to new processes without swapping), not psutil's
     narrower ``used``. Costs about 40 µs a sample on Linux, and about 15 µs more per child process.
+    A process pinned to some of the cores (:func:`pinned_cpus`) reads ``cpu_util_pct`` over those
+    cores only.
     """
 
     name = "host"
@@ -140,9 +184,10 @@ class HostBackend(Backend):
     def __init__(self) -> None:
         super().__init__()
         self._proc = psutil.Process()
+        self._cpus = pinned_cpus()
         files: _ProcFiles | None
         try:
-            files = _ProcFiles()
+            files = _ProcFiles(self._cpus)
         except OSError:
             files = None
         if files is not None:
@@ -194,7 +239,7 @@ class HostBackend(Backend):
                     self._files = None
         if self._proc.pid != os.getpid():
             self._proc = psutil.Process()
-        return _read_psutil(self._proc)
+        return _read_psutil(self._proc, self._cpus)
 
     def _read_locked(self) -> list[DeviceSample]:
         """One reading of the host, taken now."""
