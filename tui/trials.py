@@ -196,10 +196,13 @@ class TrialsPane(Vertical):
         best = next((r for r in info.rows if r.best), None)
         if best is not None:
             text.append(
-                f" · best: trial {best.id}, {metric_value(info.metric, best.objective)}", style="bold yellow"
+                f" · {info.best_label}: trial {best.id}, {metric_value(info.metric, best.objective)}",
+                style="bold yellow",
             )
-            if info.verdict:
-                text.append(f"\nverdict: {info.verdict}", style="bold yellow")
+        if info.verdict:
+            text.append(f"\nverdict: {info.verdict}", style="bold yellow")
+        if info.placement:
+            text.append(f"\n{info.placement}", style="dim")
         if info.stopped:
             text.append(f"\nstopped: {info.stopped}", style="red")
         arrow = "↓" if COLUMNS.get(self.sort_by, ("", False))[1] != self.reverse else "↑"

@@ -128,6 +128,8 @@ def _why_not_apply(run: RunData) -> str | None:
     if run.kind != "tune":
         return "a profile run, not a tuning study"
     study = run.study
+    if study is not None and study.no_effect:
+        return None  # it says to keep the settings: nothing tuned had an effect
     if study is None or study.best is None or study.baseline is None or not study.baseline.ok:
         return "tuned configuration: the study has no ok baseline and best trial to compare"
     return None

@@ -70,25 +70,27 @@ SEVERITY_ORDER = ("high", "medium", "low")
 
 
 def apply_tuned(run: RunData) -> Recommendation | None:
-    """The study's verdict on its best trial (:func:`profilers.contract.verdict.study_verdict`) as advice.
+    """The study's verdict (:func:`profilers.contract.verdict.study_verdict`) as advice, and only it.
 
-    HIGH only for a speedup confirmed by the interleaved re-measurements under the search's load; the
-    figure is always the verdict's headline (the re-measured one when there is one), never a second one.
+    "Apply" only for the verdict's action "apply" (a re-measured gain above the threshold, under the
+    search's load); "keep the current settings" when the verdict finds no gain to act on; "measure
+    again" when the study has not measured enough to say. The figure is always the verdict's.
     """
-    if run.kind != "tune":
+    if run.kind != "tune" or run.study is None:
         return None
     study = run.study
-    best, base = (study.best, study.baseline) if study is not None else (None, None)
-    if study is None or best is None or base is None or best.id == base.id:
-        return None
     verdict = verdict_of(study)
-    speedup, search = verdict.speedup, verdict.search_speedup
-    if speedup is None or search is None or search <= limit("apply_tuned.speedup"):
+    if verdict.status == "no_effect":
+        return _keep(verdict.headline, [f"the study stopped: {study.stopped}"], verdict.status, {})
+    best, base = study.best, study.baseline
+    if best is None or base is None:
         return None
     params = dict(best.params)
+    speedup, search = verdict.speedup, verdict.search_speedup
     evidence = [
         f"trial {best.id} ({_label(params)}) measured {best.throughput or 0:,.1f} samples/s "
-        f"against the baseline's {base.throughput or 0:,.1f} in the search ({search:.2f}x)",
+        f"against the baseline's {base.throughput or 0:,.1f} in the search"
+        + (f" ({search:.2f}x)" if search is not None else ""),
         f"peak memory {gib(best.peak_memory_bytes)} against the baseline's {gib(base.peak_memory_bytes)}",
     ]
     saving = best.cost_saving_vs_baseline
@@ -100,60 +102,80 @@ def apply_tuned(run: RunData) -> Recommendation | None:
         + ", ".join(f"{n} {s}" for s, n in study.status_counts.items())
         + f"); objective {study.metric}"
     )
+    if study.process_spread is not None:
+        evidence.append(study.process_spread.sentence())
     evidence.append(f"verdict: {verdict.headline}")
+    evidence.append(
+        f"applied only above {limit('apply_tuned.speedup'):.2f}x re-measured (per core when the cores "
+        "differ), its 95% interval above 1"
+    )
+    apply = _apply_line(study, base, params)
+    figures = {
+        "best_trial": best.id,
+        "samples_per_s": best.throughput,
+        "baseline_samples_per_s": base.throughput,
+        "speedup": speedup,
+        "search_speedup": search,
+        "speedup_ci95": list(verdict.speedup_ci95) if verdict.speedup_ci95 else None,
+        "verdict": verdict.status,
+        "confirmed": verdict.status == "confirmed",
+        "peak_memory_bytes": best.peak_memory_bytes,
+        "baseline_peak_memory_bytes": base.peak_memory_bytes,
+        "cost_saving_vs_baseline": saving,
+    }
+    if verdict.action == "keep":
+        extra = [f"do not {apply}"] if verdict.status == "slower" else []
+        extra += [verdict.firmer] if verdict.firmer else []
+        return _keep(verdict.headline, evidence, verdict.status, figures, extra)
+    if verdict.action == "measure again":
+        title = f"Measure again before applying trial {best.id}: {VERDICT_LABELS[verdict.status]}"
+        return Recommendation(
+            "apply_tuned", "low", title, tuple(evidence), (verdict.firmer,), None,
+            measured=True, figures=figures,
+        )  # fmt: skip
+    if verdict.action != "apply" or speedup is None:
+        return None
+    ci = verdict.speedup_ci95
+    within = f" (95% interval {ci[0]:.2f}–{ci[1]:.2f}x)" if ci else ""
+    title = f"Apply the tuned configuration: {speedup:.2f}x the baseline's throughput, confirmed{within}"
+    actions = [apply]
+    if any(_precision(best) == p for p in REDUCED):
+        actions.append(
+            "the study checked the loss of this precision against the fp32 baseline (see precision)"
+        )
+    return Recommendation(
+        "apply_tuned", severity_for(speedup), title, tuple(evidence), tuple(actions), float(speedup),
+        measured=True, params=params, figures=figures,
+    )  # fmt: skip
+
+
+def _apply_line(study: Any, base: TrialEntry, params: dict[str, Any]) -> str:
+    """How to run the script with ``params``: its flags, environment or the knobs in code."""
     ran = ran_with(base)
     changed = {k: v for k, v in params.items() if k not in ran or ran[k] != v} or params
     preset = study.preset
     if preset is not None:  # the framework's own flags, as the trials got them
         per_rank, kind = study.preset_per_rank, study.device_kind
         flags = preset_args(preset, params, per_rank, device_kind=kind) if preset in PRESETS else []
-        apply = f"run with {' '.join(flags) or 'its own defaults'}"
-    else:
-        apply = f"run with {', '.join(_how_to_apply(k, v, study.space) for k, v in changed.items())}"
-    if verdict.status == "slower":
-        severity = "low"
-        title = f"Keep the baseline's configuration: the search's {search:.2f}x did not hold ({speedup:.2f}x)"
-        actions = [f"do not {apply}", verdict.firmer]
-        estimate: float | None = None
-    else:
-        title = f"Apply the tuned configuration: {speedup:.2f}x the baseline's throughput"
-        actions = [apply]
-        estimate = float(speedup)
-        if verdict.recommend:
-            severity = severity_for(speedup)
-        else:
-            # never HIGH unconfirmed; a gain that is only more cores is no better than the noise
-            cap = "low" if verdict.status in ("within_noise", "more_cores") else "medium"
-            severity = max(cap, severity_for(speedup), key=SEVERITY_ORDER.index)
-            title = f"{title}, {VERDICT_LABELS[verdict.status]}"
-            actions.append(verdict.firmer)
-    if any(_precision(best) == p for p in REDUCED):
-        actions.append(
-            "the study checked the loss of this precision against the fp32 baseline (see precision)"
-        )
+        return f"run with {' '.join(flags) or 'its own defaults'}"
+    return f"run with {', '.join(_how_to_apply(k, v, study.space) for k, v in changed.items())}"
+
+
+def _keep(
+    headline: str,
+    evidence: list[str],
+    status: str,
+    figures: dict[str, Any],
+    extra: Sequence[str] = (),
+) -> Recommendation:
+    """"Keep the current settings": the study found no gain that its measurements carry (no params)."""
+    if "verdict: " + headline not in evidence:
+        evidence = [*evidence, f"verdict: {headline}"]
     return Recommendation(
-        "apply_tuned",
-        severity,
-        title,
-        tuple(evidence),
-        tuple(a for a in actions if a),
-        estimate,
-        measured=True,
-        params=params,
-        figures={
-            "best_trial": best.id,
-            "samples_per_s": best.throughput,
-            "baseline_samples_per_s": base.throughput,
-            "speedup": speedup,
-            "search_speedup": search,
-            "speedup_ci95": list(verdict.speedup_ci95) if verdict.speedup_ci95 else None,
-            "verdict": verdict.status,
-            "confirmed": verdict.status == "confirmed",
-            "peak_memory_bytes": best.peak_memory_bytes,
-            "baseline_peak_memory_bytes": base.peak_memory_bytes,
-            "cost_saving_vs_baseline": saving,
-        },
-    )
+        "apply_tuned", "low", f"Keep the current settings: {VERDICT_LABELS[status]}", tuple(evidence),
+        ("keep the script's own settings: the study measured no gain that holds beyond its noise", *extra),
+        None, measured=True, figures={**figures, "verdict": status},
+    )  # fmt: skip
 
 
 def _settings(trial: TrialEntry, names: list[str]) -> dict[str, Any]:

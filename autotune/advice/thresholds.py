@@ -23,6 +23,7 @@ at all (a rule without them lands in the report's "not checked" list).
 from __future__ import annotations
 
 from autotune.advice.records import Threshold
+from profilers.contract.verdict import APPLY_MIN_SPEEDUP
 
 _TB = (
     "torch-tb-profiler (pytorch/kineto tb_plugin/torch_tb_profiler/profiler/data.py, RunProfileData.analyze)"
@@ -233,9 +234,10 @@ BY_KEY: dict[str, Threshold] = {
     "apply_tuned.speedup": Threshold(
         "apply_tuned",
         "Apply the tuned configuration",
-        "best trial's throughput over the baseline's",
+        "re-measured speedup of the best trial over the baseline (per core when the cores differ), "
+        "its 95% interval above 1",
         ">",
-        1.05,
+        APPLY_MIN_SPEEDUP,
         "x",
         "this project: trials are measured to ±5% (autotune tune --stable-within 0.05)",
     ),

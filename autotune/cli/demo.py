@@ -133,8 +133,9 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"  demo-{model}: {run_dir or 'n/a (no run directory could be written)'}")
     if tuned is not None and tuned.best is not None:
         params = ", ".join(f"{k}={v}" for k, v in tuned.best.params.items()) or "the defaults"
-        console.print(f"  demo-tune: best {params} ({tuned.run_dir})")
-        console.print(f"  verdict: {escape(verdict_of(tuned).headline)}")
+        verdict = verdict_of(tuned)
+        console.print(f"  demo-tune: {verdict.best_label.lower()} {params} ({tuned.run_dir})")
+        console.print(f"  verdict: {escape(verdict.headline)}")
 
     tune_dir = tuned.run_dir if tuned is not None else None
     advised = Path(tune_dir) if tune_dir else next((d for _, d in run_dirs if d), None)

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     pass
 
 DEFAULT_TRIALS = 12
+#: The baseline runs again before the first search trial and every this many after (TuneConfig.anchor_every).
+DEFAULT_ANCHOR_EVERY = 4
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 
@@ -111,6 +113,12 @@ def add_tune_parser(sub: Any, number: Any) -> None:
         "--confirm-rounds",
         type=non_negative_int,
         help="re-measure the best against the baseline, interleaved, this many rounds, 0 = off (3)",
+    )
+    p.add_argument(
+        "--anchor-every",
+        type=non_negative_int,
+        help="run the baseline's configuration again before the first search trial and every N after, "
+        "in that trial's slot: the spread between processes each ratio carries, 0 = off (4)",
     )
     p.add_argument(
         "--no-plan-prior",
@@ -221,6 +229,9 @@ def cmd_tune(args: argparse.Namespace, usage_error: type[Exception]) -> int:
         confirm_rounds=args.confirm_rounds
         if args.confirm_rounds is not None
         else (stored.confirm_rounds if stored else 3),
+        anchor_every=args.anchor_every
+        if args.anchor_every is not None
+        else (stored.anchor_every if stored else DEFAULT_ANCHOR_EVERY),
         # a resumed study keeps the search it started with (studies before the prior had none)
         plan_prior=not args.no_plan_prior if stored is None else stored.plan_prior,
         parallel=args.parallel or (stored.parallel if stored else 0),  # 0: 1, or what a Ray cluster holds
@@ -231,11 +242,11 @@ def cmd_tune(args: argparse.Namespace, usage_error: type[Exception]) -> int:
     )
     run_dir = args.run_dir or default_run_dir(args.runs_root, args.name or _name(settings))
     progress = Progress(quiet=args.quiet)
-    progress.header(config, run_dir, resumed=stored is not None)
     try:
         tuner = progress.tuner(config, run_dir, resume=args.resume)
     except ValueError as exc:  # --executor ray without Ray
         raise usage_error(str(exc)) from None
+    progress.header(tuner.config, run_dir, resumed=stored is not None)  # as the tuner settled it
     try:
         summary = tuner.run()
     except TuneError as exc:

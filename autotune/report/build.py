@@ -35,7 +35,7 @@ from profilers.contract.plan_doc import PlanDocument
 from profilers.contract.records import DeviceSample, RankDevice
 from profilers.contract.rundir import THINNED_POINTS, RunData
 from profilers.contract.schema import PHASES, PLAN_NAME
-from profilers.contract.study import convergence, pareto_front, ran_with, usd_per_million
+from profilers.contract.study import convergence, pareto_front, placement_line, ran_with, usd_per_million
 from profilers.contract.summaries import ProfileSummary, TrialEntry, TuningSummary
 from profilers.contract.summarize import quantile, select_measured
 from profilers.contract.trial_view import space_names, study_best_id, trial_views
@@ -153,8 +153,9 @@ def _study(run: RunData) -> TuningSummary:
 def overview_section(run: RunData, notes: tuple[str, ...]) -> Overview:
     """The headline figures: the run's own, or a study's best trial against its baseline."""
     if run.kind == "tune":
-        best = _study(run).best
-        verdict = verdict_of(_study(run))
+        study = _study(run)
+        best = study.best
+        verdict = verdict_of(study)
         figures = run.profile.figures if run.profile else None
         return Overview(
             name=run.name,
@@ -170,6 +171,10 @@ def overview_section(run: RunData, notes: tuple[str, ...]) -> Overview:
             world_size=best.world_size if best else 1,
             mfu=figures.mfu if figures else None,
             best_params=dict(best.params) if best else None,
+            best_label=verdict.best_label,
+            placement=placement_line(
+                study.trials, study.parallel, study.executor, study.threads_per_rank
+            ),
             speedup_vs_baseline=best.speedup_vs_baseline if best else None,
             notes=notes,
             verdict=verdict.status,

@@ -205,10 +205,14 @@ def _overview(o: Overview) -> str:
     ]
     if o.load:
         out.append(f'<p class="load">Machine load: {esc(o.load)}</p>')
-    if o.best_params:
-        out.append(f'<p class="best">Best configuration: {format_params(o.best_params)}</p>')
+    if o.best_params is None and o.verdict == "no_effect":
+        out.append('<p class="best">Best configuration: none: nothing the study tuned had an effect</p>')
+    elif o.best_params:
+        out.append(f'<p class="best">{esc(o.best_label)} configuration: {format_params(o.best_params)}</p>')
     if o.verdict_headline:
         out.append(f'<p class="verdict"><b>Verdict</b>: {esc(o.verdict_headline)}</p>')
+    if o.placement:
+        out.append(f'<p class="placement">How the trials ran: {esc(o.placement)}</p>')
     if o.notes:
         notes = "".join(f"<li>{esc(n)}</li>" for n in o.notes)
         out.append(f'<div class="notes"><b>Notes</b><ul>{notes}</ul></div>')

@@ -103,9 +103,14 @@ def _overview(report: Report) -> list[str]:
     if o.load:
         rows.append(("machine load", md_text(o.load)))
     if o.kind == "tune":
-        rows.append(("best configuration", _params(o.best_params)))
+        if o.best_params is None and o.verdict == "no_effect":
+            rows.append(("best configuration", "none: nothing the study tuned had an effect"))
+        else:
+            rows.append((f"{o.best_label.lower()} configuration", _params(o.best_params)))
         if o.verdict_headline is not None:
             rows.append(("verdict", md_text(o.verdict_headline)))
+        if o.placement is not None:
+            rows.append(("trials", md_text(o.placement)))
     if o.outcome is not None and o.outcome != "finished":
         rows.insert(0, ("outcome", md_text(o.outcome)))
     if not o.finished:

@@ -58,6 +58,11 @@ class Overview:
     world_size: int
     mfu: float | None  # 0-1
     best_params: dict[str, object] | None = None  # study: the best configuration
+    #: Study: what the verdict calls that configuration ("Best", or "Highest in the search" when it
+    #: is not to be applied: StudyVerdict.best_label).
+    best_label: str = "Best"
+    #: Study: how its trials ran (profilers.contract.study.placement_line).
+    placement: str | None = None
     speedup_vs_baseline: float | None = None  # study: best / baseline throughput in the search
     notes: tuple[str, ...] = ()  # what was missing or rebuilt
     #: Study: the verdict (profilers.contract.verdict): its status, headline figure and sentence.

@@ -22,17 +22,26 @@ from profilers.contract.reader import Snapshot
 from profilers.contract.summarize import ratio_interval
 
 ROLES = ("baseline", "best")
+#: The role of an anchor: the baseline's configuration run again during the search
+#: (:mod:`profilers.contract.spread`); stored beside the re-measurements, never one of their rounds.
+ANCHOR = "anchor"
 #: Folder of the confirmation runs inside the study's trials folder.
 CONFIRM_PREFIX = "confirm"
+#: Folder of the anchors inside it.
+ANCHOR_PREFIX = "anchor"
 
 
 @dataclass(frozen=True)
 class ConfirmRun:
-    """One re-measurement: of the baseline or of the best trial ``best_id``, in round ``round``."""
+    """One re-measurement: of the baseline or of the best trial ``best_id``, in round ``round``.
+
+    An anchor (``role`` "anchor") is the baseline's configuration run during the search: ``round`` is
+    its index (1, 2...; the baseline trial is anchor 0) and ``best_id`` the trial whose slot it ran in.
+    """
 
     best_id: int  # the best trial this round re-measures against the baseline
     round: int  # 0-based
-    role: str  # "baseline" or "best"
+    role: str  # "baseline", "best" or "anchor"
     status: str  # a trial status ("ok", "crashed"...)
     samples_per_s: float | None
     samples_per_s_ci95: list[float | None] | None
@@ -40,6 +49,8 @@ class ConfirmRun:
     duration_s: float
     run_dir: str  # relative to the study
     error: str | None = None
+    started_at: float | None = None  # unix seconds (None in studies from before it was kept)
+    ended_at: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (run.db and summary.json)."""
@@ -93,7 +104,7 @@ def verdict(runs: Iterable[ConfirmRun], best_id: int) -> Verdict:
     """The speedup of ``best_id`` over the baseline from its rounds (ok pairs only)."""
     by_round: dict[int, dict[str, float]] = {}
     for run in runs:
-        if run.best_id == best_id and run.status == "ok" and run.samples_per_s:
+        if run.best_id == best_id and run.role in ROLES and run.status == "ok" and run.samples_per_s:
             by_round.setdefault(run.round, {})[run.role] = run.samples_per_s
     ratios = tuple(r["best"] / r["baseline"] for _, r in sorted(by_round.items()) if len(r) == 2)
     if not ratios:
@@ -130,4 +141,14 @@ def stored(path: Path) -> list[ConfirmRun]:
 
 def done(runs: Sequence[ConfirmRun], best_id: int) -> set[tuple[int, str]]:
     """(round, role) already measured for ``best_id``."""
-    return {(r.round, r.role) for r in runs if r.best_id == best_id}
+    return {(r.round, r.role) for r in runs if r.best_id == best_id and r.role in ROLES}
+
+
+def anchors(runs: Sequence[ConfirmRun]) -> list[ConfirmRun]:
+    """The study's anchors, in the order they were stored."""
+    return [r for r in runs if r.role == ANCHOR]
+
+
+def anchor_dir_name(index: int) -> str:
+    """``anchor-NN``: where one anchor's profile goes."""
+    return f"{ANCHOR_PREFIX}-{index:02d}"

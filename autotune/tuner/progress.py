@@ -83,6 +83,7 @@ class Progress:
         self.quiet = quiet
         self.metric = ""
         self._started = time.monotonic()
+        self._tuner: Tuner | None = None
 
     def header(self, config: Any, run_dir: Path, resumed: bool) -> None:
         """The study's settings in one line."""
@@ -110,7 +111,7 @@ class Progress:
         """The study's tuner, reporting here as it goes."""
         from autotune.tuner.tune import Tuner  # the tuner's modules: only once a study runs
 
-        return Tuner(
+        self._tuner = Tuner(
             config,
             run_dir,
             resume=resume,
@@ -119,6 +120,7 @@ class Progress:
             on_confirm=self.confirming,
             on_note=self.note,
         )
+        return self._tuner
 
     def note(self, line: str) -> None:
         """What the study is doing between trials (the plan's predictions before the search)."""
@@ -144,9 +146,8 @@ class Progress:
             return
         rate, fact = metrics(trial).samples_per_s, facts(trial)
         if trial.ok:
-            base = metrics(study.trials[0]).samples_per_s if study.trials[0].ok else None
-            ratio = f" ×{rate / base:.2f} vs baseline" if rate and base else ""
-            best = " [bold green]best[/bold green]" if study.best.id == trial.id else ""
+            ratio = self._ratio(trial)
+            best = " [bold green]highest so far[/bold green]" if study.best.id == trial.id else ""
             memory = metrics(trial).peak_memory_bytes
             mem = f" · peak {memory / 2**20:,.0f} MiB" if memory else ""
             value = _number(trial.value)
@@ -161,6 +162,21 @@ class Progress:
             line = f"[yellow]{trial.status}[/yellow]: {error[0] if error else ''}"
         self.console.print(f"trial {trial.id:>3} {_format_params(trial.params)}: {line}")
 
+    def _ratio(self, trial: Trial) -> str:
+        """" ×2.12 vs baseline (95% 0.40–11.20× across processes)": against the nearest anchor."""
+        from profilers.contract.spread import ratio_span, search_ratio
+
+        if self._tuner is None:
+            return ""
+        fact = facts(trial)
+        when = (fact.started_at + (fact.ended_at or fact.started_at)) / 2 if fact.started_at else None
+        found = search_ratio(metrics(trial).samples_per_s, fact.throughput_ci95, when, self._tuner.anchors())
+        if found.ratio is None:
+            return ""
+        if found.ci95 is None:
+            return f" ×{found.ratio:.2f} vs baseline"
+        return f" ×{found.ratio:.2f} vs baseline (95% {ratio_span(found.ci95)} across processes)"
+
     def result(self, summary: TuningSummary) -> None:
         """The best configuration against the baseline."""
         best, base = summary.best, summary.baseline
@@ -173,13 +189,29 @@ class Progress:
         note = f"; the {skipped} skipped took trial ids but never ran" if skipped else ""
         runs = f"{summary.trials_run} trials run ({counts}){again}"
         self.console.print(f"{runs} in {elapsed:.0f} s{note}")
+        from profilers.contract.study import placement_line
+
+        s = summary
+        placement = placement_line(s.trials, s.parallel, s.executor, s.threads_per_rank)
+        if placement:
+            self.console.print(f"How: {placement}")
         prior = prior_line(summary.search_prior)
         if prior:
             self.console.print(prior)
+        if summary.process_spread is not None and summary.process_spread.processes:
+            self.console.print(f"Baseline: {summary.process_spread.sentence()}")
+        from profilers.contract.verdict import verdict_of
+
+        verdict = verdict_of(summary)
+        if verdict.status == "no_effect":
+            self.console.print("[yellow]No best[/yellow]: nothing the study tuned changed what was measured")
+            self.console.print("  " + verdict_line(summary))
+            return
         if best is None:
             self.console.print("[red]No trial finished ok.[/red]")
             return
-        self.console.print(f"[bold]Best[/bold] (trial {best.id}): {_format_params(best.params)}")
+        label = verdict.best_label
+        self.console.print(f"[bold]{label}[/bold] (trial {best.id}): {_format_params(best.params)}")
         parts = [f"{summary.metric} {_number(best.objective)} in the search"]
         if base is not None and base.throughput:
             parts.append(f"baseline {_number(base.throughput)} samples/s")

@@ -147,6 +147,10 @@ class RayExecutor:
             return max(1, int(total.get("GPU", 1)))
         return max(1, int(total.get("CPU", 1) // self.cpus_per_trial))
 
+    def cpus_total(self) -> int:
+        """The cluster's CPUs (Ray's ``CPU`` resource over every node)."""
+        return max(1, int(self._ray.cluster_resources().get("CPU", 1)))
+
     def _options(self, ranks: int) -> dict[str, Any]:
         """What one trial of ``ranks`` ranks asks Ray for."""
         options: dict[str, Any] = {"num_cpus": self.cpus_per_trial}

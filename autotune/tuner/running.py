@@ -37,6 +37,15 @@ class TrialClaim:
     devices: str | None = None  # "cuda:0", "cpu:1"
 
 
+@dataclass(frozen=True)
+class Ran:
+    """A run of the script in a trial's slot (an anchor), with when it ran (unix seconds)."""
+
+    outcome: TrialOutcome
+    started_at: float
+    ended_at: float
+
+
 class RunningTrials:
     """The trials of one study that run now: a device each (``parallel`` > 1), and their groups.
 
@@ -59,21 +68,37 @@ class RunningTrials:
         trial_id: int,
         ranks: int,
         trial: tuple[TrialSettings, Space | None, dict[str, Value], Path, float | None],
-    ) -> tuple[TrialOutcome, dict[str, Any]]:
-        """Run one trial (settings, space, params, run directory, stop-below) where it goes; its facts."""
-        started_at = time.time()
+        anchor: Path | None = None,
+    ) -> tuple[TrialOutcome, dict[str, Any], Ran | None]:
+        """Run one trial (settings, space, params, run directory, stop-below) where it goes; its facts.
+
+        ``anchor``: first run the baseline's configuration (no parameter set) into that folder, in the
+        same slot (the same devices and cores, or another Ray task), so that it is measured where and
+        how the trials it anchors are; its outcome is the third item.
+        """
+        settings, space, params, run_dir, stop_below = trial
         if self.ray is not None:
             study.claim_update(trial_id, executor=self.ray.name)
+            first = None
+            if anchor is not None:
+                began = time.time()
+                anchor_outcome, _ = self.ray.run(trial_id, ranks, settings, None, {}, anchor, None)
+                first = Ran(anchor_outcome, began, time.time())
+            started_at = time.time()
             outcome, where = self.ray.run(trial_id, ranks, *trial)
             facts = {"executor": self.ray.name, **where, "started_at": started_at, "ended_at": time.time()}
-            return outcome, facts
+            return outcome, facts, first
         with self.devices(ranks) as lease:
-            settings, space, params, run_dir, stop_below = trial
             env = lease.env if lease is not None else None
             note = self.spawned(study, trial_id, lease)
+            first = None
+            if anchor is not None:
+                began = time.time()
+                first = Ran(run_trial(settings, None, {}, anchor, None, env, note), began, time.time())
+            started_at = time.time()
             outcome = run_trial(settings, space, params, run_dir, stop_below, env, note)
             self.ended(trial_id)
-        return outcome, self.facts(lease, started_at)
+        return outcome, self.facts(lease, started_at), first
 
     @contextmanager
     def devices(self, ranks: int) -> Iterator[Lease | None]:

@@ -41,6 +41,7 @@ class StoredStudy:
     ray_address: str | None = None
     ray_resource: str | None = None
     ray_storage: str = "shipped"
+    anchor_every: int = 4  # studies from before the anchors run them from their resume on
 
     @classmethod
     def of(cls, meta: Mapping[str, Any]) -> StoredStudy:

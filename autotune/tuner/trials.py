@@ -93,7 +93,8 @@ class TrialOutcome:
     duration_s: float
     summary: ProfileSummary | None = None  # the trial run's summary.json, parsed
     error: str | None = None
-    #: Mean cores other processes kept busy while the trial ran (see autotune.tuner.host_load).
+    #: Mean cores other processes kept busy while the trial measured, on its own cores when pinned to
+    #: a slot (its profile's ``load``; else autotune.tuner.host_load over its whole run).
     other_load_cores: float | None = None
 
     @property
@@ -150,8 +151,13 @@ def study_threads(max_ranks: int, env: Mapping[str, str], cores: int | None = No
         asked = int(raw)
         if asked <= fit:
             return asked, f"OMP_NUM_THREADS={asked} as set"
-        return fit, f"OMP_NUM_THREADS={asked} lowered to {fit}: {cores} cores over up to {max_ranks} ranks"
-    return fit, f"{cores} cores over up to {max_ranks} ranks"
+        return fit, f"OMP_NUM_THREADS={asked} lowered to {fit}: {_over(cores, max_ranks)}"
+    return fit, _over(cores, max_ranks)
+
+
+def _over(cores: int, ranks: int) -> str:
+    """"2 cores over up to 1 rank": how the threads were shared out."""
+    return f"{cores} core{'s' if cores != 1 else ''} over up to {ranks} rank{'s' if ranks != 1 else ''}"
 
 
 def trial_command(
@@ -259,7 +265,19 @@ def run_trial(
     status, error = classify(code, timed_out, _tail(log_path), summary, settings)
     if unreadable is not None and status != "timeout":
         status, error = "crashed", unreadable
-    return TrialOutcome(status, run_dir, duration_s, summary, error, load.cores())
+    return TrialOutcome(status, run_dir, duration_s, summary, error, _other_load(summary, load))
+
+
+def _other_load(summary: ProfileSummary | None, load: OtherLoad) -> float | None:
+    """Other processes' mean cores while the trial measured: its profile's figure, else the tuner's.
+
+    The profile's is over the measured steps and, for a trial pinned to a slot of the cores, over
+    those cores only, so a sibling trial on its own slot is not "other processes" (the tuner's figure
+    is the whole machine over the trial's whole run, siblings and start-up included).
+    """
+    if summary is not None and summary.load is not None:
+        return summary.load.other_cores
+    return load.cores()
 
 
 def classify(

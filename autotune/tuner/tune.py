@@ -40,13 +40,14 @@ from autotune.search.storage import SqliteStorage
 from autotune.search.study import Study
 from autotune.tuner import confirm
 from autotune.tuner.confirm import ConfirmRun
+from autotune.tuner.devices import usable_cpus
 from autotune.tuner.memory_model import MemoryModel
 from autotune.tuner.objectives import Scoring
 from autotune.tuner.plan_memory import PlanMemory, PlanTraces
 from autotune.tuner.plan_prior import PlanPrior, prior_for_study
 from autotune.tuner.presets import preset_space
 from autotune.tuner.ray_executor import RayExecutor
-from autotune.tuner.running import RunningTrials
+from autotune.tuner.running import Ran, RunningTrials
 from autotune.tuner.stored_study import StoredStudy
 from autotune.tuner.trial_facts import TrialFacts, facts, metrics
 from autotune.tuner.trials import (
@@ -66,8 +67,9 @@ from autotune.tuner.tune_checks import (
     model_parallel_problem,
     same_everywhere,
 )
-from autotune.tuner.tune_summary import tune_summary, write_json
+from autotune.tuner.tune_summary import anchor_line, anchor_runs, tune_summary, write_json
 from profilers.contract.schema import SUMMARY_NAME, TRIALS_DIR, TUNE_LOCK_NAME, resolve_trial_dir
+from profilers.contract.spread import AnchorRun
 from profilers.contract.summaries import ProfileSummary, TuningSummary
 
 STORE_NAME = "run.db"
@@ -112,6 +114,10 @@ class TuneConfig:
     ray_address: str | None = None
     ray_resource: str | None = None
     ray_storage: str = "shipped"
+    #: The baseline's configuration runs again before the first search trial and then before every
+    #: ``anchor_every``-th one, in that trial's slot: the anchors each search ratio is taken against, and
+    #: the between-process spread its interval carries (profilers.contract.spread); 0 turns it off.
+    anchor_every: int = 4
 
     def info(self) -> dict[str, Any]:
         """What is stored with the study, so ``resume`` can rebuild the settings."""
@@ -130,6 +136,7 @@ class TuneConfig:
             "ray_address": self.ray_address,
             "ray_resource": self.ray_resource,
             "ray_storage": self.ray_storage,
+            "anchor_every": self.anchor_every,
         }
 
 
@@ -179,6 +186,8 @@ class Tuner:
         self.on_note = on_note
         self.study: Study | None = None
         self.stopped: str | None = None
+        #: The study stopped because what it tunes changes nothing (a knob never read): no best.
+        self.no_effect = False
         self._plan_memory: PlanMemory | None = None
         self._plans: PlanTraces | None = None
         #: What the search's prior is (or why there is none), for the summary and the progress.
@@ -189,14 +198,34 @@ class Tuner:
         ray = _ray_executor(config)
         if config.parallel < 1:  # not said: one at a time here, as many as a Ray cluster holds there
             config = self.config = replace(config, parallel=ray.capacity() if ray is not None else 1)
+        #: Why fewer trials run at once than asked (said once as the study starts), or None.
+        self.parallel_note: str | None = None
+        on_cpu = config.device_kind != "cuda" and (ray is None or ray.resource is None)
+        cores = ray.cpus_total() if ray is not None and on_cpu else len(usable_cpus())
+        if on_cpu:
+            if config.parallel > cores:
+                where = "the Ray cluster's " if ray is not None else ""
+                self.parallel_note = (
+                    f"--parallel {config.parallel} on {where}{cores} cores: {cores} trials at once, so that "
+                    "no two trials share a core (a shared core would slow both and decide on unequal ground)"
+                )
+                config = self.config = replace(config, parallel=cores)
+            if ray is not None:  # each trial asks Ray for its share of the CPUs, and uses as many threads
+                ray.cpus_per_trial = max(1, cores // config.parallel)
         self._running = RunningTrials(config.parallel, config.device_kind, ray)
         self._plan_lock = threading.Lock()
+        self._anchor_lock = threading.Lock()
+        #: Search trials started by this process, after those stored (the anchors' schedule).
+        self._search_started = 0
+        self._anchors_claimed = 0
 
     # ------------------------------------------------------------------ the study
 
     def run(self) -> TuningSummary:
         """Run (or resume) the study; its summary (summary.json's). TuneError when it cannot go on."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        if self.parallel_note is not None and self.on_note is not None:
+            self.on_note(self.parallel_note)
         with _exclusive(self.run_dir):
             storage = SqliteStorage(self.run_dir / STORE_NAME)
             meta, stored = storage.read()
@@ -218,6 +247,7 @@ class Tuner:
                 info=self.config.info(),
             )
             self.study = study
+            self._stop_stale(study)  # first: a killed study's trials must not run beside anything of ours
             if not study.trials:
                 study.record(baseline)
                 self._after(study, baseline)
@@ -232,7 +262,6 @@ class Tuner:
             try:
                 self._check(study)
                 self._use_plan_prior(study, baseline)
-                self._stop_stale(study)
                 study.optimize(
                     self._evaluate,
                     self.config.n_trials,
@@ -250,7 +279,7 @@ class Tuner:
         """The study's summary as it stands (what summary.json holds)."""
         assert self.study is not None
         runs = confirm.stored(self.run_dir / STORE_NAME)
-        out = tune_summary(self.study, self.config, self.run_dir, self.stopped, runs)
+        out = tune_summary(self.study, self.config, self.run_dir, self.stopped, runs, self.no_effect)
         if self.prior_note is not None:
             out["search_prior"] = {
                 "note": self.prior_note,
@@ -290,7 +319,7 @@ class Tuner:
         unread = None if self.config.settings.preset is not None else ignored_params(study)
         problem = unread or same_everywhere(study)
         if problem is not None:
-            self.stopped = problem
+            self.stopped, self.no_effect = problem, True
             raise TuneError(problem)
 
     def _max_ranks(self) -> int:
@@ -311,8 +340,10 @@ class Tuner:
         if settings.threads_per_rank is not None:
             return
         env = {**os.environ, **settings.extra_env}
-        pool = self._running.pool  # trials at once: each its slot of the cores
+        pool, ray = self._running.pool, self._running.ray  # trials at once: each its slot of the cores
         cores = pool.cores_per_slot if pool is not None else None
+        if ray is not None and self.config.device_kind != "cuda" and ray.resource is None:
+            cores = int(ray.cpus_per_trial)  # the CPUs each trial's Ray task asks for
         threads, how = study_threads(self._max_ranks(), env, cores)
         plural = "s" if threads != 1 else ""
         self.threads_note = f"{threads} thread{plural} per process in every trial ({how})"
@@ -378,12 +409,9 @@ class Tuner:
                 self.on_confirm(None, r, role, rounds)
             run_dir = self.run_dir / TRIALS_DIR / confirm.run_dir_name((r, role), best.id)
             baseline = role == "baseline"
-            outcome = run_trial(
-                self.config.settings,
-                None if baseline else study.space,
-                {} if baseline else best.params,
-                run_dir,
-            )
+            began = time.time()
+            params = {} if baseline else best.params
+            outcome, _ = self._run_alone(best.id, None if baseline else study.space, params, run_dir)
             ok = outcome.status == "ok"
             run = ConfirmRun(
                 best.id,
@@ -396,6 +424,8 @@ class Tuner:
                 outcome.duration_s,
                 _relative_to(run_dir, self.run_dir),
                 None if ok else _first_line(outcome.error),
+                began,
+                time.time(),
             )
             confirm.store(path, run)
             self._write_summary()
@@ -408,10 +438,11 @@ class Tuner:
         if self.on_start is not None:
             self.on_start(0, 1, self.config.n_trials, {})
         started_at = time.time()
-        outcome = run_trial(self.config.settings, None, {}, self._trial_dir(0))
+        outcome, where = self._run_alone(0, None, {}, self._trial_dir(0))
         point = None  # set once the space is known
         world_size = trial_world_size(self.config.settings, {})
-        attrs = replace(self._facts(outcome, world_size), **self._running.facts(None, started_at)).to_attrs()
+        where = where or self._running.facts(None, started_at)
+        attrs = replace(self._facts(outcome, world_size), **where).to_attrs()
         if outcome.status != "ok":
             return Trial(0, {}, outcome.status, None, {}, outcome.duration_s, outcome.error, attrs, point)
         metrics = self.config.scoring.metrics(outcome.figures, world_size)
@@ -425,6 +456,23 @@ class Tuner:
                 )
             return Trial(0, {}, "crashed", None, metrics, outcome.duration_s, error, attrs, point)
         return Trial(0, {}, "ok", value, metrics, outcome.duration_s, None, attrs, point)
+
+    def _run_alone(
+        self, trial_id: int, space: Space | None, params: dict[str, Value], run_dir: Path
+    ) -> tuple[TrialOutcome, dict[str, Any] | None]:
+        """Run the script once outside the search (the baseline, a re-measurement) where trials run.
+
+        On Ray, as a Ray task like the trials (its facts: where it ran); else here, with nothing else of
+        the study running (facts None: the caller's).
+        """
+        settings = self.config.settings
+        ray = self._running.ray
+        if ray is None:
+            return run_trial(settings, space, params, run_dir), None
+        started_at = time.time()
+        ranks = trial_world_size(settings, params)
+        outcome, where = ray.run(trial_id, ranks, settings, space, params, run_dir, None)
+        return outcome, {"executor": ray.name, **where, "started_at": started_at, "ended_at": time.time()}
 
     def _stop_stale(self, study: Study) -> None:
         """A resumed study: stop the trials the stopped one left running; they run again."""
@@ -479,7 +527,11 @@ class Tuner:
             self.on_start(trial_id, study.n_run + len(study.running), self.config.n_trials, params)
         stop_below = self._stop_below(world_size)
         trial = (self.config.settings, study.space, params, self._trial_dir(trial_id), stop_below)
-        outcome, where = self._running.run(study, trial_id, world_size, trial)
+        anchor = self._claim_anchor(world_size)
+        anchor_dir = None if anchor is None else self.run_dir / TRIALS_DIR / confirm.anchor_dir_name(anchor)
+        outcome, where, ran = self._running.run(study, trial_id, world_size, trial, anchor_dir)
+        if anchor is not None and ran is not None:
+            self._store_anchor(anchor, trial_id, ran)
         fact = replace(self._facts(outcome, world_size), **where)
         if outcome.status != "ok":
             crashed = outcome.status == "crashed" and precision is not None
@@ -500,6 +552,52 @@ class Tuner:
             with self._plan_lock:  # the plan's traces are this process's: one thread at a time
                 fact = replace(fact, plan_predicted=self._prior.predict(params))
         return Measured(metrics, fact.to_attrs())
+
+    def _claim_anchor(self, world_size: int) -> int | None:
+        """The index of the anchor to run before this trial, in its slot, or None when none is due.
+
+        Anchor 1 runs before the first search trial, anchor k before search trial 1 + (k−1) ×
+        ``anchor_every``: at most one per trial, so a resumed study catches up one trial at a time.
+        An anchor needs the baseline's ranks: a trial on fewer leaves it to the next.
+        """
+        every = self.config.anchor_every
+        if every <= 0:
+            return None
+        assert self.study is not None
+        with self._anchor_lock:
+            if self._search_started == 0:  # the first trial of this process: count what is stored
+                ran = [t for t in self.study.trials if not t.baseline and t.status != "skipped"]
+                self._search_started = len(ran)
+            ordinal, self._search_started = self._search_started, self._search_started + 1
+            stored = len(confirm.anchors(confirm.stored(self.run_dir / STORE_NAME)))
+            have = stored + self._anchors_claimed
+            if have >= 1 + ordinal // every or trial_world_size(self.config.settings, {}) > world_size:
+                return None
+            self._anchors_claimed += 1
+            return have + 1
+
+    def _store_anchor(self, index: int, trial_id: int, ran: Ran) -> None:
+        """Keep one anchor (the baseline's configuration run again in trial ``trial_id``'s slot)."""
+        outcome = ran.outcome
+        ok = outcome.status == "ok" and outcome.throughput is not None
+        run_dir = self.run_dir / TRIALS_DIR / confirm.anchor_dir_name(index)
+        record = ConfirmRun(
+            trial_id, index, confirm.ANCHOR, outcome.status, outcome.throughput if ok else None,
+            _throughput_ci(outcome.figures) if ok else None, outcome.other_load_cores, outcome.duration_s,
+            _relative_to(run_dir, self.run_dir), None if ok else _first_line(outcome.error),
+            ran.started_at, ran.ended_at,
+        )  # fmt: skip
+        with self._anchor_lock:
+            self._anchors_claimed -= 1
+            confirm.store(self.run_dir / STORE_NAME, record)
+        if self.on_note is not None:
+            self.on_note(anchor_line(record))
+
+    def anchors(self) -> list[AnchorRun]:
+        """The baseline's processes so far: the baseline trial (anchor 0) and the stored anchors."""
+        baseline = self.study.trials[0] if self.study and self.study.trials else None
+        stored = confirm.anchors(confirm.stored(self.run_dir / STORE_NAME))
+        return anchor_runs(baseline, stored, self.config.parallel)
 
     def _trial_dir(self, trial_id: int) -> Path:
         return self.run_dir / TRIALS_DIR / f"trial-{trial_id:04d}"

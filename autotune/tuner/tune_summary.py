@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autotune.search.records import Trial
-from autotune.tuner.confirm import ConfirmRun, verdict
+from autotune.tuner.confirm import ANCHOR, ConfirmRun, anchors, verdict
 from autotune.tuner.host_load import machine_cores
 from autotune.tuner.trial_facts import TrialMetrics, facts, metrics
 from profilers.contract.schema import TUNE_SUMMARY_SCHEMA
+from profilers.contract.spread import AnchorRun, process_spread, search_ratio
 from profilers.contract.study import pareto_front
 from profilers.contract.summaries import TuningSummary
 from profilers.contract.verdict import study_verdict
@@ -25,9 +26,40 @@ if TYPE_CHECKING:
     from autotune.tuner.tune import TuneConfig
 
 
-def trial_entry(trial: Trial) -> dict[str, Any]:
-    """One trial as ``summary.json`` lists it."""
+def anchor_runs(baseline: Trial | None, stored: Sequence[ConfirmRun], parallel: int = 1) -> list[AnchorRun]:
+    """The baseline's processes: the baseline trial (anchor 0), then each stored anchor.
+
+    With trials at once (``parallel`` > 1) the baseline trial ran alone: it counts in the spread but
+    is no reference for the search's ratios while an anchor (run in a trial's slot) is.
+    """
+    out = []
+    if baseline is not None and baseline.baseline:
+        f = facts(baseline)
+        rate = metrics(baseline).samples_per_s if baseline.ok else None
+        load = f.other_load_cores
+        out.append(AnchorRun(0, rate, f.throughput_ci95, f.started_at, f.ended_at, load, parallel <= 1))
+    for run in stored:
+        ci = run.samples_per_s_ci95
+        own = (ci[0], ci[1]) if ci and len(ci) == 2 else None
+        load = run.other_load_cores
+        out.append(AnchorRun(run.round, run.samples_per_s, own, run.started_at, run.ended_at, load))
+    return out
+
+
+def anchor_line(run: ConfirmRun) -> str:
+    """What the terminal says of one anchor as it ends."""
+    what = f"anchor {run.round}: the baseline's configuration again"
+    where = f" (in trial {run.best_id}'s slot)"
+    if run.status == "ok" and run.samples_per_s:
+        return f"{what}: {run.samples_per_s:,.0f} samples/s{where}"
+    return f"{what}: {run.status}: {run.error}{where}"
+
+
+def trial_entry(trial: Trial, anchor_list: Sequence[AnchorRun] = ()) -> dict[str, Any]:
+    """One trial as ``summary.json`` lists it (``anchor_list``: the baseline's processes)."""
     m, f = metrics(trial), facts(trial)
+    when = (f.started_at + (f.ended_at or f.started_at)) / 2 if f.started_at is not None else None
+    ratio = search_ratio(m.samples_per_s if trial.ok else None, f.throughput_ci95, when, anchor_list)
     return {
         "id": trial.id,
         "baseline": trial.baseline,
@@ -57,6 +89,10 @@ def trial_entry(trial: Trial) -> dict[str, Any]:
         "started_at": f.started_at,
         "ended_at": f.ended_at,
         "error": trial.error,
+        # its throughput over the nearest anchor's, with the between-process spread (contract.spread)
+        "speedup_vs_baseline": ratio.ratio,
+        "speedup_vs_baseline_ci95": list(ratio.ci95) if ratio.ci95 else None,
+        "anchor": ratio.anchor,
     }
 
 
@@ -66,12 +102,19 @@ def tune_summary(
     run_dir: Path,
     stopped: str | None,
     confirmations: Sequence[ConfirmRun] = (),
+    no_effect: bool = False,
 ) -> dict[str, Any]:
-    """The summary of ``study`` as it stands (``confirmations``: the study's re-measurements)."""
+    """The summary of ``study`` as it stands.
+
+    ``confirmations``: the study's re-measurements and anchors; ``no_effect``: the study stopped
+    because what it tunes changes nothing (no best is named).
+    """
     trials = study.trials
     baseline = trials[0] if trials and trials[0].baseline else None
     ok = [t for t in trials if t.ok]
-    best = study.best if ok else None
+    best = study.best if ok and not no_effect else None
+    anchor_list = anchor_runs(baseline, anchors(confirmations), config.parallel)
+    spread = process_spread(anchor_list)
     settings = config.settings
     out: dict[str, Any] = {
         "schema": TUNE_SUMMARY_SCHEMA,
@@ -90,15 +133,32 @@ def tune_summary(
         "n_trials": config.n_trials,
         "trials_run": study.n_run,
         "status_counts": {s: n for s in _statuses(trials) if (n := sum(t.status == s for t in trials))},
-        "baseline": None if baseline is None else trial_entry(baseline),
-        "best": None if best is None else _best_entry(best, baseline, confirmations),
+        "baseline": None if baseline is None else trial_entry(baseline, anchor_list),
+        "best": None if best is None else _best_entry(best, baseline, anchor_list, confirmations),
         "pareto": _pareto(ok) if config.multi_objective else None,
         "stopped": stopped,
-        "trials": [trial_entry(t) for t in trials],
+        # the study found that what it tunes changes nothing (a knob never read): no best, no advice
+        "no_effect": no_effect,
+        "trials": [trial_entry(t, anchor_list) for t in trials],
+        "anchor_every": config.anchor_every,
+        "parallel": config.parallel,
+        "executor": config.executor,
+        "anchors": [c.to_dict() for c in confirmations if c.role == ANCHOR],
+        "process_spread": {
+            "processes": spread.processes,
+            "low_samples_per_s": spread.low_samples_per_s,
+            "high_samples_per_s": spread.high_samples_per_s,
+            "log_sd": spread.log_sd,
+            "beyond_own_intervals": spread.beyond_own_intervals,
+        },
         "confirm_rounds": config.confirm_rounds,
         "preset": settings.preset,
         "preset_per_rank": settings.preset_per_rank,
-        "confirmations": [c.to_dict() for c in confirmations if best is not None and c.best_id == best.id],
+        "confirmations": [
+            c.to_dict()
+            for c in confirmations
+            if best is not None and c.best_id == best.id and c.role != ANCHOR
+        ],
         "machine_cores": machine_cores(),
         "threads": {
             "threads_per_rank": settings.threads_per_rank,
@@ -109,12 +169,12 @@ def tune_summary(
     return out
 
 
-def _best_entry(best: Trial, baseline: Trial | None, confirmations: Sequence[ConfirmRun]) -> dict[str, Any]:
-    entry = trial_entry(best)
+def _best_entry(
+    best: Trial, baseline: Trial | None, anchor_list: Sequence[AnchorRun], confirmations: Sequence[ConfirmRun]
+) -> dict[str, Any]:
+    entry = trial_entry(best, anchor_list)
     mine, base = metrics(best), TrialMetrics() if baseline is None else metrics(baseline)
-    base_rate = base.samples_per_s if baseline is not None and baseline.ok else None
-    rate, cost, base_cost = mine.samples_per_s, mine.usd_per_million_samples, base.usd_per_million_samples
-    entry["speedup_vs_baseline"] = rate / base_rate if rate and base_rate else None
+    cost, base_cost = mine.usd_per_million_samples, base.usd_per_million_samples
     entry["cost_saving_vs_baseline"] = 1 - cost / base_cost if cost is not None and base_cost else None
     entry.update(verdict(confirmations, best.id).entry())
     return entry

@@ -362,8 +362,8 @@ TUNE_SUMMARY_FIELDS: tuple[FieldDoc, ...] = (
     FieldDoc(
         ("best",),
         (
-            "the best trial (a trial entry) with `speedup_vs_baseline` (its throughput over the "
-            "baseline's, as the search measured them) and `cost_saving_vs_baseline` (1 − its cost"
+            "the best trial (a trial entry; null when none can be named, as with `no_effect`) with "
+            "`cost_saving_vs_baseline` (1 − its cost"
             " over the baseline's, with a price), then from the re-measurements: "
             "`speedup_confirmation_rounds` (rounds with both runs ok), `speedup_ratios` (best "
             "over baseline, per round), `speedup_geomean`, `speedup_ci95` ([low, high], 2 rounds "
@@ -386,7 +386,7 @@ TUNE_SUMMARY_FIELDS: tuple[FieldDoc, ...] = (
         (
             "the re-measurements of the best trial: `best_id`, `round`, `role` (`baseline` or "
             "`best`), `status`, `samples_per_s`, `samples_per_s_ci95`, `other_load_cores`, "
-            "`duration_s`, `run_dir`, `error`"
+            "`duration_s`, `run_dir`, `error`, `started_at`, `ended_at`"
         ),
     ),
     FieldDoc(
@@ -407,7 +407,8 @@ TUNE_SUMMARY_FIELDS: tuple[FieldDoc, ...] = (
             "`speedup_ci95`, `search_speedup`, `rounds`, `search_load_cores`, "
             "`confirm_load_cores`, `load_band_cores`, `cores_ratio`, `per_core_speedup`, "
             "`recommend`, `headline` (the sentence every output prints), `firmer` (what to run "
-            "for a firmer answer)"
+            "for a firmer answer), `search_ci95` (the search's ratio's interval across processes) and "
+            "`action` (`apply`, `keep` or `measure again`)"
         ),
     ),
     FieldDoc(
@@ -442,7 +443,42 @@ TUNE_SUMMARY_FIELDS: tuple[FieldDoc, ...] = (
             "run, relative to the study's directory: `trials/trial-0005`; studies written before "
             "stored the path as given to the tuner, and are still read), `error`; and where it ran: "
             "`executor` (`local` or `ray`), `node`, `devices` (`cuda:N` or `cpu:N` slots), `started_at`, "
-            "`ended_at` (Unix seconds)"
+            "`ended_at` (Unix seconds); and `speedup_vs_baseline` (its throughput over the nearest "
+            "anchor's, as the search measured it), `speedup_vs_baseline_ci95` (its 95% interval with "
+            "the spread between the baseline's processes; null with one) and `anchor` (that anchor's "
+            "index, 0 for the baseline trial)"
+        ),
+    ),
+    FieldDoc(
+        ("no_effect",),
+        (
+            "true when the study stopped because what it tunes changed nothing (a parameter the "
+            "script never reads): `best` is then null and the verdict is `no_effect`"
+        ),
+    ),
+    FieldDoc(
+        ("anchor_every", "anchors"),
+        (
+            "`--anchor-every`, and the baseline's configuration run again during the search, each "
+            "in the slot of the trial it preceded: `best_id` (that trial), `round` (the anchor's index"
+            " from 1), `role` (`anchor`), `status`, `samples_per_s`, `samples_per_s_ci95`, "
+            "`other_load_cores`, `duration_s`, `run_dir`, `error`, `started_at`, `ended_at`"
+        ),
+    ),
+    FieldDoc(
+        ("process_spread",),
+        (
+            "the baseline's throughput over its separate processes (the baseline trial and the "
+            "anchors that finished ok): `processes`, `low_samples_per_s`, `high_samples_per_s`, "
+            "`log_sd` (sd of their log throughputs; null with one) and `beyond_own_intervals` (two "
+            "of them disagree beyond their own 95% intervals: the machine's speed moved)"
+        ),
+    ),
+    FieldDoc(
+        ("parallel", "executor"),
+        (
+            "trials of the search that could run at once (as the study settled it: never more than "
+            "the CPU's cores), and `local` or `ray`"
         ),
     ),
 )

@@ -4,9 +4,10 @@ A trial's own 95% interval says how steady its steps were inside its process. Tw
 same configuration differ by far more on a shared machine (on this project's 2-core machine,
 ``examples/train.py`` measured 130,821 and 81,813 samples/s in two runs of one configuration, each
 ±6-7% by its own interval). So a study runs the baseline's configuration as several processes, its
-*anchors*: the baseline trial itself and re-runs during the search (every ``TuneConfig.anchor_every`` trials).
-Their spread is the between-process spread; every ratio of the search is taken against the anchor
-nearest in time and its interval carries that spread on both sides of the ratio:
+*anchors*: the baseline trial itself and re-runs during the search (``autotune tune --anchor-every``:
+before the first search trial and every N-th after it, in that trial's slot). Their spread is the
+between-process spread; every ratio of the search is taken against the anchor nearest in time, and
+its interval carries that spread on both sides of the ratio:
 
     sd(log ratio)² = s² + max(s², w²)
 

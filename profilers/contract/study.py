@@ -107,12 +107,40 @@ def best_trial_id(trials: Sequence[TrialEntry], maximize: bool) -> int | None:
     return None if top is None else next(i for i, v in zip(ids, values, strict=True) if v == top)
 
 
+
+
+
+def placement_line(
+    trials: Sequence[TrialEntry], parallel: int | None, executor: str | None, threads_per_rank: int | None
+) -> str | None:
+    """How a study's trials ran, in one line: how many at once, where, on what, with how many threads.
+
+    The terminal, the report and the dashboard all say it with these words. None for a study from
+    before it was recorded (no ``parallel``).
+    """
+    if parallel is None:
+        return None
+    ran = [t for t in trials if t.status != "skipped"]
+    nodes = sorted({t.node for t in ran if t.node})
+    on = "Ray" if executor == "ray" else "this machine"
+    where = f"{on} ({', '.join(nodes)})" if nodes else on
+    at_once = "one at a time" if parallel <= 1 else f"up to {parallel} at once"
+    line = f"trials ran {at_once} on {where}"
+    devices = sorted({t.devices for t in ran if t.devices})
+    if devices and parallel > 1:
+        line += f", each on devices of its own ({', '.join(devices)})"
+    if threads_per_rank is not None:
+        line += f", {threads_per_rank} thread{'s' if threads_per_rank != 1 else ''} per process"
+    return line
+
+
 __all__ = [
     "SECONDS_PER_HOUR",
     "best_trial_id",
     "convergence",
     "energy_per_sample",
     "pareto_front",
+    "placement_line",
     "ran_with",
     "trial_objective",
     "usd_per_million",

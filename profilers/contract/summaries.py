@@ -44,6 +44,7 @@ from profilers.contract.json_checks import (
 )
 from profilers.contract.load import RunLoad, load_from
 from profilers.contract.schema import PHASES, STATUSES
+from profilers.contract.spread import ProcessSpread
 
 
 class _ReadsAsItsDict(Mapping[str, Any]):
@@ -82,7 +83,15 @@ class TrialEntry(_ReadsAsItsDict):
     params_used: dict[str, Any] = field(default_factory=dict)  # what its code read, with the values it used
     tokens_per_s: float | None = None
     world_size: int = 1  # ranks the trial ran on
-    speedup_vs_baseline: float | None = None  # its objective over the baseline's, in the search
+    #: Its throughput over the nearest anchor's (a process of the baseline's configuration), in the
+    #: search, and that ratio's 95% interval with the spread between processes (contract.spread).
+    speedup_vs_baseline: float | None = None
+    speedup_vs_baseline_ci95: tuple[float, float] | None = None
+    anchor: int | None = None  # the anchor it was taken against (0: the baseline trial)
+    #: Where it ran: "local" or "ray", the host, and its devices ("cuda:0", "cpu:1").
+    executor: str | None = None
+    node: str | None = None
+    devices: str | None = None
     baseline: bool = False  # the run of the script's own defaults
     cost_saving_vs_baseline: float | None = None  # 0-1, per sample at the study's price, in the search
     precision: str | None = None  # what its model ran in, as the profiler saw it
@@ -215,6 +224,11 @@ class SearchPrior:
         return (errors[len(errors) // 2], len(errors)) if errors else None
 
 
+def _spread(data: Any, where: str) -> ProcessSpread | None:
+    """``process_spread``, checked; None when missing."""
+    return ProcessSpread(**checked_fields(ProcessSpread, data, where)) if data else None
+
+
 @dataclass(frozen=True)
 class TuningSummary:
     """A tuning study's summary.json: its trials, best and baseline checked (``raw``: the whole)."""
@@ -249,6 +263,13 @@ class TuningSummary:
     #: The plan prior's note and its checks.
     search_prior: SearchPrior | None = field(default=None, metadata=nested(SearchPrior.parse))
     verdict: dict[str, Any] = field(default_factory=dict)  # as stored (verdict.verdict_of reads it)
+    #: The study stopped because what it tunes changes nothing (a knob never read): no best is named.
+    no_effect: bool = False
+    anchor_every: int | None = None  # the baseline runs again before every this many search trials
+    parallel: int | None = None  # trials of the search at once (None in studies from before it was kept)
+    executor: str | None = None  # "local" or "ray"
+    #: The baseline's throughput over its separate processes (None in studies from before anchors).
+    process_spread: ProcessSpread | None = field(default=None, metadata=nested(_spread))
 
     @classmethod
     def of(cls, summary: TuningSummary | Mapping[str, Any], where: str = "summary.json") -> TuningSummary:

@@ -91,6 +91,8 @@ def study_best_id(study: TuningSummary, trials: Sequence[TrialEntry] | None = No
 
     ``trials``: the study's trials when its summary does not list them yet (read from its store).
     """
+    if study.no_effect:  # what it tuned changed nothing: no trial is best
+        return None
     if study.best is not None:
         return study.best.id
     return best_trial_id(study.trials if trials is None else trials, study.direction != "minimize")

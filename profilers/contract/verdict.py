@@ -3,10 +3,12 @@
 The search's own figure for its best trial is the maximum of many noisy measurements, biased upward;
 the interleaved re-measurements (``confirmations``) are not. So the headline is the re-measured
 speedup with its 95% interval whenever the study re-measured, and a configuration is recommended
-firmly (``recommend``) only when that interval lies above 1 *and* the machine's load while
-re-measuring was within the band (:func:`~profilers.contract.load.load_band_cores`) of the load
-the search's trials ran under. Otherwise the verdict says why not (within the noise, measured under
-different load, measured once, not measured again, slower) and what to run for a firmer answer.
+(``recommend``, ``action`` "apply") only when that interval lies above 1, the gain (per core when the
+cores differ) is above :data:`APPLY_MIN_SPEEDUP`, *and* the machine's load while re-measuring was
+within the band (:func:`~profilers.contract.load.load_band_cores`) of the load the search's trials ran
+under. Otherwise the verdict says why not (within the noise, too small, measured under different load,
+measured once, not measured again, slower, nothing tuned had an effect) and what to do: keep the
+current settings, or measure again.
 
 The terminal, the report, the advice, the dashboard and summary.json (``verdict``) all take the study's
 verdict from :func:`study_verdict`; none words its own. Pure Python (the dashboard imports it).
@@ -22,6 +24,7 @@ from typing import Any
 
 from profilers.contract.lenient import read_fields
 from profilers.contract.load import load_band_cores
+from profilers.contract.spread import ratio_span
 from profilers.contract.summaries import TrialEntry, TuningSummary
 
 #: Every ``verdict.status``.
@@ -33,7 +36,9 @@ VERDICTS = (
     "slower",  # re-measured, the interval lies below 1
     "measured_once",  # one re-measured round: no interval
     "not_measured_again",  # --confirm-rounds 0, or the re-measurement failed
+    "small_gain",  # re-measured above 1, but by no more than APPLY_MIN_SPEEDUP: not worth a change
     "baseline_best",  # no configuration beat the baseline
+    "no_effect",  # the study stopped: what it tunes changes nothing (a knob never read)
     "no_result",  # no trial finished ok
 )
 #: Each status in a few words (a title's caveat, a card's caption): the one wording of each.
@@ -45,8 +50,27 @@ VERDICT_LABELS = {
     "slower": "slower when measured again",
     "measured_once": "measured again only once",
     "not_measured_again": "in the search, not measured again",
+    "small_gain": "a gain too small to act on",
     "baseline_best": "the baseline was best",
+    "no_effect": "nothing tuned had an effect",
     "no_result": "no result",
+}
+#: A tuned configuration is worth applying only above this speedup (per core when the cores differ):
+#: this project's trials are measured to ±5% (``autotune tune --stable-within 0.05``).
+APPLY_MIN_SPEEDUP = 1.05
+#: What a verdict tells the team to do; the one place each status is mapped to it.
+ACTIONS = {
+    "confirmed": "apply",
+    "different_load": "measure again",
+    "measured_once": "measure again",
+    "not_measured_again": "measure again",
+    "more_cores": "keep",
+    "within_noise": "keep",
+    "slower": "keep",
+    "small_gain": "keep",
+    "baseline_best": "keep",
+    "no_effect": "keep",
+    "no_result": "",
 }
 FIRMER = (
     "measure again: autotune tune --resume --run-dir {run_dir} --confirm-rounds 6, "
@@ -72,14 +96,28 @@ class StudyVerdict:
     #: On a CPU: cores the best configuration's processes use over the baseline's (ranks x threads).
     cores_ratio: float | None
     per_core_speedup: float | None  # speedup / cores_ratio
-    recommend: bool  # a firm recommendation (HIGH) is allowed
+    recommend: bool  # the configuration is to be applied (action "apply")
     headline: str  # one sentence, the same everywhere
     firmer: str  # what to run for a firmer answer ("" when confirmed)
+    #: The search's ratio's 95% interval, with the spread between processes of the baseline.
+    search_ci95: tuple[float, float] | None = None
+
+    @property
+    def action(self) -> str:
+        """What to do: "apply", "keep" (the current settings) or "measure again" ("" without a result)."""
+        return ACTIONS.get(self.status, "")
+
+    @property
+    def best_label(self) -> str:
+        """What the study's top trial is called: the best only when it is to be applied."""
+        return "Best" if self.action == "apply" else "Highest in the search"
 
     def to_dict(self) -> dict[str, Any]:
-        """summary.json's ``verdict``."""
+        """summary.json's ``verdict`` (with its ``action``)."""
         out = asdict(self)
         out["speedup_ci95"] = list(self.speedup_ci95) if self.speedup_ci95 else None
+        out["search_ci95"] = list(self.search_ci95) if self.search_ci95 else None
+        out["action"] = self.action
         return out
 
 
@@ -106,12 +144,17 @@ def study_verdict(summary: TuningSummary | Mapping[str, Any]) -> StudyVerdict:
     firmer = FIRMER.format(run_dir=summary.run_dir or "DIR")
     blank = StudyVerdict("no_result", None, None, None, 0, None, None, None, None, None, False,
                          "no trial finished ok against a baseline", "")  # fmt: skip
+    if summary.no_effect:
+        return replace(blank, status="no_effect", headline=(
+            "no best: what the study tunes changed nothing (see why it stopped), so every trial measured "
+            "the same configuration; keep the current settings"
+        ))  # fmt: skip
     if best is None or base is None or not base.ok:
         return blank
     if best.id == base.id:
         return replace(blank, status="baseline_best", headline="no configuration beat the baseline "
                        "(the script's own settings were the best measured)")  # fmt: skip
-    search = _finite(best.speedup_vs_baseline)
+    search, search_ci = _finite(best.speedup_vs_baseline), best.speedup_vs_baseline_ci95
     rounds, geomean, ci = best.speedup_confirmation_rounds, _finite(best.speedup_geomean), best.speedup_ci95
     confirm_load = _mean([c.other_load_cores for c in summary.confirmations if c.status == "ok"])
     search_load = _mean([best.other_load_cores, base.other_load_cores])
@@ -123,7 +166,7 @@ def study_verdict(summary: TuningSummary | Mapping[str, Any]) -> StudyVerdict:
     figures = replace(
         blank, speedup=speedup, speedup_ci95=ci, search_speedup=search, rounds=rounds,
         search_load_cores=search_load, confirm_load_cores=confirm_load, load_band_cores=band,
-        cores_ratio=cores_ratio, per_core_speedup=per_core, firmer=firmer,
+        cores_ratio=cores_ratio, per_core_speedup=per_core, firmer=firmer, search_ci95=search_ci,
     )  # fmt: skip
     cores_note = ""
     if per_core is not None and cores_ratio is not None:
@@ -131,7 +174,7 @@ def study_verdict(summary: TuningSummary | Mapping[str, Any]) -> StudyVerdict:
             f"; it uses {cores_ratio:g}× the baseline's CPU cores, "
             f"so per core it is {_x(per_core)} the baseline"
         )
-    in_search = f"{_x(search)} in the search" if search is not None else "no speedup measured in the search"
+    in_search = _in_search(search, search_ci, summary)
     if rounds == 0 or geomean is None:
         headline = f"{in_search}, not measured again (a search's best is biased upward)"
         return replace(figures, status="not_measured_again", headline=headline + cores_note)
@@ -164,10 +207,35 @@ def study_verdict(summary: TuningSummary | Mapping[str, Any]) -> StudyVerdict:
             "compare with the baseline given every core (its own threads): autotune profile the script "
             "with OMP_NUM_THREADS set to the cores, then autotune compare it with the best trial"
         ))  # fmt: skip
+    elif _gain(geomean, per_core, cores_ratio) <= APPLY_MIN_SPEEDUP:
+        status = "small_gain"
+        headline = (
+            f"a gain too small to act on: {span}, at most {_x(APPLY_MIN_SPEEDUP)} "
+            f"(what a change must gain); {in_search}"
+        )
+        return replace(figures, status=status, headline=headline + cores_note, firmer="")
     else:
         return replace(figures, status="confirmed", recommend=True, headline=f"confirmed: {span}{cores_note}",
                        firmer="")  # fmt: skip
     return replace(figures, status=status, headline=headline + cores_note)
+
+
+def _gain(speedup: float, per_core: float | None, cores_ratio: float | None) -> float:
+    """The gain a change must clear: per core when the best uses more cores than the baseline."""
+    return per_core if per_core is not None and cores_ratio is not None and cores_ratio > 1 else speedup
+
+
+def _in_search(search: float | None, ci: tuple[float, float] | None, summary: TuningSummary) -> str:
+    """The search's ratio with its interval across processes: "2.12× in the search (95% ...)"."""
+    if search is None:
+        return "no speedup measured in the search"
+    spread = summary.process_spread
+    if ci is None or spread is None:
+        return f"{_x(search)} in the search"
+    return (
+        f"{_x(search)} in the search (95% interval {ratio_span(ci)} with the spread between "
+        f"{spread.processes} processes of the baseline)"
+    )
 
 
 def verdict_of(summary: TuningSummary | Mapping[str, Any]) -> StudyVerdict:

@@ -92,7 +92,7 @@ def test_the_dashboard_in_tmux(terminal: tuple[Terminal, Path]) -> None:
     screen = term.wait_for("following", "trial 8 of 10", "Step time", "GPU 0", "q Quit")
     assert "Live" in screen and "Trials" in screen and "Advice" in screen
     term.keys("2")
-    screen = term.wait_for("best: trial 4", "Convergence", "micro_batch")
+    screen = term.wait_for("highest in the search: trial 4", "Convergence", "micro_batch")
     assert "running" in screen and "diverged" in screen
     term.keys("s")
     term.wait_for("sorted by objective")

@@ -79,10 +79,21 @@ def _trials():
 STUDY = study(_trials(), best_id=6, space=SPACE)
 
 
+def _with_confirmation(run, **keys):
+    summary = {**run.summary, "best": {**run.summary["best"], **keys}}
+    return dataclasses.replace(run, summary=summary)
+
+
+def _confirmed(run, geomean=2.7, ci95=(2.4, 3.0)):
+    return _with_confirmation(
+        run, speedup_confirmation_rounds=3, speedup_geomean=geomean, speedup_ci95=list(ci95), confirmed=True
+    )
+
+
 def test_apply_tuned_reports_the_measured_speedup_and_the_parameters():
-    rec = rules_tune.apply_tuned(STUDY)
+    rec = rules_tune.apply_tuned(_confirmed(STUDY))
     assert rec.measured and rec.params == {"micro_batch": 64, "precision": "bf16"}
-    assert rec.speedup_estimate == pytest.approx(1720 / 610)
+    assert rec.speedup_estimate == pytest.approx(2.7)  # the re-measured figure, not the search's 2.82
     assert (
         "trial 6 (micro_batch=64 precision=bf16) measured 1,720.0 samples/s against the baseline's 610.0"
         in (rec.evidence[0])
@@ -100,15 +111,18 @@ def test_apply_tuned_delivers_parameters_the_way_the_space_does():
         {"id": 0, "params": {}, "status": "ok", "throughput": 4806.0},
         {"id": 1, "params": {"batch_size": 512}, "status": "ok", "throughput": 87749.0},
     ]
-    rec = rules_tune.apply_tuned(study(trials, best_id=1, space=space))
+    rec = rules_tune.apply_tuned(_confirmed(study(trials, best_id=1, space=space)))
     assert rec.actions[0] == "run with --batch-size=512"
 
 
-def test_apply_tuned_stays_quiet_when_the_baseline_is_best_or_the_gain_is_noise():
-    assert rules_tune.apply_tuned(study(_trials(), best_id=0, space=SPACE)) is None
+def test_no_apply_when_the_baseline_is_best_or_the_gain_is_not_measured_again():
+    kept = rules_tune.apply_tuned(study(_trials(), best_id=0, space=SPACE))
+    assert kept.title == "Keep the current settings: the baseline was best" and kept.params == {}
     close = _trials()
-    close[6]["throughput"] = 630.0  # 1.03x
-    assert rules_tune.apply_tuned(study(close, best_id=6, space=SPACE)) is None
+    close[6]["throughput"] = 630.0  # 1.03x in the search, never measured again
+    rec = rules_tune.apply_tuned(study(close, best_id=6, space=SPACE))
+    assert rec.title == "Measure again before applying trial 6: in the search, not measured again"
+    assert rec.params == {} and rec.speedup_estimate is None and "--confirm-rounds 6" in rec.actions[0]
     assert rules_tune.apply_tuned(h200_run()) is None
 
 
@@ -237,9 +251,10 @@ def test_a_real_study_recommends_its_measured_best(tmp_path):
     best = summary["best"]
     advice = advise(load_run(run_dir))
     rec = next(r for r in advice.recommendations if r.rule == "apply_tuned")
-    assert rec.measured and rec.params == best["params"]
-    assert rec.speedup_estimate == pytest.approx(best["speedup_vs_baseline"])
-    assert rec.actions[0] == f"run with --batch-size={best['params']['batch_size']}"
+    # --confirm-rounds 0: the search's best is never applied unconfirmed, whatever it measured
+    assert rec.title == f"Measure again before applying trial {best['id']}: in the search, not measured again"
+    assert rec.params == {} and rec.speedup_estimate is None
+    assert rec.figures["search_speedup"] == pytest.approx(best["speedup_vs_baseline"])
     assert f"{best['throughput']:,.1f} samples/s" in rec.evidence[0]
     # the profile rules ran on the best trial's own run (trials run without the deep-profile window)
     assert {"input_bound", "step_outliers"} <= {t.rule for t in advice.rules_checked}
@@ -317,11 +332,6 @@ def test_two_pairs_each_far_slower_are_slower_whatever_the_wide_interval():
     assert rules_tune.pair_verdict([1.5, 2.5]).direction == "faster"
 
 
-def _with_confirmation(run, **keys):
-    summary = {**run.summary, "best": {**run.summary["best"], **keys}}
-    return dataclasses.replace(run, summary=summary)
-
-
 def test_apply_tuned_is_high_only_when_the_re_measurements_confirm_it():
     confirmed = _with_confirmation(
         STUDY, speedup_confirmation_rounds=3, speedup_geomean=2.7, speedup_ci95=[2.4, 3.0], confirmed=True
@@ -329,7 +339,9 @@ def test_apply_tuned_is_high_only_when_the_re_measurements_confirm_it():
     rec = rules_tune.apply_tuned(confirmed)
     # the headline is the re-measured figure (the search's 2.82x is the biased one)
     assert rec.severity == "high"
-    assert rec.title == "Apply the tuned configuration: 2.70x the baseline's throughput"
+    assert rec.title == (
+        "Apply the tuned configuration: 2.70x the baseline's throughput, confirmed (95% interval 2.40–3.00x)"
+    )
     assert rec.speedup_estimate == pytest.approx(2.7)
     assert rec.figures["search_speedup"] == pytest.approx(1720 / 610)
     assert "verdict: confirmed: 2.70× (95% interval 2.40–3.00×, 3 interleaved rounds)" in rec.evidence
@@ -337,10 +349,31 @@ def test_apply_tuned_is_high_only_when_the_re_measurements_confirm_it():
         STUDY, speedup_confirmation_rounds=3, speedup_geomean=1.1, speedup_ci95=[0.8, 1.5], confirmed=False
     )
     rec = rules_tune.apply_tuned(noise)
-    assert rec.severity == "low" and rec.title.endswith("1.10x the baseline's throughput, within the noise")
+    # within the noise: keep the settings, no configuration to apply, no gain claimed
+    assert rec.severity == "low" and rec.title == "Keep the current settings: within the noise"
+    assert rec.params == {} and rec.speedup_estimate is None
     assert any("--confirm-rounds 6" in a for a in rec.actions)
     never = rules_tune.apply_tuned(STUDY)  # a study from before the re-measurements, or --confirm-rounds 0
-    assert never.severity == "medium" and never.title.endswith("in the search, not measured again")
+    assert never.severity == "low" and never.title.endswith("in the search, not measured again")
+    assert never.title.startswith("Measure again before applying trial 6") and never.params == {}
+
+
+def test_a_confirmed_gain_below_the_threshold_is_kept_not_applied():
+    """Confirmed above 1 (1.01–1.05×) but at 1.03×: below the 1.05× a change must gain."""
+    small = _confirmed(STUDY, geomean=1.03, ci95=(1.01, 1.05))
+    rec = rules_tune.apply_tuned(small)
+    assert rec.title == "Keep the current settings: a gain too small to act on" and rec.params == {}
+    assert rec.figures["verdict"] == "small_gain"
+
+
+def test_a_study_whose_knob_was_never_read_names_no_best_and_says_keep():
+    stopped = "trial 1's script never read 'x'"
+    run = study(_trials()[:2], best_id=None, space=SPACE, no_effect=True, stopped=stopped)
+    rec = rules_tune.apply_tuned(run)
+    assert rec.title == "Keep the current settings: nothing tuned had an effect" and rec.params == {}
+    assert "the study stopped: trial 1's script never read 'x'" in rec.evidence
+    advice = advise(run)
+    assert [r.rule for r in advice.recommendations if r.rule == "apply_tuned"] == ["apply_tuned"]
 
 
 def test_a_search_gain_that_the_re_measurement_did_not_hold_is_not_applied():
@@ -349,8 +382,8 @@ def test_a_search_gain_that_the_re_measurement_did_not_hold_is_not_applied():
         STUDY, speedup_confirmation_rounds=3, speedup_geomean=0.79, speedup_ci95=[0.7, 0.9], confirmed=False
     )
     rec = rules_tune.apply_tuned(slower)
-    assert rec.severity == "low" and rec.title.startswith("Keep the baseline's configuration")
-    assert rec.speedup_estimate is None and rec.actions[0].startswith("do not run with")
+    assert rec.severity == "low" and rec.title == "Keep the current settings: slower when measured again"
+    assert rec.speedup_estimate is None and any(a.startswith("do not run with") for a in rec.actions)
 
 
 def test_a_confirmation_under_other_load_than_the_search_is_not_high():
@@ -363,8 +396,9 @@ def test_a_confirmation_under_other_load_than_the_search_is_not_high():
     runs = [{"status": "ok", "other_load_cores": 1.6, "round": r, "role": "best"} for r in range(3)]
     loaded = dataclasses.replace(STUDY, summary={**summary, "confirmations": runs})
     rec = rules_tune.apply_tuned(loaded)
-    assert rec.severity == "medium" and rec.title.endswith("measured under different load")
-    assert "busy on 1.6 cores against 0.1 during the search (band ±0.5)" in rec.evidence[-1]
+    assert rec.severity == "low" and rec.title.endswith("measured under different load")
+    assert rec.title.startswith("Measure again before applying") and rec.params == {}
+    assert any("busy on 1.6 cores against 0.1 during the search (band ±0.5)" in e for e in rec.evidence)
     quiet = [{**r, "other_load_cores": 0.4} for r in runs]  # 0.3 cores apart: inside the band
     rec = rules_tune.apply_tuned(dataclasses.replace(STUDY, summary={**summary, "confirmations": quiet}))
     assert rec.severity == "high"
@@ -382,7 +416,7 @@ def test_a_gain_that_is_only_more_cores_is_not_high():
         "speedup_ci95": [1.32, 2.18], "confirmed": True,
     }  # fmt: skip
     rec = rules_tune.apply_tuned(dataclasses.replace(STUDY, summary=summary))
-    assert rec.severity == "low" and rec.title.endswith("faster only with more cores")
+    assert rec.severity == "low" and rec.title == "Keep the current settings: faster only with more cores"
     assert any("per core 0.85× the baseline; the gain is the cores" in e for e in rec.evidence)
     assert any("OMP_NUM_THREADS" in a for a in rec.actions)
     summary["best"] = {**summary["best"], "speedup_geomean": 2.4, "speedup_ci95": [2.1, 2.7]}

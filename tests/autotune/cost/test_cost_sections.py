@@ -142,9 +142,12 @@ def study(best, baseline, price=None):
     return TuningSummary.parse(summary, "summary.json")
 
 
+CONFIRMED = {"speedup_confirmation_rounds": 3, "speedup_geomean": 3.2, "speedup_ci95": [3.0, 3.4]}
+
+
 def test_cost_of_a_study_best_against_its_baseline():
     summary = study(
-        best=trial(3, 1600.0, 2, joules=0.8),
+        best={**trial(3, 1600.0, 2, joules=0.8), "speedup_vs_baseline": 3.2, **CONFIRMED},
         baseline=trial(0, 500.0, 1, baseline=True),
     )
     section = study_cost_section(summary, resolve_price(None, explicit=3.0), duty_cycle=0.5)
@@ -162,6 +165,19 @@ def test_cost_of_a_study_best_against_its_baseline():
     assert section.usd_per_month == pytest.approx(2190.0)
     assert section.joules_per_sample == 0.8
     assert section.usd_per_epoch is None
+
+
+def test_a_study_saves_nothing_until_its_verdict_is_to_apply():
+    """The same best, never measured again (or within the noise): the baseline's cost is shown beside it,
+    and no saving is claimed (no figure may promise what the verdict does not)."""
+    best = {**trial(3, 1600.0, 2), "speedup_vs_baseline": 3.2}
+    quote = resolve_price(None, explicit=3.0)
+    unconfirmed = study_cost_section(study(best=best, baseline=trial(0, 500.0, 1, baseline=True)), quote, 0.5)
+    assert unconfirmed.baseline_usd_per_million_samples == pytest.approx(3 / 1.8)
+    assert unconfirmed.saving_pct is None and unconfirmed.saving_usd_per_month is None
+    noise = {**best, **CONFIRMED, "speedup_geomean": 1.1, "speedup_ci95": [0.8, 1.5]}
+    section = study_cost_section(study(best=noise, baseline=trial(0, 500.0, 1, baseline=True)), quote, 0.5)
+    assert section.saving_pct is None
 
 
 def test_a_study_trial_without_throughput_is_repriced_from_its_recorded_cost():

@@ -125,6 +125,8 @@ def test_a_parameter_that_changes_nothing_with_random_stalls_is_never_confirmed(
             slower = high < 1
             assert advice.severity == "low"
             title = advice.title
-            assert title.startswith("Keep the baseline") if slower else "within the noise" in title
+            label = "slower when measured again" if slower else "within the noise"
+            assert title == f"Keep the current settings: {label}"
+            assert advice.params == {}
             assert summary["verdict"]["status"] == ("slower" if slower else "within_noise")
             assert any("--confirm-rounds" in a for a in advice.actions)

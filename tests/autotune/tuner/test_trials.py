@@ -172,7 +172,7 @@ def test_every_trial_gets_the_same_threads_per_process_whatever_its_ranks():
     # seen: torch took both cores for a one-process baseline and torchrun gave each of 2 ranks one;
     # beside two busy processes the baseline's oversubscribed threads made a 26x "speedup"
     assert study_threads(2, {}, cores=2) == (1, "2 cores over up to 2 ranks")
-    assert study_threads(1, {}, cores=2) == (2, "2 cores over up to 1 ranks")
+    assert study_threads(1, {}, cores=2) == (2, "2 cores over up to 1 rank")
     assert study_threads(2, {"OMP_NUM_THREADS": "2"}, cores=8) == (2, "OMP_NUM_THREADS=2 as set")
     assert study_threads(2, {"OMP_NUM_THREADS": "8"}, cores=8)[0] == 4  # 8 x 2 ranks would oversubscribe
 

@@ -35,12 +35,12 @@ FAST = ["--trial-steps", "12", "--warmup-steps", "2", "--min-measured-steps", "5
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
 
 
-def tune(tmp_path: Path, *args: str) -> list[dict]:
+def tune(tmp_path: Path, *args: str, env: dict[str, str] = ENV) -> list[dict]:
     (tmp_path / "space.toml").write_text(SPACE)
     run_dir = tmp_path / "study"
     cmd = [sys.executable, "-m", "autotune", "tune", "--space", str(tmp_path / "space.toml"),
            "--run-dir", str(run_dir), *FAST, *args, UNMODIFIED]  # fmt: skip
-    out = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=600, check=False)
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600, check=False)
     assert out.returncode == 0, out.stderr[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["best"]["params"] == {"batch_size": 128}  # as with one trial at a time
@@ -53,10 +53,16 @@ def overlaps(trials: list[dict]) -> int:
 
 
 def test_trials_run_as_tasks_of_a_local_cluster_and_their_directories_come_back(tmp_path):
-    trials = tune(tmp_path, "--trials", "4", "--executor", "ray")
+    # no OMP_NUM_THREADS: the study fits each trial's threads to the CPUs its Ray task asks for
+    env = {k: v for k, v in ENV.items() if k != "OMP_NUM_THREADS"}
+    trials = tune(tmp_path, "--trials", "4", "--executor", "ray", env=env)
     searched = [t for t in trials if not t["baseline"]]
     assert len(searched) == 3 and all(t["status"] == "ok" and t["executor"] == "ray" for t in searched)
     assert overlaps(searched) >= 1  # the 2 CPUs of the local cluster: two trials at a time
+    # each trial one of the cluster's CPUs and one thread (before: every trial both cores' threads,
+    # two at once on 2 cores, and the study slowed 10-60x); the baseline ran on Ray too
+    assert {t["threads_per_rank"] for t in trials} == {1}
+    assert trials[0]["executor"] == "ray"
     for t in searched:  # shipped back: the trial's own profile, read where the study keeps it
         trial_dir = tmp_path / "study" / t["run_dir"]
         assert json.loads((trial_dir / "summary.json").read_text())["measured_steps"] >= 5

@@ -1,0 +1,82 @@
+"""Decisions a user acts on, from real studies beside busy processes: no best and no "apply" that the
+measurements do not carry, and ratios that carry the spread between processes."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from profilers.contract.spread import AnchorRun, search_ratio
+from profilers.contract.summarize import t975
+from tests.hogs import busy_loops
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+FAST = ["--trial-steps", "14", "--warmup-steps", "2", "--min-measured-steps", "5", "--trial-timeout", "120"]
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
+def _autotune(*args, timeout=300):
+    return subprocess.run(
+        [sys.executable, "-m", "autotune", *args], capture_output=True, text=True, env=ENV, timeout=timeout
+    )
+
+
+@pytest.mark.slow
+def test_a_knob_the_script_never_reads_gets_no_best_no_apply_and_a_ratio_across_processes(tmp_path):
+    """The issue's case: a space parameter the script never reads. Trial 1 ran the baseline's own
+    configuration, so the study names no best and advises to keep the settings, everywhere; before
+    trial 1 the baseline ran again in trial 1's slot (anchor 1), and trial 1's ratio carries the
+    spread between the baseline's two processes. Beside two busy processes."""
+    space = tmp_path / "space.toml"
+    space.write_text('[space.warp_drive]\ntype = "choice"\nchoices = [1, 2]\n')
+    run_dir = tmp_path / "study"
+    with busy_loops(2):
+        out = _autotune(
+            "tune", "--space", str(space), "--trials", "2", "--run-dir", str(run_dir), *FAST,
+            str(SCRIPTS / "train_unmodified.py"),
+        )  # fmt: skip
+    assert out.returncode == 1, out.stderr[-3000:]  # stopped: the knob was never read
+    assert "never read 'warp_drive'" in out.stderr
+    assert "No best" in out.stderr and "Best (trial" not in out.stderr, out.stderr[-2000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["best"] is None and summary["no_effect"] is True
+    assert summary["verdict"]["status"] == "no_effect" and summary["verdict"]["action"] == "keep"
+    # the anchor: the baseline's configuration again, in trial 1's slot, before it
+    (anchor,) = summary["anchors"]
+    trial1 = summary["trials"][1]
+    assert anchor["role"] == "anchor" and anchor["best_id"] == 1 and anchor["status"] == "ok"
+    assert anchor["ended_at"] <= trial1["started_at"]
+    assert (run_dir / anchor["run_dir"] / "summary.json").is_file()  # a process of its own, profiled
+    assert summary["process_spread"]["processes"] == 2
+    # trial 1's ratio, computed again from what the summary stores
+    base = summary["trials"][0]
+    anchors = [
+        AnchorRun(0, base["throughput"], tuple(base["throughput_ci95"]), base["started_at"],
+                  base["ended_at"]),
+        AnchorRun(1, anchor["samples_per_s"], tuple(anchor["samples_per_s_ci95"]), anchor["started_at"],
+                  anchor["ended_at"]),
+    ]  # fmt: skip
+    when = (trial1["started_at"] + trial1["ended_at"]) / 2
+    again = search_ratio(trial1["throughput"], trial1["throughput_ci95"], when, anchors)
+    assert trial1["anchor"] == again.anchor == 1  # the anchor that ran just before it
+    assert trial1["speedup_vs_baseline"] == pytest.approx(again.ratio)
+    assert trial1["speedup_vs_baseline_ci95"] == pytest.approx(list(again.ci95))
+    # its interval holds at least the spread between the baseline's two processes, on both sides (t, 1 df)
+    low, high = trial1["speedup_vs_baseline_ci95"]
+    half_log = math.log(high / low) / 2
+    assert half_log >= t975(1) * math.sqrt(2) * summary["process_spread"]["log_sd"] * 0.999
+    # the report says the same: no best configuration, keep the settings, nothing to apply
+    assert _autotune("report", str(run_dir), "--format", "json").returncode == 0
+    report = json.loads((run_dir / "report.json").read_text())
+    recs = report["advice"]["recommendations"]
+    assert not any(r["title"].startswith("Apply") for r in recs)
+    (keep,) = [r for r in recs if r["rule"] == "apply_tuned"]
+    assert keep["title"] == "Keep the current settings: nothing tuned had an effect" and keep["params"] == {}
+    assert _autotune("report", str(run_dir), "--format", "md").returncode == 0
+    assert "| best configuration | none: nothing the study tuned had an effect |" in (
+        (run_dir / "report.md").read_text()
+    )
