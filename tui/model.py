@@ -16,7 +16,7 @@ from profilers.contract.records import RankDevice, RankRow
 from profilers.contract.run_meta import RunMeta
 from profilers.contract.schema import OPTIONAL_PHASES, PHASES
 from profilers.contract.schema import run_state as state_of
-from profilers.contract.study import convergence, placement_line
+from profilers.contract.study import convergence, placement_line, starved_line
 from profilers.contract.summaries import ProfileSummary, TrialEntry, TuningSummary
 from profilers.contract.trial_view import TrialView, space_names, study_best_id, trial_views
 from profilers.contract.verdict import verdict_of
@@ -97,6 +97,7 @@ class TrialsInfo:
     #: What the verdict calls the top trial: "best" only when it is to be applied (StudyVerdict.best_label).
     best_label: str = "best"
     placement: str | None = None  # how the trials ran (profilers.contract.study.placement_line)
+    starved: str | None = None  # how much of the search ran short of CPU (study.starved_line)
 
     @property
     def running_id(self) -> int | None:
@@ -290,6 +291,7 @@ def trials_info(
         verdict=verdict.headline if best or verdict.status == "no_effect" else None,
         best_label=verdict.best_label.lower(),
         placement=placement_line(trials, study.parallel, study.executor, study.threads_per_rank),
+        starved=starved_line(trials),
     )
 
 

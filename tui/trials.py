@@ -203,6 +203,8 @@ class TrialsPane(Vertical):
             text.append(f"\nverdict: {info.verdict}", style="bold yellow")
         if info.placement:
             text.append(f"\n{info.placement}", style="dim")
+        if info.starved:
+            text.append(f"\nbusy machine: {info.starved}", style="yellow")
         if info.stopped:
             text.append(f"\nstopped: {info.stopped}", style="red")
         arrow = "↓" if COLUMNS.get(self.sort_by, ("", False))[1] != self.reverse else "↑"

@@ -35,7 +35,14 @@ from profilers.contract.plan_doc import PlanDocument
 from profilers.contract.records import DeviceSample, RankDevice
 from profilers.contract.rundir import THINNED_POINTS, RunData
 from profilers.contract.schema import PHASES, PLAN_NAME
-from profilers.contract.study import convergence, pareto_front, placement_line, ran_with, usd_per_million
+from profilers.contract.study import (
+    convergence,
+    pareto_front,
+    placement_line,
+    ran_with,
+    starved_line,
+    usd_per_million,
+)
 from profilers.contract.summaries import ProfileSummary, TrialEntry, TuningSummary
 from profilers.contract.summarize import quantile, select_measured
 from profilers.contract.trial_view import space_names, study_best_id, trial_views
@@ -175,6 +182,7 @@ def overview_section(run: RunData, notes: tuple[str, ...]) -> Overview:
             placement=placement_line(
                 study.trials, study.parallel, study.executor, study.threads_per_rank
             ),
+            starved=starved_line(study.trials),
             speedup_vs_baseline=best.speedup_vs_baseline if best else None,
             notes=notes,
             verdict=verdict.status,

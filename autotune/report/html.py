@@ -213,6 +213,8 @@ def _overview(o: Overview) -> str:
         out.append(f'<p class="verdict"><b>Verdict</b>: {esc(o.verdict_headline)}</p>')
     if o.placement:
         out.append(f'<p class="placement">How the trials ran: {esc(o.placement)}</p>')
+    if o.starved:
+        out.append(f'<p class="load">Busy machine: {esc(o.starved)}</p>')
     if o.notes:
         notes = "".join(f"<li>{esc(n)}</li>" for n in o.notes)
         out.append(f'<div class="notes"><b>Notes</b><ul>{notes}</ul></div>')

@@ -111,6 +111,8 @@ def _overview(report: Report) -> list[str]:
             rows.append(("verdict", md_text(o.verdict_headline)))
         if o.placement is not None:
             rows.append(("trials", md_text(o.placement)))
+        if o.starved is not None:
+            rows.append(("busy machine", md_text(o.starved)))
     if o.outcome is not None and o.outcome != "finished":
         rows.insert(0, ("outcome", md_text(o.outcome)))
     if not o.finished:

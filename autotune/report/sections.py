@@ -63,6 +63,8 @@ class Overview:
     best_label: str = "Best"
     #: Study: how its trials ran (profilers.contract.study.placement_line).
     placement: str | None = None
+    #: Study: how much of the search ran short of CPU (profilers.contract.study.starved_line).
+    starved: str | None = None
     speedup_vs_baseline: float | None = None  # study: best / baseline throughput in the search
     notes: tuple[str, ...] = ()  # what was missing or rebuilt
     #: Study: the verdict (profilers.contract.verdict): its status, headline figure and sentence.

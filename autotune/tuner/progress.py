@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from autotune.search.records import Trial
 from autotune.search.space import Value
 from autotune.tuner.trial_facts import facts, metrics
+from profilers.contract.load import MAX_STARVED_SHARE
 from profilers.contract.summaries import SearchPrior, TuningSummary
 
 if TYPE_CHECKING:
@@ -157,6 +158,8 @@ class Progress:
             elif fact.stable is False:
                 line += f" [yellow](not stable: {_spread(fact.throughput_ci95, rate)})[/yellow]"
             line += _load(fact.other_load_cores)
+            if fact.starved_share is not None and fact.starved_share > MAX_STARVED_SHARE:
+                line += f" [yellow](short of CPU in {fact.starved_share:.0%} of its steps)[/yellow]"
         else:
             error = (trial.error or "").strip().splitlines()
             line = f"[yellow]{trial.status}[/yellow]: {error[0] if error else ''}"
@@ -189,12 +192,15 @@ class Progress:
         note = f"; the {skipped} skipped took trial ids but never ran" if skipped else ""
         runs = f"{summary.trials_run} trials run ({counts}){again}"
         self.console.print(f"{runs} in {elapsed:.0f} s{note}")
-        from profilers.contract.study import placement_line
+        from profilers.contract.study import placement_line, starved_line
 
         s = summary
         placement = placement_line(s.trials, s.parallel, s.executor, s.threads_per_rank)
         if placement:
             self.console.print(f"How: {placement}")
+        starved = starved_line(s.trials)
+        if starved:
+            self.console.print(f"[yellow]Busy machine[/yellow]: {starved}")
         prior = prior_line(summary.search_prior)
         if prior:
             self.console.print(prior)

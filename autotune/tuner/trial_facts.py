@@ -42,6 +42,7 @@ class TrialFacts:
     throughput_ci95: tuple[float | None, float | None] | None = None  # samples/s; an open end is None
     stable: bool | None = None  # its steps' spread within the study's bound
     other_load_cores: float | None = None  # other processes' load while it ran
+    starved_share: float | None = None  # share of its measured steps it ran short of CPU
     threads_per_rank: int | None = None
     device_kind: str | None = None  # "cuda" or "cpu"
     device_name: str | None = None

@@ -31,6 +31,8 @@ from autotune.tuner.devices import usable_cpus
 from autotune.tuner.host_load import OtherLoad
 from autotune.tuner.objectives import Scoring
 from autotune.tuner.presets import preset_args
+from profilers.contract.load import MIN_LOAD_READINGS
+from profilers.contract.rundir import read_load_profile
 from profilers.contract.schema import SUMMARY_NAME
 from profilers.contract.summaries import ProfileSummary, SummaryError
 from profilers.runtime.options import option_args
@@ -96,6 +98,8 @@ class TrialOutcome:
     #: Mean cores other processes kept busy while the trial measured, on its own cores when pinned to
     #: a slot (its profile's ``load``; else autotune.tuner.host_load over its whole run).
     other_load_cores: float | None = None
+    #: The share of its measured steps it ran short of CPU (other processes held its cores), or None.
+    starved_share: float | None = None
 
     @property
     def figures(self) -> ProfileSummary:
@@ -265,7 +269,24 @@ def run_trial(
     status, error = classify(code, timed_out, _tail(log_path), summary, settings)
     if unreadable is not None and status != "timeout":
         status, error = "crashed", unreadable
-    return TrialOutcome(status, run_dir, duration_s, summary, error, _other_load(summary, load))
+    starved = _starved_share(run_dir, summary, settings, params) if status == "ok" else None
+    return TrialOutcome(status, run_dir, duration_s, summary, error, _other_load(summary, load), starved)
+
+
+def _starved_share(
+    run_dir: Path, summary: ProfileSummary | None, settings: TrialSettings, params: Mapping[str, Value]
+) -> float | None:
+    """The share of the trial's measured steps it ran short of CPU (LoadProfile.starved_share), or None.
+
+    What its threads could use: the study's threads per process times its ranks.
+    """
+    if summary is None:
+        return None
+    profile = read_load_profile(run_dir, summary.raw)
+    if profile is None or profile.readings < MIN_LOAD_READINGS:
+        return None
+    threads = settings.threads_per_rank or usable_cores()
+    return profile.starved_share(threads * trial_world_size(settings, params))
 
 
 def _other_load(summary: ProfileSummary | None, load: OtherLoad) -> float | None:

@@ -618,6 +618,7 @@ class Tuner:
             throughput_ci95=summary.throughput.samples_per_s_ci95,
             stable=measured_stably(summary, self.config.settings.stable_within),
             other_load_cores=outcome.other_load_cores,
+            starved_share=outcome.starved_share,
             threads_per_rank=self.config.settings.threads_per_rank,
             device_kind=summary.device.kind,
             device_name=summary.device.name,

@@ -78,6 +78,7 @@ def trial_entry(trial: Trial, anchor_list: Sequence[AnchorRun] = ()) -> dict[str
         "throughput_ci95": None if f.throughput_ci95 is None else list(f.throughput_ci95),
         "stable": f.stable,
         "other_load_cores": f.other_load_cores,
+        "starved_share": f.starved_share,
         "threads_per_rank": f.threads_per_rank,
         "precision": f.precision,  # what the profiler saw the model run in
         "params_used": f.params_used,

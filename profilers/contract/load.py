@@ -129,6 +129,13 @@ CONTENDED_SHARE_BAND = 0.25
 #: 0.87x; the same CPU-bound script in six processes beside two busy loops trained between 3,712
 #: and 10,785 samples/s (its own CPU 0.33 to 0.7 of a core: which core it shared with whom).
 MAX_CONTENDED_SHARE = 0.5
+#: A run whose own CPU is below this share of what its threads could use, with no idle CPU, is short
+#: of CPU: one thread beside two busy loops on 2 cores gets about 0.67 of a core (below 0.75),
+#: while beside one it keeps its core.
+STARVED_FRACTION = 0.75
+#: A trial short of CPU (:meth:`LoadProfile.starved_share`) for more than this share of its measured
+#: steps was measured on a machine too busy for its figures to be this machine's.
+MAX_STARVED_SHARE = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +175,23 @@ class LoadProfile:
         full = self.machine_cores - JITTER_CORES
         hits = sum(
             1 for o, s in zip(self.others_cores, self.own_cores, strict=True) if o > band and o + s >= full
+        )
+        return hits / len(self.others_cores)
+
+    def starved_share(self, demand_cores: float) -> float:
+        """The share of the window in which the run got less CPU than its threads could use.
+
+        Readings with no idle CPU (busy within :data:`JITTER_CORES` of the cores) in which the run's
+        own cores fell below :data:`STARVED_FRACTION` of ``demand_cores`` (its threads × ranks, at
+        most the cores): other processes held what it would have run on. A run that waits by
+        nature (on data, on a lock) leaves CPU idle and is never starved.
+        """
+        if not self.others_cores or demand_cores <= 0:
+            return 0.0
+        want = STARVED_FRACTION * min(demand_cores, self.machine_cores)
+        full = self.machine_cores - JITTER_CORES
+        hits = sum(
+            1 for o, s in zip(self.others_cores, self.own_cores, strict=True) if o + s >= full and s < want
         )
         return hits / len(self.others_cores)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from profilers.contract.load import MAX_STARVED_SHARE
 from profilers.contract.summaries import GpuFigures, TrialEntry
 
 SECONDS_PER_HOUR = 3600.0
@@ -134,6 +135,25 @@ def placement_line(
     return line
 
 
+
+def starved_line(trials: Sequence[TrialEntry]) -> str | None:
+    """How much of the search was measured on a machine too busy for it, in one line (None: none was).
+
+    A trial short of CPU (no idle core, and its own CPU below what its threads could use) for more
+    than half of its measured steps (:data:`~profilers.contract.load.MAX_STARVED_SHARE`) measured
+    another machine than this one when quiet. The terminal, the report and the dashboard say it so.
+    """
+    known = [t for t in trials if t.status == "ok" and t.starved_share is not None]
+    starved = [t.id for t in known if (t.starved_share or 0.0) > MAX_STARVED_SHARE]
+    if not starved:
+        return None
+    ids = ", ".join(map(str, starved))
+    return (
+        f"{len(starved)} of {len(known)} trials ran short of CPU for most of their measured steps "
+        f"(trial{'s' if len(starved) > 1 else ''} {ids}): other processes held the cores their threads "
+        "needed, so their figures are slower than this machine gives when quiet"
+    )
+
 __all__ = [
     "SECONDS_PER_HOUR",
     "best_trial_id",
@@ -142,6 +162,7 @@ __all__ = [
     "pareto_front",
     "placement_line",
     "ran_with",
+    "starved_line",
     "trial_objective",
     "usd_per_million",
 ]

@@ -102,6 +102,7 @@ class TrialEntry(_ReadsAsItsDict):
     throughput_ci95: tuple[float | None, float | None] | None = None  # samples/s; an open end is None
     stable: bool | None = None  # its steps' spread within the study's bound
     other_load_cores: float | None = None  # other processes' CPU while it ran
+    starved_share: float | None = None  # share of its measured steps it ran short of CPU (contract.load)
     #: The best trial's re-measurement against the baseline (autotune.tuner.confirm.Verdict.entry).
     speedup_confirmation_rounds: int = 0
     speedup_geomean: float | None = None

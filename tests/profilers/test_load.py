@@ -95,3 +95,20 @@ def test_a_killed_run_of_two_ranks_does_not_count_the_other_rank_as_load(tmp_pat
         store.close()
     load = load_run(run_dir).summary["load"]
     assert load["busy_cores"] == 2.0 and load["own_cores"] == 0.95 and load["other_cores"] is None
+
+
+def test_a_run_short_of_cpu_is_told_from_one_that_waits_or_shares_fairly():
+    from profilers.contract.load import LoadProfile
+
+    # 2 cores; readings of (others, own) in cores for a one-thread run
+    profile = LoadProfile(
+        2,
+        (1.4, 1.3, 0.2, 1.0, 1.6),
+        (0.6, 0.55, 0.9, 1.0, 0.3),
+    )
+    # 1st, 2nd: no idle CPU and 0.6/0.55 < 0.75 of its core: short; 3rd: an idle core (it waits);
+    # 4th: full but it has its core; 5th: 1.9 busy is within the 0.25 jitter of 2 cores, 0.3 < 0.75
+    assert profile.starved_share(1) == pytest.approx(3 / 5)
+    assert profile.starved_share(0) == 0.0
+    # two threads could use both cores: at 1.0 it has only half of what it could use
+    assert LoadProfile(2, (1.0,), (1.0,)).starved_share(2) == 1.0

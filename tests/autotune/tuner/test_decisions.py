@@ -80,3 +80,36 @@ def test_a_knob_the_script_never_reads_gets_no_best_no_apply_and_a_ratio_across_
     assert "| best configuration | none: nothing the study tuned had an effect |" in (
         (run_dir / "report.md").read_text()
     )
+
+
+@pytest.mark.slow
+def test_a_search_measured_short_of_cpu_says_so_in_every_view(tmp_path):
+    """Three busy loops beside one-thread trials on this machine's cores: each trial gets about
+    cores/(cores+1) of a core (2/3 on 2 cores), below 3/4 of the core its thread could use, with no
+    idle CPU. The terminal, summary.json, the report and the dashboard's record say how much of the
+    search was measured so."""
+    space = tmp_path / "space.toml"
+    space.write_text('[space.batch_size]\ntype = "choice"\nchoices = [64]\narg = "--batch-size={value}"\n')
+    run_dir = tmp_path / "study"
+    cores = len(os.sched_getaffinity(0))
+    # 3,000 steps of about 0.4-0.7 ms (quiet): a second or more of measured steps, 10 host readings
+    # or more each (a share over fewer than 5 is not given)
+    long = ["--trial-steps", "3000", "--stable-within", "0", "--warmup-steps", "2", "--trial-timeout", "240"]
+    with busy_loops(cores + 1):
+        out = _autotune(
+            "tune", "--space", str(space), "--trials", "2", "--run-dir", str(run_dir), *long,
+            "--confirm-rounds", "0", "--anchor-every", "0", str(SCRIPTS / "train_unmodified.py"),
+        )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    shares = [t["starved_share"] for t in summary["trials"]]
+    assert all(s is not None and s > 0.5 for s in shares), shares
+    line = "2 of 2 trials ran short of CPU for most of their measured steps (trials 0, 1)"
+    assert f"Busy machine: {line}" in " ".join(out.stderr.split())
+    assert _autotune("report", str(run_dir), "--format", "md").returncode == 0
+    assert f"| busy machine | {line}" in (run_dir / "report.md").read_text()
+    from profilers.contract.summaries import TuningSummary
+    from tui.model import trials_info
+
+    study = TuningSummary.parse(summary, "summary.json")
+    assert trials_info(study, study.trials).starved.startswith(line)
