@@ -276,8 +276,8 @@ def match_loads(a: LoadProfile | None, b: LoadProfile | None) -> LoadMatch:
     problem = None
     if few:
         problem = (
-            f"too few load readings over the measured steps ({', '.join(few)}; {MIN_LOAD_READINGS} "
-            "needed): the bursts of load are unknown, run longer"
+            f"too few load readings to know its bursts ({', '.join(few)}; {MIN_LOAD_READINGS} needed): "
+            "run longer"
         )
     elif abs(a.mean_cores - b.mean_cores) > band:
         problem = f"loads differ: other processes took {means} (band ±{band:.1f})"
