@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 from autotune.advice.records import Recommendation
 from autotune.advice.rules import gib
 from autotune.advice.thresholds import limit, severity_for
+from autotune.fmt import format_number
 from autotune.knob_values import KnobValues
 from autotune.tuner.memory_model import study_batch_param
 from autotune.tuner.presets import PRESETS, preset_args
@@ -235,7 +236,7 @@ def pair_verdict(ratios: Sequence[float]) -> PairVerdict:
     margin = limit("precision_study.pair_ratio")
     if direction is None and all(r > margin for r in ratios):
         direction = "faster"
-        summary += f"; every pair alone is above {margin:g}x, the one-pair margin"
+        summary += f"; every pair alone is above {format_number(margin, 6)}x, the one-pair margin"
     elif direction is None and all(r < 1 / margin for r in ratios):
         direction = "slower"
         summary += f"; every pair alone is below {1 / margin:.2f}x, the one-pair margin"
@@ -261,7 +262,7 @@ def precision_study(run: RunData) -> Recommendation | None:
     if tolerance_pct == 0:
         check = "ran ok (the study's loss check was off: --loss-tolerance 0)"
     elif base_precision in FULL:
-        check = f"kept its loss within {tolerance_pct:g}% of the {base_precision} baseline's"
+        check = f"kept its loss within {format_number(tolerance_pct, 6)}% of the {base_precision} baseline's"
     else:
         check = "ran ok (no loss check: the baseline is not fp32/tf32)"
     checked = tolerance_pct != 0 and base_precision in FULL

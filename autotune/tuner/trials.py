@@ -35,6 +35,7 @@ from profilers.contract.load import MIN_LOAD_READINGS
 from profilers.contract.rundir import read_load_profile
 from profilers.contract.schema import SUMMARY_NAME
 from profilers.contract.summaries import ProfileSummary, SummaryError
+from profilers.runtime.kineto_chatter import is_kineto_chatter
 from profilers.runtime.options import option_args
 
 LOG_NAME = "trial.log"
@@ -436,7 +437,7 @@ def _tail(path: Path, lines: int = ERROR_TAIL_LINES) -> str:
         text = path.read_text(errors="replace")
     except OSError:
         return ""
-    kept = [line for line in text.splitlines() if line.strip() and not line.startswith("USDT:")]
+    kept = [line for line in text.splitlines() if line.strip() and not is_kineto_chatter(line)]
     exceptions = [i for i, line in enumerate(kept) if _EXCEPTION_LINE.match(line.strip())]
     if exceptions and "torch.distributed.elastic" in text:
         first = exceptions[0]  # the rank that failed first, before torchrun's report of the rest

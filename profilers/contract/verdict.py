@@ -133,6 +133,11 @@ def _cores(entry: TrialEntry, summary: TuningSummary) -> float | None:
     return entry.world_size * summary.threads_per_rank
 
 
+def _plain(value: float) -> str:
+    """A ratio of cores for people: "2", "1.5" (two decimals at most, never an exponent)."""
+    return f"{value:.2f}".rstrip("0").rstrip(".")
+
+
 def _x(value: float) -> str:
     return f"{value:.2f}×"
 
@@ -171,7 +176,7 @@ def study_verdict(summary: TuningSummary | Mapping[str, Any]) -> StudyVerdict:
     cores_note = ""
     if per_core is not None and cores_ratio is not None:
         cores_note = (
-            f"; it uses {cores_ratio:g}× the baseline's CPU cores, "
+            f"; it uses {_plain(cores_ratio)}× the baseline's CPU cores, "
             f"so per core it is {_x(per_core)} the baseline"
         )
     in_search = _in_search(search, search_ci, summary)
@@ -201,8 +206,8 @@ def study_verdict(summary: TuningSummary | Mapping[str, Any]) -> StudyVerdict:
         # the baseline's processes had fewer cores (threads per process are the same in every
         # trial): the gain is the cores, which the script given all of them may take anyway
         return replace(figures, status="more_cores", headline=(
-            f"faster only with more cores: {span}, with {cores_ratio:g}× the baseline's CPU cores, so per "
-            f"core {_x(per_core)} the baseline; the gain is the cores, not the configuration"
+            f"faster only with more cores: {span}, with {_plain(cores_ratio)}× the baseline's CPU cores, "
+            f"so per core {_x(per_core)} the baseline; the gain is the cores, not the configuration"
         ), firmer=(
             "compare with the baseline given every core (its own threads): autotune profile the script "
             "with OMP_NUM_THREADS set to the cores, then autotune compare it with the best trial"
