@@ -51,6 +51,9 @@ class ConfirmRun:
     error: str | None = None
     started_at: float | None = None  # unix seconds (None in studies from before it was kept)
     ended_at: float | None = None
+    executor: str | None = None  # where it ran: "local" or "ray", the host, its devices
+    node: str | None = None
+    devices: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (run.db and summary.json)."""

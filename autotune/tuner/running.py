@@ -44,6 +44,9 @@ class Ran:
     outcome: TrialOutcome
     started_at: float
     ended_at: float
+    executor: str | None = None  # where it ran, as a trial's entry says it
+    node: str | None = None
+    devices: str | None = None
 
 
 class RunningTrials:
@@ -82,8 +85,9 @@ class RunningTrials:
             first = None
             if anchor is not None:
                 began = time.time()
-                anchor_outcome, _ = self.ray.run(trial_id, ranks, settings, None, {}, anchor, None)
-                first = Ran(anchor_outcome, began, time.time())
+                anchor_outcome, placed = self.ray.run(trial_id, ranks, settings, None, {}, anchor, None)
+                node, devices = placed.get("node"), placed.get("devices")
+                first = Ran(anchor_outcome, began, time.time(), self.ray.name, node, devices)
             started_at = time.time()
             outcome, where = self.ray.run(trial_id, ranks, *trial)
             facts = {"executor": self.ray.name, **where, "started_at": started_at, "ended_at": time.time()}
@@ -94,7 +98,9 @@ class RunningTrials:
             first = None
             if anchor is not None:
                 began = time.time()
-                first = Ran(run_trial(settings, None, {}, anchor, None, env, note), began, time.time())
+                ran = run_trial(settings, None, {}, anchor, None, env, note)
+                devices = lease.label if lease is not None else None
+                first = Ran(ran, began, time.time(), EXECUTOR, self.node, devices)
             started_at = time.time()
             outcome = run_trial(settings, space, params, run_dir, stop_below, env, note)
             self.ended(trial_id)

@@ -411,7 +411,8 @@ class Tuner:
             baseline = role == "baseline"
             began = time.time()
             params = {} if baseline else best.params
-            outcome, _ = self._run_alone(best.id, None if baseline else study.space, params, run_dir)
+            outcome, where = self._run_alone(best.id, None if baseline else study.space, params, run_dir)
+            where = where or self._running.facts(None, began)
             ok = outcome.status == "ok"
             run = ConfirmRun(
                 best.id,
@@ -426,6 +427,9 @@ class Tuner:
                 None if ok else _first_line(outcome.error),
                 began,
                 time.time(),
+                where.get("executor"),
+                where.get("node"),
+                where.get("devices"),
             )
             confirm.store(path, run)
             self._write_summary()
@@ -585,7 +589,7 @@ class Tuner:
             trial_id, index, confirm.ANCHOR, outcome.status, outcome.throughput if ok else None,
             _throughput_ci(outcome.figures) if ok else None, outcome.other_load_cores, outcome.duration_s,
             _relative_to(run_dir, self.run_dir), None if ok else _first_line(outcome.error),
-            ran.started_at, ran.ended_at,
+            ran.started_at, ran.ended_at, ran.executor, ran.node, ran.devices,
         )  # fmt: skip
         with self._anchor_lock:
             self._anchors_claimed -= 1

@@ -386,7 +386,8 @@ TUNE_SUMMARY_FIELDS: tuple[FieldDoc, ...] = (
         (
             "the re-measurements of the best trial: `best_id`, `round`, `role` (`baseline` or "
             "`best`), `status`, `samples_per_s`, `samples_per_s_ci95`, `other_load_cores`, "
-            "`duration_s`, `run_dir`, `error`, `started_at`, `ended_at`"
+            "`duration_s`, `run_dir`, `error`, `started_at`, `ended_at` and where it ran (`executor`, "
+            "`node`, `devices`)"
         ),
     ),
     FieldDoc(
@@ -464,7 +465,8 @@ TUNE_SUMMARY_FIELDS: tuple[FieldDoc, ...] = (
             "`--anchor-every`, and the baseline's configuration run again during the search, each "
             "in the slot of the trial it preceded: `best_id` (that trial), `round` (the anchor's index"
             " from 1), `role` (`anchor`), `status`, `samples_per_s`, `samples_per_s_ci95`, "
-            "`other_load_cores`, `duration_s`, `run_dir`, `error`, `started_at`, `ended_at`"
+            "`other_load_cores`, `duration_s`, `run_dir`, `error`, `started_at`, `ended_at`, "
+            "`executor`, `node`, `devices`"
         ),
     ),
     FieldDoc(
