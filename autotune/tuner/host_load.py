@@ -46,6 +46,19 @@ class OtherLoad:
         return max(0.0, busy - ours) / wall
 
 
+def free_cores(seconds: float = 0.5) -> tuple[int, float]:
+    """(cores other processes leave free now, their busy cores), over ``seconds`` of this machine.
+
+    At least one core; the tuner's own CPU (and its waited-for children's) is not counted as theirs.
+    """
+    from autotune.tuner.devices import usable_cpus
+
+    load = OtherLoad()
+    time.sleep(seconds)
+    others = load.cores() or 0.0
+    return max(1, len(usable_cpus()) - round(others)), others
+
+
 def machine_cores() -> int:
     """Logical cores of this machine (what ``other_load_cores`` is out of)."""
     return os.cpu_count() or 1

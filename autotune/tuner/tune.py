@@ -41,6 +41,7 @@ from autotune.search.study import Study
 from autotune.tuner import confirm
 from autotune.tuner.confirm import ConfirmRun
 from autotune.tuner.devices import usable_cpus
+from autotune.tuner.host_load import free_cores
 from autotune.tuner.memory_model import MemoryModel
 from autotune.tuner.objectives import Scoring
 from autotune.tuner.plan_memory import PlanMemory, PlanTraces
@@ -58,6 +59,7 @@ from autotune.tuner.trials import (
     run_trial,
     study_threads,
     trial_world_size,
+    usable_cores,
 )
 from autotune.tuner.tune_checks import (
     batch_split_problem,
@@ -344,9 +346,17 @@ class Tuner:
         cores = pool.cores_per_slot if pool is not None else None
         if ray is not None and self.config.device_kind != "cuda" and ray.resource is None:
             cores = int(ray.cpus_per_trial)  # the CPUs each trial's Ray task asks for
+        busy = ""
+        if pool is None and ray is None:
+            # threads beyond the cores other processes leave free collapse a step's throughput (two
+            # threads beside two busy loops on 2 cores: 497 and 52,000 samples/s from two processes
+            # of one configuration); fitted to the free cores as the study starts
+            free, others = free_cores()
+            if free < usable_cores():
+                cores, busy = free, f"; other processes kept {others:.1f} cores busy as the study started"
         threads, how = study_threads(self._max_ranks(), env, cores)
         plural = "s" if threads != 1 else ""
-        self.threads_note = f"{threads} thread{plural} per process in every trial ({how})"
+        self.threads_note = f"{threads} thread{plural} per process in every trial ({how}{busy})"
         self.config = replace(self.config, settings=replace(settings, threads_per_rank=threads))
         if self.on_note is not None:
             self.on_note(self.threads_note)

@@ -101,5 +101,6 @@ def test_how_the_trials_ran_is_one_line_for_every_view():
         "1 thread per process"
     )
     one = [entry(0, None), entry(1, None, node="n2")]
-    assert placement_line(one, 1, "ray", 2) == "trials ran one at a time on Ray (n1, n2), 2 threads per process"
+    expected = "trials ran one at a time on Ray (n1, n2), 2 threads per process"
+    assert placement_line(one, 1, "ray", 2) == expected
     assert placement_line(one, None, None, None) is None  # a study from before it was recorded

@@ -86,8 +86,8 @@ def test_a_knob_the_script_never_reads_gets_no_best_no_apply_and_a_ratio_across_
 def test_a_search_measured_short_of_cpu_says_so_in_every_view(tmp_path):
     """Three busy loops beside one-thread trials on this machine's cores: each trial gets about
     cores/(cores+1) of a core (2/3 on 2 cores), below 3/4 of the core its thread could use, with no
-    idle CPU. The terminal, summary.json, the report and the dashboard's record say how much of the
-    search was measured so."""
+    idle CPU. The terminal, summary.json and the report say how much of the search was measured so
+    (the dashboard: tests/tui/test_study_lines.py)."""
     space = tmp_path / "space.toml"
     space.write_text('[space.batch_size]\ntype = "choice"\nchoices = [64]\narg = "--batch-size={value}"\n')
     run_dir = tmp_path / "study"
@@ -108,8 +108,21 @@ def test_a_search_measured_short_of_cpu_says_so_in_every_view(tmp_path):
     assert f"Busy machine: {line}" in " ".join(out.stderr.split())
     assert _autotune("report", str(run_dir), "--format", "md").returncode == 0
     assert f"| busy machine | {line}" in (run_dir / "report.md").read_text()
-    from profilers.contract.summaries import TuningSummary
-    from tui.model import trials_info
 
-    study = TuningSummary.parse(summary, "summary.json")
-    assert trials_info(study, study.trials).starved.startswith(line)
+
+def test_a_study_started_beside_busy_processes_fits_its_threads_to_the_free_cores(tmp_path, monkeypatch):
+    """Threads beyond the cores other processes leave free collapse a step (two threads beside two
+    busy loops on 2 cores: 497 and 52,000 samples/s from two processes of one configuration). As
+    many busy loops as cores leave none free: one thread per process, and the note says why."""
+    from autotune.tuner.trials import TrialSettings
+    from autotune.tuner.tune import TuneConfig, Tuner
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    cores = len(os.sched_getaffinity(0))
+    notes: list[str] = []
+    settings = TrialSettings(str(SCRIPTS / "train_unmodified.py"))
+    tuner = Tuner(TuneConfig(settings), tmp_path, on_note=notes.append)
+    with busy_loops(cores):
+        tuner._settle_threads()
+    assert tuner.config.settings.threads_per_rank == 1
+    assert "1 thread per process in every trial" in notes[0] and "other processes kept" in notes[0], notes
