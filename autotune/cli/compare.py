@@ -154,7 +154,7 @@ def _side_row(name: str, s: Side) -> tuple[str, ...]:
 
 
 def _names(rows: tuple[NameDelta, ...]) -> list[tuple[str, ...]]:
-    from autotune.fmt import format_seconds
+    from autotune.fmt import format_number, format_seconds
     from autotune.report.gpu_time_tables import short
 
     def per_step(us: float) -> str:
@@ -163,7 +163,7 @@ def _names(rows: tuple[NameDelta, ...]) -> list[tuple[str, ...]]:
     return [
         (short(r.name), per_step(r.a_us_per_step), per_step(r.b_us_per_step),
          ("+" if r.delta_us_per_step >= 0 else "−") + per_step(abs(r.delta_us_per_step)),
-         f"{r.a_calls_per_step:g} → {r.b_calls_per_step:g}")
+         f"{format_number(r.a_calls_per_step, 6)} → {format_number(r.b_calls_per_step, 6)}")
         for r in rows
     ]  # fmt: skip
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autotune.cost.prices import match_gpu
+from autotune.fmt import format_number
 from autotune.knob_values import KnobValues
 from autotune.plan.gpus import gpu_spec
 from autotune.search.space import Value
@@ -223,7 +224,8 @@ def _prior_for_study(
             return None, f"no plan prior: none of the {size} configurations could be predicted ({why})"
         if best:
             shown = ", ".join(f"{k}={v}" for k, v in best[0]["params"].items())
-            say(f"the plan's best: {shown} ({best[0]['predicted']:,.4g} {scoring.metric} predicted)")
+            predicted = format_number(best[0]["predicted"], 4)
+            say(f"the plan's best: {shown} ({predicted} {scoring.metric} predicted)")
     return prior, note
 
 

@@ -25,7 +25,9 @@ def _number(value: float | None) -> str:
         from autotune.fmt import NA  # not at the CLI's start-up
 
         return NA
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.4g}"
+    from autotune.fmt import format_number
+
+    return f"{value:,.0f}" if abs(value) >= 100 else format_number(value, 4)
 
 
 def _load(cores: float | None) -> str:

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autotune.fmt import format_number
 from autotune.knob_values import KnobValues
 from autotune.knobs import PARAM_ENV_PREFIX, param_env_var
 from autotune.search.space import Space, Value
@@ -326,7 +327,8 @@ def classify(
     step = summary.step_time.median_s
     limit = settings.max_step_time_s
     if limit is not None and step is not None and step > limit:
-        return "infeasible", f"median step time {step:.3g} s is over the limit of {limit:g} s"
+        over = f"over the limit of {format_number(limit, 6)} s"
+        return "infeasible", f"median step time {format_number(step)} s is {over}"
     return "ok", None
 
 
