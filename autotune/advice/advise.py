@@ -2,7 +2,8 @@
 
 ``advise(run)`` runs the profile rules (:mod:`autotune.advice.rules`) on a profile run; on a
 tuning study it runs the study rules (:mod:`autotune.advice.rules_tune`) and the profile rules on
-the study's best trial's run (``run.profile``), whose evidence then says so. Recommendations come
+the run of the study's top trial (``run.profile``: the best, or the search's highest), whose evidence
+then says so. Recommendations come
 most severe first, then by expected gain. ``rules_checked`` holds the thresholds of every rule that
 could be evaluated; ``not_checked`` says, one sentence per rule, why the others could not.
 """
@@ -23,6 +24,7 @@ from autotune.advice.thresholds import (
     thresholds_for,
 )
 from profilers.contract.rundir import RunData
+from profilers.contract.verdict import verdict_of
 from profilers.runtime.flops import match_device
 
 
@@ -177,7 +179,9 @@ def advise(run: RunData) -> AdviceSection:
         missing.append(f"profile rules: the run of {label} cannot be read, so only the study rules ran")
     else:
         prof_recs, prof_checked, prof_missing = _run_rules(PROFILE_RULES, run.profile)
-        note = f"measured in the best trial's run ({label}: {run.profile.run_dir})"
+        what = verdict_of(run.study).best_label.lower() if run.study is not None and run.study.best else ""
+        of = f"{label}, the {what}" if what else label
+        note = f"measured in the run of {of} ({run.profile.run_dir})"
         recs += [dataclasses.replace(r, evidence=(note, *r.evidence)) for r in prof_recs]
         checked |= prof_checked
         missing += [f"{m} ({label}'s run)" for m in prof_missing]

@@ -194,7 +194,7 @@ def test_a_study_runs_the_profile_rules_on_its_best_trial():
     assert {"apply_tuned", "precision_study", "oom_boundary", "input_bound"} <= set(ids)
     assert ids[0] == "apply_tuned"  # high, 2.8x measured and confirmed, before input-bound's 1.33x bound
     rec = next(r for r in advice.recommendations if r.rule == "input_bound")
-    assert rec.evidence[0] == "measured in the best trial's run (trial 6: /runs/study/trials/trial-0006)"
+    assert rec.evidence[0] == "measured in the run of trial 6, the best (/runs/study/trials/trial-0006)"
     assert {"apply_tuned", "input_bound", "memory_high"} <= {t.rule for t in advice.rules_checked}
 
 
