@@ -177,7 +177,7 @@ class RunSource:
             total = f" of {trials.n_trials}" if trials.n_trials else ""
             outcome = f" · {entry.status}" if entry is not None else ""
             if study is not None and study.best is not None and study.best.id == trial_id:
-                outcome += " · best"
+                outcome += f" · {trials.best_label}"
             params = " ".join(f"{k}={v}" for k, v in (entry.params if entry else {}).items())
             following = f"trial {trial_id}{total}{outcome}" + (f" · {params}" if params else "")
             live = live_info(followed.reader, trial_summary, name, now_ns, following, _waiting(followed))

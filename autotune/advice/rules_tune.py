@@ -88,10 +88,16 @@ def apply_tuned(run: RunData) -> Recommendation | None:
         return None
     params = dict(best.params)
     speedup, search = verdict.speedup, verdict.search_speedup
+    anchor_rate = study.anchor_rate(best)
+    against = f"the baseline's {anchor_rate or 0:,.1f}"
+    if best.anchor:
+        against = (
+            f"{anchor_rate or 0:,.1f} of the baseline's configuration run again just before it "
+            f"(anchor {best.anchor})"
+        )
     evidence = [
         f"trial {best.id} ({_label(params)}) measured {best.throughput or 0:,.1f} samples/s "
-        f"against the baseline's {base.throughput or 0:,.1f} in the search"
-        + (f" ({search:.2f}x)" if search is not None else ""),
+        f"against {against} in the search" + (f" ({search:.2f}x)" if search is not None else ""),
         f"peak memory {gib(best.peak_memory_bytes)} against the baseline's {gib(base.peak_memory_bytes)}",
     ]
     saving = best.cost_saving_vs_baseline
@@ -115,6 +121,8 @@ def apply_tuned(run: RunData) -> Recommendation | None:
         "best_trial": best.id,
         "samples_per_s": best.throughput,
         "baseline_samples_per_s": base.throughput,
+        "anchor": best.anchor,  # the process of the baseline's configuration the search ratio is over
+        "anchor_samples_per_s": anchor_rate,
         "speedup": speedup,
         "search_speedup": search,
         "speedup_ci95": list(verdict.speedup_ci95) if verdict.speedup_ci95 else None,

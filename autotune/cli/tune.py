@@ -153,6 +153,7 @@ def positive_or_zero(number: Any) -> Any:
 
 def cmd_tune(args: argparse.Namespace, usage_error: type[Exception]) -> int:
     """Run ``autotune tune``; bad input raises ``usage_error`` (one line, exit 2)."""
+    from autotune.tuner.devices import visible_gpus
     from autotune.tuner.objectives import Scoring
     from autotune.tuner.trials import TrialSettings
     from autotune.tuner.tune import TuneConfig, TuneError, stored_config
@@ -226,6 +227,8 @@ def cmd_tune(args: argparse.Namespace, usage_error: type[Exception]) -> int:
         early_stop_ratio=args.early_stop if stored is None else stored.early_stop_ratio,
         loss_tolerance=args.loss_tolerance if stored is None else stored.loss_tolerance,
         layouts=args.nproc_per_node is not None and args.nproc_per_node > 1,
+        # what the trials run on: GPUs to give out one each under --parallel, else the CPU's cores
+        device_kind="cuda" if visible_gpus() else "cpu",
         confirm_rounds=args.confirm_rounds
         if args.confirm_rounds is not None
         else (stored.confirm_rounds if stored else 3),

@@ -66,7 +66,7 @@ def build_report(
     notes = list(run.notes)
     if run.study is not None and profile is not None:
         chosen = run.study.best or run.study.baseline
-        which = "the best" if run.study.best else "the baseline"
+        which = f"the {verdict_of(run.study).best_label.lower()}" if run.study.best else "the baseline"
         notes.append(f"step time and timelines are those of trial {chosen.id if chosen else None} ({which})")
     if cost is None:
         missing["cost"] = cost_missing or "no price per GPU-hour is known for this device"
@@ -384,7 +384,8 @@ def trial_section(run: RunData) -> TrialSection:
     """The trial table, in id order."""
     study = _study(run)
     rows = trial_views(study.trials, study_best_id(study), space_names(study))
-    return TrialSection(metric=_study(run).metric, rows=rows)
+    label = verdict_of(_study(run)).best_label.lower()
+    return TrialSection(metric=_study(run).metric, rows=rows, best_label=label)
 
 
 def environment_section(run: RunData) -> EnvironmentSection:

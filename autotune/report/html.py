@@ -333,7 +333,7 @@ def _trials(t: TrialSection) -> str:
     for row in t.rows:
         marks = "".join(
             f' <span class="tag">{m}</span>'
-            for m, on in (("best", row.best), ("baseline", row.baseline))
+            for m, on in ((esc(t.best_label), row.best), ("baseline", row.baseline))
             if on
         )
         stop = esc(stop_reason_words(row.stop_reason))

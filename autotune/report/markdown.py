@@ -306,7 +306,7 @@ def _trials(report: Report) -> list[str]:
 
     def mark(row: object) -> str:
         return (
-            " (best)"
+            f" ({t.best_label})"
             if getattr(row, "best", False)
             else (" (baseline)" if getattr(row, "baseline", False) else "")
         )

@@ -219,6 +219,8 @@ class TrialSection:
 
     metric: str
     rows: tuple[TrialView, ...]  # profilers.contract.trial_view: the dashboard's rows too
+    #: What the verdict calls the top trial's row: "best", or "highest in the search" (best_label).
+    best_label: str = "best"
 
 
 @dataclass(frozen=True, slots=True)

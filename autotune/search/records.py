@@ -24,7 +24,11 @@ class Infeasible(Exception):
     """
 
     def __init__(
-        self, reason: str, status: str = "infeasible", attrs: Mapping[str, Any] | None = None
+        self,
+        reason: str,
+        status: str = "infeasible",
+        attrs: Mapping[str, Any] | None = None,
+        duration_s: float | None = None,
     ) -> None:
         if status not in INFEASIBLE_STATUSES:
             raise ValueError(f"status must be one of {INFEASIBLE_STATUSES}, got {status!r}")
@@ -32,6 +36,7 @@ class Infeasible(Exception):
         self.reason = reason
         self.status = status
         self.attrs = dict(attrs or {})
+        self.duration_s = duration_s  # the trial's own run, when the call did more (else its time)
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,8 @@ class Measured:
 
     metrics: Mapping[str, float | None]
     attrs: Mapping[str, Any] = field(default_factory=dict)
+    #: The trial's own run in seconds, when the objective did more than run it (else the call's time).
+    duration_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -287,18 +287,19 @@ class Study:
         attrs: dict[str, Any] = {}
         status, error = "ok", None
         start = time.perf_counter()
+        own_s: float | None = None  # the trial's own run, when the objective says it
         self._local.trial_id = trial_id
         try:
             result = fn(dict(params))
         except Infeasible as exc:
-            status, error, attrs = exc.status, exc.reason, exc.attrs
+            status, error, attrs, own_s = exc.status, exc.reason, exc.attrs, exc.duration_s
         except Exception as exc:
             status, error = "crashed", f"{type(exc).__name__}: {exc}"
         finally:
             self._local.trial_id = None
         if status == "ok":
             if isinstance(result, Measured):
-                attrs, result = dict(result.attrs), result.metrics
+                attrs, own_s, result = dict(result.attrs), result.duration_s, result.metrics
             try:
                 value, metrics = self._parse_result(result)
             except ValueError as exc:
@@ -306,7 +307,7 @@ class Study:
             else:
                 if not math.isfinite(value):
                     status, error, value = "diverged", f"the objective is {value}", None
-        duration_s = time.perf_counter() - start
+        duration_s = time.perf_counter() - start if own_s is None else own_s
         if status == "crashed":
             log.warning("trial %d crashed: %s", trial_id, error)
         return Trial(trial_id, params, status, value, metrics, duration_s, error, _json_safe(attrs))

@@ -54,6 +54,7 @@ class ConfirmRun:
     executor: str | None = None  # where it ran: "local" or "ray", the host, its devices
     node: str | None = None
     devices: str | None = None
+    load_cores: int | None = None  # the cores other_load_cores is over (its own when pinned)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (run.db and summary.json)."""

@@ -30,13 +30,17 @@ def _number(value: float | None) -> str:
     return f"{value:,.0f}" if abs(value) >= 100 else format_number(value, 4)
 
 
-def _load(cores: float | None) -> str:
-    """" · other processes busy 1.3 cores" when the machine was shared enough to move a figure."""
+def _load(cores: float | None, over: int | None = None) -> str:
+    """" · other processes 1.3 of 2 cores" when the machine was shared enough to move a figure.
+
+    ``over``: the cores the figure is over (a trial pinned to its slot's), else the machine's.
+    """
     if cores is None or cores < 0.25:
         return ""
     from autotune.tuner.host_load import machine_cores
 
-    return f" [dim]· other processes {cores:.1f} of {machine_cores()} cores[/dim]"
+    total = over or machine_cores()
+    return f" [dim]· other processes {cores:.1f} of {total} core{'s' if total != 1 else ''}[/dim]"
 
 
 def _spread(ci: Any, rate: float | None) -> str:
@@ -138,7 +142,8 @@ class Progress:
         if run is None:
             self.console.print(f"[dim]{what} …[/dim]")
         elif run.status == "ok" and run.samples_per_s:
-            self.console.print(f"{what}: {_number(run.samples_per_s)} samples/s{_load(run.other_load_cores)}")
+            load = _load(run.other_load_cores, run.load_cores)
+            self.console.print(f"{what}: {_number(run.samples_per_s)} samples/s{load}")
         else:
             why = run.error or "no samples/s measured"
             self.console.print(f"{what}: [yellow]{run.status}[/yellow]: {why}")
@@ -159,7 +164,7 @@ class Progress:
                 line += " [dim](stopped early: clearly below the best)[/dim]"
             elif fact.stable is False:
                 line += f" [yellow](not stable: {_spread(fact.throughput_ci95, rate)})[/yellow]"
-            line += _load(fact.other_load_cores)
+            line += _load(fact.other_load_cores, fact.load_cores)
             if fact.starved_share is not None and fact.starved_share > MAX_STARVED_SHARE:
                 line += f" [yellow](short of CPU in {fact.starved_share:.0%} of its steps)[/yellow]"
         else:
@@ -175,7 +180,8 @@ class Progress:
             return ""
         fact = facts(trial)
         when = (fact.started_at + (fact.ended_at or fact.started_at)) / 2 if fact.started_at else None
-        found = search_ratio(metrics(trial).samples_per_s, fact.throughput_ci95, when, self._tuner.anchors())
+        anchors = self._tuner.anchors()
+        found = search_ratio(metrics(trial).samples_per_s, fact.throughput_ci95, when, anchors, fact.anchor)
         if found.ratio is None:
             return ""
         if found.ci95 is None:

@@ -71,40 +71,38 @@ class RunningTrials:
         trial_id: int,
         ranks: int,
         trial: tuple[TrialSettings, Space | None, dict[str, Value], Path, float | None],
-        anchor: Path | None = None,
-    ) -> tuple[TrialOutcome, dict[str, Any], Ran | None]:
+        anchor: tuple[Path, Callable[[Ran], None]] | None = None,
+    ) -> tuple[TrialOutcome, dict[str, Any]]:
         """Run one trial (settings, space, params, run directory, stop-below) where it goes; its facts.
 
-        ``anchor``: first run the baseline's configuration (no parameter set) into that folder, in the
-        same slot (the same devices and cores, or another Ray task), so that it is measured where and
-        how the trials it anchors are; its outcome is the third item.
+        ``anchor``: (folder, ended) first runs the baseline's configuration (no parameter set) into
+        that folder, in the same slot (the same devices and cores; on Ray, a task of its own), so that
+        it is measured where and how the trials it anchors are; ``ended`` gets it before the trial starts.
         """
         settings, space, params, run_dir, stop_below = trial
         if self.ray is not None:
             study.claim_update(trial_id, executor=self.ray.name)
-            first = None
             if anchor is not None:
                 began = time.time()
-                anchor_outcome, placed = self.ray.run(trial_id, ranks, settings, None, {}, anchor, None)
+                anchor_outcome, placed = self.ray.run(trial_id, ranks, settings, None, {}, anchor[0], None)
                 node, devices = placed.get("node"), placed.get("devices")
-                first = Ran(anchor_outcome, began, time.time(), self.ray.name, node, devices)
+                anchor[1](Ran(anchor_outcome, began, time.time(), self.ray.name, node, devices))
             started_at = time.time()
             outcome, where = self.ray.run(trial_id, ranks, *trial)
             facts = {"executor": self.ray.name, **where, "started_at": started_at, "ended_at": time.time()}
-            return outcome, facts, first
+            return outcome, facts
         with self.devices(ranks) as lease:
             env = lease.env if lease is not None else None
             note = self.spawned(study, trial_id, lease)
-            first = None
             if anchor is not None:
                 began = time.time()
-                ran = run_trial(settings, None, {}, anchor, None, env, note)
+                ran = run_trial(settings, None, {}, anchor[0], None, env, note)
                 devices = lease.label if lease is not None else None
-                first = Ran(ran, began, time.time(), EXECUTOR, self.node, devices)
+                anchor[1](Ran(ran, began, time.time(), EXECUTOR, self.node, devices))
             started_at = time.time()
             outcome = run_trial(settings, space, params, run_dir, stop_below, env, note)
             self.ended(trial_id)
-        return outcome, self.facts(lease, started_at), first
+        return outcome, self.facts(lease, started_at)
 
     @contextmanager
     def devices(self, ranks: int) -> Iterator[Lease | None]:

@@ -29,7 +29,7 @@ from autotune.knobs import PARAM_ENV_PREFIX, param_env_var
 from autotune.search.space import Space, Value
 from autotune.search.study import Infeasible
 from autotune.tuner.devices import usable_cpus
-from autotune.tuner.host_load import OtherLoad
+from autotune.tuner.host_load import OtherLoad, machine_cores
 from autotune.tuner.objectives import Scoring
 from autotune.tuner.presets import preset_args
 from profilers.contract.load import MIN_LOAD_READINGS
@@ -107,6 +107,12 @@ class TrialOutcome:
     def figures(self) -> ProfileSummary:
         """The trial's summary, or an empty one when it wrote none."""
         return self.summary if self.summary is not None else ProfileSummary.empty()
+
+    @property
+    def load_cores(self) -> int:
+        """The cores ``other_load_cores`` is over: the trial's own when it was pinned, else the machine's."""
+        load = self.figures.load
+        return load.machine_cores if load is not None else machine_cores()
 
     @property
     def throughput(self) -> float | None:

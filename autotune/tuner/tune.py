@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import threading
 import time
@@ -56,6 +57,7 @@ from autotune.tuner.trials import (
     TrialOutcome,
     TrialSettings,
     error_line,
+    kill_stale_group,
     run_trial,
     study_threads,
     trial_world_size,
@@ -71,10 +73,12 @@ from autotune.tuner.tune_checks import (
 )
 from autotune.tuner.tune_summary import anchor_line, anchor_runs, tune_summary, write_json
 from profilers.contract.schema import SUMMARY_NAME, TRIALS_DIR, TUNE_LOCK_NAME, resolve_trial_dir
-from profilers.contract.spread import AnchorRun
+from profilers.contract.spread import AnchorRun, nearest_anchor
 from profilers.contract.summaries import ProfileSummary, TuningSummary
 
 STORE_NAME = "run.db"
+#: Where the process groups of the runs outside the search (baseline, re-measurements) are kept.
+RUNNING_DIR = ".running"
 
 
 class TuneError(Exception):
@@ -219,7 +223,7 @@ class Tuner:
         self._anchor_lock = threading.Lock()
         #: Search trials started by this process, after those stored (the anchors' schedule).
         self._search_started = 0
-        self._anchors_claimed = 0
+        self._anchors_in_flight: set[int] = set()  # anchors claimed and not yet stored
 
     # ------------------------------------------------------------------ the study
 
@@ -229,6 +233,7 @@ class Tuner:
         if self.parallel_note is not None and self.on_note is not None:
             self.on_note(self.parallel_note)
         with _exclusive(self.run_dir):
+            self._stop_stale_runs()  # first of all: nothing of a killed study runs beside this one
             storage = SqliteStorage(self.run_dir / STORE_NAME)
             meta, stored = storage.read()
             if meta is not None and not self.resume:
@@ -440,6 +445,7 @@ class Tuner:
                 where.get("executor"),
                 where.get("node"),
                 where.get("devices"),
+                outcome.load_cores,
             )
             confirm.store(path, run)
             self._write_summary()
@@ -482,11 +488,46 @@ class Tuner:
         settings = self.config.settings
         ray = self._running.ray
         if ray is None:
-            return run_trial(settings, space, params, run_dir), None
+            with self._noted_group(run_dir.name) as note:
+                return run_trial(settings, space, params, run_dir, on_spawn=note), None
         started_at = time.time()
         ranks = trial_world_size(settings, params)
         outcome, where = ray.run(trial_id, ranks, settings, space, params, run_dir, None)
         return outcome, {"executor": ray.name, **where, "started_at": started_at, "ended_at": time.time()}
+
+    @contextlib.contextmanager
+    def _noted_group(self, name: str) -> Iterator[Callable[[int], None]]:
+        """The ``on_spawn`` of a run outside the search: its process group kept in a file for the block.
+
+        A study killed while its baseline or a re-measurement runs leaves that process running; the
+        file lets ``--resume`` stop it first (:meth:`_stop_stale_runs`) before running it again.
+        """
+        path = self.run_dir / RUNNING_DIR / f"{name}.json"
+
+        def note(pgid: int) -> None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps({"node": self._running.node, "pgid": pgid}))
+
+        try:
+            yield note
+        finally:
+            path.unlink(missing_ok=True)
+
+    def _stop_stale_runs(self) -> None:
+        """Stop the runs outside the search (baseline, re-measurements) a killed study left running."""
+        folder = self.run_dir / RUNNING_DIR
+        stopped = []
+        for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+            try:
+                claim = json.loads(path.read_text())
+            except (OSError, ValueError):
+                claim = {}
+            pgid = claim.get("pgid") if isinstance(claim, dict) else None
+            if claim.get("node") == self._running.node and isinstance(pgid, int) and kill_stale_group(pgid):
+                stopped.append(path.stem)
+            path.unlink(missing_ok=True)
+        if stopped and self.on_note is not None:
+            self.on_note(f"{', '.join(stopped)} were running when the study stopped: stopped, and run again")
 
     def _stop_stale(self, study: Study) -> None:
         """A resumed study: stop the trials the stopped one left running; they run again."""
@@ -542,10 +583,16 @@ class Tuner:
         stop_below = self._stop_below(world_size)
         trial = (self.config.settings, study.space, params, self._trial_dir(trial_id), stop_below)
         anchor = self._claim_anchor(world_size)
-        anchor_dir = None if anchor is None else self.run_dir / TRIALS_DIR / confirm.anchor_dir_name(anchor)
-        outcome, where, ran = self._running.run(study, trial_id, world_size, trial, anchor_dir)
-        if anchor is not None and ran is not None:
-            self._store_anchor(anchor, trial_id, ran)
+        try:
+            first = None
+            if anchor is not None:
+                anchor_dir = self.run_dir / TRIALS_DIR / confirm.anchor_dir_name(anchor)
+                first = (anchor_dir, lambda ran: self._store_anchor(anchor, trial_id, ran))
+            outcome, where = self._running.run(study, trial_id, world_size, trial, first)
+        finally:
+            if anchor is not None:
+                with self._anchor_lock:
+                    self._anchors_in_flight.discard(anchor)
         fact = replace(self._facts(outcome, world_size), **where)
         if outcome.status != "ok":
             crashed = outcome.status == "crashed" and precision is not None
@@ -554,18 +601,22 @@ class Tuner:
                 if self.on_note is not None:
                     why = error_line(outcome.error or "")
                     self.on_note(f"precision={precision}: the machine cannot run it ({why}); not tried again")
-            raise Infeasible(outcome.error or outcome.status, status=outcome.status, attrs=fact.to_attrs())
+            reason = outcome.error or outcome.status
+            raise Infeasible(reason, outcome.status, fact.to_attrs(), outcome.duration_s)
         metrics = self.config.scoring.metrics(outcome.figures, world_size)
         if metrics["objective"] is None:
             measured_none = f"the trial measured no {self.config.scoring.metric}"
-            raise Infeasible(measured_none, "crashed", fact.to_attrs())
+            raise Infeasible(measured_none, "crashed", fact.to_attrs(), outcome.duration_s)
         drift = self._drift(study, params, outcome)
         if drift is not None:
-            raise Infeasible(drift, status="diverged", attrs=fact.to_attrs())
+            raise Infeasible(drift, "diverged", fact.to_attrs(), outcome.duration_s)
         if self._prior is not None:
             with self._plan_lock:  # the plan's traces are this process's: one thread at a time
                 fact = replace(fact, plan_predicted=self._prior.predict(params))
-        return Measured(metrics, fact.to_attrs())
+        when = (fact.started_at + (fact.ended_at or fact.started_at)) / 2 if fact.started_at else None
+        reference = nearest_anchor(self.anchors(), when)  # fixed now: the ratio printed stays the ratio
+        fact = replace(fact, anchor=reference.index if reference is not None else None)
+        return Measured(metrics, fact.to_attrs(), outcome.duration_s)  # its own run, not its anchor's
 
     def _claim_anchor(self, world_size: int) -> int | None:
         """The index of the anchor to run before this trial, in its slot, or None when none is due.
@@ -583,12 +634,13 @@ class Tuner:
                 ran = [t for t in self.study.trials if not t.baseline and t.status != "skipped"]
                 self._search_started = len(ran)
             ordinal, self._search_started = self._search_started, self._search_started + 1
-            stored = len(confirm.anchors(confirm.stored(self.run_dir / STORE_NAME)))
-            have = stored + self._anchors_claimed
-            if have >= 1 + ordinal // every or trial_world_size(self.config.settings, {}) > world_size:
+            taken = {a.round for a in confirm.anchors(confirm.stored(self.run_dir / STORE_NAME))}
+            taken |= self._anchors_in_flight
+            if len(taken) >= 1 + ordinal // every or trial_world_size(self.config.settings, {}) > world_size:
                 return None
-            self._anchors_claimed += 1
-            return have + 1
+            index = max(taken, default=0) + 1  # never one stored or running already
+            self._anchors_in_flight.add(index)
+            return index
 
     def _store_anchor(self, index: int, trial_id: int, ran: Ran) -> None:
         """Keep one anchor (the baseline's configuration run again in trial ``trial_id``'s slot)."""
@@ -599,11 +651,11 @@ class Tuner:
             trial_id, index, confirm.ANCHOR, outcome.status, outcome.throughput if ok else None,
             _throughput_ci(outcome.figures) if ok else None, outcome.other_load_cores, outcome.duration_s,
             _relative_to(run_dir, self.run_dir), None if ok else _first_line(outcome.error),
-            ran.started_at, ran.ended_at, ran.executor, ran.node, ran.devices,
+            ran.started_at, ran.ended_at, ran.executor, ran.node, ran.devices, outcome.load_cores,
         )  # fmt: skip
         with self._anchor_lock:
-            self._anchors_claimed -= 1
             confirm.store(self.run_dir / STORE_NAME, record)
+            self._anchors_in_flight.discard(index)
         if self.on_note is not None:
             self.on_note(anchor_line(record))
 
@@ -632,6 +684,7 @@ class Tuner:
             throughput_ci95=summary.throughput.samples_per_s_ci95,
             stable=measured_stably(summary, self.config.settings.stable_within),
             other_load_cores=outcome.other_load_cores,
+            load_cores=outcome.load_cores,
             starved_share=outcome.starved_share,
             threads_per_rank=self.config.settings.threads_per_rank,
             device_kind=summary.device.kind,

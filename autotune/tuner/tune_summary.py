@@ -59,7 +59,8 @@ def trial_entry(trial: Trial, anchor_list: Sequence[AnchorRun] = ()) -> dict[str
     """One trial as ``summary.json`` lists it (``anchor_list``: the baseline's processes)."""
     m, f = metrics(trial), facts(trial)
     when = (f.started_at + (f.ended_at or f.started_at)) / 2 if f.started_at is not None else None
-    ratio = search_ratio(m.samples_per_s if trial.ok else None, f.throughput_ci95, when, anchor_list)
+    rate = m.samples_per_s if trial.ok else None
+    ratio = search_ratio(rate, f.throughput_ci95, when, anchor_list, f.anchor)
     return {
         "id": trial.id,
         "baseline": trial.baseline,
@@ -78,6 +79,7 @@ def trial_entry(trial: Trial, anchor_list: Sequence[AnchorRun] = ()) -> dict[str
         "throughput_ci95": None if f.throughput_ci95 is None else list(f.throughput_ci95),
         "stable": f.stable,
         "other_load_cores": f.other_load_cores,
+        "load_cores": f.load_cores,
         "starved_share": f.starved_share,
         "threads_per_rank": f.threads_per_rank,
         "precision": f.precision,  # what the profiler saw the model run in

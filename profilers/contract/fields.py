@@ -386,8 +386,8 @@ TUNE_SUMMARY_FIELDS: tuple[FieldDoc, ...] = (
         (
             "the re-measurements of the best trial: `best_id`, `round`, `role` (`baseline` or "
             "`best`), `status`, `samples_per_s`, `samples_per_s_ci95`, `other_load_cores`, "
-            "`duration_s`, `run_dir`, `error`, `started_at`, `ended_at` and where it ran (`executor`, "
-            "`node`, `devices`)"
+            "`duration_s`, `run_dir`, `error`, `started_at`, `ended_at`, `load_cores` and where it ran "
+            "(`executor`, `node`, `devices`)"
         ),
     ),
     FieldDoc(
@@ -439,7 +439,9 @@ TUNE_SUMMARY_FIELDS: tuple[FieldDoc, ...] = (
             "(samples/s), `tokens_per_s`, `peak_memory_bytes`, `step_time_s`, "
             "`usd_per_million_samples`, `joules_per_sample`, `world_size`, `duration_s`, "
             "`stop_reason`, `throughput_ci95` (its 95% interval), `stable`, `other_load_cores` "
-            "(other processes' CPU while it ran, in cores), `starved_share` (the share of its measured "
+            "(other processes' CPU while it measured, in cores), `load_cores` (the cores that figure is "
+            "over: the trial's slot when `--parallel` pinned it, else the machine's), `starved_share` "
+            "(the share of its measured "
             "steps it ran short of CPU: no idle core, its own CPU below 3/4 of what its threads could "
             "use), `threads_per_rank`, `precision` (what"
             " the profiler saw the model run in), `params_used`, `run_dir` (the trial's profile "
@@ -466,7 +468,7 @@ TUNE_SUMMARY_FIELDS: tuple[FieldDoc, ...] = (
             "in the slot of the trial it preceded: `best_id` (that trial), `round` (the anchor's index"
             " from 1), `role` (`anchor`), `status`, `samples_per_s`, `samples_per_s_ci95`, "
             "`other_load_cores`, `duration_s`, `run_dir`, `error`, `started_at`, `ended_at`, "
-            "`executor`, `node`, `devices`"
+            "`executor`, `node`, `devices`, `load_cores`"
         ),
     ),
     FieldDoc(

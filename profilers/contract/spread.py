@@ -160,9 +160,15 @@ def search_ratio(
     ci95: Sequence[float | None] | None,
     when: float | None,
     anchors: Sequence[AnchorRun],
+    anchor_index: int | None = None,
 ) -> SearchRatio:
-    """A trial's throughput (its own ``ci95``, run at ``when``) over the nearest anchor's."""
-    anchor = nearest_anchor(anchors, when)
+    """A trial's throughput (its own ``ci95``, run at ``when``) over the nearest anchor's.
+
+    ``anchor_index``: the anchor the trial was compared with as it ended (kept with it, so that the
+    figure printed then stays the figure); its interval still takes every anchor's spread.
+    """
+    fixed = [a for a in anchors if a.index == anchor_index and a.samples_per_s]
+    anchor = fixed[0] if fixed else nearest_anchor(anchors, when)
     if samples_per_s is None or samples_per_s <= 0 or anchor is None or not anchor.samples_per_s:
         return SearchRatio(None, None, None)
     ratio = samples_per_s / anchor.samples_per_s

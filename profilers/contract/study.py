@@ -143,13 +143,17 @@ def starved_line(trials: Sequence[TrialEntry]) -> str | None:
     than half of its measured steps (:data:`~profilers.contract.load.MAX_STARVED_SHARE`) measured
     another machine than this one when quiet. The terminal, the report and the dashboard say it so.
     """
-    known = [t for t in trials if t.status == "ok" and t.starved_share is not None]
+    ok = [t for t in trials if t.status == "ok"]
+    known = [t for t in ok if t.starved_share is not None]
     starved = [t.id for t in known if (t.starved_share or 0.0) > MAX_STARVED_SHARE]
     if not starved:
         return None
     ids = ", ".join(map(str, starved))
+    told = f"{len(known)} trials" if len(known) == len(ok) else (
+        f"the {len(known)} trials measured long enough to tell (of {len(ok)} that ran ok)"
+    )
     return (
-        f"{len(starved)} of {len(known)} trials ran short of CPU for most of their measured steps "
+        f"{len(starved)} of {told} ran short of CPU for most of their measured steps "
         f"(trial{'s' if len(starved) > 1 else ''} {ids}): other processes held the cores their threads "
         "needed, so their figures are slower than this machine gives when quiet"
     )

@@ -103,6 +103,7 @@ class TrialEntry(_ReadsAsItsDict):
     stable: bool | None = None  # its steps' spread within the study's bound
     other_load_cores: float | None = None  # other processes' CPU while it ran
     starved_share: float | None = None  # share of its measured steps it ran short of CPU (contract.load)
+    load_cores: int | None = None  # the cores other_load_cores is over (its slot's when pinned)
     #: The best trial's re-measurement against the baseline (autotune.tuner.confirm.Verdict.entry).
     speedup_confirmation_rounds: int = 0
     speedup_geomean: float | None = None
@@ -185,6 +186,7 @@ class Confirmation:
     status: str = ""
     samples_per_s: float | None = None
     other_load_cores: float | None = None
+    load_cores: int | None = None  # the cores other_load_cores is over
 
 
 @dataclass(frozen=True)
@@ -267,6 +269,8 @@ class TuningSummary:
     #: The study stopped because what it tunes changes nothing (a knob never read): no best is named.
     no_effect: bool = False
     anchor_every: int | None = None  # the baseline runs again before every this many search trials
+    #: The baseline's configuration run again during the search (``round``: the anchor's index).
+    anchors: tuple[Confirmation, ...] = field(default=(), metadata=nested_records(Confirmation))
     parallel: int | None = None  # trials of the search at once (None in studies from before it was kept)
     executor: str | None = None  # "local" or "ray"
     #: The baseline's throughput over its separate processes (None in studies from before anchors).
@@ -280,6 +284,12 @@ class TuningSummary:
     def to_json(self) -> dict[str, Any]:
         """The JSON object the record was parsed from, every key kept."""
         return dict(self.raw)
+
+    def anchor_rate(self, entry: TrialEntry) -> float | None:
+        """The samples/s of the anchor ``entry``'s search ratio was taken against (0: the baseline)."""
+        if not entry.anchor:
+            return self.baseline.throughput if self.baseline is not None else None
+        return next((a.samples_per_s for a in self.anchors if a.round == entry.anchor), None)
 
     @classmethod
     def parse(cls, data: dict[str, Any], where: str) -> TuningSummary:

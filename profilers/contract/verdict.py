@@ -121,6 +121,13 @@ class StudyVerdict:
         return out
 
 
+def _scaled(load: float | None, over: int | None, machine: float | None) -> float | None:
+    """A load measured over ``over`` cores (a trial's pinned slot) as the same share of the machine's."""
+    if load is None or not over or not machine:
+        return load
+    return load * machine / over
+
+
 def _mean(values: Sequence[float | None]) -> float | None:
     known = [v for v in values if v is not None]
     return statistics.fmean(known) if known else None
@@ -161,8 +168,10 @@ def study_verdict(summary: TuningSummary | Mapping[str, Any]) -> StudyVerdict:
                        "(the script's own settings were the best measured)")  # fmt: skip
     search, search_ci = _finite(best.speedup_vs_baseline), best.speedup_vs_baseline_ci95
     rounds, geomean, ci = best.speedup_confirmation_rounds, _finite(best.speedup_geomean), best.speedup_ci95
-    confirm_load = _mean([c.other_load_cores for c in summary.confirmations if c.status == "ok"])
-    search_load = _mean([best.other_load_cores, base.other_load_cores])
+    machine = summary.machine_cores
+    confirmed = [c for c in summary.confirmations if c.status == "ok"]
+    confirm_load = _mean([_scaled(c.other_load_cores, c.load_cores, machine) for c in confirmed])
+    search_load = _mean([_scaled(t.other_load_cores, t.load_cores, machine) for t in (best, base)])
     band = load_band_cores(summary.machine_cores)
     base_cores, best_cores = _cores(base, summary), _cores(best, summary)
     cores_ratio = best_cores / base_cores if base_cores and best_cores else None
@@ -249,7 +258,9 @@ def verdict_of(summary: TuningSummary | Mapping[str, Any]) -> StudyVerdict:
     # a figure stored as null stays None; one missing or of another type makes the record incomplete
     nulls = {key: None for key, value in summary.verdict.items() if value is None}
     stored = nulls | read_fields(StudyVerdict, summary.verdict)
-    if stored.get("status") in VERDICTS:
+    # one stored before the verdict had an action was decided by older rules (no threshold on the
+    # re-measured gain, no between-process spread): derived again from its figures
+    if stored.get("status") in VERDICTS and "action" in summary.verdict:
         try:
             return StudyVerdict(**stored)
         except TypeError:

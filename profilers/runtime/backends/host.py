@@ -108,7 +108,7 @@ class _ProcFiles:
             busy, total = _stat_ticks(os.pread(stat, 512, 0).split(b"\n", 1)[0].split())
         else:
             busy = total = found = 0
-            for line in os.pread(stat, 1 << 16, 0).split(b"\n"):
+            for line in _read_all(stat).split(b"\n"):
                 fields = line.split()
                 if fields and fields[0] in self._cpus:
                     line_busy, line_total = _stat_ticks(fields)
@@ -132,6 +132,15 @@ class _ProcFiles:
         return _Readings(busy * self._tick_s, total * self._tick_s, proc_cpu_s, rss, mem_total, mem_avail)
 
 
+def _read_all(fd: int) -> bytes:
+    """The whole of a /proc file from its start (/proc/stat grows with the cores: 80 bytes a core)."""
+    chunks, offset = [], 0
+    while chunk := os.pread(fd, 1 << 16, offset):
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)
+
+
 def _stat_ticks(fields: list[bytes]) -> tuple[int, int]:
     """Busy and total ticks of one /proc/stat line (b"cpu user nice system idle iowait ...")."""
     ticks = [int(x) for x in fields[1:]]
@@ -151,8 +160,12 @@ def _read_psutil(proc: psutil.Process, cpus: frozenset[int] | None = None) -> _R
     if cpus is None:
         busy, total = _busy_and_total(psutil.cpu_times())
     else:
-        pairs = [_busy_and_total(t) for n, t in enumerate(psutil.cpu_times(percpu=True)) if n in cpus]
-        busy, total = sum(b for b, _ in pairs), sum(t for _, t in pairs)
+        per_cpu = psutil.cpu_times(percpu=True)
+        if len(per_cpu) == psutil.cpu_count():  # psutil lists online cores only: positions are ids
+            pairs = [_busy_and_total(t) for n, t in enumerate(per_cpu) if n in cpus]
+            busy, total = sum(b for b, _ in pairs), sum(t for _, t in pairs)
+        else:
+            busy, total = _busy_and_total(psutil.cpu_times())
     try:
         with proc.oneshot():
             proc_cpu_s: float | None = (
@@ -209,7 +222,7 @@ class HostBackend(Backend):
                 kind="host",
                 name=cpu_model_name(),
                 mem_total_bytes=first.total_mem,
-                cpu_cores=os.cpu_count(),
+                cpu_cores=machine_cores(),  # what cpu_util_pct is over: the pinned cores, else all
             )
         ]
 

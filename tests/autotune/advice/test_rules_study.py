@@ -435,3 +435,35 @@ def test_precision_reads_the_baselines_own_measured_precision():
     unknown = [{**trials[0], "precision": None}, *trials[1:]]
     lines = "\n".join(rules_tune.precision_study(study(unknown, best_id=6, space=SPACE)).evidence)
     assert "no loss check" in lines  # nothing says what the baseline ran in: no claim made
+
+
+def test_the_evidence_names_the_anchor_its_ratio_is_over():
+    """A search ratio is over the anchor nearest in time, not the baseline trial: the evidence quotes
+    that anchor's samples/s, so the ratio it prints is the quotient of the figures beside it."""
+    run = _confirmed(STUDY)
+    anchor = {"round": 1, "role": "anchor", "status": "ok", "samples_per_s": 500.0}
+    summary = {**run.summary, "anchors": [anchor]}
+    summary["best"] = {**summary["best"], "anchor": 1, "speedup_vs_baseline": 1720 / 500}
+    rec = rules_tune.apply_tuned(dataclasses.replace(run, summary=summary))
+    assert rec.evidence[0].endswith(
+        "measured 1,720.0 samples/s against 500.0 of the baseline's configuration run again just before "
+        "it (anchor 1) in the search (3.44x)"
+    )
+    assert rec.figures["anchor"] == 1 and rec.figures["anchor_samples_per_s"] == 500.0
+
+
+def test_a_pinned_trials_load_is_compared_as_its_share_of_the_machine():
+    """Under --parallel a trial is pinned to its slot and its load is over the slot's cores (0.9 of 1
+    core: 90% of it taken); the baseline and the re-measurements run unpinned, over all 4. Compared as
+    cores, 0.9 and 3.6 look like different loads; as shares of the machine they are the same load."""
+    from profilers.contract.verdict import study_verdict
+
+    summary = {**_confirmed(STUDY).summary, "machine_cores": 4}
+    summary["baseline"] = {**summary["baseline"], "other_load_cores": 3.6, "load_cores": 4}
+    summary["best"] = {**summary["best"], "other_load_cores": 0.9, "load_cores": 1}
+    run = {"status": "ok", "other_load_cores": 3.6, "load_cores": 4, "role": "best"}
+    runs = [{**run, "round": r} for r in range(3)]
+    verdict = study_verdict({**summary, "confirmations": runs})
+    assert verdict.status == "confirmed" and verdict.search_load_cores == pytest.approx(3.6)
+    unscaled = {**summary, "best": {**summary["best"], "load_cores": None}, "confirmations": runs}
+    assert study_verdict(unscaled).status == "different_load"  # 0.9 read as cores of the machine

@@ -467,3 +467,40 @@ def test_kill_9_with_trials_in_flight_then_resume_stops_them_and_runs_them_again
     for trial_id, claim in in_flight.items():  # each ran again under its own id, as claimed
         assert after[trial_id]["params"] == claim["params"] and after[trial_id]["status"] == "ok"
     assert len({json.dumps(t["params"], sort_keys=True) for t in after}) == 4
+
+
+@pytest.mark.slow
+def test_kill_9_during_a_re_measurement_then_resume_stops_it_before_running_it_again(tmp_path):
+    """A study killed while it re-measures the baseline left that process running, and --resume ran
+    the same re-measurement again into the same folder beside it: each measured the other."""
+    run_dir = tmp_path / "study"
+    one = '[space.batch_size]\ntype = "choice"\nchoices = [128]\narg = "--batch-size={value}"\n'
+    space = space_file(tmp_path, one)
+    # 3,000 steps a run: each re-measurement runs for a second or more, time enough to be killed in
+    slow = ["--trial-steps", "3000", "--stable-within", "0", "--warmup-steps", "2", "--trial-timeout", "120",
+            "--no-plan-prior", "--confirm-rounds", "1", "--anchor-every", "0"]  # fmt: skip
+    args = ["--space", space, "--trials", "2", "--run-dir", str(run_dir), *slow]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "autotune", "tune", *args, UNMODIFIED],
+        env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    running = run_dir / ".running"
+    try:
+        end = time.monotonic() + 180
+        while time.monotonic() < end and not list(running.glob("confirm-*.json")):
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.1)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.communicate()
+    [claim_file] = list(running.glob("confirm-*.json"))
+    pgid = json.loads(claim_file.read_text())["pgid"]
+    assert _alive(pgid)  # the re-measurement runs on without its tuner
+    out = tune("--resume", "--run-dir", str(run_dir), "--trial-steps", "12", timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert not _alive(pgid)
+    assert f"{claim_file.stem} were running when the study stopped: stopped, and run again" in out.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert [c["role"] for c in summary["confirmations"]] == ["baseline", "best"]  # each once, both ok
+    assert all(c["status"] == "ok" for c in summary["confirmations"])
+    assert not list(running.glob("*.json"))
