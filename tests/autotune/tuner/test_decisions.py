@@ -126,3 +126,23 @@ def test_a_study_started_beside_busy_processes_fits_its_threads_to_the_free_core
         tuner._settle_threads()
     assert tuner.config.settings.threads_per_rank == 1
     assert "1 thread per process in every trial" in notes[0] and "other processes kept" in notes[0], notes
+
+
+def test_an_anchor_index_is_never_one_stored_or_running(tmp_path):
+    """Anchors 2 and 3 stored, anchor 1 lost with a killed study: the next is 4, then 5 while 4 runs
+    (seen: a resumed study stored a second anchor 2 over the first's folder)."""
+    from types import SimpleNamespace
+
+    from autotune.tuner import confirm
+    from autotune.tuner.confirm import ConfirmRun
+    from autotune.tuner.trials import TrialSettings
+    from autotune.tuner.tune import TuneConfig, Tuner
+
+    for index in (2, 3):
+        run = ConfirmRun(index, index, "anchor", "ok", 100.0, None, 0.0, 1.0, f"trials/anchor-{index:02d}")
+        confirm.store(tmp_path / "run.db", run)
+    tuner = Tuner(TuneConfig(TrialSettings("train.py"), anchor_every=1), tmp_path)
+    trial = SimpleNamespace(baseline=False, status="ok")
+    tuner.study = SimpleNamespace(trials=[SimpleNamespace(baseline=True, status="ok"), *[trial] * 4])
+    assert tuner._claim_anchor(1) == 4
+    assert tuner._claim_anchor(1) == 5  # 4 still running
