@@ -12,6 +12,8 @@ import os
 import resource
 import time
 
+from autotune.tuner.devices import usable_cpus
+
 
 def _busy_s() -> float:
     import psutil  # a dependency of the profiler already; imported where a trial runs
@@ -51,8 +53,6 @@ def free_cores(seconds: float = 0.5) -> tuple[int, float]:
 
     At least one core; the tuner's own CPU (and its waited-for children's) is not counted as theirs.
     """
-    from autotune.tuner.devices import usable_cpus
-
     load = OtherLoad()
     time.sleep(seconds)
     others = load.cores() or 0.0

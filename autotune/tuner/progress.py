@@ -13,6 +13,7 @@ from autotune.search.records import Trial
 from autotune.search.space import Value
 from autotune.tuner.trial_facts import facts, metrics
 from profilers.contract.load import MAX_STARVED_SHARE
+from profilers.contract.spread import ratio_span, search_ratio
 from profilers.contract.summaries import SearchPrior, TuningSummary
 
 if TYPE_CHECKING:
@@ -174,8 +175,6 @@ class Progress:
 
     def _ratio(self, trial: Trial) -> str:
         """" ×2.12 vs baseline (95% 0.40–11.20× across processes)": against the nearest anchor."""
-        from profilers.contract.spread import ratio_span, search_ratio
-
         if self._tuner is None:
             return ""
         fact = facts(trial)

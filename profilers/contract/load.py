@@ -130,8 +130,8 @@ CONTENDED_SHARE_BAND = 0.25
 #: and 10,785 samples/s (its own CPU 0.33 to 0.7 of a core: which core it shared with whom).
 MAX_CONTENDED_SHARE = 0.5
 #: A run whose own CPU is below this share of what its threads could use, with no idle CPU, is short
-#: of CPU: one thread beside two busy loops on 2 cores gets about 0.67 of a core (below 0.75),
-#: while beside one it keeps its core.
+#: of CPU: a one-thread run sharing its core with a busy loop gets about half of it (measured here:
+#: 0.49-0.53 a reading), one with a core to itself 0.98-1.0.
 STARVED_FRACTION = 0.75
 #: A trial short of CPU (:meth:`LoadProfile.starved_share`) for more than this share of its measured
 #: steps was measured on a machine too busy for its figures to be this machine's.

@@ -30,7 +30,7 @@ from profilers.contract.summarize import (
     steady_span_ns,
 )
 from profilers.runtime.backends import get_backend
-from profilers.runtime.backends.host import machine_cores
+from profilers.runtime.backends.host import HostBackend, machine_cores
 from profilers.runtime.flops import detect_precision, mfu, model_facts, peak_flops_per_s
 from profilers.runtime.gpu_match import cuda_uuids, job_cuda_indexes, match_uuids, visible_nvml_indexes
 from profilers.runtime.heap import StepEndHeap, heap_figures
@@ -228,8 +228,6 @@ class Session:
             torch.cuda._lazy_call(lambda: history.start(None))
 
     def _start_recorder(self) -> None:
-        from profilers.runtime.backends.host import HostBackend
-
         backends: list[Any] = []
         if self.local_rank == 0:
             try:

@@ -84,27 +84,41 @@ def test_a_knob_the_script_never_reads_gets_no_best_no_apply_and_a_ratio_across_
 
 @pytest.mark.slow
 def test_a_search_measured_short_of_cpu_says_so_in_every_view(tmp_path):
-    """Three busy loops beside one-thread trials on this machine's cores: each trial gets about
-    cores/(cores+1) of a core (2/3 on 2 cores), below 3/4 of the core its thread could use, with no
-    idle CPU. The terminal, summary.json and the report say how much of the search was measured so
-    (the dashboard: tests/tui/test_study_lines.py)."""
+    """A busy loop pinned to each core, each in a session of its own (the kernel's autogroups share the
+    CPU by session: a loop in the test's own session would leave a trial's session its core): the
+    search's trial, pinned to its slot's one core by --parallel, gets about half of it, below 3/4 of
+    what its thread could use, with no idle CPU. The terminal, summary.json and the report say how
+    much of the search was measured so (the dashboard: tests/tui/test_study_lines.py)."""
+    from profilers.contract.study import starved_line
+    from profilers.contract.summaries import TuningSummary
+
     space = tmp_path / "space.toml"
     space.write_text('[space.batch_size]\ntype = "choice"\nchoices = [64]\narg = "--batch-size={value}"\n')
     run_dir = tmp_path / "study"
-    cores = len(os.sched_getaffinity(0))
+    cores = sorted(os.sched_getaffinity(0))
     # 3,000 steps of about 0.4-0.7 ms (quiet): a second or more of measured steps, 10 host readings
     # or more each (a share over fewer than 5 is not given)
     long = ["--trial-steps", "3000", "--stable-within", "0", "--warmup-steps", "2", "--trial-timeout", "240"]
-    with busy_loops(cores + 1):
+    pinned_loop = "import os, sys; os.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True: pass"
+    loops = [
+        subprocess.Popen([sys.executable, "-c", pinned_loop, str(c)], start_new_session=True) for c in cores
+    ]
+    try:
         out = _autotune(
             "tune", "--space", str(space), "--trials", "2", "--run-dir", str(run_dir), *long,
-            "--confirm-rounds", "0", "--anchor-every", "0", str(SCRIPTS / "train_unmodified.py"),
+            "--parallel", str(len(cores)), "--confirm-rounds", "0", "--anchor-every", "0",
+            str(SCRIPTS / "train_unmodified.py"),
         )  # fmt: skip
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()
     assert out.returncode == 0, out.stderr[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
-    shares = [t["starved_share"] for t in summary["trials"]]
-    assert all(s is not None and s > 0.5 for s in shares), shares
-    line = "2 of 2 trials ran short of CPU for most of their measured steps (trials 0, 1)"
+    trial = summary["trials"][1]
+    assert trial["load_cores"] == 1 and trial["starved_share"] > 0.5, trial  # pinned, half a core
+    line = starved_line(TuningSummary.parse(summary, "summary.json").trials)
+    assert line is not None and "trial" in line and "1" in line.split("(trial")[1].split(")")[0]
     assert f"Busy machine: {line}" in " ".join(out.stderr.split())
     assert _autotune("report", str(run_dir), "--format", "md").returncode == 0
     assert f"| busy machine | {line}" in (run_dir / "report.md").read_text()
