@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from profilers.contract.records import SAMPLE_FIELDS
+from profilers.contract.verdict import verdict_of
 from profilers.runtime.store import RunStore
 from tests.tui.recorded import (
     STUDY_TRIALS,
@@ -303,7 +304,10 @@ def test_an_ended_study_shows_its_best_trial_not_its_last(tmp_path: Path) -> Non
     summary["trials_run"] = summary["n_trials"]  # every trial ran; trial 8 was the last (stopped early)
     (study / "summary.json").write_text(json.dumps(summary))
     snap = RunSource(study).poll()
-    assert snap.live is not None and snap.live.following.startswith("trial 4 of 10 · ok · best")
+    # named as the study's verdict names it (never measured again: the search's highest, not a best)
+    label = verdict_of(summary).best_label.lower()
+    assert label == "highest in the search"
+    assert snap.live is not None and snap.live.following.startswith(f"trial 4 of 10 · ok · {label}")
 
 
 def test_the_trials_screen_counts_every_trial_running_at_once():

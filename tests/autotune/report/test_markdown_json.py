@@ -12,6 +12,7 @@ from autotune.report.jsonout import render_json, report_dict
 from autotune.report.markdown import md_text, render_markdown
 from autotune.report.sections import SECTION_TITLES, AdviceSection
 from profilers.contract.rundir import RunData, load_run
+from profilers.contract.verdict import verdict_of
 
 EVIL = "<script>alert(1)</script>|`x`*_[a](b)"
 EVIL_ATTR = '"><img src=x onerror=alert(1)>'
@@ -97,7 +98,8 @@ def test_markdown_of_real_runs_has_every_section(profile_run, study_run):
         assert headings == list(SECTION_TITLES.values())
     study_md = render_markdown(build_report(load_run(study_run), AdviceSection((), ())))
     summary = json.loads((study_run / "summary.json").read_text())
-    assert f"| {summary['best']['id']} (best) |" in study_md
+    label = verdict_of(summary).best_label.lower()  # as the verdict names the top trial
+    assert f"| {summary['best']['id']} ({label}) |" in study_md
     assert "| 0 (baseline) |" in study_md
 
 
