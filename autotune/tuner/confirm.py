@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from profilers.contract.reader import Snapshot
 from profilers.contract.summarize import ratio_interval
+
+if TYPE_CHECKING:
+    from autotune.tuner.trials import TrialOutcome
 
 ROLES = ("baseline", "best")
 #: The role of an anchor: the baseline's configuration run again during the search
@@ -59,6 +62,31 @@ class ConfirmRun:
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (run.db and summary.json)."""
         return asdict(self)
+
+    @classmethod
+    def of(
+        cls,
+        key: tuple[int, int, str],
+        outcome: TrialOutcome,
+        study_dir: Path,
+        span: tuple[float, float],
+        where: Mapping[str, Any],
+    ) -> ConfirmRun:
+        """The record of one run: ``key`` (best id, round, role), its outcome, when and where it ran."""
+        ok = outcome.status == "ok" and outcome.throughput is not None
+        ci = outcome.figures.throughput.samples_per_s_ci95
+        try:
+            run_dir = str(outcome.run_dir.resolve().relative_to(study_dir.resolve()))
+        except ValueError:
+            run_dir = str(outcome.run_dir)
+        lines = [line for line in (outcome.error or "").splitlines() if line.strip()]
+        error = lines[0] if lines else "no error message"
+        return cls(
+            *key, outcome.status, outcome.throughput if ok else None,
+            list(ci) if ok and ci is not None else None, outcome.other_load_cores, outcome.duration_s,
+            run_dir, None if ok else error, span[0], span[1], where.get("executor"), where.get("node"),
+            where.get("devices"), outcome.load_cores,
+        )  # fmt: skip
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ConfirmRun:

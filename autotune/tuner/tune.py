@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 import threading
 import time
@@ -40,6 +39,7 @@ from autotune.search.space import Space, Value
 from autotune.search.storage import SqliteStorage
 from autotune.search.study import Study
 from autotune.tuner import confirm
+from autotune.tuner.anchors import Anchors
 from autotune.tuner.confirm import ConfirmRun
 from autotune.tuner.devices import usable_cpus
 from autotune.tuner.host_load import free_cores
@@ -49,7 +49,8 @@ from autotune.tuner.plan_memory import PlanMemory, PlanTraces
 from autotune.tuner.plan_prior import PlanPrior, prior_for_study
 from autotune.tuner.presets import preset_space
 from autotune.tuner.ray_executor import RayExecutor
-from autotune.tuner.running import Ran, RunningTrials
+from autotune.tuner.running import RunningTrials
+from autotune.tuner.stale_runs import noted_group, stop_stale_runs
 from autotune.tuner.stored_study import StoredStudy
 from autotune.tuner.trial_facts import TrialFacts, facts, metrics
 from autotune.tuner.trials import (
@@ -57,7 +58,6 @@ from autotune.tuner.trials import (
     TrialOutcome,
     TrialSettings,
     error_line,
-    kill_stale_group,
     run_trial,
     study_threads,
     trial_world_size,
@@ -71,14 +71,12 @@ from autotune.tuner.tune_checks import (
     model_parallel_problem,
     same_everywhere,
 )
-from autotune.tuner.tune_summary import anchor_line, anchor_runs, tune_summary, write_json
+from autotune.tuner.tune_summary import tune_summary, write_json
 from profilers.contract.schema import SUMMARY_NAME, TRIALS_DIR, TUNE_LOCK_NAME, resolve_trial_dir
 from profilers.contract.spread import AnchorRun, nearest_anchor
 from profilers.contract.summaries import ProfileSummary, TuningSummary
 
 STORE_NAME = "run.db"
-#: Where the process groups of the runs outside the search (baseline, re-measurements) are kept.
-RUNNING_DIR = ".running"
 
 
 class TuneError(Exception):
@@ -220,10 +218,8 @@ class Tuner:
                 ray.cpus_per_trial = max(1, cores // config.parallel)
         self._running = RunningTrials(config.parallel, config.device_kind, ray)
         self._plan_lock = threading.Lock()
-        self._anchor_lock = threading.Lock()
-        #: Search trials started by this process, after those stored (the anchors' schedule).
-        self._search_started = 0
-        self._anchors_in_flight: set[int] = set()  # anchors claimed and not yet stored
+        ranks = trial_world_size(config.settings, {})
+        self._anchors = Anchors(run_dir, run_dir / STORE_NAME, config.anchor_every, ranks, on_note)
 
     # ------------------------------------------------------------------ the study
 
@@ -233,7 +229,11 @@ class Tuner:
         if self.parallel_note is not None and self.on_note is not None:
             self.on_note(self.parallel_note)
         with _exclusive(self.run_dir):
-            self._stop_stale_runs()  # first of all: nothing of a killed study runs beside this one
+            # first of all: nothing of a killed study runs beside this one
+            stopped = stop_stale_runs(self.run_dir, self._running.node)
+            if stopped and self.on_note is not None:
+                names = ", ".join(stopped)
+                self.on_note(f"{names} were running when the study stopped: stopped, and run again")
             storage = SqliteStorage(self.run_dir / STORE_NAME)
             meta, stored = storage.read()
             if meta is not None and not self.resume:
@@ -428,25 +428,7 @@ class Tuner:
             params = {} if baseline else best.params
             outcome, where = self._run_alone(best.id, None if baseline else study.space, params, run_dir)
             where = where or self._running.facts(None, began)
-            ok = outcome.status == "ok"
-            run = ConfirmRun(
-                best.id,
-                r,
-                role,
-                outcome.status,
-                outcome.throughput if ok else None,
-                _throughput_ci(outcome.figures) if ok else None,
-                outcome.other_load_cores,
-                outcome.duration_s,
-                _relative_to(run_dir, self.run_dir),
-                None if ok else _first_line(outcome.error),
-                began,
-                time.time(),
-                where.get("executor"),
-                where.get("node"),
-                where.get("devices"),
-                outcome.load_cores,
-            )
+            run = ConfirmRun.of((best.id, r, role), outcome, self.run_dir, (began, time.time()), where)
             confirm.store(path, run)
             self._write_summary()
             if self.on_confirm is not None:
@@ -488,46 +470,12 @@ class Tuner:
         settings = self.config.settings
         ray = self._running.ray
         if ray is None:
-            with self._noted_group(run_dir.name) as note:
+            with noted_group(self.run_dir, self._running.node, run_dir.name) as note:
                 return run_trial(settings, space, params, run_dir, on_spawn=note), None
         started_at = time.time()
         ranks = trial_world_size(settings, params)
         outcome, where = ray.run(trial_id, ranks, settings, space, params, run_dir, None)
         return outcome, {"executor": ray.name, **where, "started_at": started_at, "ended_at": time.time()}
-
-    @contextlib.contextmanager
-    def _noted_group(self, name: str) -> Iterator[Callable[[int], None]]:
-        """The ``on_spawn`` of a run outside the search: its process group kept in a file for the block.
-
-        A study killed while its baseline or a re-measurement runs leaves that process running; the
-        file lets ``--resume`` stop it first (:meth:`_stop_stale_runs`) before running it again.
-        """
-        path = self.run_dir / RUNNING_DIR / f"{name}.json"
-
-        def note(pgid: int) -> None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps({"node": self._running.node, "pgid": pgid}))
-
-        try:
-            yield note
-        finally:
-            path.unlink(missing_ok=True)
-
-    def _stop_stale_runs(self) -> None:
-        """Stop the runs outside the search (baseline, re-measurements) a killed study left running."""
-        folder = self.run_dir / RUNNING_DIR
-        stopped = []
-        for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-            try:
-                claim = json.loads(path.read_text())
-            except (OSError, ValueError):
-                claim = {}
-            pgid = claim.get("pgid") if isinstance(claim, dict) else None
-            if claim.get("node") == self._running.node and isinstance(pgid, int) and kill_stale_group(pgid):
-                stopped.append(path.stem)
-            path.unlink(missing_ok=True)
-        if stopped and self.on_note is not None:
-            self.on_note(f"{', '.join(stopped)} were running when the study stopped: stopped, and run again")
 
     def _stop_stale(self, study: Study) -> None:
         """A resumed study: stop the trials the stopped one left running; they run again."""
@@ -582,17 +530,15 @@ class Tuner:
             self.on_start(trial_id, study.n_run + len(study.running), self.config.n_trials, params)
         stop_below = self._stop_below(world_size)
         trial = (self.config.settings, study.space, params, self._trial_dir(trial_id), stop_below)
-        anchor = self._claim_anchor(world_size)
+        anchor = self._anchors.claim(study.trials, world_size)
         try:
             first = None
             if anchor is not None:
-                anchor_dir = self.run_dir / TRIALS_DIR / confirm.anchor_dir_name(anchor)
-                first = (anchor_dir, lambda ran: self._store_anchor(anchor, trial_id, ran))
+                first = (self._anchors.folder(anchor), self._anchors.ended(anchor, trial_id))
             outcome, where = self._running.run(study, trial_id, world_size, trial, first)
         finally:
             if anchor is not None:
-                with self._anchor_lock:
-                    self._anchors_in_flight.discard(anchor)
+                self._anchors.release(anchor)
         fact = replace(self._facts(outcome, world_size), **where)
         if outcome.status != "ok":
             crashed = outcome.status == "crashed" and precision is not None
@@ -618,52 +564,10 @@ class Tuner:
         fact = replace(fact, anchor=reference.index if reference is not None else None)
         return Measured(metrics, fact.to_attrs(), outcome.duration_s)  # its own run, not its anchor's
 
-    def _claim_anchor(self, world_size: int) -> int | None:
-        """The index of the anchor to run before this trial, in its slot, or None when none is due.
-
-        Anchor 1 runs before the first search trial, anchor k before search trial 1 + (k−1) ×
-        ``anchor_every``: at most one per trial, so a resumed study catches up one trial at a time.
-        An anchor needs the baseline's ranks: a trial on fewer leaves it to the next.
-        """
-        every = self.config.anchor_every
-        if every <= 0:
-            return None
-        assert self.study is not None
-        with self._anchor_lock:
-            if self._search_started == 0:  # the first trial of this process: count what is stored
-                ran = [t for t in self.study.trials if not t.baseline and t.status != "skipped"]
-                self._search_started = len(ran)
-            ordinal, self._search_started = self._search_started, self._search_started + 1
-            taken = {a.round for a in confirm.anchors(confirm.stored(self.run_dir / STORE_NAME))}
-            taken |= self._anchors_in_flight
-            if len(taken) >= 1 + ordinal // every or trial_world_size(self.config.settings, {}) > world_size:
-                return None
-            index = max(taken, default=0) + 1  # never one stored or running already
-            self._anchors_in_flight.add(index)
-            return index
-
-    def _store_anchor(self, index: int, trial_id: int, ran: Ran) -> None:
-        """Keep one anchor (the baseline's configuration run again in trial ``trial_id``'s slot)."""
-        outcome = ran.outcome
-        ok = outcome.status == "ok" and outcome.throughput is not None
-        run_dir = self.run_dir / TRIALS_DIR / confirm.anchor_dir_name(index)
-        record = ConfirmRun(
-            trial_id, index, confirm.ANCHOR, outcome.status, outcome.throughput if ok else None,
-            _throughput_ci(outcome.figures) if ok else None, outcome.other_load_cores, outcome.duration_s,
-            _relative_to(run_dir, self.run_dir), None if ok else _first_line(outcome.error),
-            ran.started_at, ran.ended_at, ran.executor, ran.node, ran.devices, outcome.load_cores,
-        )  # fmt: skip
-        with self._anchor_lock:
-            confirm.store(self.run_dir / STORE_NAME, record)
-            self._anchors_in_flight.discard(index)
-        if self.on_note is not None:
-            self.on_note(anchor_line(record))
-
     def anchors(self) -> list[AnchorRun]:
         """The baseline's processes so far: the baseline trial (anchor 0) and the stored anchors."""
         baseline = self.study.trials[0] if self.study and self.study.trials else None
-        stored = confirm.anchors(confirm.stored(self.run_dir / STORE_NAME))
-        return anchor_runs(baseline, stored, self.config.parallel)
+        return self._anchors.runs(baseline, self.config.parallel)
 
     def _trial_dir(self, trial_id: int) -> Path:
         return self.run_dir / TRIALS_DIR / f"trial-{trial_id:04d}"
@@ -757,12 +661,6 @@ class Tuner:
             self.config.loss_tolerance,
             self.config.settings.warmup_steps,
         )
-
-
-def _throughput_ci(summary: ProfileSummary) -> list[float | None] | None:
-    """A profile summary's throughput interval (``throughput.samples_per_s_ci95``), or None."""
-    ci = summary.throughput.samples_per_s_ci95
-    return list(ci) if ci is not None else None
 
 
 def measured_stably(summary: ProfileSummary, within: float | None) -> bool | None:

@@ -148,15 +148,16 @@ def test_an_anchor_index_is_never_one_stored_or_running(tmp_path):
     from types import SimpleNamespace
 
     from autotune.tuner import confirm
+    from autotune.tuner.anchors import Anchors
     from autotune.tuner.confirm import ConfirmRun
-    from autotune.tuner.trials import TrialSettings
-    from autotune.tuner.tune import TuneConfig, Tuner
 
+    store = tmp_path / "run.db"
     for index in (2, 3):
         run = ConfirmRun(index, index, "anchor", "ok", 100.0, None, 0.0, 1.0, f"trials/anchor-{index:02d}")
-        confirm.store(tmp_path / "run.db", run)
-    tuner = Tuner(TuneConfig(TrialSettings("train.py"), anchor_every=1), tmp_path)
-    trial = SimpleNamespace(baseline=False, status="ok")
-    tuner.study = SimpleNamespace(trials=[SimpleNamespace(baseline=True, status="ok"), *[trial] * 4])
-    assert tuner._claim_anchor(1) == 4
-    assert tuner._claim_anchor(1) == 5  # 4 still running
+        confirm.store(store, run)
+    anchors = Anchors(tmp_path, store, every=1, baseline_ranks=1)
+    searched = SimpleNamespace(baseline=False, status="ok")
+    trials = [SimpleNamespace(baseline=True, status="ok"), *[searched] * 4]
+    assert anchors.claim(trials, 1) == 4
+    assert anchors.claim(trials, 1) == 5  # 4 still running
+    assert anchors.claim(trials, 0) is None  # a trial on fewer ranks than the baseline's: none
