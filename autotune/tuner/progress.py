@@ -13,7 +13,7 @@ from autotune.search.records import Trial
 from autotune.search.space import Value
 from autotune.tuner.trial_facts import facts, metrics
 from profilers.contract.load import MAX_STARVED_SHARE
-from profilers.contract.spread import ratio_span, search_ratio
+from profilers.contract.spread import ratio_span
 from profilers.contract.summaries import SearchPrior, TuningSummary
 
 if TYPE_CHECKING:
@@ -177,10 +177,9 @@ class Progress:
         """" ×2.12 vs baseline (95% 0.40–11.20× across processes)": against the nearest anchor."""
         if self._tuner is None:
             return ""
-        fact = facts(trial)
-        when = (fact.started_at + (fact.ended_at or fact.started_at)) / 2 if fact.started_at else None
-        anchors = self._tuner.anchors()
-        found = search_ratio(metrics(trial).samples_per_s, fact.throughput_ci95, when, anchors, fact.anchor)
+        from autotune.tuner.tune_summary import trial_ratio  # the tuner's modules: only once a study runs
+
+        found = trial_ratio(trial, self._tuner.anchors())
         if found.ratio is None:
             return ""
         if found.ci95 is None:

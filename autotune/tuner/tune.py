@@ -73,7 +73,7 @@ from autotune.tuner.tune_checks import (
 )
 from autotune.tuner.tune_summary import tune_summary, write_json
 from profilers.contract.schema import SUMMARY_NAME, TRIALS_DIR, TUNE_LOCK_NAME, resolve_trial_dir
-from profilers.contract.spread import AnchorRun, nearest_anchor
+from profilers.contract.spread import AnchorRun, midpoint, nearest_anchor
 from profilers.contract.summaries import ProfileSummary, TuningSummary
 
 STORE_NAME = "run.db"
@@ -559,8 +559,8 @@ class Tuner:
         if self._prior is not None:
             with self._plan_lock:  # the plan's traces are this process's: one thread at a time
                 fact = replace(fact, plan_predicted=self._prior.predict(params))
-        when = (fact.started_at + (fact.ended_at or fact.started_at)) / 2 if fact.started_at else None
-        reference = nearest_anchor(self.anchors(), when)  # fixed now: the ratio printed stays the ratio
+        # fixed now: the ratio printed stays the ratio
+        reference = nearest_anchor(self.anchors(), midpoint(fact.started_at, fact.ended_at))
         fact = replace(fact, anchor=reference.index if reference is not None else None)
         return Measured(metrics, fact.to_attrs(), outcome.duration_s)  # its own run, not its anchor's
 

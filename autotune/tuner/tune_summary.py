@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +17,7 @@ from autotune.tuner.confirm import ANCHOR, ConfirmRun, anchors, verdict
 from autotune.tuner.host_load import machine_cores
 from autotune.tuner.trial_facts import TrialMetrics, facts, metrics
 from profilers.contract.schema import TUNE_SUMMARY_SCHEMA
-from profilers.contract.spread import AnchorRun, process_spread, search_ratio
+from profilers.contract.spread import AnchorRun, SearchRatio, midpoint, process_spread, search_ratio
 from profilers.contract.study import pareto_front
 from profilers.contract.summaries import TuningSummary
 from profilers.contract.verdict import study_verdict
@@ -55,12 +56,17 @@ def anchor_line(run: ConfirmRun) -> str:
     return f"{what}: {run.status}: {run.error}{where}"
 
 
+def trial_ratio(trial: Trial, anchor_list: Sequence[AnchorRun]) -> SearchRatio:
+    """A trial's throughput over its anchor's, with the spread between processes (every view's figure)."""
+    f = facts(trial)
+    rate = metrics(trial).samples_per_s if trial.ok else None
+    return search_ratio(rate, f.throughput_ci95, midpoint(f.started_at, f.ended_at), anchor_list, f.anchor)
+
+
 def trial_entry(trial: Trial, anchor_list: Sequence[AnchorRun] = ()) -> dict[str, Any]:
     """One trial as ``summary.json`` lists it (``anchor_list``: the baseline's processes)."""
     m, f = metrics(trial), facts(trial)
-    when = (f.started_at + (f.ended_at or f.started_at)) / 2 if f.started_at is not None else None
-    rate = m.samples_per_s if trial.ok else None
-    ratio = search_ratio(rate, f.throughput_ci95, when, anchor_list, f.anchor)
+    ratio = trial_ratio(trial, anchor_list)
     return {
         "id": trial.id,
         "baseline": trial.baseline,
@@ -147,13 +153,7 @@ def tune_summary(
         "parallel": config.parallel,
         "executor": config.executor,
         "anchors": [c.to_dict() for c in confirmations if c.role == ANCHOR],
-        "process_spread": {
-            "processes": spread.processes,
-            "low_samples_per_s": spread.low_samples_per_s,
-            "high_samples_per_s": spread.high_samples_per_s,
-            "log_sd": spread.log_sd,
-            "beyond_own_intervals": spread.beyond_own_intervals,
-        },
+        "process_spread": asdict(spread),
         "confirm_rounds": config.confirm_rounds,
         "preset": settings.preset,
         "preset_per_rank": settings.preset_per_rank,

@@ -49,9 +49,14 @@ class AnchorRun:
     @property
     def midpoint(self) -> float | None:
         """When it ran (the middle of its run), or None when not known."""
-        if self.started_at is None:
-            return None
-        return (self.started_at + (self.ended_at or self.started_at)) / 2
+        return midpoint(self.started_at, self.ended_at)
+
+
+def midpoint(started_at: float | None, ended_at: float | None) -> float | None:
+    """The middle of a run (unix seconds) that a ratio is placed at in time; None when not known."""
+    if started_at is None:
+        return None
+    return (started_at + (ended_at or started_at)) / 2
 
 
 @dataclass(frozen=True)
