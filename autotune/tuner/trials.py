@@ -102,17 +102,13 @@ class TrialOutcome:
     other_load_cores: float | None = None
     #: The share of its measured steps it ran short of CPU (other processes held its cores), or None.
     starved_share: float | None = None
+    #: The cores ``other_load_cores`` is over: its slot's when it was pinned, else the machine's.
+    load_cores: int | None = None
 
     @property
     def figures(self) -> ProfileSummary:
         """The trial's summary, or an empty one when it wrote none."""
         return self.summary if self.summary is not None else ProfileSummary.empty()
-
-    @property
-    def load_cores(self) -> int:
-        """The cores ``other_load_cores`` is over: the trial's own when it was pinned, else the machine's."""
-        load = self.figures.load
-        return load.machine_cores if load is not None else machine_cores()
 
     @property
     def throughput(self) -> float | None:
@@ -278,7 +274,8 @@ def run_trial(
     if unreadable is not None and status != "timeout":
         status, error = "crashed", unreadable
     starved = _starved_share(run_dir, summary, settings, params) if status == "ok" else None
-    return TrialOutcome(status, run_dir, duration_s, summary, error, _other_load(summary, load), starved)
+    others, over = _other_load(summary, load)
+    return TrialOutcome(status, run_dir, duration_s, summary, error, others, starved, over)
 
 
 def _starved_share(
@@ -297,16 +294,23 @@ def _starved_share(
     return profile.starved_share(threads * trial_world_size(settings, params))
 
 
-def _other_load(summary: ProfileSummary | None, load: OtherLoad) -> float | None:
-    """Other processes' mean cores while the trial measured: its profile's figure, else the tuner's.
+def _other_load(summary: ProfileSummary | None, load: OtherLoad) -> tuple[float | None, int]:
+    """Other processes' mean cores while the trial ran, and the cores that figure is over.
 
-    The profile's is over the measured steps and, for a trial pinned to a slot of the cores, over
-    those cores only, so a sibling trial on its own slot is not "other processes" (the tuner's figure
-    is the whole machine over the trial's whole run, siblings and start-up included).
+    A trial pinned to a slot of the cores: its profile's figure, over those cores only, so a sibling
+    trial on its own slot is not "other processes". Else the profile's figure when its measured steps
+    span :data:`MIN_LOAD_READINGS` host readings or more; a shorter window is one or two 0.1 s
+    readings, a moment's load (seen: 0.1 core for a baseline among readings of 1.0), so the tuner's
+    figure over the trial's whole run is taken (the machine's, siblings and start-up included).
     """
-    if summary is not None and summary.load is not None:
-        return summary.load.other_cores
-    return load.cores()
+    profile = summary.load if summary is not None else None
+    if summary is not None and profile is not None:
+        raw = summary.raw.get("load")
+        readings = raw.get("samples") if isinstance(raw, dict) else None
+        pinned = profile.machine_cores < machine_cores()
+        if pinned or (isinstance(readings, int) and readings >= MIN_LOAD_READINGS):
+            return profile.other_cores, profile.machine_cores
+    return load.cores(), machine_cores()
 
 
 def classify(

@@ -230,3 +230,25 @@ def test_a_killed_ray_tasks_trial_directory_is_removed_by_the_next_task_on_its_n
         kept.mkdir()
     assert remove_orphaned_trial_dirs(tmp_path) == [orphan]
     assert not orphan.exists() and running.is_dir() and unnamed.is_dir()
+
+
+def test_a_trials_load_is_its_profiles_when_pinned_or_long_enough_else_the_whole_runs(monkeypatch):
+    """One 0.1 s reading is a moment's load (seen: 0.1 core for a baseline among readings of 1.0, and
+    the verdict said "different load"): the tuner's figure over the whole run is taken instead."""
+    from autotune.tuner import trials
+    from profilers.contract.summaries import ProfileSummary
+
+    class Whole:
+        def cores(self) -> float:
+            return 0.9
+
+    monkeypatch.setattr(trials, "machine_cores", lambda: 2)
+
+    def summary(cores, samples):
+        load = {"machine_cores": cores, "other_cores": 0.1, "own_cores": 0.9, "samples": samples}
+        return ProfileSummary.parse({"schema": 1, "load": load}, "summary.json")
+
+    assert trials._other_load(summary(2, 1), Whole()) == (0.9, 2)  # one reading: the whole run's
+    assert trials._other_load(summary(2, 12), Whole()) == (0.1, 2)  # its measured steps'
+    assert trials._other_load(summary(1, 1), Whole()) == (0.1, 1)  # pinned to one core: its own cores'
+    assert trials._other_load(None, Whole()) == (0.9, 2)
