@@ -24,6 +24,7 @@ STATUS_STYLES: dict[str, str] = {
     "diverged": "yellow",
     "crashed": "bold red",
     "skipped": "dim",
+    "busy": "dark_khaki",
     "running": "cyan",
 }
 #: Colour of each step phase.

@@ -26,6 +26,7 @@ from tui.store import GPU_FIELDS, HOST_FIELDS, StoreReader
 #: A run on another host (its process not visible) is running while a sample came this recently.
 LIVE_SAMPLE_WITHIN_S = 30.0
 
+
 @dataclass(frozen=True, slots=True)
 class DeviceView:
     """One device's panel: series per field (bucket means, display units) and its latest reading."""
@@ -291,7 +292,7 @@ def trials_info(
         verdict=verdict.headline if best or verdict.status == "no_effect" else None,
         best_label=verdict.best_label.lower(),
         placement=placement_line(trials, study.parallel, study.executor, study.threads_per_rank),
-        starved=starved_line(trials),
+        starved=starved_line(study, trials),
     )
 
 

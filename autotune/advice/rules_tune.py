@@ -22,7 +22,7 @@ from autotune.tuner.memory_model import study_batch_param
 from autotune.tuner.presets import PRESETS, preset_args
 from profilers.contract.lenient import read_fields
 from profilers.contract.rundir import RunData
-from profilers.contract.study import ran_with
+from profilers.contract.study import ran_with, starved_line
 from profilers.contract.summaries import TrialEntry
 from profilers.contract.summarize import ratio_interval
 from profilers.contract.verdict import VERDICT_LABELS, verdict_of
@@ -83,6 +83,13 @@ def apply_tuned(run: RunData) -> Recommendation | None:
     verdict = verdict_of(study)
     if verdict.status == "no_effect":
         return _keep(verdict.headline, [f"the study stopped: {study.stopped}"], verdict.status, {})
+    if verdict.status == "too_busy":
+        busy = starved_line(study)
+        return Recommendation(
+            "apply_tuned", "low", f"Measure again with the machine calmer: {VERDICT_LABELS['too_busy']}",
+            (f"verdict: {verdict.headline}", *([busy] if busy else [])),
+            (verdict.firmer,), None, measured=True, figures={"verdict": verdict.status},
+        )  # fmt: skip
     best, base = study.best, study.baseline
     if best is None or base is None:
         return None

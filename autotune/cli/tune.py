@@ -121,6 +121,13 @@ def add_tune_parser(sub: Any, number: Any) -> None:
         "in that trial's slot: the spread between processes each ratio carries, 0 = off (4)",
     )
     p.add_argument(
+        "--calm-wait",
+        type=positive_or_zero(number),
+        default=60.0,
+        help="a trial short of CPU for most of its steps runs again once the machine leaves it its "
+        "cores, waiting up to this many seconds, else is left out as busy; 0 = never again (60)",
+    )
+    p.add_argument(
         "--no-plan-prior",
         action="store_true",
         help="search without the plan's prediction of each configuration (random first trials instead)",
@@ -200,6 +207,7 @@ def cmd_tune(args: argparse.Namespace, usage_error: type[Exception]) -> int:
             min_measured_steps=args.min_measured_steps,
             max_step_time_s=args.max_step_time,
             preset=args.preset,
+            calm_wait_s=args.calm_wait,
         )
     space = None
     if args.preset is not None and args.space is not None:

@@ -182,7 +182,7 @@ def overview_section(run: RunData, notes: tuple[str, ...]) -> Overview:
             placement=placement_line(
                 study.trials, study.parallel, study.executor, study.threads_per_rank
             ),
-            starved=starved_line(study.trials),
+            starved=starved_line(study),
             speedup_vs_baseline=best.speedup_vs_baseline if best else None,
             notes=notes,
             verdict=verdict.status,

@@ -10,6 +10,7 @@ STATUS_COLOURS: dict[str, str] = {
     "skipped": "#8c959f",
     "failed": "#8250df",
     "timeout": "#9a6700",
+    "busy": "#bf8700",
 }
 OTHER_STATUS_COLOUR = "#57606a"
 #: The objective metrics of a study as axis and column titles, with their units.

@@ -12,15 +12,16 @@ from profilers.contract.lenient import read_fields
 from profilers.contract.schema import STATUSES
 
 #: Statuses an ``Infeasible`` exception may carry.
-INFEASIBLE_STATUSES = ("infeasible", "oom", "timeout", "diverged", "skipped", "crashed")
+INFEASIBLE_STATUSES = ("infeasible", "oom", "timeout", "diverged", "skipped", "crashed", "busy")
 
 
 class Infeasible(Exception):
     """Raised by an objective for a configuration that cannot run (e.g. it runs out of memory).
 
     The trial is recorded with ``status`` ("infeasible" by default; the trial runner says "oom",
-    "timeout", "diverged", "crashed" or "skipped") and ``reason`` as its error, the searcher learns to avoid
-    the region, and the study goes on. ``attrs`` (JSON values) are kept with the trial.
+    "timeout", "diverged", "crashed", "skipped" or "busy") and ``reason`` as its error, the searcher learns
+    to avoid the region (not from a "busy" one: the machine, not the configuration, failed it), and the
+    study goes on. ``attrs`` (JSON values) are kept with the trial.
     """
 
     def __init__(
@@ -91,13 +92,17 @@ class Trial:
 
         A "skipped" trial whose ``attrs`` say ``impossible`` (a configuration that cannot exist,
         such as a batch split that does not divide) is told as impossible: no model learns from it.
+        Nor from a "busy" one: its figures measured the machine's other processes, not the
+        configuration (told as impossible too, so it is not proposed again in this study).
 
         None when the trial has no place in the space (a baseline whose values are unknown).
         """
         params = self.params or self.point
         if not params:
             return None
-        impossible = self.status == "skipped" and bool(self.attrs.get("impossible"))
+        impossible = self.status == "busy" or (
+            self.status == "skipped" and bool(self.attrs.get("impossible"))
+        )
         return Observation(dict(params), self.value, self.ok, impossible)
 
     def to_dict(self) -> dict[str, Any]:

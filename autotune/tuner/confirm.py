@@ -58,6 +58,8 @@ class ConfirmRun:
     node: str | None = None
     devices: str | None = None
     load_cores: int | None = None  # the cores other_load_cores is over (its own when pinned)
+    starved_share: float | None = None  # share of its measured steps it ran short of CPU
+    busy_before: float | None = None  # its first run's starved share, when it ran again once calmer
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (run.db and summary.json)."""
@@ -72,20 +74,25 @@ class ConfirmRun:
         span: tuple[float, float],
         where: Mapping[str, Any],
     ) -> ConfirmRun:
-        """The record of one run: ``key`` (best id, round, role), its outcome, when and where it ran."""
-        ok = outcome.status == "ok" and outcome.throughput is not None
+        """The record of one run: ``key`` (best id, round, role), its outcome, when and where it ran.
+
+        A run on a machine too busy to measure it (:attr:`TrialOutcome.busy`) is "busy", with no figure
+        to compare: the verdict and the anchors leave it out.
+        """
+        ok = outcome.status == "ok" and outcome.throughput is not None and not outcome.busy
         ci = outcome.figures.throughput.samples_per_s_ci95
         try:
             run_dir = str(outcome.run_dir.resolve().relative_to(study_dir.resolve()))
         except ValueError:
             run_dir = str(outcome.run_dir)
         lines = [line for line in (outcome.error or "").splitlines() if line.strip()]
-        error = lines[0] if lines else "no error message"
+        error = outcome.busy_reason() if outcome.busy else (lines[0] if lines else "no error message")
+        status = "busy" if outcome.busy else outcome.status
         return cls(
-            *key, outcome.status, outcome.throughput if ok else None,
+            *key, status, outcome.throughput if ok else None,
             list(ci) if ok and ci is not None else None, outcome.other_load_cores, outcome.duration_s,
             run_dir, None if ok else error, span[0], span[1], where.get("executor"), where.get("node"),
-            where.get("devices"), outcome.load_cores,
+            where.get("devices"), outcome.load_cores, outcome.starved_share, outcome.busy_before,
         )  # fmt: skip
 
     @classmethod

@@ -11,8 +11,10 @@ from __future__ import annotations
 import os
 import resource
 import time
+from collections.abc import Sequence
 
 from autotune.tuner.devices import usable_cpus
+from profilers.contract.load import STARVED_FRACTION
 
 
 def _busy_s() -> float:
@@ -57,6 +59,49 @@ def free_cores(seconds: float = 0.5) -> tuple[int, float]:
     time.sleep(seconds)
     others = load.cores() or 0.0
     return max(1, len(usable_cpus()) - round(others)), others
+
+
+def _busy_on(cpus: Sequence[int]) -> float:
+    """Busy CPU seconds so far of the logical cores ``cpus`` (a pinned trial's slot)."""
+    import psutil
+
+    per_cpu = psutil.cpu_times(percpu=True)
+    total = 0.0
+    for index in cpus:
+        if 0 <= index < len(per_cpu):
+            t = per_cpu[index]
+            guest = getattr(t, "guest", 0.0) + getattr(t, "guest_nice", 0.0)
+            total += sum(t) - t.idle - getattr(t, "iowait", 0.0) - guest
+    return total
+
+
+def wait_for_calm(
+    cpus: Sequence[int] | None, demand_cores: float, timeout_s: float, poll_s: float = 1.0
+) -> tuple[bool, float]:
+    """Wait until other processes leave a run the CPU its threads could use; (calm, their busy cores).
+
+    ``cpus``: the cores a pinned trial runs on (its slot: a sibling trial on another slot is not in
+    the way), None for the machine. Calm when what they leave free of those cores reaches
+    :data:`STARVED_FRACTION` of ``demand_cores`` (threads × ranks, at most the cores): a run then is
+    not short of CPU as :meth:`LoadProfile.starved_share` counts it. Read every ``poll_s`` for up to
+    ``timeout_s``; nothing of the study runs here meanwhile, except sibling trials on other slots.
+    """
+    cores = list(cpus) if cpus else usable_cpus()
+    want = STARVED_FRACTION * min(demand_cores, len(cores))
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if cpus:
+            t0, busy0 = time.monotonic(), _busy_on(cores)
+            time.sleep(poll_s)
+            others = (_busy_on(cores) - busy0) / (time.monotonic() - t0)
+        else:
+            load = OtherLoad()
+            time.sleep(poll_s)
+            others = load.cores() or 0.0
+        if len(cores) - others >= want:
+            return True, others
+        if time.monotonic() >= deadline:
+            return False, others
 
 
 def machine_cores() -> int:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from autotune.search.records import Trial
 from autotune.search.space import Value
 from autotune.tuner.trial_facts import facts, metrics
-from profilers.contract.load import MAX_STARVED_SHARE
+from profilers.contract.load import too_busy
 from profilers.contract.spread import ratio_span
 from profilers.contract.summaries import SearchPrior, TuningSummary
 
@@ -166,8 +166,11 @@ class Progress:
             elif fact.stable is False:
                 line += f" [yellow](not stable: {_spread(fact.throughput_ci95, rate)})[/yellow]"
             line += _load(fact.other_load_cores, fact.load_cores)
-            if fact.starved_share is not None and fact.starved_share > MAX_STARVED_SHARE:
+            if too_busy(fact.starved_share):  # the baseline: kept, as a study needs one
                 line += f" [yellow](short of CPU in {fact.starved_share:.0%} of its steps)[/yellow]"
+            elif fact.busy_before is not None:
+                again = f"measured again once calmer: short of CPU in {fact.busy_before:.0%} before"
+                line += f" [dim]({again})[/dim]"
         else:
             error = (trial.error or "").strip().splitlines()
             line = f"[yellow]{trial.status}[/yellow]: {error[0] if error else ''}"
@@ -204,7 +207,7 @@ class Progress:
         placement = placement_line(s.trials, s.parallel, s.executor, s.threads_per_rank)
         if placement:
             self.console.print(f"How: {placement}")
-        starved = starved_line(s.trials)
+        starved = starved_line(s)
         if starved:
             self.console.print(f"[yellow]Busy machine[/yellow]: {starved}")
         prior = prior_line(summary.search_prior)

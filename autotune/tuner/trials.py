@@ -15,12 +15,13 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from autotune.fmt import format_number
@@ -28,11 +29,11 @@ from autotune.knob_values import KnobValues
 from autotune.knobs import PARAM_ENV_PREFIX, param_env_var
 from autotune.search.space import Space, Value
 from autotune.search.study import Infeasible
-from autotune.tuner.devices import usable_cpus
-from autotune.tuner.host_load import OtherLoad, machine_cores
+from autotune.tuner.devices import TRIAL_CPUS_ENV, usable_cpus
+from autotune.tuner.host_load import OtherLoad, machine_cores, wait_for_calm
 from autotune.tuner.objectives import Scoring
 from autotune.tuner.presets import preset_args
-from profilers.contract.load import MIN_LOAD_READINGS
+from profilers.contract.load import MIN_LOAD_READINGS, too_busy
 from profilers.contract.rundir import read_load_profile
 from profilers.contract.schema import SUMMARY_NAME
 from profilers.contract.summaries import ProfileSummary, SummaryError
@@ -86,13 +87,16 @@ class TrialSettings:
     #: Intra-op threads of every process of every trial (OMP_NUM_THREADS, MKL_NUM_THREADS), the same
     #: for all so that no trial wins by threads (:func:`study_threads`); None leaves them as they are.
     threads_per_rank: int | None = None
+    #: A run short of CPU for most of its steps (contract.load.too_busy) runs again once the machine
+    #: leaves it the CPU it needs, waiting up to this long for that (0: never run again).
+    calm_wait_s: float = 60.0
 
 
 @dataclass(frozen=True)
 class TrialOutcome:
     """What one trial measured, or why it has no measurement."""
 
-    status: str  # "ok", "oom", "crashed", "timeout", "diverged" or "infeasible"
+    status: str  # "ok", "oom", "crashed", "timeout", "diverged" or "infeasible" (schema.STATUSES)
     run_dir: Path
     duration_s: float
     summary: ProfileSummary | None = None  # the trial run's summary.json, parsed
@@ -104,6 +108,36 @@ class TrialOutcome:
     starved_share: float | None = None
     #: The cores ``other_load_cores`` is over: its slot's when it was pinned, else the machine's.
     load_cores: int | None = None
+    #: The first run's starved share when it was too busy to measure and this is the run made once the
+    #: machine was calmer (the first is kept in ``<run_dir>-busy``); None when it ran once.
+    busy_before: float | None = None
+    #: Seconds waited for the machine to leave a run too busy to measure the CPU it needs, when it
+    #: waited; with :attr:`busy` still true, the machine stayed busy that long and it did not run again.
+    calm_wait_s: float | None = None
+
+    @property
+    def busy(self) -> bool:
+        """Whether it finished ok on a machine too busy to measure it (its figures never compared)."""
+        return self.status == "ok" and too_busy(self.starved_share)
+
+    def busy_reason(self) -> str:
+        """Why its figures are left out, in one line (for a :attr:`busy` outcome)."""
+        share = self.starved_share or 0.0
+        rate = format_number(self.throughput) if self.throughput else "no"
+        if self.busy_before is not None:
+            again = (
+                f"ran short of CPU in {self.busy_before:.0%} of its measured steps, and again in {share:.0%} "
+            )
+            again += "when measured once more"
+        else:
+            waited = f"{self.calm_wait_s:.0f} s" if self.calm_wait_s else "a while"
+            again = (
+                f"ran short of CPU in {share:.0%} of its measured steps, and the machine stayed busy {waited}"
+            )
+        return (
+            f"the machine was too busy to measure it: it {again} (other processes held the cores its "
+            f"threads needed); its {rate} samples/s are kept, never compared"
+        )
 
     @property
     def figures(self) -> ProfileSummary:
@@ -241,7 +275,44 @@ def run_trial(
     ``device_env``: the devices of a trial of a parallel study (:mod:`autotune.tuner.devices`).
     ``on_spawn``: called with the trial's process group id once it started. ``cwd``: where the
     trial runs (the tuner's own directory by default).
+
+    A run short of CPU for most of its measured steps (:attr:`TrialOutcome.busy`) measured the
+    machine's other processes: once they leave its cores free (``settings.calm_wait_s`` at most, read
+    on its own slot's cores when pinned), it runs again and that run is the trial's; the first is kept
+    in ``<run_dir>-busy``. A machine that stays busy, or a second run short of CPU again, leaves the
+    outcome busy, for the caller to leave out.
     """
+    once = (settings, space, params, stop_below, device_env, on_spawn, cwd)
+    first = _run_once(run_dir, *once)
+    if not first.busy or settings.calm_wait_s <= 0:
+        return first
+    raw = (device_env or {}).get(TRIAL_CPUS_ENV)
+    cpus = [int(c) for c in raw.split(",") if c.strip()] if raw else None
+    threads = settings.threads_per_rank or usable_cores()
+    waited = time.monotonic()
+    calm, _ = wait_for_calm(cpus, threads * trial_world_size(settings, params), settings.calm_wait_s)
+    waited_s = time.monotonic() - waited
+    if not calm:
+        return replace(first, calm_wait_s=waited_s)
+    aside = run_dir.with_name(f"{run_dir.name}-busy")
+    shutil.rmtree(aside, ignore_errors=True)
+    run_dir.rename(aside)
+    second = _run_once(run_dir, *once)
+    spent = first.duration_s + second.duration_s  # what the trial cost, the wait left out
+    return replace(second, duration_s=spent, busy_before=first.starved_share, calm_wait_s=waited_s)
+
+
+def _run_once(
+    run_dir: Path,
+    settings: TrialSettings,
+    space: Space | None,
+    params: Mapping[str, Value],
+    stop_below: float | None,
+    device_env: Mapping[str, str] | None,
+    on_spawn: Callable[[int], None] | None,
+    cwd: str | None,
+) -> TrialOutcome:
+    """One run of a trial's script (:func:`run_trial`), classified."""
     run_dir.mkdir(parents=True, exist_ok=True)
     log_path = run_dir / LOG_NAME
     started = time.monotonic()

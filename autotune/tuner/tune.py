@@ -549,6 +549,8 @@ class Tuner:
                     self.on_note(f"precision={precision}: the machine cannot run it ({why}); not tried again")
             reason = outcome.error or outcome.status
             raise Infeasible(reason, outcome.status, fact.to_attrs(), outcome.duration_s)
+        if outcome.busy:  # measured the other processes, not the configuration: never compared
+            raise Infeasible(outcome.busy_reason(), "busy", fact.to_attrs(), outcome.duration_s)
         metrics = self.config.scoring.metrics(outcome.figures, world_size)
         if metrics["objective"] is None:
             measured_none = f"the trial measured no {self.config.scoring.metric}"
@@ -590,6 +592,7 @@ class Tuner:
             other_load_cores=outcome.other_load_cores,
             load_cores=outcome.load_cores,
             starved_share=outcome.starved_share,
+            busy_before=outcome.busy_before,
             threads_per_rank=self.config.settings.threads_per_rank,
             device_kind=summary.device.kind,
             device_name=summary.device.name,

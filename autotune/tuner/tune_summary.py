@@ -16,6 +16,7 @@ from autotune.search.records import Trial
 from autotune.tuner.confirm import ANCHOR, ConfirmRun, anchors, verdict
 from autotune.tuner.host_load import machine_cores
 from autotune.tuner.trial_facts import TrialMetrics, facts, metrics
+from profilers.contract.load import too_busy
 from profilers.contract.schema import TUNE_SUMMARY_SCHEMA
 from profilers.contract.spread import AnchorRun, SearchRatio, midpoint, process_spread, search_ratio
 from profilers.contract.study import pareto_front
@@ -31,14 +32,17 @@ def anchor_runs(baseline: Trial | None, stored: Sequence[ConfirmRun], parallel: 
     """The baseline's processes: the baseline trial (anchor 0), then each stored anchor.
 
     With trials at once (``parallel`` > 1) the baseline trial ran alone: it counts in the spread but
-    is no reference for the search's ratios while an anchor (run in a trial's slot) is.
+    is no reference for the search's ratios while an anchor (run in a trial's slot) is. A baseline
+    measured on a machine too busy for it (the study keeps it: it cannot go on without one) is
+    neither, while an anchor measured calmer is (contract.spread); busy anchors have no figure.
     """
     out = []
     if baseline is not None and baseline.baseline:
         f = facts(baseline)
         rate = metrics(baseline).samples_per_s if baseline.ok else None
-        load = f.other_load_cores
-        out.append(AnchorRun(0, rate, f.throughput_ci95, f.started_at, f.ended_at, load, parallel <= 1))
+        load, busy = f.other_load_cores, too_busy(f.starved_share)
+        reference = parallel <= 1 and not busy
+        out.append(AnchorRun(0, rate, f.throughput_ci95, f.started_at, f.ended_at, load, reference, busy))
     for run in stored:
         ci = run.samples_per_s_ci95
         own = (ci[0], ci[1]) if ci and len(ci) == 2 else None
@@ -87,6 +91,7 @@ def trial_entry(trial: Trial, anchor_list: Sequence[AnchorRun] = ()) -> dict[str
         "other_load_cores": f.other_load_cores,
         "load_cores": f.load_cores,
         "starved_share": f.starved_share,
+        "busy_before": f.busy_before,
         "threads_per_rank": f.threads_per_rank,
         "precision": f.precision,  # what the profiler saw the model run in
         "params_used": f.params_used,

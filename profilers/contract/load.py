@@ -138,6 +138,15 @@ STARVED_FRACTION = 0.75
 MAX_STARVED_SHARE = 0.5
 
 
+def too_busy(starved_share: float | None) -> bool:
+    """Whether a run short of CPU for ``starved_share`` of its measured steps measured a machine too busy.
+
+    Its figures are then another machine's than this one's when quiet: the tuner measures such a run
+    again when the machine is calmer, else leaves it out (status "busy"), never compares it.
+    """
+    return starved_share is not None and starved_share > MAX_STARVED_SHARE
+
+
 @dataclass(frozen=True, slots=True)
 class LoadProfile:
     """Other processes' CPU over a run's measured steps, reading by reading (about 0.1 s each)."""
@@ -319,4 +328,5 @@ __all__ = [
     "load_phrase",
     "load_profile",
     "match_loads",
+    "too_busy",
 ]

@@ -36,7 +36,12 @@ OPTIONAL_PHASES = frozenset({"eval"})
 
 #: Statuses of a trial; all but "ok" are told to the searcher as infeasible. "skipped" trials were
 #: never run (a model predicted they would fail) and do not count toward a study's trial total.
-STATUSES: tuple[str, ...] = ("ok", "infeasible", "oom", "timeout", "diverged", "crashed", "skipped")
+#: "busy" trials ran short of CPU on a machine too busy to measure, and again when measured a second
+#: time (or the machine stayed busy): their figures are kept, never compared, and no model learns
+#: from them.
+STATUSES: tuple[str, ...] = (
+    "ok", "infeasible", "oom", "timeout", "diverged", "crashed", "skipped", "busy"
+)  # fmt: skip
 
 #: States of a run as a reader sees it: "waiting" (nothing recorded yet), "running", "finished"
 #: (its summary is written), "stopped" (its process is gone without a summary), "unfinished" (no

@@ -45,6 +45,9 @@ class AnchorRun:
     #: A reference for the search's ratios: false for a baseline that ran alone while the search's
     #: trials ran several at once (it still counts in the spread).
     reference: bool = True
+    #: Measured on a machine too busy for it (contract.load.too_busy): in neither the spread nor the
+    #: references while another anchor is not.
+    busy: bool = False
 
     @property
     def midpoint(self) -> float | None:
@@ -101,8 +104,9 @@ class ProcessSpread:
 
 
 def process_spread(anchors: Sequence[AnchorRun]) -> ProcessSpread:
-    """The spread of the ok anchors' throughputs."""
+    """The spread of the ok anchors' throughputs (busy ones only when all are)."""
     ok = [a for a in anchors if a.samples_per_s is not None and a.samples_per_s > 0]
+    ok = [a for a in ok if not a.busy] or ok
     rates = [a.samples_per_s for a in ok if a.samples_per_s is not None]
     if not rates:
         return ProcessSpread(0, None, None, None, False)
@@ -146,9 +150,10 @@ def ratio_span(ci95: tuple[float, float]) -> str:
 def nearest_anchor(anchors: Sequence[AnchorRun], when: float | None) -> AnchorRun | None:
     """The ok anchor that ran nearest ``when`` (unix seconds); the first ok one when times are unknown.
 
-    Only references count, unless none of the ok anchors is one.
+    Only references count, unless none of the ok anchors is one; busy ones only when all are.
     """
     ok = [a for a in anchors if a.samples_per_s]
+    ok = [a for a in ok if not a.busy] or ok
     ok = [a for a in ok if a.reference] or ok
     if not ok:
         return None

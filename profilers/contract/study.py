@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from profilers.contract.load import MAX_STARVED_SHARE
-from profilers.contract.summaries import GpuFigures, TrialEntry
+from profilers.contract.load import too_busy
+from profilers.contract.summaries import GpuFigures, TrialEntry, TuningSummary
 
 SECONDS_PER_HOUR = 3600.0
 
@@ -108,9 +108,6 @@ def best_trial_id(trials: Sequence[TrialEntry], maximize: bool) -> int | None:
     return None if top is None else next(i for i, v in zip(ids, values, strict=True) if v == top)
 
 
-
-
-
 def placement_line(
     trials: Sequence[TrialEntry], parallel: int | None, executor: str | None, threads_per_rank: int | None
 ) -> str | None:
@@ -135,28 +132,59 @@ def placement_line(
     return line
 
 
-
-def starved_line(trials: Sequence[TrialEntry]) -> str | None:
+def starved_line(study: TuningSummary, trials: Sequence[TrialEntry] | None = None) -> str | None:
     """How much of the search was measured on a machine too busy for it, in one line (None: none was).
 
-    A trial short of CPU (no idle core, and its own CPU below what its threads could use) for more
-    than half of its measured steps (:data:`~profilers.contract.load.MAX_STARVED_SHARE`) measured
-    another machine than this one when quiet. The terminal, the report and the dashboard say it so.
+    A run short of CPU (no idle core, and its own CPU below what its threads could use) for more than
+    half of its measured steps (:func:`~profilers.contract.load.too_busy`) measured other processes,
+    not its configuration: the tuner ran it again once the machine was calmer, else left it out
+    ("busy", never compared). The baseline is kept either way (the study needs it), its ratios then
+    taken against anchors measured calmer. The terminal, the report and the dashboard say it so.
+    ``trials``: the study's trials when newer than its summary's (a store read while it runs).
     """
-    ok = [t for t in trials if t.status == "ok"]
-    known = [t for t in ok if t.starved_share is not None]
-    starved = [t.id for t in known if (t.starved_share or 0.0) > MAX_STARVED_SHARE]
-    if not starved:
+    trials = study.trials if trials is None else trials
+    ran = [t for t in trials if t.status in ("ok", "busy")]
+    again = [t.id for t in ran if t.status == "ok" and t.busy_before is not None]
+    left = [t.id for t in ran if t.status == "busy"]
+    kept = [t.id for t in ran if t.status == "ok" and too_busy(t.starved_share)]
+    busy_runs = [r for r in (*study.anchors, *study.confirmations) if r.status == "busy"]
+    if not (again or left or kept or busy_runs):
         return None
-    ids = ", ".join(map(str, starved))
-    told = f"{len(known)} trials" if len(known) == len(ok) else (
-        f"the {len(known)} trials measured long enough to tell (of {len(ok)} that ran ok)"
-    )
-    return (
-        f"{len(starved)} of {told} ran short of CPU for most of their measured steps "
-        f"(trial{'s' if len(starved) > 1 else ''} {ids}): other processes held the cores their threads "
-        "needed, so their figures are slower than this machine gives when quiet"
-    )
+    parts = []
+    if again:
+        parts.append(f"{_trials(again)} measured again once the machine was calmer")
+    if left:
+        parts.append(f"{_trials(left)} left out, never compared (busy)")
+    if kept:  # the baseline: a study cannot go on without one
+        parts.append(f"{_trials(kept)} kept as measured{' (the baseline)' if kept == [0] else ''}")
+    line = ""
+    if parts:
+        told = [t for t in ran if t.starved_share is not None or t.status == "busy"]
+        over = (
+            f"{len(told)} trials"
+            if len(told) == len(ran)
+            else (f"the {len(told)} trials measured long enough to tell (of {len(ran)} that ran)")
+        )
+        short = len(again) + len(left) + len(kept)
+        line = (
+            f"{short} of {over} ran short of CPU for most of their measured steps (other processes held "
+            f"the cores their threads needed): {'; '.join(parts)}"
+        )
+    if busy_runs:
+        anchors = sum(r.role == "anchor" for r in busy_runs)
+        rounds = len(busy_runs) - anchors
+        named = [
+            f"{n} {name}{'s' if n != 1 else ''}"
+            for n, name in ((anchors, "anchor"), (rounds, "re-measurement"))
+            if n
+        ]
+        line += ("; " if line else "") + f"{' and '.join(named)} left out, short of CPU (busy)"
+    return line
+
+
+def _trials(ids: Sequence[int]) -> str:
+    return f"trial{'s' if len(ids) > 1 else ''} {', '.join(map(str, ids))}"
+
 
 __all__ = [
     "SECONDS_PER_HOUR",

@@ -103,6 +103,8 @@ class TrialEntry(_ReadsAsItsDict):
     stable: bool | None = None  # its steps' spread within the study's bound
     other_load_cores: float | None = None  # other processes' CPU while it ran
     starved_share: float | None = None  # share of its measured steps it ran short of CPU (contract.load)
+    #: Its first run's starved share, when that run was too busy to measure and it ran again once calmer.
+    busy_before: float | None = None
     load_cores: int | None = None  # the cores other_load_cores is over (its slot's when pinned)
     #: The best trial's re-measurement against the baseline (autotune.tuner.confirm.Verdict.entry).
     speedup_confirmation_rounds: int = 0

@@ -39,6 +39,7 @@ VERDICTS = (
     "small_gain",  # re-measured above 1, but by no more than APPLY_MIN_SPEEDUP: not worth a change
     "baseline_best",  # no configuration beat the baseline
     "no_effect",  # the study stopped: what it tunes changes nothing (a knob never read)
+    "too_busy",  # every search trial was left out: the machine was too busy to measure them
     "no_result",  # no trial finished ok
 )
 #: Each status in a few words (a title's caveat, a card's caption): the one wording of each.
@@ -53,6 +54,7 @@ VERDICT_LABELS = {
     "small_gain": "a gain too small to act on",
     "baseline_best": "the baseline was best",
     "no_effect": "nothing tuned had an effect",
+    "too_busy": "the machine was too busy to measure",
     "no_result": "no result",
 }
 #: A tuned configuration is worth applying only above this speedup (per core when the cores differ):
@@ -70,6 +72,7 @@ ACTIONS = {
     "small_gain": "keep",
     "baseline_best": "keep",
     "no_effect": "keep",
+    "too_busy": "measure again",
     "no_result": "",
 }
 FIRMER = (
@@ -164,8 +167,16 @@ def study_verdict(summary: TuningSummary | Mapping[str, Any]) -> StudyVerdict:
     if best is None or base is None or not base.ok:
         return blank
     if best.id == base.id:
-        return replace(blank, status="baseline_best", headline="no configuration beat the baseline "
-                       "(the script's own settings were the best measured)")  # fmt: skip
+        busy = sum(t.status == "busy" for t in summary.trials)
+        if busy and not any(t.status == "ok" and not t.baseline for t in summary.trials):
+            return replace(blank, status="too_busy", firmer=firmer, headline=(
+                "no configuration measured: the machine was too busy to measure "
+                f"{f'any of the {busy} trials' if busy != 1 else 'the one trial'} of the search (left out, "
+                "never compared); keep the current settings until measured with the machine calmer"
+            ))  # fmt: skip
+        left = f"; {busy} more left out, the machine too busy to measure {'them' if busy != 1 else 'it'}"
+        headline = "no configuration beat the baseline (the script's own settings were the best measured)"
+        return replace(blank, status="baseline_best", headline=headline + (left if busy else ""))
     search, search_ci = _finite(best.speedup_vs_baseline), best.speedup_vs_baseline_ci95
     rounds, geomean, ci = best.speedup_confirmation_rounds, _finite(best.speedup_geomean), best.speedup_ci95
     machine = summary.machine_cores

@@ -10,12 +10,15 @@ def _study() -> TuningSummary:
         {"id": 0, "status": "ok", "baseline": True, "params": {}, "throughput": 500.0, "starved_share": 0.9,
          "executor": "local", "node": "n1", "devices": None},
         {"id": 1, "status": "ok", "params": {"b": 64}, "throughput": 900.0, "starved_share": 0.1,
-         "executor": "local", "node": "n1", "devices": "cpu:0"},
-        {"id": 2, "status": "ok", "params": {"b": 128}, "throughput": 950.0, "starved_share": 0.8,
+         "busy_before": 0.8, "executor": "local", "node": "n1", "devices": "cpu:0"},
+        {"id": 2, "status": "busy", "params": {"b": 128}, "throughput": None, "starved_share": 0.8,
+         "executor": "local", "node": "n1", "devices": "cpu:1"},
+        {"id": 3, "status": "ok", "params": {"b": 256}, "throughput": 950.0, "starved_share": 0.2,
          "executor": "local", "node": "n1", "devices": "cpu:1"},
     ]  # fmt: skip
-    data = {"schema": 1, "kind": "tune", "trials": trials, "best": trials[2], "baseline": trials[0],
+    data = {"schema": 1, "kind": "tune", "trials": trials, "best": trials[3], "baseline": trials[0],
             "stopped": None, "parallel": 2, "executor": "local",
+            "anchors": [{"round": 1, "role": "anchor", "status": "busy"}],
             "threads": {"threads_per_rank": 1, "device_kind": "cpu"}}  # fmt: skip
     return TuningSummary.parse(data, "summary.json")
 
@@ -23,9 +26,12 @@ def _study() -> TuningSummary:
 def test_the_trials_screen_says_how_the_trials_ran_and_how_much_ran_short_of_cpu():
     study = _study()
     info = trials_info(study, study.trials)
-    assert info.starved == starved_line(study.trials)
-    assert info.starved is not None and info.starved.startswith(
-        "2 of 3 trials ran short of CPU for most of their measured steps (trials 0, 2)"
+    assert info.starved == starved_line(study)
+    assert info.starved == (
+        "3 of 4 trials ran short of CPU for most of their measured steps (other processes held the cores "
+        "their threads needed): trial 1 measured again once the machine was calmer; trial 2 left out, "
+        "never compared (busy); trial 0 kept as measured (the baseline); "
+        "1 anchor left out, short of CPU (busy)"
     )
     assert info.placement == placement_line(study.trials, 2, "local", 1)
     assert info.placement is not None and "up to 2 at once" in info.placement

@@ -82,46 +82,112 @@ def test_a_knob_the_script_never_reads_gets_no_best_no_apply_and_a_ratio_across_
     )
 
 
+#: 3,000 steps of about 0.4-0.7 ms (quiet): a second or more of measured steps, 10 host readings or
+#: more each (a share over fewer than 5 is not given)
+LONG = ["--trial-steps", "3000", "--stable-within", "0", "--warmup-steps", "2", "--trial-timeout", "240"]
+#: A busy loop pinned to one core (argv[1]). Each runs in a session of its own: the kernel's autogroups
+#: share the CPU by session, and a loop in the test's own session would leave a trial's session its core.
+#: With argv[2] it waits for that file before it starts, with argv[3] it ends once that file exists.
+PINNED_LOOP = """import os, sys, time
+os.sched_setaffinity(0, {int(sys.argv[1])})
+start, end = (sys.argv[2:] + [None, None])[:2]
+while start and not os.path.exists(start):
+    time.sleep(0.02)
+while not (end and os.path.exists(end)):
+    pass
+"""
+
+
+def _pinned_loops(*files):
+    return [
+        subprocess.Popen(
+            [sys.executable, "-c", PINNED_LOOP, str(c), *map(str, files)], start_new_session=True
+        )
+        for c in sorted(os.sched_getaffinity(0))
+    ]
+
+
+def _stop(loops):
+    for loop in loops:
+        loop.kill()
+        loop.wait()
+
+
+def _one_trial_space(tmp_path):
+    space = tmp_path / "space.toml"
+    space.write_text('[space.batch_size]\ntype = "choice"\nchoices = [64]\narg = "--batch-size={value}"\n')
+    return space
+
+
 @pytest.mark.slow
-def test_a_search_measured_short_of_cpu_says_so_in_every_view(tmp_path):
-    """A busy loop pinned to each core, each in a session of its own (the kernel's autogroups share the
-    CPU by session: a loop in the test's own session would leave a trial's session its core): the
-    search's trial, pinned to its slot's one core by --parallel, gets about half of it, below 3/4 of
-    what its thread could use, with no idle CPU. The terminal, summary.json and the report say how
-    much of the search was measured so (the dashboard: tests/tui/test_study_lines.py)."""
+def test_a_trial_on_a_machine_that_stays_too_busy_is_left_out_never_compared_and_every_view_says_so(tmp_path):
+    """A busy loop on each core for the whole study: the search's trial, pinned to its slot's one core by
+    --parallel, gets about half of it (below 3/4 of what its thread could use, no idle CPU). The
+    machine stays busy through --calm-wait, so the trial is "busy": no figure compared, no best, no
+    "apply", and the terminal, summary.json and the report say how much of the search was left out
+    (the dashboard: tests/tui/test_study_lines.py)."""
     from profilers.contract.study import starved_line
     from profilers.contract.summaries import TuningSummary
 
-    space = tmp_path / "space.toml"
-    space.write_text('[space.batch_size]\ntype = "choice"\nchoices = [64]\narg = "--batch-size={value}"\n')
     run_dir = tmp_path / "study"
-    cores = sorted(os.sched_getaffinity(0))
-    # 3,000 steps of about 0.4-0.7 ms (quiet): a second or more of measured steps, 10 host readings
-    # or more each (a share over fewer than 5 is not given)
-    long = ["--trial-steps", "3000", "--stable-within", "0", "--warmup-steps", "2", "--trial-timeout", "240"]
-    pinned_loop = "import os, sys; os.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True: pass"
-    loops = [
-        subprocess.Popen([sys.executable, "-c", pinned_loop, str(c)], start_new_session=True) for c in cores
-    ]
+    loops = _pinned_loops()
     try:
         out = _autotune(
-            "tune", "--space", str(space), "--trials", "2", "--run-dir", str(run_dir), *long,
-            "--parallel", str(len(cores)), "--confirm-rounds", "0", "--anchor-every", "0",
-            str(SCRIPTS / "train_unmodified.py"),
+            "tune", "--space", str(_one_trial_space(tmp_path)), "--trials", "2", "--run-dir", str(run_dir),
+            *LONG, "--parallel", str(len(loops)), "--confirm-rounds", "0", "--anchor-every", "0",
+            "--calm-wait", "3", str(SCRIPTS / "train_unmodified.py"),
         )  # fmt: skip
     finally:
-        for loop in loops:
-            loop.kill()
-            loop.wait()
+        _stop(loops)
     assert out.returncode == 0, out.stderr[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     trial = summary["trials"][1]
-    assert trial["load_cores"] == 1 and trial["starved_share"] > 0.5, trial  # pinned, half a core
-    line = starved_line(TuningSummary.parse(summary, "summary.json").trials)
-    assert line is not None and "trial" in line and "1" in line.split("(trial")[1].split(")")[0]
+    assert trial["status"] == "busy" and trial["load_cores"] == 1 and trial["starved_share"] > 0.5, trial
+    assert trial["speedup_vs_baseline"] is None and trial["objective"] is None
+    assert "too busy to measure" in trial["error"] and "stayed busy 3 s" in trial["error"], trial["error"]
+    assert (run_dir / trial["run_dir"] / "summary.json").exists()  # its figures kept
+    assert summary["best"]["id"] == 0 and summary["verdict"]["status"] == "too_busy"
+    line = starved_line(TuningSummary.parse(summary, "summary.json"))
+    assert line is not None and "trial 1 left out, never compared (busy)" in line, line
     assert f"Busy machine: {line}" in " ".join(out.stderr.split())
     assert _autotune("report", str(run_dir), "--format", "md").returncode == 0
-    assert f"| busy machine | {line}" in (run_dir / "report.md").read_text()
+    report = (run_dir / "report.md").read_text()
+    assert f"| busy machine | {line}" in report
+    advice = [line for line in report.splitlines() if "Apply the tuned" in line or "Measure again" in line]
+    assert advice and "Measure again with the machine calmer" in advice[0], advice
+
+
+@pytest.mark.slow
+def test_a_trial_too_busy_to_measure_runs_again_once_the_machine_is_calmer_and_that_run_counts(tmp_path):
+    """Busy loops on every core from the end of the baseline to the end of trial 1's first run: that run
+    (one unpinned thread beside a loop on each core: about half a core) is too busy to measure. The
+    loops gone, the machine is calm, the trial runs again, and its second run is its figure; the first
+    is kept beside it."""
+    from profilers.contract.study import starved_line
+    from profilers.contract.summaries import TuningSummary
+
+    run_dir = tmp_path / "study"
+    trials = run_dir / "trials"
+    loops = _pinned_loops(trials / "trial-0000" / "summary.json", trials / "trial-0001" / "summary.json")
+    try:
+        out = _autotune(
+            "tune", "--space", str(_one_trial_space(tmp_path)), "--trials", "2", "--run-dir", str(run_dir),
+            *LONG, "--confirm-rounds", "0", "--anchor-every", "0", "--calm-wait", "120",
+            str(SCRIPTS / "train_unmodified.py"),
+        )  # fmt: skip
+    finally:
+        _stop(loops)
+    assert out.returncode == 0, out.stderr[-3000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    trial = summary["trials"][1]
+    first = json.loads((trials / "trial-0001-busy" / "summary.json").read_text())
+    assert trial["busy_before"] is not None and trial["busy_before"] > 0.5, trial
+    assert first["throughput"]["samples_per_s"] != trial["throughput"]  # another run's figure
+    assert trial["status"] == "ok" and trial["starved_share"] <= 0.5, trial  # calm: loops gone
+    assert trial["speedup_vs_baseline"] is not None
+    line = starved_line(TuningSummary.parse(summary, "summary.json"))
+    assert line is not None and "trial 1 measured again once the machine was calmer" in line, line
+    assert "measured again once calmer" in " ".join(out.stderr.split())
 
 
 def test_a_study_started_beside_busy_processes_fits_its_threads_to_the_free_cores(tmp_path, monkeypatch):
