@@ -8,8 +8,12 @@ time. Processes that start and end during the trial are counted too (nothing is 
 
 from __future__ import annotations
 
+import contextlib
+import math
 import os
 import resource
+import subprocess
+import sys
 import time
 from collections.abc import Sequence
 
@@ -61,47 +65,60 @@ def free_cores(seconds: float = 0.5) -> tuple[int, float]:
     return max(1, len(usable_cpus()) - round(others)), others
 
 
-def _busy_on(cpus: Sequence[int]) -> float:
-    """Busy CPU seconds so far of the logical cores ``cpus`` (a pinned trial's slot)."""
-    import psutil
+#: A probe of the CPU a run would get now: spins for argv[1] seconds on the cores in argv[2] (comma
+#: separated; none: wherever it is put) and prints the share of a core it got over that time.
+_PROBE = """import os, sys, time
+if sys.argv[2]:
+    os.sched_setaffinity(0, {int(c) for c in sys.argv[2].split(",")})
+wall0, cpu0 = time.monotonic(), time.process_time()
+while time.monotonic() - wall0 < float(sys.argv[1]):
+    pass
+print((time.process_time() - cpu0) / (time.monotonic() - wall0))
+"""
 
-    per_cpu = psutil.cpu_times(percpu=True)
-    total = 0.0
-    for index in cpus:
-        if 0 <= index < len(per_cpu):
-            t = per_cpu[index]
-            guest = getattr(t, "guest", 0.0) + getattr(t, "guest_nice", 0.0)
-            total += sum(t) - t.idle - getattr(t, "iowait", 0.0) - guest
-    return total
+
+def cpu_share_now(cpus: Sequence[int] | None, demand_cores: float, seconds: float = 0.5) -> float:
+    """The share of a core each of a run's threads would get now: the least of as many spinning probes.
+
+    Each probe is a process in a session of its own on ``cpus`` (a pinned trial's slot; None: the
+    machine), as a trial's processes are, so the kernel shares the CPU with it as it would with the
+    run, whatever the others' priorities, groups or limits (a busy CPU alone does not say it: beside
+    two busy loops of one session, a process of another session still gets a whole core here).
+    """
+    cores = list(cpus) if cpus else usable_cpus()
+    count = max(1, min(len(cores), math.ceil(demand_cores)))
+    where = ",".join(map(str, cpus)) if cpus else ""
+    command = [sys.executable, "-S", "-c", _PROBE, str(seconds), where]
+    probes = [
+        subprocess.Popen(command, stdout=subprocess.PIPE, text=True, start_new_session=True)
+        for _ in range(count)
+    ]
+    shares = []
+    for probe in probes:
+        out, _ = probe.communicate(timeout=seconds + 30)
+        with contextlib.suppress(ValueError):
+            shares.append(float(out.strip()))
+    return min(shares, default=0.0)
 
 
 def wait_for_calm(
     cpus: Sequence[int] | None, demand_cores: float, timeout_s: float, poll_s: float = 1.0
 ) -> tuple[bool, float]:
-    """Wait until other processes leave a run the CPU its threads could use; (calm, their busy cores).
+    """Wait until a run would get the CPU its threads could use; (calm, the share of a core it would get).
 
-    ``cpus``: the cores a pinned trial runs on (its slot: a sibling trial on another slot is not in
-    the way), None for the machine. Calm when what they leave free of those cores reaches
-    :data:`STARVED_FRACTION` of ``demand_cores`` (threads × ranks, at most the cores): a run then is
-    not short of CPU as :meth:`LoadProfile.starved_share` counts it. Read every ``poll_s`` for up to
-    ``timeout_s``; nothing of the study runs here meanwhile, except sibling trials on other slots.
+    Calm when each of its threads (``demand_cores``: threads × ranks, at most the cores) would get
+    :data:`STARVED_FRACTION` of a core or more (:func:`cpu_share_now`): a run then is not short of CPU
+    as :meth:`LoadProfile.starved_share` counts it. ``cpus``: the cores a pinned trial runs on (its
+    slot). Probed every ``poll_s`` for up to ``timeout_s``.
     """
-    cores = list(cpus) if cpus else usable_cpus()
-    want = STARVED_FRACTION * min(demand_cores, len(cores))
     deadline = time.monotonic() + timeout_s
     while True:
-        if cpus:
-            t0, busy0 = time.monotonic(), _busy_on(cores)
-            time.sleep(poll_s)
-            others = (_busy_on(cores) - busy0) / (time.monotonic() - t0)
-        else:
-            load = OtherLoad()
-            time.sleep(poll_s)
-            others = load.cores() or 0.0
-        if len(cores) - others >= want:
-            return True, others
+        share = cpu_share_now(cpus, demand_cores)
+        if share >= STARVED_FRACTION:
+            return True, share
         if time.monotonic() >= deadline:
-            return False, others
+            return False, share
+        time.sleep(poll_s)
 
 
 def machine_cores() -> int:

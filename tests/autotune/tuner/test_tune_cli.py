@@ -465,7 +465,8 @@ def test_kill_9_with_trials_in_flight_then_resume_stops_them_and_runs_them_again
     after = stored_trials(run_dir)
     assert [t["id"] for t in after] == [0, 1, 2, 3]  # no trial lost, none counted twice
     for trial_id, claim in in_flight.items():  # each ran again under its own id, as claimed
-        assert after[trial_id]["params"] == claim["params"] and after[trial_id]["status"] == "ok"
+        # ok, or "busy" when a pinned trial shared its one core with a busy process (measured, not compared)
+        assert after[trial_id]["params"] == claim["params"] and after[trial_id]["status"] in ("ok", "busy")
     assert len({json.dumps(t["params"], sort_keys=True) for t in after}) == 4
 
 
