@@ -53,6 +53,11 @@ class OtherLoad:
         ours = (_children_s() - self._children0) + (time.process_time() - self._own0)
         return max(0.0, busy - ours) / wall
 
+    def own_cores(self) -> float | None:
+        """Mean cores the waited-for children (a trial's processes) used since the start, or None."""
+        wall = time.monotonic() - self._t0
+        return (_children_s() - self._children0) / wall if wall >= 0.05 else None
+
 
 def free_cores(seconds: float = 0.5) -> tuple[int, float]:
     """(cores other processes leave free now, their busy cores), over ``seconds`` of this machine.

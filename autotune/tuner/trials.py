@@ -33,7 +33,7 @@ from autotune.tuner.devices import TRIAL_CPUS_ENV, usable_cpus
 from autotune.tuner.host_load import OtherLoad, machine_cores, wait_for_calm
 from autotune.tuner.objectives import Scoring
 from autotune.tuner.presets import preset_args
-from profilers.contract.load import MIN_LOAD_READINGS, too_busy
+from profilers.contract.load import MIN_LOAD_READINGS, load_profile, too_busy
 from profilers.contract.rundir import read_load_profile
 from profilers.contract.schema import SUMMARY_NAME
 from profilers.contract.summaries import ProfileSummary, SummaryError
@@ -344,25 +344,39 @@ def _run_once(
     status, error = classify(code, timed_out, _tail(log_path), summary, settings)
     if unreadable is not None and status != "timeout":
         status, error = "crashed", unreadable
-    starved = _starved_share(run_dir, summary, settings, params) if status == "ok" else None
+    pinned = TRIAL_CPUS_ENV in (device_env or {})
+    starved = _starved_share(run_dir, summary, settings, params, load, pinned) if status == "ok" else None
     others, over = _other_load(summary, load)
     return TrialOutcome(status, run_dir, duration_s, summary, error, others, starved, over)
 
 
 def _starved_share(
-    run_dir: Path, summary: ProfileSummary | None, settings: TrialSettings, params: Mapping[str, Value]
+    run_dir: Path,
+    summary: ProfileSummary | None,
+    settings: TrialSettings,
+    params: Mapping[str, Value],
+    load: OtherLoad,
+    pinned: bool,
 ) -> float | None:
     """The share of the trial's measured steps it ran short of CPU (LoadProfile.starved_share), or None.
 
-    What its threads could use: the study's threads per process times its ranks.
+    What its threads could use: the study's threads per process times its ranks. Measured steps that
+    span fewer than :data:`MIN_LOAD_READINGS` host readings (a trial stopped early: seen, one stopped
+    at 0.37× the best while other processes held 1.5 of 2 cores) are judged by the whole run as one
+    reading, its own CPU against the rest of the machine's, when the trial had the machine (unpinned:
+    a pinned one's siblings are the tuner's children too); None when it cannot be told.
     """
     if summary is None:
         return None
-    profile = read_load_profile(run_dir, summary.raw)
-    if profile is None or profile.readings < MIN_LOAD_READINGS:
-        return None
     threads = settings.threads_per_rank or usable_cores()
-    return profile.starved_share(threads * trial_world_size(settings, params))
+    demand = threads * trial_world_size(settings, params)
+    profile = read_load_profile(run_dir, summary.raw)
+    if profile is not None and profile.readings >= MIN_LOAD_READINGS:
+        return profile.starved_share(demand)
+    others, own = load.cores(), load.own_cores()
+    if pinned or others is None or own is None:
+        return None
+    return load_profile([others], [own], machine_cores()).starved_share(demand)
 
 
 def _other_load(summary: ProfileSummary | None, load: OtherLoad) -> tuple[float | None, int]:
