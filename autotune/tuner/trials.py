@@ -360,11 +360,12 @@ def _starved_share(
 ) -> float | None:
     """The share of the trial's measured steps it ran short of CPU (LoadProfile.starved_share), or None.
 
-    What its threads could use: the study's threads per process times its ranks. Measured steps that
-    span fewer than :data:`MIN_LOAD_READINGS` host readings (a trial stopped early: seen, one stopped
-    at 0.37× the best while other processes held 1.5 of 2 cores) are judged by the whole run as one
-    reading, its own CPU against the rest of the machine's, when the trial had the machine (unpinned:
-    a pinned one's siblings are the tuner's children too); None when it cannot be told.
+    What its threads could use: the study's threads per process times its ranks. A trial stopped early
+    as clearly below the best, its measured steps too few for :data:`MIN_LOAD_READINGS` host readings,
+    may have been stopped by the other processes, not by its configuration (seen: nanoGPT's batch 4
+    stopped at 0.37× the best while they held 1.5 of 2 cores): it is judged by its whole run as one
+    reading, its own CPU against the rest of the machine's, when it had the machine (unpinned: a pinned
+    one's siblings are the tuner's children too). None when it cannot be told.
     """
     if summary is None:
         return None
@@ -374,7 +375,7 @@ def _starved_share(
     if profile is not None and profile.readings >= MIN_LOAD_READINGS:
         return profile.starved_share(demand)
     others, own = load.cores(), load.own_cores()
-    if pinned or others is None or own is None:
+    if pinned or summary.stop_reason != "below_threshold" or others is None or own is None:
         return None
     return load_profile([others], [own], machine_cores()).starved_share(demand)
 

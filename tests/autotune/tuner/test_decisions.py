@@ -249,11 +249,11 @@ def test_a_probe_of_the_cpu_a_run_would_get_finds_a_core_shared_with_a_busy_loop
 
 
 @pytest.mark.slow
-def test_a_trial_too_short_for_host_readings_is_judged_by_its_whole_run(tmp_path):
-    """A trial whose measured steps span fewer than 5 host readings (one stopped early: seen, nanoGPT's
-    batch 4 stopped at 0.37x the best beside busy processes, and never marked) is judged by its whole
-    run as one reading: one unpinned thread beside a busy loop pinned to each core, each in a session of
-    its own, gets about half a core with no idle CPU: too busy to measure."""
+def test_a_trial_stopped_early_too_soon_for_host_readings_is_judged_by_its_whole_run(tmp_path):
+    """A trial stopped early as below the best, its measured steps too few for 5 host readings (seen:
+    nanoGPT's batch 4 stopped at 0.37x the best beside busy processes, and never marked), is judged by
+    its whole run as one reading: one unpinned thread beside a busy loop pinned to each core, each in a
+    session of its own, gets about half a core with no idle CPU: too busy to measure."""
     from autotune.tuner.trials import TrialSettings, run_trial
 
     settings = TrialSettings(
@@ -262,10 +262,10 @@ def test_a_trial_too_short_for_host_readings_is_judged_by_its_whole_run(tmp_path
     )  # fmt: skip
     loops = _pinned_loops()
     try:
-        outcome = run_trial(settings, None, {}, tmp_path / "trial")
+        outcome = run_trial(settings, None, {}, tmp_path / "trial", stop_below=1e12)  # below any best
     finally:
         _stop(loops)
-    assert outcome.status == "ok", outcome.error
+    assert outcome.status == "ok" and outcome.figures.stop_reason == "below_threshold", outcome.error
     readings = outcome.figures.raw["load"]["samples"]
     assert readings < 5, readings  # too few for the per-reading share
     assert outcome.starved_share == 1.0 and outcome.busy, (outcome.starved_share, outcome.other_load_cores)
