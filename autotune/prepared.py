@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from autotune.knobs import knob_value, resolve_world_size
+from autotune.repeated_blocks import repeated_blocks
 from profilers.runtime.launch_env import LaunchEnv
 
 if TYPE_CHECKING:
@@ -153,32 +154,39 @@ def backward(loss: torch.Tensor) -> None:
     _current().backward(loss)
 
 
-def _blocks(model: nn.Module) -> nn.ModuleList | None:
-    """The model's repeated blocks: its largest non-empty ``nn.ModuleList`` by parameter count."""
-    from torch import nn
-
-    lists = [m for m in model.modules() if isinstance(m, nn.ModuleList) and len(m)]
-    return max(lists, key=lambda ml: (sum(p.numel() for p in ml.parameters()), len(ml)), default=None)
+def _blocks(model: nn.Module) -> list[nn.Module] | None:
+    """The model's repeated blocks, however they are held (:mod:`autotune.repeated_blocks`), or None."""
+    return [slot.block for slot in repeated_blocks(model)] or None
 
 
 def _checkpoint_blocks(model: nn.Module) -> int:
-    """Wrap each block for non-reentrant activation checkpointing, in place; how many."""
+    """Wrap each block for non-reentrant activation checkpointing, in place; how many.
+
+    A Hugging Face model's K/V cache goes off, as its own ``gradient_checkpointing_enable`` turns it
+    off in training: every recomputed forward would append to the cache, and the step end holding
+    keys and values for twice the sequence.
+    """
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
         CheckpointImpl,
         CheckpointWrapper,
         checkpoint_wrapper,
     )
 
-    blocks = _blocks(model)
-    if blocks is None:
+    slots = repeated_blocks(model)
+    if not slots:
         raise ValueError(
-            f"activation_checkpointing needs the repeated blocks of {type(model).__name__} in an "
-            "nn.ModuleList (as most transformer implementations keep them); it has none"
+            f"activation_checkpointing needs repeated blocks in {type(model).__name__} (two or more "
+            "modules of one kind side by side, in an nn.ModuleList, an nn.Sequential or any module); "
+            "it has none"
         )
-    for i, block in enumerate(blocks):
-        if not isinstance(block, CheckpointWrapper):
-            blocks[i] = checkpoint_wrapper(block, checkpoint_impl=CheckpointImpl.NO_REENTRANT)
-    return len(blocks)
+    config = getattr(model, "config", None)
+    if config is not None and getattr(config, "use_cache", False) is True:
+        config.use_cache = False
+    for slot in slots:
+        if not isinstance(slot.block, CheckpointWrapper):
+            wrapped = checkpoint_wrapper(slot.block, checkpoint_impl=CheckpointImpl.NO_REENTRANT)
+            setattr(slot.parent, slot.name, wrapped)
+    return len(slots)
 
 
 def _device(explicit: str | torch.device | None, distributed: bool) -> torch.device:

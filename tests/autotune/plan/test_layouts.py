@@ -182,3 +182,28 @@ def test_the_optimizers_copies_are_a_shards_under_fsdp_and_none_on_the_gpu_under
         assert whole >= 4 * 1024 * 1024 * 4  # one fp32 copy of the four layers' weights
         assert fsdp._phase(step, 2, phase, 1)["temporaries"] == pytest.approx(whole / 4, abs=1)
         assert offload._phase(step, 2, phase, 1)["temporaries"] == 0
+
+
+def sequential_workload(layers: int, width: int) -> tuple:
+    """``stack_workload``'s layers in an nn.Sequential, each followed by its activation (no ModuleList)."""
+    _, batch, loss, optimizer = stack_workload(layers, width)
+
+    def model() -> nn.Module:
+        return nn.Sequential(
+            *[m for _ in range(layers) for m in (nn.Linear(width, width, bias=False), nn.ReLU())]
+        )
+
+    return model, batch, loss, optimizer
+
+
+def test_layers_in_an_nn_sequential_are_blocks_to_shard_split_and_pipeline():
+    """6.4B fp32 parameters in an nn.Sequential of 24 Linear+ReLU pairs on 8 H100s: each Linear is a
+    block, so FSDP gathers one Linear at a time (1 GiB, not the whole 25.8 GB model), and tensor and
+    pipeline layouts are planned over the 24 blocks, as for the same layers in an nn.ModuleList."""
+    workload = sequential_workload(24, 16384)
+    assert largest_unit_bytes(workload[0]) == 16384 * 16384 * 4
+    result = plan(*workload, global_batch=8, gpus=("H100-SXM",), gpus_per_node=8)
+    layouts = {c.params["layout"] for c in result.configs}
+    assert {"tp8", "pp8", "fsdp"} <= layouts, layouts
+    fsdp = [c for c in result.configs if c.params["layout"] == "fsdp" and c.fits]
+    assert fsdp, [c.why_not for c in result.configs if c.params["layout"] == "fsdp"][:2]
