@@ -12,10 +12,11 @@ import contextlib
 import math
 import os
 import resource
+import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from autotune.tuner.devices import usable_cpus
 from profilers.contract.load import STARVED_FRACTION
@@ -70,58 +71,84 @@ def free_cores(seconds: float = 0.5) -> tuple[int, float]:
     return max(1, len(usable_cpus()) - round(others)), others
 
 
-#: A probe of the CPU a run would get now: spins for argv[1] seconds on the cores in argv[2] (comma
-#: separated; none: wherever it is put) and prints the share of a core it got over that time.
+#: A probe of the CPU a run would get now: a leader on the cores in argv[2] (comma separated; none:
+#: wherever it is put) forks argv[3] children that spin for argv[1] seconds, all in the leader's
+#: session as a trial's ranks and threads are in one, and prints the least share of a core one got.
 _PROBE = """import os, sys, time
-if sys.argv[2]:
-    os.sched_setaffinity(0, {int(c) for c in sys.argv[2].split(",")})
-wall0, cpu0 = time.monotonic(), time.process_time()
-while time.monotonic() - wall0 < float(sys.argv[1]):
-    pass
-print((time.process_time() - cpu0) / (time.monotonic() - wall0))
+seconds, where, count = float(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+if where:
+    os.sched_setaffinity(0, {int(c) for c in where.split(",")})
+pipes = []
+for _ in range(count):
+    r, w = os.pipe()
+    if os.fork() == 0:
+        os.close(r)
+        wall0, cpu0 = time.monotonic(), time.process_time()
+        while time.monotonic() - wall0 < seconds:
+            pass
+        os.write(w, str((time.process_time() - cpu0) / (time.monotonic() - wall0)).encode())
+        os._exit(0)
+    os.close(w)
+    pipes.append(r)
+shares = [float(os.read(r, 64) or b"0") for r in pipes]
+for _ in pipes:
+    os.wait()
+print(min(shares))
 """
 
 
-def cpu_share_now(cpus: Sequence[int] | None, demand_cores: float, seconds: float = 0.5) -> float:
-    """The share of a core each of a run's threads would get now: the least of as many spinning probes.
+def cpu_share_now(cpus: Sequence[int] | None, demand_cores: float, seconds: float = 0.5) -> float | None:
+    """The share of a core each of a run's threads would get now (the least of them), or None.
 
-    Each probe is a process in a session of its own on ``cpus`` (a pinned trial's slot; None: the
-    machine), as a trial's processes are, so the kernel shares the CPU with it as it would with the
-    run, whatever the others' priorities, groups or limits (a busy CPU alone does not say it: beside
-    two busy loops of one session, a process of another session still gets a whole core here).
+    As many spinning probes as the run's threads (at most the cores), in one session of their own
+    on ``cpus`` (a pinned trial's slot; None: the machine), as a trial's processes are: the kernel
+    shares the CPU with them as it would with the run, whatever the others' priorities, groups or
+    limits (a busy CPU alone does not say it: beside two busy loops of one session, a process of
+    another session still gets a whole core here). None when the probe could not run.
     """
     cores = list(cpus) if cpus else usable_cpus()
     count = max(1, min(len(cores), math.ceil(demand_cores)))
     where = ",".join(map(str, cpus)) if cpus else ""
-    command = [sys.executable, "-S", "-c", _PROBE, str(seconds), where]
-    probes = [
-        subprocess.Popen(command, stdout=subprocess.PIPE, text=True, start_new_session=True)
-        for _ in range(count)
-    ]
-    shares = []
-    for probe in probes:
+    command = [sys.executable, "-S", "-c", _PROBE, str(seconds), where, str(count)]
+    try:
+        probe = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True
+        )
+    except OSError:
+        return None
+    try:
         out, _ = probe.communicate(timeout=seconds + 30)
-        with contextlib.suppress(ValueError):
-            shares.append(float(out.strip()))
-    return min(shares, default=0.0)
+        return float(out.strip())
+    except (subprocess.TimeoutExpired, ValueError):
+        return None
+    finally:
+        if probe.poll() is None:
+            with contextlib.suppress(OSError):
+                os.killpg(probe.pid, signal.SIGKILL)
+            probe.wait()
 
 
 def wait_for_calm(
-    cpus: Sequence[int] | None, demand_cores: float, timeout_s: float, poll_s: float = 1.0
-) -> tuple[bool, float]:
+    cpus: Sequence[int] | None,
+    demand_cores: float,
+    timeout_s: float,
+    poll_s: float = 1.0,
+    stop: Callable[[], bool] = lambda: False,
+) -> tuple[bool, float | None]:
     """Wait until a run would get the CPU its threads could use; (calm, the share of a core it would get).
 
     Calm when each of its threads (``demand_cores``: threads × ranks, at most the cores) would get
     :data:`STARVED_FRACTION` of a core or more (:func:`cpu_share_now`): a run then is not short of CPU
     as :meth:`LoadProfile.starved_share` counts it. ``cpus``: the cores a pinned trial runs on (its
-    slot). Probed every ``poll_s`` for up to ``timeout_s``.
+    slot). Probed every ``poll_s`` for up to ``timeout_s``; not calm at once when the probe cannot
+    run (share None), or as soon as ``stop()`` says the study stops.
     """
     deadline = time.monotonic() + timeout_s
     while True:
         share = cpu_share_now(cpus, demand_cores)
-        if share >= STARVED_FRACTION:
+        if share is not None and share >= STARVED_FRACTION:
             return True, share
-        if time.monotonic() >= deadline:
+        if share is None or stop() or time.monotonic() >= deadline:
             return False, share
         time.sleep(poll_s)
 

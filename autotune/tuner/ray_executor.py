@@ -179,7 +179,9 @@ class RayExecutor:
         with self._lock:
             self._refs[trial_id] = ref
         try:
-            result = ray.get(ref, timeout=settings.timeout_s + GRACE_S)
+            # a run, the wait for a calm machine and its second run (trials.run_trial)
+            limit_s = 2 * settings.timeout_s + settings.calm_wait_s + GRACE_S
+            result = ray.get(ref, timeout=limit_s)
         except ray.exceptions.GetTimeoutError:
             ray.cancel(ref, force=True)
             return self._failed("timeout", run_dir, started, f"no result within {settings.timeout_s:g} s"), {}

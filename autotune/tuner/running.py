@@ -21,7 +21,14 @@ from typing import Any
 from autotune.search.space import Space, Value
 from autotune.search.study import Study
 from autotune.tuner.devices import DevicePool, Lease, visible_gpus
-from autotune.tuner.trials import TrialOutcome, TrialSettings, kill_group_of, kill_stale_group, run_trial
+from autotune.tuner.trials import (
+    STOPPING,
+    TrialOutcome,
+    TrialSettings,
+    kill_group_of,
+    kill_stale_group,
+    run_trial,
+)
 from profilers.contract.lenient import read_fields
 
 EXECUTOR = "local"
@@ -141,6 +148,7 @@ class RunningTrials:
 
     def stop_all(self) -> None:
         """Kill every running trial's process group, or cancel its Ray task (the study stops)."""
+        STOPPING.set()  # a trial waiting to run again for a calmer machine does not
         if self.ray is not None:
             self.ray.cancel_all()
         with self._lock:

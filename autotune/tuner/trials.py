@@ -19,10 +19,12 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from autotune.fmt import format_number
 from autotune.knob_values import KnobValues
@@ -41,6 +43,9 @@ from profilers.runtime.kineto_chatter import is_kineto_chatter
 from profilers.runtime.options import option_args
 
 LOG_NAME = "trial.log"
+#: Set while a study stops (Ctrl-C, a stop): a trial waiting for a calm machine gives up at once and
+#: does not run again (:meth:`autotune.tuner.running.RunningTrials.stop_all` sets it).
+STOPPING = threading.Event()
 #: The variables that set a process's intra-op threads (torch reads OMP_NUM_THREADS at start).
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 ERROR_TAIL_LINES = 12
@@ -114,6 +119,8 @@ class TrialOutcome:
     #: Seconds waited for the machine to leave a run too busy to measure the CPU it needs, when it
     #: waited; with :attr:`busy` still true, the machine stayed busy that long and it did not run again.
     calm_wait_s: float | None = None
+    #: Why a busy run was not run again otherwise (--calm-wait 0, the study stopping, a failed probe).
+    calm_problem: str | None = None
 
     @property
     def busy(self) -> bool:
@@ -124,19 +131,17 @@ class TrialOutcome:
         """Why its figures are left out, in one line (for a :attr:`busy` outcome)."""
         share = self.starved_share or 0.0
         rate = format_number(self.throughput) if self.throughput else "no"
+        short = f"ran short of CPU in {share:.0%} of its measured steps"
         if self.busy_before is not None:
-            again = (
-                f"ran short of CPU in {self.busy_before:.0%} of its measured steps, and again in {share:.0%} "
-            )
+            again = f"ran short of CPU in {self.busy_before:.0%} of its measured steps, and in {share:.0%} "
             again += "when measured once more"
+        elif self.calm_problem is not None:
+            again = f"{short}, and {self.calm_problem}"
         else:
-            waited = f"{self.calm_wait_s:.0f} s" if self.calm_wait_s else "a while"
-            again = (
-                f"ran short of CPU in {share:.0%} of its measured steps, and the machine stayed busy {waited}"
-            )
+            again = f"{short}, and the machine stayed busy {self.calm_wait_s or 0:.0f} s"
         return (
             f"the machine was too busy to measure it: it {again} (other processes held the cores its "
-            f"threads needed); its {rate} samples/s are kept, never compared"
+            f"threads needed); its {rate} samples/s are kept in its folder, never compared"
         )
 
     @property
@@ -284,14 +289,30 @@ def run_trial(
     """
     once = (settings, space, params, stop_below, device_env, on_spawn, cwd)
     first = _run_once(run_dir, *once)
-    if not first.busy or settings.calm_wait_s <= 0:
+    if not first.busy:
         return first
+    if settings.calm_wait_s <= 0:
+        return replace(first, calm_problem="it was not measured again (--calm-wait 0)")
+    try:
+        return _again_when_calm(first, run_dir, once)
+    except Exception as exc:  # a probe or a folder that failed: the trial stays busy, the study goes on
+        return replace(first, calm_problem=f"it could not be measured again ({type(exc).__name__}: {exc})")
+
+
+def _again_when_calm(first: TrialOutcome, run_dir: Path, once: tuple[Any, ...]) -> TrialOutcome:
+    """``first`` (busy) run again once the machine is calm (:func:`run_trial`), else ``first``, said why."""
+    settings, params, device_env = once[0], once[2], once[4]
     raw = (device_env or {}).get(TRIAL_CPUS_ENV)
     cpus = [int(c) for c in raw.split(",") if c.strip()] if raw else None
     threads = settings.threads_per_rank or usable_cores()
     waited = time.monotonic()
-    calm, _ = wait_for_calm(cpus, threads * trial_world_size(settings, params), settings.calm_wait_s)
+    demand = threads * trial_world_size(settings, params)
+    calm, share = wait_for_calm(cpus, demand, settings.calm_wait_s, stop=STOPPING.is_set)
     waited_s = time.monotonic() - waited
+    if STOPPING.is_set():
+        return replace(first, calm_problem="the study stopped while it waited to measure it again")
+    if share is None:
+        return replace(first, calm_problem="the CPU a run would get could not be probed to measure it again")
     if not calm:
         return replace(first, calm_wait_s=waited_s)
     aside = run_dir.with_name(f"{run_dir.name}-busy")
@@ -367,8 +388,8 @@ def _starved_share(
     reading, its own CPU against the rest of the machine's, when it had the machine (unpinned: a pinned
     one's siblings are the tuner's children too). None when it cannot be told.
     """
-    if summary is None:
-        return None
+    if summary is None or summary.device.kind not in (None, "cpu"):
+        return None  # a GPU run's threads wait on the GPU: its own CPU says nothing of what it lacked
     threads = settings.threads_per_rank or usable_cores()
     demand = threads * trial_world_size(settings, params)
     profile = read_load_profile(run_dir, summary.raw)

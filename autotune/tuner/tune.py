@@ -55,6 +55,7 @@ from autotune.tuner.stored_study import StoredStudy
 from autotune.tuner.trial_facts import TrialFacts, facts, metrics
 from autotune.tuner.trials import (
     LOG_NAME,
+    STOPPING,
     TrialOutcome,
     TrialSettings,
     error_line,
@@ -226,6 +227,7 @@ class Tuner:
     def run(self) -> TuningSummary:
         """Run (or resume) the study; its summary (summary.json's). TuneError when it cannot go on."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        STOPPING.clear()  # a study stopped before in this process does not stop this one
         if self.parallel_note is not None and self.on_note is not None:
             self.on_note(self.parallel_note)
         with _exclusive(self.run_dir):

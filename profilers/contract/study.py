@@ -144,7 +144,8 @@ def starved_line(study: TuningSummary, trials: Sequence[TrialEntry] | None = Non
     """
     trials = study.trials if trials is None else trials
     ran = [t for t in trials if t.status in ("ok", "busy")]
-    again = [t.id for t in ran if t.status == "ok" and t.busy_before is not None]
+    calmer = [t for t in ran if t.status == "ok" and not too_busy(t.starved_share)]
+    again = [t.id for t in calmer if t.busy_before is not None]
     left = [t.id for t in ran if t.status == "busy"]
     kept = [t.id for t in ran if t.status == "ok" and too_busy(t.starved_share)]
     busy_runs = [r for r in (*study.anchors, *study.confirmations) if r.status == "busy"]

@@ -167,9 +167,14 @@ def study_verdict(summary: TuningSummary | Mapping[str, Any]) -> StudyVerdict:
     if best is None or base is None or not base.ok:
         return blank
     if best.id == base.id:
-        busy = sum(t.status == "busy" for t in summary.trials)
-        if busy and not any(t.status == "ok" and not t.baseline for t in summary.trials):
-            return replace(blank, status="too_busy", firmer=firmer, headline=(
+        searched = [t for t in summary.trials if not t.baseline and t.status != "skipped"]
+        busy = sum(t.status == "busy" for t in searched)
+        if busy and busy == len(searched):
+            again = (
+                "measure again with a new study (another --run-dir) when the machine is calmer, or with a "
+                "longer --calm-wait; a resumed study does not run its busy trials again"
+            )
+            return replace(blank, status="too_busy", firmer=again, headline=(
                 "no configuration measured: the machine was too busy to measure "
                 f"{f'any of the {busy} trials' if busy != 1 else 'the one trial'} of the search (left out, "
                 "never compared); keep the current settings until measured with the machine calmer"

@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -243,9 +244,13 @@ def test_a_probe_of_the_cpu_a_run_would_get_finds_a_core_shared_with_a_busy_loop
     try:
         assert cpu_share_now([core], 1) < STARVED_FRACTION
         calm, share = wait_for_calm([core], 1, timeout_s=1.0, poll_s=0.1)
-        assert not calm and share < STARVED_FRACTION
+        assert not calm and share is not None and share < STARVED_FRACTION
+        started = time.monotonic()  # a study that stops stops the wait: not 60 s
+        calm, _ = wait_for_calm([core], 1, timeout_s=60.0, stop=lambda: True)
+        assert not calm and time.monotonic() - started < 30
     finally:
         _stop([loop])
+    assert cpu_share_now([10_000], 1) is None  # a probe that cannot run says so, and no traceback
 
 
 @pytest.mark.slow
