@@ -121,6 +121,23 @@ def _one_trial_space(tmp_path):
     return space
 
 
+def _one_trial_study(tmp_path, loops, *flags):
+    """A study of the baseline and one trial in ``tmp_path / "study"``, the ``loops`` stopped after it:
+    its output, summary.json and the trial's entry."""
+    run_dir = tmp_path / "study"
+    try:
+        out = _autotune(
+            "tune", "--space", str(_one_trial_space(tmp_path)), "--trials", "2", "--run-dir", str(run_dir),
+            *LONG, "--confirm-rounds", "0", "--anchor-every", "0", *flags,
+            str(SCRIPTS / "train_unmodified.py"),
+        )  # fmt: skip
+    finally:
+        _stop(loops)
+    assert out.returncode == 0, out.stderr[-3000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    return out, summary, summary["trials"][1]
+
+
 @pytest.mark.slow
 def test_a_trial_on_a_machine_that_stays_too_busy_is_left_out_never_compared_and_every_view_says_so(tmp_path):
     """A busy loop on each core for the whole study: the search's trial, pinned to its slot's one core by
@@ -133,17 +150,7 @@ def test_a_trial_on_a_machine_that_stays_too_busy_is_left_out_never_compared_and
 
     run_dir = tmp_path / "study"
     loops = _pinned_loops()
-    try:
-        out = _autotune(
-            "tune", "--space", str(_one_trial_space(tmp_path)), "--trials", "2", "--run-dir", str(run_dir),
-            *LONG, "--parallel", str(len(loops)), "--confirm-rounds", "0", "--anchor-every", "0",
-            "--calm-wait", "3", str(SCRIPTS / "train_unmodified.py"),
-        )  # fmt: skip
-    finally:
-        _stop(loops)
-    assert out.returncode == 0, out.stderr[-3000:]
-    summary = json.loads((run_dir / "summary.json").read_text())
-    trial = summary["trials"][1]
+    out, summary, trial = _one_trial_study(tmp_path, loops, "--parallel", str(len(loops)), "--calm-wait", "3")
     assert trial["status"] == "busy" and trial["load_cores"] == 1 and trial["starved_share"] > 0.5, trial
     assert trial["speedup_vs_baseline"] is None and trial["objective"] is None
     waited = re.search(r"the machine stayed busy (\d+) s", trial["error"])
@@ -172,23 +179,18 @@ def test_a_trial_too_busy_to_measure_runs_again_once_the_machine_is_calmer_and_t
     run_dir = tmp_path / "study"
     trials = run_dir / "trials"
     loops = _pinned_loops(trials / "trial-0000" / "summary.json", trials / "trial-0001" / "summary.json")
-    try:
-        out = _autotune(
-            "tune", "--space", str(_one_trial_space(tmp_path)), "--trials", "2", "--run-dir", str(run_dir),
-            *LONG, "--confirm-rounds", "0", "--anchor-every", "0", "--calm-wait", "120",
-            str(SCRIPTS / "train_unmodified.py"),
-        )  # fmt: skip
-    finally:
-        _stop(loops)
-    assert out.returncode == 0, out.stderr[-3000:]
-    summary = json.loads((run_dir / "summary.json").read_text())
-    trial = summary["trials"][1]
+    out, summary, trial = _one_trial_study(tmp_path, loops, "--calm-wait", "120")
     first = json.loads((trials / "trial-0001-busy" / "summary.json").read_text())
     assert trial["busy_before"] is not None and trial["busy_before"] > 0.5, trial
     assert first["throughput"]["samples_per_s"] != trial["throughput"]  # another run's figure
+    line = starved_line(TuningSummary.parse(summary, "summary.json"))
+    if trial["status"] == "busy":
+        # another process of this shared machine took the CPU back during the second run: that run is
+        # still the trial's, said so, and left out
+        assert "when measured once more" in trial["error"] and "trial 1 left out" in (line or ""), trial
+        return
     assert trial["status"] == "ok" and trial["starved_share"] <= 0.5, trial  # calm: loops gone
     assert trial["speedup_vs_baseline"] is not None
-    line = starved_line(TuningSummary.parse(summary, "summary.json"))
     assert line is not None and "trial 1 measured again once the machine was calmer" in line, line
     assert "measured again once calmer" in " ".join(out.stderr.split())
 
