@@ -288,6 +288,8 @@ def run_trial(
     outcome busy, for the caller to leave out.
     """
     once = (settings, space, params, stop_below, device_env, on_spawn, cwd)
+    # a first run kept aside by an earlier attempt of this trial (its study killed while it ran again)
+    shutil.rmtree(run_dir.with_name(f"{run_dir.name}-busy"), ignore_errors=True)
     first = _run_once(run_dir, *once)
     if not first.busy:
         return first
@@ -456,7 +458,8 @@ def study_objective(
 
     Returns the trial's metrics (:meth:`Scoring.metrics`; ``objective`` is samples/s unless
     ``scoring`` says otherwise); a trial that is not "ok" raises :class:`Infeasible` with its
-    status. ``autotune tune`` (:mod:`autotune.tuner.tune`) adds the baseline, skips and checks.
+    status, and so does one the machine was too busy to measure ("busy"). ``autotune tune``
+    (:mod:`autotune.tuner.tune`) adds the baseline, skips and checks.
     """
     scoring = scoring or Scoring()
     counter = {"n": 0}
@@ -466,6 +469,8 @@ def study_objective(
         outcome = run_trial(settings, space, params, trials_dir / f"trial-{counter['n']:04d}")
         if outcome.status != "ok":
             raise Infeasible(outcome.error or outcome.status, status=outcome.status)
+        if outcome.busy:  # measured the machine's other processes: never compared
+            raise Infeasible(outcome.busy_reason(), status="busy")
         metrics = scoring.metrics(outcome.figures, trial_world_size(settings, params))
         if metrics["objective"] is None:
             raise Infeasible(f"the trial measured no {scoring.metric}", status="crashed")

@@ -276,3 +276,32 @@ def test_a_trial_stopped_early_too_soon_for_host_readings_is_judged_by_its_whole
     readings = outcome.figures.raw["load"]["samples"]
     assert readings < 5, readings  # too few for the per-reading share
     assert outcome.starved_share == 1.0 and outcome.busy, (outcome.starved_share, outcome.other_load_cores)
+
+
+@pytest.mark.slow
+def test_the_study_objective_raises_busy_for_a_trial_the_machine_was_too_busy_to_measure(tmp_path):
+    """autotune.Study's objective never hands the searcher a figure measured short of CPU: a trial beside
+    a busy loop pinned to each core, each in a session of its own (one thread, about half a core, for
+    more than half of its host readings), raises Infeasible("busy"); a stale first run kept aside by an
+    earlier attempt of the trial is cleared first."""
+    from autotune.search.records import Infeasible
+    from autotune.search.space import Space
+    from autotune.tuner.trials import TrialSettings, study_objective
+
+    settings = TrialSettings(
+        str(SCRIPTS / "train_unmodified.py"), max_steps=3000, warmup_steps=2, threads_per_rank=1,
+        calm_wait_s=0, timeout_s=240, stable_within=None,
+    )  # fmt: skip
+    batch = {"type": "choice", "choices": [64], "arg": "--batch-size={value}"}
+    space = Space.from_dict({"batch_size": batch})
+    stale = tmp_path / "trial-0001-busy"  # the objective's first trial is trial-0001
+    stale.mkdir()
+    objective = study_objective(settings, space, tmp_path)
+    loops = _pinned_loops()
+    try:
+        with pytest.raises(Infeasible) as raised:
+            objective({"batch_size": 64})
+    finally:
+        _stop(loops)
+    assert raised.value.status == "busy" and "too busy to measure" in raised.value.reason, raised.value.reason
+    assert "--calm-wait 0" in raised.value.reason and not stale.exists()
