@@ -157,7 +157,10 @@ def starved_line(study: TuningSummary, trials: Sequence[TrialEntry] | None = Non
     if left:
         parts.append(f"{_trials(left)} left out, never compared (busy)")
     if kept:  # the baseline: a study cannot go on without one
-        parts.append(f"{_trials(kept)} kept as measured{' (the baseline)' if kept == [0] else ''}")
+        anchored = any(a.status == "ok" for a in study.anchors)
+        against = "the anchors measured calmer" if anchored else "it, so they read high"
+        baseline = f" (the baseline: the search's ratios are taken against {against})" if kept == [0] else ""
+        parts.append(f"{_trials(kept)} kept as measured{baseline}")
     line = ""
     if parts:
         told = [t for t in ran if t.starved_share is not None or t.status == "busy"]

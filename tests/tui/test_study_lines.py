@@ -30,7 +30,8 @@ def test_the_trials_screen_says_how_the_trials_ran_and_how_much_ran_short_of_cpu
     assert info.starved == (
         "3 of 4 trials ran short of CPU for most of their measured steps (other processes held the cores "
         "their threads needed): trial 1 measured again once the machine was calmer; trial 2 left out, "
-        "never compared (busy); trial 0 kept as measured (the baseline); "
+        "never compared (busy); trial 0 kept as measured (the baseline: the search's ratios are taken "
+        "against it, so they read high); "
         "1 anchor left out, short of CPU (busy)"
     )
     assert info.placement == placement_line(study.trials, 2, "local", 1)
