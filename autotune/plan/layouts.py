@@ -111,9 +111,13 @@ class Layout:
     def memory(
         self, step: StepModel, micro_batch: int, accumulation: int | None = None
     ) -> tuple[int, dict[str, int]]:
-        """Peak bytes per GPU and their categories, the largest phase's (``accumulation``: in flight)."""
+        """Peak bytes per GPU and their categories, the largest phase's.
+
+        ``accumulation``: the micro-batches of an optimizer step (a pipeline's in flight; after the
+        first, each holds the earlier ones' gradients); None: any number.
+        """
         best: tuple[int, dict[str, int]] = (-1, {})
-        for phase in step.phases:
+        for phase in step.phases_at(accumulation):
             by = self._phase(step, micro_batch, phase, accumulation)
             total = sum(by.values())
             if total > best[0]:
@@ -153,7 +157,9 @@ class Layout:
         """Host memory per GPU for its offloaded shards (0 without offload)."""
         if not self.offload:
             return 0
-        phases = [step.memory_by_category(micro_batch, gpu=False, phase=phase) for phase in step.phases]
+        phases = [
+            step.memory_by_category(micro_batch, gpu=False, phase=phase) for phase in step.phases_at(None)
+        ]
         state = sum(max(by[k] for by in phases) for k in ("parameters", "gradients", "optimizer_state"))
         return math.ceil(state / (self.tp * self.pp * self.dp))
 
@@ -166,7 +172,7 @@ class Layout:
         its bytes at 0 and at 1, meets the budget somewhere; the smallest of these is the answer.
         """
         lines = []
-        for phase in step.phases:
+        for phase in step.phases_at(accumulation):
             at_zero = sum(self._phase(step, 0, phase, accumulation).values())
             lines.append((at_zero, sum(self._phase(step, 1, phase, accumulation).values()) - at_zero))
         return largest_under(lines, budget_bytes)

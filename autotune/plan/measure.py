@@ -27,8 +27,12 @@ def measured_step_peak_bytes(
     micro_batch: int,
     precision: str = "fp32",
     checkpointing: bool = False,
+    accumulation: int = 1,
 ) -> int:
-    """The peak of the allocator's total during a real second step, above its start (bytes)."""
+    """The peak of the allocator's total during a real second step, above its start (bytes).
+
+    The step runs ``accumulation`` micro-batches (the same batch each time) before its update.
+    """
     from torch.profiler import ProfilerActivity, profile
 
     torch.manual_seed(0)
@@ -37,7 +41,7 @@ def measured_step_peak_bytes(
     )
     prepared.run()  # the first step creates the optimizer's state
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        prepared.run()
+        prepared.run(accumulation)
     fd, path = tempfile.mkstemp(suffix=".json")
     os.close(fd)
     try:

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
+from autotune.plan.envelope import CATEGORIES, upper_envelope
 from autotune.plan.gpus import GpuSpec
 from autotune.plan.step import StepFigures
 from autotune.plan.trace import ATTENTION, GEMM, OTHER
@@ -109,6 +110,9 @@ class StepModel:
     #: The repeated blocks, and the elements passed between two of them per micro-batch.
     blocks: int = 0
     block_io: Affine = Affine(0.0, 0.0)
+    #: The forward's and backward's peaks of a micro-batch after an optimizer step's first, the
+    #: gradients of the earlier ones held (as :attr:`phases`; empty when not traced).
+    held_phases: dict[str, dict[str, Affine]] = field(default_factory=dict)
 
     @classmethod
     def fit(cls, a: StepFigures, b: StepFigures) -> StepModel:
@@ -121,21 +125,27 @@ class StepModel:
             va, vb = getattr(a, field).get(k, 0), getattr(b, field).get(k, 0)
             return Affine.through(a.micro_batch, va, b.micro_batch, vb)
 
-        pa, pb = a.memory_phases(), b.memory_phases()
-        if b.scaled_from != a.micro_batch or a.scaled_from:  # two traces: their envelopes' ops differ
-            pa = {k: v for k, v in pa.items() if "." not in k}
-        phases = {
-            phase: {
-                k: Affine.through(a.micro_batch, v, b.micro_batch, pb[phase].get(k, 0))
-                for k, v in pa[phase].items()
+        two_traces = b.scaled_from != a.micro_batch or a.scaled_from
+
+        def through(
+            pa: dict[str, dict[str, int]], pb: dict[str, dict[str, int]]
+        ) -> dict[str, dict[str, Affine]]:
+            if two_traces:  # their envelopes' ops are not the same ops: each phase's peak alone
+                pa = {k: v for k, v in pa.items() if "." not in k}
+            return {
+                phase: {
+                    k: Affine.through(a.micro_batch, v, b.micro_batch, pb[phase].get(k, 0))
+                    for k, v in pa[phase].items()
+                }
+                for phase in pa
+                if phase in pb
             }
-            for phase in pa
-            if phase in pb
-        }
+
         return cls(
             precision=a.precision,
             checkpointing=a.checkpointing,
-            phases=phases,
+            phases=matched_phases(a, b) or through(a.memory_phases(), b.memory_phases()),
+            held_phases=matched_phases(a, b, held=True) or through(a.held_phase_memory, b.held_phase_memory),
             parameters=Affine.through(
                 a.micro_batch,
                 a.memory_by_category["parameters"],
@@ -154,40 +164,56 @@ class StepModel:
             block_io=fit("block_io_elements"),
         )
 
-    def phase_memory(self, micro_batch: float) -> dict[str, dict[str, float]]:
-        """Each phase's peak by category at ``micro_batch`` (live tensors only)."""
-        return {phase: {k: f.at(micro_batch) for k, f in by.items()} for phase, by in self.phases.items()}
+    def phases_at(self, accumulation: int | None = 1) -> dict[str, dict[str, Affine]]:
+        """The phases a step of ``accumulation`` micro-batches goes through (None: any number).
 
-    def peak_phase(self, micro_batch: float) -> str:
+        After the first micro-batch the forward and backward hold the earlier ones' gradients
+        (:attr:`held_phases`, keyed ``phase.held``).
+        """
+        if accumulation == 1 or not self.held_phases:
+            return self.phases
+        return self.phases | {f"{phase}.held": by for phase, by in self.held_phases.items()}
+
+    def phase_memory(self, micro_batch: float, accumulation: int | None = 1) -> dict[str, dict[str, float]]:
+        """Each phase's peak by category at ``micro_batch`` (live tensors only)."""
+        return {
+            phase: {k: f.at(micro_batch) for k, f in by.items()}
+            for phase, by in self.phases_at(accumulation).items()
+        }
+
+    def peak_phase(self, micro_batch: float, accumulation: int | None = 1) -> str:
         """The phase whose live bytes peak highest at ``micro_batch``."""
-        memory = self.phase_memory(micro_batch)
+        memory = self.phase_memory(micro_batch, accumulation)
         return max(memory, key=lambda phase: sum(memory[phase].values()))
 
-    def live_peak_bytes(self, micro_batch: float) -> float:
+    def live_peak_bytes(self, micro_batch: float, accumulation: int | None = 1) -> float:
         """The step's peak of live tensor bytes at ``micro_batch``: its largest phase."""
-        return max(sum(by.values()) for by in self.phase_memory(micro_batch).values())
+        return max(sum(by.values()) for by in self.phase_memory(micro_batch, accumulation).values())
 
-    def memory_bytes(self, micro_batch: int, gpu: bool) -> int:
+    def memory_bytes(self, micro_batch: int, gpu: bool, accumulation: int | None = 1) -> int:
         """Peak memory of a step at ``micro_batch``: live tensors (+ allocator and reserve on a GPU)."""
-        live = self.live_peak_bytes(micro_batch)
+        live = self.live_peak_bytes(micro_batch, accumulation)
         if gpu:
             live += self.rounding.at(micro_batch) + FRAMEWORK_RESERVE_BYTES
         return math.ceil(live)
 
-    def memory_by_category(self, micro_batch: int, gpu: bool, phase: str | None = None) -> dict[str, int]:
+    def memory_by_category(
+        self, micro_batch: int, gpu: bool, phase: str | None = None, accumulation: int | None = 1
+    ) -> dict[str, int]:
         """The peak (or ``phase``'s) by category; on a GPU with the allocator's rounding and reserve."""
-        chosen = self.phases[phase or self.peak_phase(micro_batch)]
+        phases = self.phases_at(None)
+        chosen = phases[phase or self.peak_phase(micro_batch, accumulation)]
         out = {k: f.at(micro_batch) for k, f in chosen.items()}
         if gpu:
             out["allocator_rounding"] = self.rounding.at(micro_batch)
             out["framework_reserve"] = FRAMEWORK_RESERVE_BYTES
         return {k: round(v) for k, v in out.items()}
 
-    def largest_micro_batch(self, budget_bytes: float, gpu: bool) -> int:
+    def largest_micro_batch(self, budget_bytes: float, gpu: bool, accumulation: int | None = 1) -> int:
         """The largest micro-batch whose peak (every phase's) fits ``budget_bytes`` (0 when none does)."""
         fixed = FRAMEWORK_RESERVE_BYTES if gpu else 0.0
         lines = []
-        for by in self.phases.values():
+        for by in self.phases_at(accumulation).values():
             slope = sum(f.slope for f in by.values()) + (self.rounding.slope if gpu else 0.0)
             intercept = sum(f.intercept for f in by.values()) + fixed
             lines.append((intercept + (self.rounding.intercept if gpu else 0.0), slope))
@@ -275,6 +301,46 @@ class Costs(Protocol):
 
     def fp16_flop_s(self) -> float:
         """Seconds per fp16 FLOP (the low-precision cost where fp16 was not measured apart)."""
+
+
+def matched_phases(a: StepFigures, b: StepFigures, held: bool = False) -> dict[str, dict[str, Affine]]:
+    """Every op's bytes as a line through two traces of one op sequence, and the ops that can peak.
+
+    Each phase keyed by its peak at the larger traced micro-batch, and ``phase.t`` for every op
+    ``t`` whose line is the highest at some micro-batch (from 1/1024 of the smaller traced one up):
+    where the peak moves from one op to another between the traced sizes, the lines of both ops
+    hold it (a line through each phase's two peaks alone ran 12-28% high in between on the demo
+    GPT). Empty when the traces' ops differ (or either was scaled rather than traced).
+    """
+    ma, mb = a.marks, b.marks
+    if ma is None or mb is None or ma.phases != mb.phases or ma.later_from != mb.later_from:
+        return {}
+    if a.micro_batch == b.micro_batch:
+        return {}
+    live_a, live_b = (ma.held, mb.held) if held else (ma.live, mb.live)
+    kept = ma.later if held else ma.first
+    marks = [t for t in range(len(ma.phases)) if kept(t)]
+    if not marks:
+        return {}
+    span = b.micro_batch - a.micro_batch
+    slope = {t: sum(live_b[c][t] - live_a[c][t] for c in CATEGORIES) / span for t in marks}
+    at_zero = {t: sum(live_a[c][t] for c in CATEGORIES) - slope[t] * a.micro_batch for t in marks}
+
+    def lines(t: int) -> dict[str, Affine]:
+        return {
+            c: Affine.through(a.micro_batch, live_a[c][t], b.micro_batch, live_b[c][t]) for c in CATEGORIES
+        }
+
+    top = max(a.micro_batch, b.micro_batch)
+    out: dict[str, dict[str, Affine]] = {}
+    for phase in dict.fromkeys(ma.phase(t) for t in marks):
+        own = [t for t in marks if ma.phase(t) == phase]
+        out[phase] = lines(max(own, key=lambda t: at_zero[t] + slope[t] * top))
+    smallest = min(a.micro_batch, b.micro_batch)
+    points = tuple(smallest * 2.0**k for k in range(-10, 21))
+    for t in upper_envelope([(slope[t], at_zero[t], t) for t in marks], points):
+        out[f"{ma.phase(t)}.{t}"] = lines(t)
+    return out
 
 
 def _low_share(f: StepFigures, dtypes: tuple[str, ...] = ("bfloat16", "float16")) -> float:

@@ -63,6 +63,8 @@ class PlannedConfig:
     memory_by_category: dict[str, int]
     fits: bool
     why_not: str | None  # when it does not fit or cannot run
+    #: The largest micro-batch that fits this layout: alone in its step when this row's is, else with
+    #: the gradients of earlier micro-batches held.
     largest_micro_batch: int | None
     step_time_s: float | None
     step_time_s_interval: tuple[float, float] | None
@@ -284,11 +286,14 @@ def predict_all(
                     micro = micro_batches(global_batch, layout.dp, extra_micro_batches)
                 except ValueError:
                     continue
-                largest = layout.largest_micro_batch(step, spec.memory_bytes / (1 + headroom))
+                budget = spec.memory_bytes / (1 + headroom)
+                # one micro-batch a step holds no gradients from an earlier one; more do
+                largest = {a: layout.largest_micro_batch(step, budget, a) for a in (1, None)}
                 for m in micro:
+                    accumulation = global_batch // (m * layout.dp)
                     configs.append(
-                        _predict(spec, layout, step, m, global_batch // (m * layout.dp), headroom, price,
-                                 tokens_per_sample, run_samples, largest)
+                        _predict(spec, layout, step, m, accumulation, headroom, price, tokens_per_sample,
+                                 run_samples, largest[1 if accumulation == 1 else None])
                     )  # fmt: skip
     return configs
 
@@ -503,7 +508,7 @@ def _predict_cpu(
     Its memory is the trace's plus the workspace measured on this machine (``memory``), if any.
     """
     workspace = memory.workspace_bytes(step.precision, step.checkpointing, micro_batch) if memory else 0.0
-    by_category = step.memory_by_category(micro_batch, gpu=False)
+    by_category = step.memory_by_category(micro_batch, gpu=False, accumulation=accumulation)
     if memory is not None:
         by_category["kernel_workspace"] = round(workspace)
     params = {"micro_batch": micro_batch, "grad_accum": accumulation, "precision": step.precision,
@@ -516,7 +521,8 @@ def _predict_cpu(
         gpus=1,
         nodes=1,
         params=params,
-        peak_memory_bytes=step.memory_bytes(micro_batch, gpu=False) + round(workspace),
+        peak_memory_bytes=step.memory_bytes(micro_batch, gpu=False, accumulation=accumulation)
+        + round(workspace),
         memory_by_category=by_category,
         fits=True,
         why_not=None,

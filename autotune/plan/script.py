@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.plan.calibrate import CpuCalibration
-from autotune.plan.envelope import growing_categories, phase_of
+from autotune.plan.envelope import MarkedStep, growing_categories, phase_of
 from autotune.plan.model import Affine, StepModel
 from autotune.plan.plan import NOTHING_FIT_WITHOUT_CHECKPOINTING, Plan, fits_anywhere, plan_models, with_cpu
 from autotune.plan.probe import probe_costs
@@ -136,6 +136,8 @@ def trace_script(
     """The script's second optimizer step, traced under fake tensors in a child process."""
     data = run_child(script, args, precision, checkpointing, env=env, module=module)
     figures = dict(data["figures"])
+    marks = figures.get("marks")
+    figures["marks"] = MarkedStep(**marks) if isinstance(marks, dict) else None
     if figures["precision"] == "as-is":
         figures["precision"] = detected_precision(figures["dtype_flops"])
     return ScriptTrace(
@@ -211,6 +213,8 @@ def scaled(f: StepFigures, micro_batch: int) -> StepFigures:
         memory_by_category=memory,
         peak_phase=phase_of(peak_phase),
         phase_memory=scaled_phases,
+        held_phase_memory={phase: _scaled_memory(by, phase, r) for phase, by in f.held_phase_memory.items()},
+        marks=None,  # the traced size's
         flops=sum(flops.values()),
         flops_by_class=flops,
         bytes_by_class=grow(f.bytes_by_class, f.optimizer_bytes),

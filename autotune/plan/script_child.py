@@ -110,6 +110,7 @@ class _Trace:
     tokens_per_sample: int | None = None
     batch_dim: int = 0
     forwards: int = 0  # of the step model, during the traced step
+    later_from: int | None = None  # the memory mark where the traced step's second micro-batch began
     autocast: Any = None
     result: dict[str, Any] | None = None
     measure: bool = False  # real tensors: the allocator's own peak of the step instead of a trace
@@ -331,6 +332,8 @@ def _forward_in(state: _Trace, module: nn.Module) -> None:
     if state.tracer is not None:
         state.tracer.set_phase("forward")
         state.forwards += 1
+        if state.forwards == 2:
+            state.later_from = len(state.tracer.memory.phases)
         if state.after_backward is not None:  # the ops since the backward got the next micro-batch
             ops, since = state.tracer.ops, state.after_backward
             ops[since:] = [dataclasses.replace(op, phase="forward") for op in ops[since:]]
@@ -429,7 +432,13 @@ def _result(state: _Trace, tracer: StepTracer, params: list[torch.Tensor]) -> di
     if state.micro_batch is None or state.model is None:
         raise RuntimeError("no training forward of a model with a tensor input was seen in the traced step")
     figures = figures_of(
-        tracer, state.micro_batch, state.precision, state.checkpointing, params, state.blocks
+        tracer,
+        state.micro_batch,
+        state.precision,
+        state.checkpointing,
+        params,
+        state.blocks,
+        state.later_from,
     )
     blocks = _blocks(state.model)
     units = list(blocks) if blocks is not None else [state.model]

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from autotune.plan.blocks import BlockWatch
-from autotune.plan.envelope import memory_envelope
+from autotune.plan.envelope import MarkedStep, marked_step, memory_envelope
 from autotune.plan.gpu_kernels import AsOnAGpu
 from autotune.plan.trace import ATTENTION, CATEGORIES, GEMM, StepTracer, run_step
 from autotune.plan.untrusted import untrusted_notes
@@ -60,6 +60,11 @@ class StepFigures:
     #: Bytes by category at each phase's own peak ("forward", "backward", "optimizer") and at the
     #: ops that would be the peak at another micro-batch ("backward.1"; :mod:`autotune.plan.envelope`).
     phase_memory: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: The same for the forward and backward of a micro-batch after an optimizer step's first, the
+    #: earlier ones' gradients held (gradient accumulation; :func:`~autotune.plan.envelope.marked_step`).
+    held_phase_memory: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: The live bytes after every op, as traced (None when scaled from another micro-batch).
+    marks: MarkedStep | None = None
     #: The traced micro-batch these figures were scaled from (0: traced as they are).
     scaled_from: int = 0
 
@@ -128,9 +133,13 @@ class PreparedStep:
     batch: list[torch.Tensor]
     forward_loss: Callable[[], torch.Tensor]
 
-    def run(self) -> None:
-        """One real training step: forward and loss, backward, the optimizer's step, gradients freed."""
-        self.forward_loss().backward()
+    def run(self, accumulation: int = 1) -> None:
+        """One real training step, its gradients freed after the update.
+
+        Forward, loss and backward ``accumulation`` times, then the optimizer's step.
+        """
+        for _ in range(accumulation):
+            self.forward_loss().backward()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
 
@@ -227,8 +236,12 @@ def figures_of(
     checkpointing: bool,
     params: list[Any],
     blocks: BlockWatch | None = None,
+    later_from: int | None = None,
 ) -> StepFigures:
-    """The figures of a traced step: its peak by category, its ops by class, the optimizer's share."""
+    """The figures of a traced step: its peak by category, its ops by class, the optimizer's share.
+
+    ``later_from``: the memory mark where a second micro-batch began, when the step accumulated.
+    """
     flops: dict[str, int] = defaultdict(int)
     moved: dict[str, int] = defaultdict(int)
     count: dict[str, int] = defaultdict(int)
@@ -242,6 +255,7 @@ def figures_of(
     memory = tracer.memory
     opt = [op for op in tracer.ops if op.phase == "optimizer"]
     rounding = sum(-n % 512 for n, _ in memory.peak_live.values())
+    marked = marked_step(memory.lifetimes, memory.final, memory.phases, later_from)
     return StepFigures(
         micro_batch=micro_batch,
         precision=precision,
@@ -261,7 +275,9 @@ def figures_of(
         optimizer_bytes=sum(op.bytes_moved for op in opt),
         optimizer_ops=len(opt),
         rounding_bytes=rounding,
-        phase_memory=memory_envelope(memory.lifetimes, memory.final, memory.phases),
+        phase_memory=memory_envelope(marked),
+        held_phase_memory=memory_envelope(marked, held=True),
+        marks=marked,
         blocks=blocks.count if blocks is not None else 0,
         block_io_elements=blocks.elements if blocks is not None else 0,
     )

@@ -146,8 +146,10 @@ class PlanMemory:
         if traced is None:
             return None
         size = int(params[batch])
+        accumulation = int(params.get("grad_accum", traced.accumulation))
         extra = (self.offset_bytes or 0) if offset else 0
-        return round(traced.model.live_peak_bytes(size) + traced.model.rounding.at(size)) + extra
+        live = traced.model.live_peak_bytes(size, accumulation)
+        return round(live + traced.model.rounding.at(size)) + extra
 
 
 __all__ = ["PlanMemory", "PlanTraces", "Traced"]
