@@ -104,7 +104,7 @@ def step_models(anchor: Anchor) -> tuple[object, int]:
     from autotune.demo.plan import demo_workload
     from autotune.plan.model import StepModel
     from autotune.plan.script import scaled
-    from autotune.plan.step import trace_step
+    from autotune.plan.step import POLICY_PARAM_DTYPE, trace_step
 
     if anchor.shape == "llama-8b":  # Llama 3.1 8B's own architecture (benchmarks/llama_shape.py)
         from llama_shape import LLAMA_8B, llama_workload
@@ -116,8 +116,11 @@ def step_models(anchor: Anchor) -> tuple[object, int]:
             vocab_size=anchor.vocab, seq_len=anchor.seq_len, d_model=d, n_layers=layers, n_heads=heads
         )
         factory, batch, loss, adamw, _ = demo_workload("gpt", cfg)
-    one = trace_step(factory, batch, loss, adamw, anchor.micro_batch, "bf16")
-    return StepModel.fit(one, scaled(one, 2 * anchor.micro_batch)), one.parameters
+    # FSDP's rows run under its mixed-precision policy (bf16 weights and activations), as the plan's do
+    policy = POLICY_PARAM_DTYPE if anchor.layout == "fsdp" else "autocast"
+    one = trace_step(factory, batch, loss, adamw, anchor.micro_batch, "bf16", policy=policy)
+    step = StepModel.fit(one, scaled(one, 2 * anchor.micro_batch))
+    return step.fsdp_mixed() if policy == POLICY_PARAM_DTYPE else step, one.parameters
 
 
 def predicted_tokens_per_s(
@@ -138,7 +141,7 @@ def predicted_tokens_per_s(
     seconds = layout.step_s(
         spec, step, anchor.micro_batch, anchor.accumulation, eff,  # type: ignore[arg-type]
         OVERLAP[1] if overlap is None else overlap,
-    )
+    )  # fmt: skip
     if seconds is None:
         return None
     return anchor.micro_batch * anchor.accumulation * anchor.seq_len / seconds
@@ -200,7 +203,7 @@ def main() -> None:
         "gemm": [0.5, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95],
         "attention": [0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
         "memory": [0.3, 0.4, 0.5, 0.6, 0.7, 0.85, 1.0, 1.5],
-        "launch_us": [0.0, 2.0, 5.0, 10.0],
+        "launch_us": [1.0, 2.0, 5.0, 10.0],  # a kernel costs a GPU at least its launch (never 0)
     }
     candidates = [Efficiency(*v) for v in itertools.product(*grid.values())]
     hopper_grid = [round(0.5 + 0.05 * i, 2) for i in range(11)]

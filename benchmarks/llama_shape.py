@@ -44,8 +44,9 @@ class RMSNorm(nn.Module):
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotary positions on (batch, heads, seq, head_dim), halves rotated."""
+    """Rotary positions on (batch, heads, seq, head_dim), halves rotated, in ``x``'s dtype."""
     a, b = x.chunk(2, dim=-1)
+    cos, sin = cos.to(x.dtype), sin.to(x.dtype)  # as Llama's own code: fp32 tables, bf16 activations
     return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)
 
 

@@ -37,11 +37,13 @@ from autotune.plan.model import (
     StepModel,
 )
 from autotune.plan.step import (
+    POLICY_PARAM_DTYPE,
     BatchFn,
     LossFn,
     OptimizerFn,
     StepFigures,
     largest_unit_bytes,
+    lowered,
     model_notes,
     trace_step,
 )
@@ -117,6 +119,8 @@ def plan(
     micro = micro_batches(global_batch, gpus_per_node * nodes)
     lo, hi = micro[0], micro[-1] if micro[-1] != micro[0] else micro[0] + 1
     models: dict[tuple[str, bool], StepModel] = {}
+    fsdp_models: dict[tuple[str, bool], StepModel] = {}
+    unmixed: dict[tuple[str, bool], str] = {}  # why a setting could not be traced with bf16 weights
     cpu_times: dict[tuple[str, bool], Affine] = {}
     trace_s = 0.0
 
@@ -128,6 +132,15 @@ def plan(
                 traced = partial(trace_step, model, batch_fn, loss_fn, optimizer_fn)
                 a, b = at_once(traced, lo, hi, precision, ckpt)
                 models[(precision, ckpt)] = StepModel.fit(a, b)
+                if lowered(precision, POLICY_PARAM_DTYPE) and (precision, ckpt) not in unmixed:
+                    try:  # FSDP's rows: its mixed-precision policy (the weights themselves in bf16)
+                        mixed = partial(
+                            trace_step, model, batch_fn, loss_fn, optimizer_fn, policy=POLICY_PARAM_DTYPE
+                        )
+                        pair = at_once(mixed, lo, hi, precision, ckpt)
+                        fsdp_models[(precision, ckpt)] = StepModel.fit(*pair).fsdp_mixed()
+                    except Exception as exc:  # the model's forward cannot run on bf16 weights
+                        unmixed[(precision, ckpt)] = f"{type(exc).__name__}: {str(exc).strip()[:200]}"
                 if cpu is not None:
                     cpu_times[(precision, ckpt)] = Affine.through(lo, cpu.predict_s(a), hi, cpu.predict_s(b))
         trace_s += time.perf_counter() - started
@@ -150,6 +163,7 @@ def plan(
             headroom=headroom, tokens_per_sample=tokens_per_sample, run_samples=run_samples, prices=prices,
             cpu_times=cpu_times, cpu_memory=cpu.memory if cpu is not None else None, nodes=nodes,
             inter_node_gb_s=inter_node_gb_s, notes=notes, search_bigger=search_bigger,
+            fsdp_models=fsdp_models,
         )  # fmt: skip
 
     result = planned(search_bigger=not auto_checkpointing)
@@ -157,9 +171,17 @@ def plan(
         trace((True,))
         notes += (NOTHING_FIT_WITHOUT_CHECKPOINTING,)
         result = planned(search_bigger=True)
+    if unmixed:
+        why = next(iter(unmixed.values()))
+        result = dataclasses.replace(result, notes=(*result.notes, f"{UNMIXED} ({why})"))
     return dataclasses.replace(result, calibration=with_cpu(result.calibration, cpu), trace_s=trace_s)
 
 
+#: The note of a plan whose model could not be traced as FSDP's mixed-precision policy runs it.
+UNMIXED = (
+    "the model's step did not run with its weights in bf16 (FSDP's mixed-precision policy, which "
+    "casts neither buffers nor the model's own tensors): its FSDP rows are autocast's"
+)
 #: The note of a plan that nothing fitted until activation checkpointing was planned too.
 NOTHING_FIT_WITHOUT_CHECKPOINTING = (
     "nothing fitted on the GPUs asked for without activation checkpointing: it was planned too"
@@ -218,8 +240,12 @@ def plan_models(
     nodes: int = 1,
     inter_node_gb_s: float = INTER_NODE_GB_S,
     search_bigger: bool = True,
+    fsdp_models: dict[tuple[str, bool], StepModel] | None = None,
 ) -> Plan:
     """Predict, price and rank every configuration of fitted step models (precision, checkpointing).
+
+    ``fsdp_models``: the low-precision steps as FSDP's mixed-precision policy runs them, for its
+    rows (:meth:`StepModel.fsdp_mixed`; without them FSDP's rows are autocast's).
 
     ``unit_bytes`` is the parameter bytes of the largest unit FSDP would wrap (with several GPUs);
     ``cpu_times`` this machine's calibrated seconds per micro-batch of each model, when known, and
@@ -235,7 +261,7 @@ def plan_models(
     layouts = layouts_for(gpus_per_node, nodes, unit_bytes, blocks, inter_node_gb_s)
     configs = predict_all(
         models, specs, layouts, global_batch, headroom, table, tokens_per_sample, run_samples,
-        extra_micro_batches,
+        extra_micro_batches, fsdp_models,
     )  # fmt: skip
     if not configs:
         raise ValueError(f"a global batch of {global_batch} does not split over {n} GPUs")
@@ -259,7 +285,7 @@ def plan_models(
     notes += layout_notes(configs)
     suggestion = suggest(
         configs, models, specs, global_batch, gpus_per_node, nodes, unit_bytes, headroom, table,
-        tokens_per_sample, run_samples, inter_node_gb_s, search_bigger,
+        tokens_per_sample, run_samples, inter_node_gb_s, search_bigger, fsdp_models,
     )  # fmt: skip
     return Plan(tuple(configs), figures, calibration, 0.0, notes, suggestion)
 
@@ -274,14 +300,19 @@ def predict_all(
     tokens_per_sample: int | None,
     run_samples: int | None,
     extra_micro_batches: tuple[int, ...] = (),
+    fsdp_models: dict[tuple[str, bool], StepModel] | None = None,
 ) -> list[PlannedConfig]:
-    """Every GPU × step model × layout × micro-batch that splits the global batch, predicted."""
+    """Every GPU × step model × layout × micro-batch that splits the global batch, predicted.
+
+    FSDP's layouts take the step of ``fsdp_models`` where there is one (its mixed-precision policy).
+    """
     configs = []
     for spec in specs:
         quote = resolve_price(spec.key, table=prices)
         price = quote.usd_per_gpu_hour if quote is not None else None
-        for step in models.values():
+        for key, own in models.items():
             for layout in layouts:
+                step = (fsdp_models or {}).get(key, own) if layout.name == "fsdp" else own
                 try:
                     micro = micro_batches(global_batch, layout.dp, extra_micro_batches)
                 except ValueError:
@@ -316,6 +347,7 @@ def suggest(
     run_samples: int | None,
     inter_node_gb_s: float,
     search_bigger: bool = True,
+    fsdp_models: dict[tuple[str, bool], StepModel] | None = None,
 ) -> dict[str, Any] | None:
     """The cheapest configuration that fits: among ``configs`` when one does, else on more GPUs.
 
@@ -334,8 +366,9 @@ def suggest(
     for per_node, n_nodes in _bigger(gpus_per_node, nodes):
         layouts = layouts_for(per_node, n_nodes, unit_bytes, blocks, inter_node_gb_s)
         predicted = predict_all(
-            models, specs, layouts, global_batch, headroom, prices, tokens_per_sample, run_samples
-        )
+            models, specs, layouts, global_batch, headroom, prices, tokens_per_sample, run_samples,
+            fsdp_models=fsdp_models,
+        )  # fmt: skip
         rows = [c for c in predicted if c.fits]
         if rows:
             best = min(rows, key=_rank)
@@ -382,9 +415,30 @@ def _suggestion(c: PlannedConfig, lead: str, as_asked: bool) -> dict[str, Any]:
     }  # fmt: skip
 
 
+#: What each row's ``precision_policy`` means.
+PRECISION_POLICIES = {
+    "fp32": "fp32 weights, activations and compute",
+    "autocast": "torch.autocast over fp32 weights (matrix products in the low precision, a cached "
+    "low-precision copy of each weight, normalisations and the loss in fp32)",
+    POLICY_PARAM_DTYPE: "FSDP's MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32), as torchtitan "
+    "sets it: weights gathered, activations kept and compute in the low precision, fp32 sharded weights, "
+    "gradients reduced in fp32, fp32 optimizer state",
+}
+
+
+def precision_policy(step: StepModel) -> str:
+    """How a row's precision is applied (a key of :data:`PRECISION_POLICIES`)."""
+    return "fp32" if step.precision in ("fp32", "tf32") else step.policy
+
+
 def layout_notes(configs: list[PlannedConfig]) -> tuple[str, ...]:
     """What the layouts planned assume, for the layouts that are in the plan."""
     notes = []
+    if any(c.params.get("precision_policy") == POLICY_PARAM_DTYPE for c in configs):
+        notes.append(
+            f"low-precision FSDP rows: {PRECISION_POLICIES[POLICY_PARAM_DTYPE]}; other low-precision rows: "
+            f"{PRECISION_POLICIES['autocast']} (precision_policy in the JSON)"
+        )
     if any(c.params["offload"] for c in configs):
         notes.append(
             f"CPU offload rows assume the host updates each GPU's shard at "
@@ -445,7 +499,8 @@ def _predict(
     gpus = layout.gpus
     params = {"micro_batch": micro_batch, "grad_accum": accumulation, "precision": step.precision,
               "activation_checkpointing": step.checkpointing, "layout": layout.label,
-              "degrees": layout.degrees(), "offload": layout.offload}  # fmt: skip
+              "degrees": layout.degrees(), "offload": layout.offload,
+              "precision_policy": precision_policy(step)}  # fmt: skip
     peak, by_category = layout.memory(step, micro_batch, accumulation)
     budget = spec.memory_bytes / (1 + headroom)
     host = layout.host_bytes(step, micro_batch)
@@ -513,7 +568,8 @@ def _predict_cpu(
         by_category["kernel_workspace"] = round(workspace)
     params = {"micro_batch": micro_batch, "grad_accum": accumulation, "precision": step.precision,
               "activation_checkpointing": step.checkpointing, "layout": "single",
-              "degrees": {"dp": 1, "tp": 1, "pp": 1}, "offload": False}  # fmt: skip
+              "degrees": {"dp": 1, "tp": 1, "pp": 1}, "offload": False,
+              "precision_policy": precision_policy(step)}  # fmt: skip
     step_s = accumulation * seconds.at(micro_batch)
     rate = micro_batch * accumulation / step_s if step_s > 0 else None
     return PlannedConfig(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,6 +33,13 @@ BatchFn = Callable[[int], tuple[tuple[Any, ...], Any]]
 LossFn = Callable[[Any, Any], torch.Tensor]
 OptimizerFn = Callable[[list[nn.Parameter]], torch.optim.Optimizer]
 _AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
+#: The low precision applied to the weights themselves, as FSDP's mixed-precision policy does.
+POLICY_PARAM_DTYPE = "param_dtype"
+
+
+def lowered(precision: str, policy: str) -> bool:
+    """Whether ``precision`` under ``policy`` runs with the weights themselves in it."""
+    return policy == POLICY_PARAM_DTYPE and precision in _AUTOCAST
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +73,9 @@ class StepFigures:
     held_phase_memory: dict[str, dict[str, int]] = field(default_factory=dict)
     #: The live bytes after every op, as traced (None when scaled from another micro-batch).
     marks: MarkedStep | None = None
+    #: How a low precision was applied: ``autocast`` over fp32 weights, or ``param_dtype``: the
+    #: weights themselves in that precision, as FSDP's mixed-precision policy gathers them.
+    policy: str = "autocast"
     #: The traced micro-batch these figures were scaled from (0: traced as they are).
     scaled_from: int = 0
 
@@ -95,21 +106,25 @@ def trace_step(
     precision: str = "fp32",
     checkpointing: bool = False,
     fake: bool = True,
+    policy: str = "autocast",
 ) -> StepFigures:
-    """Trace one steady-state training step (see the module's doc)."""
+    """Trace one steady-state training step (see the module's doc; ``policy``: :func:`prepare_step`)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     mode: Any = FakeTensorMode(allow_non_fake_inputs=False) if fake else contextlib.nullcontext()
     with mode, AsOnAGpu() if fake else contextlib.nullcontext():
         net = _build(model, mode if fake else None)
         watch = BlockWatch(net)
-        step = prepare_step(net, batch_fn, loss_fn, optimizer_fn, micro_batch, precision, checkpointing)
+        step = prepare_step(
+            net, batch_fn, loss_fn, optimizer_fn, micro_batch, precision, checkpointing, policy=policy
+        )
         create_state(step.params, step.optimizer)
         tracer = StepTracer()
         tracer.track(step.batch, "activations")  # the batch is live through the step
         run_step(tracer, step.forward_loss, step.params, step.optimizer)
         watch.remove()
-    return figures_of(tracer, micro_batch, precision, checkpointing, step.params, watch)
+    figures = figures_of(tracer, micro_batch, precision, checkpointing, step.params, watch)
+    return dataclasses.replace(figures, policy=POLICY_PARAM_DTYPE) if lowered(precision, policy) else figures
 
 
 def create_state(params: list[nn.Parameter], optimizer: torch.optim.Optimizer) -> None:
@@ -153,23 +168,38 @@ def prepare_step(
     precision: str,
     checkpointing: bool,
     device: str = "cpu",
+    policy: str = "autocast",
 ) -> PreparedStep:
-    """Checkpointing applied, the optimizer made, a batch drawn, the forward autocast to ``precision``.
+    """Checkpointing applied, the optimizer made, a batch drawn, the forward in ``precision``.
 
     On ``device`` (``"cuda"`` to measure a real GPU step): the model and the batch are moved there.
+    A low precision is autocast over the fp32 weights, or with ``policy`` :data:`POLICY_PARAM_DTYPE`
+    applied as FSDP's ``MixedPrecisionPolicy(param_dtype=...)`` computes: the floating parameters
+    themselves in that precision and the floating inputs cast to it, with no autocast (buffers
+    stay as they are, as FSDP leaves them).
     """
     if checkpointing:
         _checkpoint_blocks(net)
     if device != "cpu":
         net.to(device)
+    low = lowered(precision, policy)
+    if low:
+        for p in net.parameters():
+            if p.is_floating_point():
+                p.data = p.data.to(_AUTOCAST[precision])
     params = [p for p in net.parameters() if p.requires_grad]
     inputs, target = batch_fn(micro_batch)
     if device != "cpu":
         inputs = tuple(t.to(device) if isinstance(t, torch.Tensor) else t for t in inputs)
         target = target.to(device) if isinstance(target, torch.Tensor) else target
+    if low:
+        inputs = tuple(
+            t.to(_AUTOCAST[precision]) if isinstance(t, torch.Tensor) and t.is_floating_point() else t
+            for t in inputs
+        )
     autocast: Any = (
         torch.autocast(torch.device(device).type, dtype=_AUTOCAST[precision])
-        if precision in _AUTOCAST
+        if precision in _AUTOCAST and not low
         else contextlib.nullcontext()
     )
 
@@ -283,4 +313,4 @@ def figures_of(
     )
 
 
-__all__ = ["CATEGORIES", "StepFigures", "figures_of", "trace_step"]
+__all__ = ["CATEGORIES", "POLICY_PARAM_DTYPE", "StepFigures", "figures_of", "lowered", "trace_step"]

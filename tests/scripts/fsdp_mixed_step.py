@@ -1,0 +1,59 @@
+"""A real FSDP2 step of the demo GPT under MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)
+on this CPU (gloo, one rank), its allocator peak printed as JSON: what the plan's FSDP rows predict.
+
+    python tests/scripts/fsdp_mixed_step.py MICRO_BATCH PORT
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import torch
+import torch.distributed as dist
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+from torch.profiler import ProfilerActivity, profile
+
+from autotune.demo.plan import demo_workload
+from autotune.repeated_blocks import repeated_blocks
+
+
+def main() -> None:
+    micro_batch, port = int(sys.argv[1]), sys.argv[2]
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, RANK="0", WORLD_SIZE="1")
+    dist.init_process_group("gloo")
+    factory, batch_fn, loss_fn, optimizer_fn = demo_workload("gpt")[:4]
+    torch.manual_seed(0)
+    net = factory()
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    for slot in repeated_blocks(net):  # per block, then the root, as torchtitan shards
+        fully_shard(slot.block, mp_policy=policy)
+    fully_shard(net, mp_policy=policy)
+    optimizer = optimizer_fn(list(net.parameters()))
+    inputs, target = batch_fn(micro_batch)
+
+    def step() -> None:
+        loss_fn(net(*inputs), target).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    step()  # the optimizer's state
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        step()
+    fd, path = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    prof.export_chrome_trace(path)
+    events = json.loads(Path(path).read_text())["traceEvents"]
+    os.unlink(path)
+    totals = [e["args"]["Total Allocated"] for e in events if e.get("name") == "[memory]"]
+    print(json.dumps({"measured_step_peak_bytes": max([0, *totals])}))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
