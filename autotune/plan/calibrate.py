@@ -3,9 +3,10 @@
 A step's time here is modelled as ``s_fp32 × FLOPs in fp32 + s_low × FLOPs in bf16/fp16 + s_byte ×
 bytes the other ops move + s_op × ops`` (GEMM and attention FLOPs by the dtype they run in; a CPU's
 bf16 GEMMs can be slower than its fp32 ones). :func:`calibrate` times real steps of the model at
-some configurations (the median of several steps after warm-up), fits the four costs by
-non-negative least squares on their traces, and predicts held-out configurations it did not time,
-so the error it reports is one the fit did not see.
+some configurations (the median of several steps after warm-up), fits the four costs by least
+squares on their traces, each at least half of what this CPU's probe measured for it (never 0),
+and predicts held-out configurations it did not time, so the error it reports is one the fit did
+not see.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from autotune.plan.trace import OTHER
 from autotune.plan.workspace import Config, MemoryCalibration, config_label
 
 _LOW = ("bfloat16", "float16")
+#: A fitted cost is at least this share of what the probe (:mod:`autotune.plan.probe`) measured.
+FLOOR_SHARE = 0.5
 
 
 def features(f: StepFigures) -> list[float]:
@@ -46,6 +49,8 @@ class CpuCalibration:
     memory: MemoryCalibration | None = None
     #: Seconds per fp16 FLOP where measured apart from bf16 (the probe); else the low-precision cost.
     s_per_fp16_flop: float | None = None
+    #: The largest relative range of a cost between the probe's rounds (None: not probed).
+    spread: float | None = None
 
     def fp16_flop_s(self) -> float:
         """Seconds per fp16 FLOP: measured apart, else the fitted low-precision cost."""
@@ -93,12 +98,15 @@ def time_step_s(
     return statistics.median(times)
 
 
-def fit(points: list[tuple[list[float], float]]) -> list[float]:
-    """Non-negative least squares of measured seconds on features.
+def fit(points: list[tuple[list[float], float]], floors: list[float] | None = None) -> list[float]:
+    """Least squares of measured seconds on features, each cost at least its floor (else 0).
 
-    Exact for a few features: every subset of them is solved, and the best one whose costs are all
-    non-negative wins.
+    Exact for a few features: every subset of the costs above their floors is solved, and the
+    best whose costs all stay at or above them wins.
     """
+    if floors is not None:  # c = floor + d, d >= 0: fit d on what the floors leave unexplained
+        rest = [(x, y - sum(a * f for a, f in zip(x, floors, strict=True))) for x, y in points]
+        return [f + d for f, d in zip(floors, fit(rest), strict=True)]
     n = len(points[0][0])
     scale = [max((abs(p[0][j]) for p in points), default=0.0) or 1.0 for j in range(n)]
     rows = [([x / scale[j] for j, x in enumerate(p[0])], p[1]) for p in points]
@@ -155,15 +163,23 @@ def calibrate(
         figures = traced(c) if traced else trace_step(model_fn, batch_fn, loss_fn, optimizer_fn, *c)
         return figures, time_step_s(model_fn, batch_fn, loss_fn, optimizer_fn, c[0], c[1], c[2], steps=steps)
 
+    from autotune.plan.probe import probe_costs  # the probe times the calibration's own kernels
+
+    probe = probe_costs()
+    # no cost under half the probe's best-case rate: a fit of few points once set one to 0
+    probed = (probe.s_per_fp32_flop, probe.s_per_low_flop, probe.s_per_byte, probe.s_per_op)
+    floors = [FLOOR_SHARE * c for c in probed]
     fitted = [measured(c) for c in fit_on]
-    fp32, low, per_byte, per_op = fit([(features(f), s) for f, s in fitted])
+    fp32, low, per_byte, per_op = fit([(features(f), s) for f, s in fitted], floors)
     labels = tuple(label(c) for c in fit_on)
     result = CpuCalibration(fp32, low, per_byte, per_op, fitted_on=labels, held_out=())
     rows = []
     for c in held_out:
         figures, seconds = measured(c)
         rows.append((label(c), result.predict_s(figures), seconds))
-    return CpuCalibration(fp32, low, per_byte, per_op, fitted_on=labels, held_out=tuple(rows))
+    return CpuCalibration(
+        fp32, low, per_byte, per_op, fitted_on=labels, held_out=tuple(rows), spread=probe.spread
+    )
 
 
 __all__ = ["CpuCalibration", "calibrate", "features", "fit", "time_step_s"]

@@ -205,6 +205,7 @@ def with_cpu(calibration: dict[str, Any], cpu: CpuCalibration | None) -> dict[st
             "s_per_fp16_flop": cpu.fp16_flop_s(),
             "s_per_byte": cpu.s_per_byte,
             "s_per_op": cpu.s_per_op,
+            "spread": cpu.spread,
             "fitted_on": list(cpu.fitted_on),
             "held_out": [{"config": c, "predicted_s": p, "measured_s": m} for c, p, m in cpu.held_out],
             "held_out_median_error": cpu.held_out_median_error,

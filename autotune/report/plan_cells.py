@@ -99,6 +99,8 @@ def cpu_notes(cpu: CpuCheck, memory: CpuCheck | None) -> list[str]:
         ]
     else:
         lines = ["This CPU: step times at the costs a 2 s probe measured here (not timed on this model)"]
+    if cpu.spread is not None:
+        lines[0] += f"; its probe's costs varied by up to {100 * cpu.spread:.0f}% between rounds"
     if memory is not None:
         checked = (
             f"on {len(memory.held_out)} others: median error {100 * (memory.held_out_median_error or 0):.1f}%"

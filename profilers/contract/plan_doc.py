@@ -159,6 +159,8 @@ class CpuCheck:
     fitted_on: tuple[str, ...]
     held_out: tuple[HeldOut, ...]
     held_out_median_error: float | None  # 0-1
+    #: The largest relative range of a probed cost between the probe's rounds (0-1; None: not probed).
+    spread: float | None = None
 
     @classmethod
     def parse(cls, data: Mapping[str, Any], unit: str, where: str) -> CpuCheck:
@@ -173,7 +175,8 @@ class CpuCheck:
                 raise SummaryError(f"{where}: a held-out row needs predicted_{unit} and measured_{unit}")
             held.append(HeldOut(str(row.get("config")), predicted, measured))
         return cls(str_list(data, "fitted_on", where), tuple(held),
-                   optional_number(data, "held_out_median_error", where))  # fmt: skip
+                   optional_number(data, "held_out_median_error", where),
+                   optional_number(data, "spread", where))  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
