@@ -20,6 +20,7 @@ else from the argument given in code, else from :data:`autotune.knobs.KNOBS`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import warnings
 from collections.abc import Iterator
@@ -159,8 +160,58 @@ def _blocks(model: nn.Module) -> list[nn.Module] | None:
     return [slot.block for slot in repeated_blocks(model)] or None
 
 
-def _checkpoint_blocks(model: nn.Module) -> int:
+def _selective_policy(counts: dict[str, int], ctx: Any, func: Any, *args: Any, **kwargs: Any) -> Any:
+    """Per-op selective checkpointing as torchtitan's: keep matrix products' and attention's outputs.
+
+    Every second matrix product of a block is recomputed rather than kept (torchtitan's ``op``
+    mode), counted apart in the forward and in its recomputation (``counts``, one per checkpointed
+    call), which must agree.
+    """
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    if func in _matmuls():
+        key = "recompute" if ctx.is_recompute else "forward"
+        counts[key] = counts.get(key, 0) + 1
+        keep = counts[key] % 2 == 1
+    else:
+        keep = func in _kept_outputs()
+    return CheckpointPolicy.MUST_SAVE if keep else CheckpointPolicy.PREFER_RECOMPUTE
+
+
+def _matmuls() -> frozenset[Any]:
+    import torch
+
+    aten = torch.ops.aten
+    return frozenset((aten.mm.default, aten.addmm.default))
+
+
+def _kept_outputs() -> frozenset[Any]:
+    """Attention kernels and reductions torchtitan's selective checkpointing keeps (matmuls apart)."""
+    import torch
+
+    aten = torch.ops.aten
+    names = (
+        "_scaled_dot_product_flash_attention",
+        "_scaled_dot_product_efficient_attention",
+        "_scaled_dot_product_cudnn_attention",
+        "_scaled_dot_product_flash_attention_for_cpu",
+    )
+    ops = [getattr(aten, n).default for n in names if hasattr(aten, n)]
+    return frozenset((*ops, aten.max.default))
+
+
+def selective_context() -> Any:
+    """The checkpoint context of :func:`_selective_policy` (one per checkpointed call)."""
+    from torch.utils.checkpoint import create_selective_checkpoint_contexts
+
+    return create_selective_checkpoint_contexts(functools.partial(_selective_policy, {}))
+
+
+def _checkpoint_blocks(model: nn.Module, selective: bool = False) -> int:
     """Wrap each block for non-reentrant activation checkpointing, in place; how many.
+
+    ``selective``: per-op, as torchtitan's ``op`` mode (:func:`_selective_policy`): the blocks keep
+    their matrix products' outputs (every other one) and attention's, and recompute the rest.
 
     A Hugging Face model's K/V cache goes off, as its own ``gradient_checkpointing_enable`` turns it
     off in training: every recomputed forward would append to the cache, and the step end holding
@@ -184,7 +235,9 @@ def _checkpoint_blocks(model: nn.Module) -> int:
         config.use_cache = False
     for slot in slots:
         if not isinstance(slot.block, CheckpointWrapper):
-            wrapped = checkpoint_wrapper(slot.block, checkpoint_impl=CheckpointImpl.NO_REENTRANT)
+            extra = {"context_fn": selective_context} if selective else {}
+            impl = CheckpointImpl.NO_REENTRANT
+            wrapped = checkpoint_wrapper(slot.block, checkpoint_impl=impl, **extra)
             setattr(slot.parent, slot.name, wrapped)
     return len(slots)
 

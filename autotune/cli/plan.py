@@ -45,6 +45,11 @@ def add_plan_parser(sub: Any, number: Any) -> None:
                    help="precisions to plan (the script's own; fp32 and bf16 for --demo)")  # fmt: skip
     p.add_argument("--checkpointing", action="store_true", help="also plan activation checkpointing")
     p.add_argument(
+        "--selective-checkpointing", action="store_true",
+        help="also plan selective (per-op) checkpointing, as torchtitan's 'op' mode: each block keeps its "
+        "attention's and every other matrix product's outputs and recomputes the rest",
+    )  # fmt: skip
+    p.add_argument(
         "--calibrate",
         action="store_true",
         help="add this machine ('this-cpu') to the plan: with --demo, real steps timed (~15 s), this "
@@ -112,7 +117,8 @@ def cmd_plan(args: argparse.Namespace, usage_error: type[Exception]) -> int:
         "gpus": tuple(args.gpu), "gpus_per_node": args.gpus, "headroom": args.headroom, "nodes": args.nodes,
         "inter_node_gb_s": args.inter_node_gb_s,
     }  # fmt: skip
-    checkpointing = (False, True) if args.checkpointing else (False,)
+    checkpointing: tuple[bool | str, ...] = (False, *[True] * args.checkpointing)
+    checkpointing += ("selective",) * args.selective_checkpointing
     if args.demo is not None:  # a bad --tokens for a demo model is known before planning
         _run_samples(args, demo_tokens_per_sample(args.demo), usage_error)
     try:
@@ -159,7 +165,7 @@ def cmd_plan(args: argparse.Namespace, usage_error: type[Exception]) -> int:
     return 0
 
 
-def _demo(args: argparse.Namespace, checkpointing: tuple[bool, ...], common: dict[str, Any]) -> Any:
+def _demo(args: argparse.Namespace, checkpointing: tuple[bool | str, ...], common: dict[str, Any]) -> Any:
     from autotune.demo.plan import demo_plan
 
     return demo_plan(

@@ -236,7 +236,8 @@ class Layout:
         """Seconds of tensor parallelism's collectives in one micro-batch, every block's (NVLink)."""
         if self.tp == 1:
             return 0.0
-        per_block = 6 if step.checkpointing else 4
+        # a block's recomputation runs its collectives again; selective checkpointing keeps their outputs
+        per_block = 6 if step.checkpointing and not step.selective else 4
         ring = 2 * (self.tp - 1) / self.tp
         volume = step.block_io.at(micro_batch) * _element_bytes(step.precision)
         return per_block * step.blocks * ring * volume / (spec.link_gb_s * 1e9)

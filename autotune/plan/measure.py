@@ -28,6 +28,7 @@ def measured_step_peak_bytes(
     precision: str = "fp32",
     checkpointing: bool = False,
     accumulation: int = 1,
+    selective: bool = False,
 ) -> int:
     """The peak of the allocator's total during a real second step, above its start (bytes).
 
@@ -37,8 +38,9 @@ def measured_step_peak_bytes(
 
     torch.manual_seed(0)
     prepared = prepare_step(
-        model_fn(), batch_fn, loss_fn, optimizer_fn, micro_batch, precision, checkpointing
-    )
+        model_fn(), batch_fn, loss_fn, optimizer_fn, micro_batch, precision, checkpointing,
+        selective=selective,
+    )  # fmt: skip
     prepared.run()  # the first step creates the optimizer's state
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         prepared.run(accumulation)

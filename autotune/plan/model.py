@@ -118,6 +118,8 @@ class StepModel:
     held_phases: dict[str, dict[str, Affine]] = field(default_factory=dict)
     #: How the low precision is applied (``autocast``, or FSDP's ``param_dtype``: :meth:`fsdp_mixed`).
     policy: str = "autocast"
+    #: Checkpointing per op (torchtitan's selective mode) rather than of whole blocks.
+    selective: bool = False
 
     @classmethod
     def fit(cls, a: StepFigures, b: StepFigures) -> StepModel:
@@ -168,6 +170,7 @@ class StepModel:
             blocks=a.blocks,
             block_io=fit("block_io_elements"),
             policy=a.policy,
+            selective=a.selective,
         )
 
     def fsdp_mixed(self) -> StepModel:

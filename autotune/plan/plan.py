@@ -51,6 +51,8 @@ from autotune.plan.two_at_once import at_once
 from autotune.plan.workspace import MemoryCalibration
 
 PRECISIONS = ("fp32", "bf16")
+#: A traced setting: (precision, checkpointing: False, True or :data:`SELECTIVE`).
+Setting = tuple[str, bool | str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +104,7 @@ def plan(
     gpus: tuple[str, ...] = (),
     gpus_per_node: int = 1,
     precisions: tuple[str, ...] = PRECISIONS,
-    checkpointing: tuple[bool, ...] = (False,),
+    checkpointing: tuple[bool | str, ...] = (False,),
     headroom: float = 0.1,
     tokens_per_sample: int | None = None,
     run_samples: int | None = None,
@@ -115,29 +117,33 @@ def plan(
 
     With ``cpu`` (a calibration of this machine, :func:`autotune.plan.calibrate.calibrate`) the
     plan also predicts each configuration on this machine's CPU (``gpu`` is ``"this-cpu"``).
+    ``checkpointing``: False (none), True (whole blocks) and :data:`SELECTIVE` (per op, as
+    torchtitan's ``op`` mode), each planned.
     """
     micro = micro_batches(global_batch, gpus_per_node * nodes)
     lo, hi = micro[0], micro[-1] if micro[-1] != micro[0] else micro[0] + 1
-    models: dict[tuple[str, bool], StepModel] = {}
-    fsdp_models: dict[tuple[str, bool], StepModel] = {}
-    unmixed: dict[tuple[str, bool], str] = {}  # why a setting could not be traced with bf16 weights
-    cpu_times: dict[tuple[str, bool], Affine] = {}
+    models: dict[Setting, StepModel] = {}
+    fsdp_models: dict[Setting, StepModel] = {}
+    unmixed: dict[Setting, str] = {}  # why a setting could not be traced with bf16 weights
+    cpu_times: dict[Setting, Affine] = {}
     trace_s = 0.0
 
-    def trace(settings: tuple[bool, ...]) -> tuple[StepFigures, StepFigures]:
+    def trace(settings: tuple[bool | str, ...]) -> tuple[StepFigures, StepFigures]:
         nonlocal trace_s
         started = time.perf_counter()
         for precision in precisions:
             for ckpt in settings:
-                traced = partial(trace_step, model, batch_fn, loss_fn, optimizer_fn)
-                a, b = at_once(traced, lo, hi, precision, ckpt)
+                selective = ckpt == SELECTIVE
+                traced = partial(trace_step, model, batch_fn, loss_fn, optimizer_fn, selective=selective)
+                a, b = at_once(traced, lo, hi, precision, bool(ckpt))
                 models[(precision, ckpt)] = StepModel.fit(a, b)
                 if lowered(precision, POLICY_PARAM_DTYPE) and (precision, ckpt) not in unmixed:
                     try:  # FSDP's rows: its mixed-precision policy (the weights themselves in bf16)
                         mixed = partial(
-                            trace_step, model, batch_fn, loss_fn, optimizer_fn, policy=POLICY_PARAM_DTYPE
-                        )
-                        pair = at_once(mixed, lo, hi, precision, ckpt)
+                            trace_step, model, batch_fn, loss_fn, optimizer_fn, policy=POLICY_PARAM_DTYPE,
+                            selective=selective,
+                        )  # fmt: skip
+                        pair = at_once(mixed, lo, hi, precision, bool(ckpt))
                         fsdp_models[(precision, ckpt)] = StepModel.fit(*pair).fsdp_mixed()
                     except Exception as exc:  # the model's forward cannot run on bf16 weights
                         unmixed[(precision, ckpt)] = f"{type(exc).__name__}: {str(exc).strip()[:200]}"
@@ -224,7 +230,7 @@ def micro_batches(global_batch: int, gpus_per_node: int, extra: tuple[int, ...] 
 
 
 def plan_models(
-    models: dict[tuple[str, bool], StepModel],
+    models: dict[Setting, StepModel],
     figures: dict[str, Any],
     global_batch: int,
     gpus: tuple[str, ...] = (),
@@ -234,14 +240,14 @@ def plan_models(
     tokens_per_sample: int | None = None,
     run_samples: int | None = None,
     prices: Any = None,
-    cpu_times: dict[tuple[str, bool], Affine] | None = None,
+    cpu_times: dict[Setting, Affine] | None = None,
     cpu_memory: MemoryCalibration | None = None,
     notes: tuple[str, ...] = (),
     extra_micro_batches: tuple[int, ...] = (),
     nodes: int = 1,
     inter_node_gb_s: float = INTER_NODE_GB_S,
     search_bigger: bool = True,
-    fsdp_models: dict[tuple[str, bool], StepModel] | None = None,
+    fsdp_models: dict[Setting, StepModel] | None = None,
 ) -> Plan:
     """Predict, price and rank every configuration of fitted step models (precision, checkpointing).
 
@@ -292,7 +298,7 @@ def plan_models(
 
 
 def predict_all(
-    models: dict[tuple[str, bool], StepModel],
+    models: dict[Setting, StepModel],
     specs: list[GpuSpec],
     layouts: list[Layout],
     global_batch: int,
@@ -301,7 +307,7 @@ def predict_all(
     tokens_per_sample: int | None,
     run_samples: int | None,
     extra_micro_batches: tuple[int, ...] = (),
-    fsdp_models: dict[tuple[str, bool], StepModel] | None = None,
+    fsdp_models: dict[Setting, StepModel] | None = None,
 ) -> list[PlannedConfig]:
     """Every GPU × step model × layout × micro-batch that splits the global batch, predicted.
 
@@ -336,7 +342,7 @@ MAX_SUGGESTED_NODES = 64
 
 def suggest(
     configs: list[PlannedConfig],
-    models: dict[tuple[str, bool], StepModel],
+    models: dict[Setting, StepModel],
     specs: list[GpuSpec],
     global_batch: int,
     gpus_per_node: int,
@@ -348,7 +354,7 @@ def suggest(
     run_samples: int | None,
     inter_node_gb_s: float,
     search_bigger: bool = True,
-    fsdp_models: dict[tuple[str, bool], StepModel] | None = None,
+    fsdp_models: dict[Setting, StepModel] | None = None,
 ) -> dict[str, Any] | None:
     """The cheapest configuration that fits: among ``configs`` when one does, else on more GPUs.
 
@@ -393,7 +399,9 @@ def _bigger(gpus_per_node: int, nodes: int) -> list[tuple[int, int]]:
 def _suggestion(c: PlannedConfig, lead: str, as_asked: bool) -> dict[str, Any]:
     p = c.params
     where = c.gpu if c.gpus == 1 else f"{c.gpus} × {c.gpu}" + (f" on {c.nodes} nodes" if c.nodes > 1 else "")
-    ckpt = ", activation checkpointing" if p["activation_checkpointing"] else ""
+    ckpt = ""
+    if p["activation_checkpointing"]:
+        ckpt = f", {'selective ' if p.get('checkpointing_mode') == SELECTIVE else ''}activation checkpointing"
     cost = (
         f", {format_usd(c.usd_per_million_tokens)} per million tokens"
         if c.usd_per_million_tokens is not None
@@ -427,6 +435,17 @@ PRECISION_POLICIES = {
 }
 
 
+#: The checkpointing value of :func:`plan` that plans it per op (torchtitan's ``op`` mode).
+SELECTIVE = "selective"
+
+
+def checkpointing_mode(step: StepModel) -> str:
+    """``none``, ``full`` (whole blocks recomputed) or ``selective`` (per op)."""
+    if not step.checkpointing:
+        return "none"
+    return SELECTIVE if step.selective else "full"
+
+
 def precision_policy(step: StepModel) -> str:
     """How a row's precision is applied (a key of :data:`PRECISION_POLICIES`)."""
     return "fp32" if step.precision in ("fp32", "tf32") else step.policy
@@ -435,6 +454,11 @@ def precision_policy(step: StepModel) -> str:
 def layout_notes(configs: list[PlannedConfig]) -> tuple[str, ...]:
     """What the layouts planned assume, for the layouts that are in the plan."""
     notes = []
+    if any(c.params.get("checkpointing_mode") == SELECTIVE for c in configs):
+        notes.append(
+            "selective checkpointing rows: per op, as torchtitan's 'op' mode: each block keeps its "
+            "attention's outputs and every other matrix product's, and recomputes the rest in the backward"
+        )
     if any(c.params.get("precision_policy") == POLICY_PARAM_DTYPE for c in configs):
         notes.append(
             f"low-precision FSDP rows: {PRECISION_POLICIES[POLICY_PARAM_DTYPE]}; other low-precision rows: "
@@ -501,7 +525,8 @@ def _predict(
     params = {"micro_batch": micro_batch, "grad_accum": accumulation, "precision": step.precision,
               "activation_checkpointing": step.checkpointing, "layout": layout.label,
               "degrees": layout.degrees(), "offload": layout.offload,
-              "precision_policy": precision_policy(step)}  # fmt: skip
+              "precision_policy": precision_policy(step),
+              "checkpointing_mode": checkpointing_mode(step)}  # fmt: skip
     peak, by_category = layout.memory(step, micro_batch, accumulation)
     budget = spec.memory_bytes / (1 + headroom)
     host = layout.host_bytes(step, micro_batch)
@@ -570,7 +595,8 @@ def _predict_cpu(
     params = {"micro_batch": micro_batch, "grad_accum": accumulation, "precision": step.precision,
               "activation_checkpointing": step.checkpointing, "layout": "single",
               "degrees": {"dp": 1, "tp": 1, "pp": 1}, "offload": False,
-              "precision_policy": precision_policy(step)}  # fmt: skip
+              "precision_policy": precision_policy(step),
+              "checkpointing_mode": checkpointing_mode(step)}  # fmt: skip
     step_s = accumulation * seconds.at(micro_batch)
     rate = micro_batch * accumulation / step_s if step_s > 0 else None
     return PlannedConfig(
@@ -605,6 +631,7 @@ def _rank(c: PlannedConfig) -> tuple[bool, float, float]:
 __all__ = [
     "NOTHING_FIT_WITHOUT_CHECKPOINTING",
     "PRECISIONS",
+    "SELECTIVE",
     "Plan",
     "PlannedConfig",
     "fits_anywhere",

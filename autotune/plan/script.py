@@ -29,7 +29,15 @@ from typing import Any
 from autotune.plan.calibrate import CpuCalibration
 from autotune.plan.envelope import MarkedStep, growing_categories, phase_of
 from autotune.plan.model import Affine, StepModel
-from autotune.plan.plan import NOTHING_FIT_WITHOUT_CHECKPOINTING, Plan, fits_anywhere, plan_models, with_cpu
+from autotune.plan.plan import (
+    NOTHING_FIT_WITHOUT_CHECKPOINTING,
+    SELECTIVE,
+    Plan,
+    Setting,
+    fits_anywhere,
+    plan_models,
+    with_cpu,
+)
 from autotune.plan.probe import probe_costs
 from autotune.plan.step import StepFigures
 from autotune.plan.trace import ATTENTION, CATEGORIES, GEMM, OTHER
@@ -80,7 +88,7 @@ def run_child(
     script: str,
     args: list[str],
     precision: str = "as-is",
-    checkpointing: bool = False,
+    checkpointing: bool | str = False,
     measure: bool = False,
     timeout_s: float = CHILD_TIMEOUT_S,
     env: dict[str, str] | None = None,
@@ -93,7 +101,8 @@ def run_child(
     fd, out = tempfile.mkstemp(prefix="autotune-plan-", suffix=".json")
     os.close(fd)
     command = [sys.executable, "-m", "autotune.plan.script_child", "--out", out, "--precision", precision]
-    command += ["--checkpointing"] * checkpointing + ["--measure"] * measure + ["--module"] * module
+    command += ["--checkpointing"] * bool(checkpointing) + ["--selective"] * (checkpointing == SELECTIVE)
+    command += ["--measure"] * measure + ["--module"] * module
     command += ["--", script, *args]
     base = dict(os.environ if env is None else env)
     env = {**base, "PYTHONPATH": os.pathsep.join(filter(None, (_root(), base.get("PYTHONPATH"))))}
@@ -129,7 +138,7 @@ def trace_script(
     script: str,
     args: list[str],
     precision: str = "as-is",
-    checkpointing: bool = False,
+    checkpointing: bool | str = False,
     env: dict[str, str] | None = None,
     module: bool = False,
 ) -> ScriptTrace:
@@ -243,7 +252,7 @@ def step_model(trace: ScriptTrace) -> StepModel:
 
 
 def calibrate_script(
-    script: str, args: list[str], traces: dict[tuple[str, bool], ScriptTrace]
+    script: str, args: list[str], traces: dict[Setting, ScriptTrace]
 ) -> CpuCalibration:
     """The machine at hand for a script's plan: the probe's costs, and the workspace its real step takes.
 
@@ -258,7 +267,7 @@ def calibrate_script(
             measured = run_child(script, args, precision, ckpt, measure=True)["measured_step_peak_bytes"]
         except ScriptError as exc:  # the trace ran; the real step did not (memory, a device)
             raise ScriptError(f"--calibrate: {str(exc).replace('cannot trace', 'cannot run')}") from None
-        config = (trace.micro_batch, trace.figures.precision, ckpt)
+        config = (trace.micro_batch, trace.figures.precision, bool(ckpt))  # selective: its workspace too
         residuals.append((config, float(measured - trace.step_new_peak_bytes)))
     memory = MemoryCalibration(fit_residuals(residuals), tuple(config_label(c) for c, _ in residuals), ())
     return dataclasses.replace(cpu, memory=memory)
@@ -269,7 +278,7 @@ def plan_script(
     args: list[str],
     global_batch: int | None = None,
     precisions: tuple[str, ...] = ("as-is",),
-    checkpointing: tuple[bool, ...] = (False,),
+    checkpointing: tuple[bool | str, ...] = (False,),
     calibrate: bool = False,
     **options: Any,
 ) -> Plan:
@@ -290,7 +299,9 @@ def plan_script(
         )
     traces = {keys[0]: first} | {(p, c): trace_script(script, args, p, c) for p, c in keys[1:]}
     trace_s = time.perf_counter() - started
-    models = {(t.figures.precision, c): step_model(t) for (_, c), t in traces.items()}
+    models: dict[Setting, StepModel] = {
+        (t.figures.precision, c): step_model(t) for (_, c), t in traces.items()
+    }
     options.setdefault("tokens_per_sample", first.tokens_per_sample)
     figures = _figures(script, first)
     batch = global_batch or first.micro_batch * first.accumulation

@@ -101,6 +101,7 @@ class _Trace:
 
     precision: str
     checkpointing: bool
+    selective: bool = False  # checkpointing per op (torchtitan's op mode), not whole blocks
     model: nn.Module | None = None
     optimizer: torch.optim.Optimizer | None = None
     steps: int = 0
@@ -131,6 +132,7 @@ def trace_script(
     measure: bool = False,
     fake: bool = True,
     module: bool = False,
+    selective: bool = False,
 ) -> dict[str, Any]:
     """Run ``script`` with ``argv`` under fake tensors and return its traced step (see the module's doc).
 
@@ -141,7 +143,7 @@ def trace_script(
     """
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    state = _Trace(precision, checkpointing, measure=measure)
+    state = _Trace(precision, checkpointing, selective=checkpointing and selective, measure=measure)
     stand_in = ScalarStandIn()
     sys.argv = [script, *argv]
     sys.path.insert(0, os.getcwd() if module else str(Path(script).resolve().parent))
@@ -322,7 +324,7 @@ def _forward_in(state: _Trace, module: nn.Module) -> None:
         state.model = module
         state.blocks = BlockWatch(module)
         if state.checkpointing:
-            _checkpoint_blocks(module)
+            _checkpoint_blocks(module, selective=state.selective)
         time_major = any(
             isinstance(m, nn.RNNBase | nn.MultiheadAttention) and not m.batch_first for m in module.modules()
         )
@@ -440,6 +442,7 @@ def _result(state: _Trace, tracer: StepTracer, params: list[torch.Tensor]) -> di
         state.blocks,
         state.later_from,
     )
+    figures = dataclasses.replace(figures, selective=state.selective)
     blocks = _blocks(state.model)
     units = list(blocks) if blocks is not None else [state.model]
     return {
@@ -487,6 +490,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--precision", default="as-is")
     parser.add_argument("--checkpointing", action="store_true")
+    parser.add_argument("--selective", action="store_true")  # with --checkpointing: per op
     parser.add_argument("--measure", action="store_true")
     parser.add_argument("--module", action="store_true")
     parser.add_argument("script")
@@ -495,7 +499,8 @@ def main(argv: list[str] | None = None) -> int:
     args_of_script = args.args[1:] if args.args[:1] == ["--"] else args.args
     try:
         result = trace_script(
-            args.script, args_of_script, args.precision, args.checkpointing, args.measure, module=args.module
+            args.script, args_of_script, args.precision, args.checkpointing, args.measure, module=args.module,
+            selective=args.selective,
         )
     except SystemExit as exc:  # the script exited before its second step
         print(f"{EXITED} ({exc.code}) before its second optimizer step", file=sys.stderr)

@@ -76,6 +76,8 @@ class StepFigures:
     #: How a low precision was applied: ``autocast`` over fp32 weights, or ``param_dtype``: the
     #: weights themselves in that precision, as FSDP's mixed-precision policy gathers them.
     policy: str = "autocast"
+    #: Checkpointing per op (torchtitan's selective mode) rather than of whole blocks.
+    selective: bool = False
     #: The traced micro-batch these figures were scaled from (0: traced as they are).
     scaled_from: int = 0
 
@@ -107,8 +109,12 @@ def trace_step(
     checkpointing: bool = False,
     fake: bool = True,
     policy: str = "autocast",
+    selective: bool = False,
 ) -> StepFigures:
-    """Trace one steady-state training step (see the module's doc; ``policy``: :func:`prepare_step`)."""
+    """Trace one steady-state training step (see the module's doc).
+
+    ``policy`` and ``selective`` as :func:`prepare_step` takes them.
+    """
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     mode: Any = FakeTensorMode(allow_non_fake_inputs=False) if fake else contextlib.nullcontext()
@@ -116,15 +122,17 @@ def trace_step(
         net = _build(model, mode if fake else None)
         watch = BlockWatch(net)
         step = prepare_step(
-            net, batch_fn, loss_fn, optimizer_fn, micro_batch, precision, checkpointing, policy=policy
-        )
+            net, batch_fn, loss_fn, optimizer_fn, micro_batch, precision, checkpointing, policy=policy,
+            selective=selective,
+        )  # fmt: skip
         create_state(step.params, step.optimizer)
         tracer = StepTracer()
         tracer.track(step.batch, "activations")  # the batch is live through the step
         run_step(tracer, step.forward_loss, step.params, step.optimizer)
         watch.remove()
     figures = figures_of(tracer, micro_batch, precision, checkpointing, step.params, watch)
-    return dataclasses.replace(figures, policy=POLICY_PARAM_DTYPE) if lowered(precision, policy) else figures
+    policy = POLICY_PARAM_DTYPE if lowered(precision, policy) else "autocast"
+    return dataclasses.replace(figures, policy=policy, selective=checkpointing and selective)
 
 
 def create_state(params: list[nn.Parameter], optimizer: torch.optim.Optimizer) -> None:
@@ -169,6 +177,7 @@ def prepare_step(
     checkpointing: bool,
     device: str = "cpu",
     policy: str = "autocast",
+    selective: bool = False,
 ) -> PreparedStep:
     """Checkpointing applied, the optimizer made, a batch drawn, the forward in ``precision``.
 
@@ -176,10 +185,11 @@ def prepare_step(
     A low precision is autocast over the fp32 weights, or with ``policy`` :data:`POLICY_PARAM_DTYPE`
     applied as FSDP's ``MixedPrecisionPolicy(param_dtype=...)`` computes: the floating parameters
     themselves in that precision and the floating inputs cast to it, with no autocast (buffers
-    stay as they are, as FSDP leaves them).
+    stay as they are, as FSDP leaves them). ``selective``: checkpointing per op, as torchtitan's
+    ``op`` mode (``autotune.prepared._selective_policy``), rather than of whole blocks.
     """
     if checkpointing:
-        _checkpoint_blocks(net)
+        _checkpoint_blocks(net, selective=selective)
     if device != "cpu":
         net.to(device)
     low = lowered(precision, policy)
