@@ -14,7 +14,9 @@ efficiencies fitted on the anchors (least squares of the log error over a grid),
 leave-one-out error of each anchor (fitted on the others, predicted without it): the figure that
 says how well the model predicts a configuration it was not fitted on. Then, for a model measured
 on several GPUs, the ranking by $ per token at the price table's prices, published against
-predicted.
+predicted. First of all, each run's memory per GPU as the plan's FSDP row predicts it (FSDP's
+mixed-precision policy, the run's checkpointing, its accumulation's held gradients) against the
+GPU's memory and, where published, the publisher's figure, with whether it is planned to fit.
 
 Sources (tables copied as figures, not code):
 
@@ -67,6 +69,12 @@ class Anchor:
     #: GB/s per GPU between nodes: torchtitan's 400 Gb/s RDMA per GPU; llm-foundry does not say
     #: for its H100 rows, taken as the same (3,200 Gb/s per node of 8, as H100 clusters are built).
     inter_node_gb_s: float = 50.0
+    #: Activation checkpointing as published: False, True (whole blocks), "selective" (per op).
+    checkpointing: bool | str = False
+    #: The memory per GPU the publisher measured (GiB), where published.
+    memory_gib: float | None = None
+    #: The GPU's memory (GiB) where it is not the price table's part (torchtitan's 96 GB H100s).
+    gpu_memory_gib: float | None = None
 
 
 ANCHORS = (
@@ -83,13 +91,14 @@ ANCHORS = (
 )
 #: Published runs of one model on one node and on several (FSDP, bf16, H100): what the share of
 #: communication hidden behind compute (:data:`autotune.plan.layouts.OVERLAP`) is fitted on. The
-#: torchtitan runs use selective activation checkpointing (its recompute is not counted here) on
-#: H100s with HBM2e at 500 W, between the SXM and NVL parts, taken as SXM.
+#: torchtitan runs use selective activation checkpointing (its ``op`` mode, planned as such) on
+#: 96 GB H100s with HBM2e at 500 W, between the SXM and NVL parts, taken as SXM; they publish the
+#: memory per GPU too (82.4 and 67.0 GiB).
 SCALING = (
     Anchor("llama3.1-8b 8 H100", TORCHTITAN, "H100-SXM", 8, "llama-8b", 8192, 2, 1, "fsdp", 5_762,
-           LLAMA_VOCAB),
+           LLAMA_VOCAB, checkpointing="selective", memory_gib=82.4, gpu_memory_gib=96),
     Anchor("llama3.1-8b 128 H100", TORCHTITAN, "H100-SXM", 128, "llama-8b", 8192, 2, 1, "fsdp", 5_605,
-           LLAMA_VOCAB, nodes=16),
+           LLAMA_VOCAB, nodes=16, checkpointing="selective", memory_gib=67.0, gpu_memory_gib=96),
     Anchor("mpt-13b 8 H100", LLM_FOUNDRY, "H100-SXM", 8, "13b", 2048, 2, 1, "fsdp", 4_792),
     Anchor("mpt-13b 64 H100", LLM_FOUNDRY, "H100-SXM", 64, "13b", 2048, 2, 1, "fsdp", 4_800, nodes=8),
     Anchor("mpt-1b 64 H100", LLM_FOUNDRY, "H100-SXM", 64, "1b", 2048, 20, 1, "fsdp", 44_402, nodes=8),
@@ -98,13 +107,14 @@ SCALING = (
 )  # fmt: skip
 
 
-def step_models(anchor: Anchor) -> tuple[object, int]:
-    """The traced step of the anchor's GPT (fitted in the micro-batch), and its parameter count."""
+def step_models(anchor: Anchor) -> tuple[object, int, int]:
+    """The traced step of the anchor's model (fitted in the micro-batch), its parameter count, and
+    the parameter bytes of its largest block (what FSDP gathers)."""
     from autotune.demo.models import GPTConfig
     from autotune.demo.plan import demo_workload
     from autotune.plan.model import StepModel
     from autotune.plan.script import scaled
-    from autotune.plan.step import POLICY_PARAM_DTYPE, trace_step
+    from autotune.plan.step import POLICY_PARAM_DTYPE, largest_unit_bytes, trace_step
 
     if anchor.shape == "llama-8b":  # Llama 3.1 8B's own architecture (benchmarks/llama_shape.py)
         from llama_shape import LLAMA_8B, llama_workload
@@ -118,9 +128,11 @@ def step_models(anchor: Anchor) -> tuple[object, int]:
         factory, batch, loss, adamw, _ = demo_workload("gpt", cfg)
     # FSDP's rows run under its mixed-precision policy (bf16 weights and activations), as the plan's do
     policy = POLICY_PARAM_DTYPE if anchor.layout == "fsdp" else "autocast"
-    one = trace_step(factory, batch, loss, adamw, anchor.micro_batch, "bf16", policy=policy)
+    ckpt, selective = bool(anchor.checkpointing), anchor.checkpointing == "selective"
+    one = trace_step(factory, batch, loss, adamw, anchor.micro_batch, "bf16", ckpt, policy=policy, selective=selective)
     step = StepModel.fit(one, scaled(one, 2 * anchor.micro_batch))
-    return step.fsdp_mixed() if policy == POLICY_PARAM_DTYPE else step, one.parameters
+    fitted = step.fsdp_mixed() if policy == POLICY_PARAM_DTYPE else step
+    return fitted, one.parameters, largest_unit_bytes(factory)
 
 
 def predicted_tokens_per_s(
@@ -167,6 +179,29 @@ def log_error(predicted: float | None, published: float) -> float:
     return math.inf if not predicted else abs(math.log(predicted / published))
 
 
+def memory_table(anchors: list[Anchor], models: dict[str, object], units: dict[str, int]) -> None:
+    """Each published run's memory per GPU as planned, against the GPU's (and the published figure)."""
+    from autotune.plan.gpus import gpu_spec
+    from autotune.plan.layouts import Layout
+
+    print(f"\n{'anchor':22s} {'ckpt':>9s} {'planned':>9s} {'published':>9s} {'error':>7s} {'GPU':>6s}  fits")
+    fitting = 0
+    for a in anchors:
+        spec = gpu_spec(a.gpu)
+        assert spec is not None, a.gpu
+        layout = Layout(a.layout, a.gpus, units[a.name], nodes=a.nodes, inter_node_gb_s=a.inter_node_gb_s)
+        peak, _ = layout.memory(models[a.name], a.micro_batch, a.accumulation)  # type: ignore[arg-type]
+        planned = peak / 2**30
+        gpu = a.gpu_memory_gib or spec.memory_bytes / 2**30
+        fits = planned <= gpu
+        fitting += fits
+        published = f"{a.memory_gib:9.1f}" if a.memory_gib else f"{'-':>9s}"
+        error = f"{100 * (planned / a.memory_gib - 1):+6.1f}%" if a.memory_gib else f"{'':>7s}"
+        ckpt = {False: "none", True: "full"}.get(a.checkpointing, str(a.checkpointing))  # type: ignore[call-overload]
+        print(f"{a.name:22s} {ckpt:>9s} {planned:9.1f} {published} {error} {gpu:6.0f}  {'yes' if fits else 'NO'}")
+    print(f"planned to fit the GPU's memory: {fitting} of {len(anchors)} published runs")
+
+
 def main() -> None:
     from autotune.plan.gpus import gpu_spec
     from autotune.plan.layouts import OVERLAP
@@ -177,10 +212,11 @@ def main() -> None:
     args = parser.parse_args()
     every = [a for a in (*ANCHORS, *SCALING) if not args.only or a.name in args.only.split(",")]
     started = time.perf_counter()
-    models = {}
+    models, units = {}, {}
     for a in every:
-        models[a.name], params = step_models(a)
+        models[a.name], params, units[a.name] = step_models(a)
         print(f"traced {a.name}: {params / 1e6:,.0f}M parameters ({time.perf_counter() - started:.0f} s)")
+    memory_table(every, models, units)
     one_node = [a for a in every if a.nodes == 1]
     several = [a for a in every if a.nodes > 1]
 

@@ -53,7 +53,7 @@ class GpuSpec:
 
 #: Hopper's :attr:`GpuSpec.compute_scale`, fitted with the plan's efficiencies on published H100 runs
 #: (``benchmarks/gpu_anchors.py``; 6 of its 12 runs within a node, the rest A100s at 1.0).
-HOPPER_COMPUTE_SCALE = 0.7
+HOPPER_COMPUTE_SCALE = 0.75
 _GB = 10**9
 _GIB = 2**30
 # Memory and bandwidth as printed by NVIDIA's datasheets and product pages (the same documents as
