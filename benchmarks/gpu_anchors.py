@@ -129,7 +129,9 @@ def step_models(anchor: Anchor) -> tuple[object, int, int]:
     # FSDP's rows run under its mixed-precision policy (bf16 weights and activations), as the plan's do
     policy = POLICY_PARAM_DTYPE if anchor.layout == "fsdp" else "autocast"
     ckpt, selective = bool(anchor.checkpointing), anchor.checkpointing == "selective"
-    one = trace_step(factory, batch, loss, adamw, anchor.micro_batch, "bf16", ckpt, policy=policy, selective=selective)
+    one = trace_step(
+        factory, batch, loss, adamw, anchor.micro_batch, "bf16", ckpt, policy=policy, selective=selective
+    )
     step = StepModel.fit(one, scaled(one, 2 * anchor.micro_batch))
     fitted = step.fsdp_mixed() if policy == POLICY_PARAM_DTYPE else step
     return fitted, one.parameters, largest_unit_bytes(factory)
@@ -198,7 +200,8 @@ def memory_table(anchors: list[Anchor], models: dict[str, object], units: dict[s
         published = f"{a.memory_gib:9.1f}" if a.memory_gib else f"{'-':>9s}"
         error = f"{100 * (planned / a.memory_gib - 1):+6.1f}%" if a.memory_gib else f"{'':>7s}"
         ckpt = {False: "none", True: "full"}.get(a.checkpointing, str(a.checkpointing))  # type: ignore[call-overload]
-        print(f"{a.name:22s} {ckpt:>9s} {planned:9.1f} {published} {error} {gpu:6.0f}  {'yes' if fits else 'NO'}")
+        verdict = "yes" if fits else "NO"
+        print(f"{a.name:22s} {ckpt:>9s} {planned:9.1f} {published} {error} {gpu:6.0f}  {verdict}")
     print(f"planned to fit the GPU's memory: {fitting} of {len(anchors)} published runs")
 
 
