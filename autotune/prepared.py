@@ -164,8 +164,9 @@ def _selective_policy(counts: dict[str, int], ctx: Any, func: Any, *args: Any, *
     """Per-op selective checkpointing as torchtitan's: keep matrix products' and attention's outputs.
 
     Every second matrix product of a block is recomputed rather than kept (torchtitan's ``op``
-    mode), counted apart in the forward and in its recomputation (``counts``, one per checkpointed
-    call), which must agree.
+    mode), counted in ``counts`` (one per checkpointed call; torch asks the policy in the forward
+    and replays its answers in the recomputation, and a recomputation that asked would count apart).
+    Linear layers with a bias run ``addmm``, without one ``mm``: both are matrix products here.
     """
     from torch.utils.checkpoint import CheckpointPolicy
 

@@ -48,6 +48,8 @@ TORCHTITAN = "pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md (Ta
 MPT = {"125m": (768, 12, 12), "350m": (1024, 24, 16), "760m": (1536, 24, 12), "1b": (2048, 24, 16),
        "3b": (2560, 32, 20), "7b": (4096, 32, 32), "13b": (5120, 40, 40)}  # fmt: skip
 LLAMA_VOCAB = 128256
+#: torchtitan's H100s: 96 GB of HBM2e (GB as sold), in GiB.
+H100_96GB = 96e9 / 2**30
 
 
 @dataclass(frozen=True)
@@ -96,9 +98,9 @@ ANCHORS = (
 #: memory per GPU too (82.4 and 67.0 GiB).
 SCALING = (
     Anchor("llama3.1-8b 8 H100", TORCHTITAN, "H100-SXM", 8, "llama-8b", 8192, 2, 1, "fsdp", 5_762,
-           LLAMA_VOCAB, checkpointing="selective", memory_gib=82.4, gpu_memory_gib=96),
+           LLAMA_VOCAB, checkpointing="selective", memory_gib=82.4, gpu_memory_gib=H100_96GB),
     Anchor("llama3.1-8b 128 H100", TORCHTITAN, "H100-SXM", 128, "llama-8b", 8192, 2, 1, "fsdp", 5_605,
-           LLAMA_VOCAB, nodes=16, checkpointing="selective", memory_gib=67.0, gpu_memory_gib=96),
+           LLAMA_VOCAB, nodes=16, checkpointing="selective", memory_gib=67.0, gpu_memory_gib=H100_96GB),
     Anchor("mpt-13b 8 H100", LLM_FOUNDRY, "H100-SXM", 8, "13b", 2048, 2, 1, "fsdp", 4_792),
     Anchor("mpt-13b 64 H100", LLM_FOUNDRY, "H100-SXM", 64, "13b", 2048, 2, 1, "fsdp", 4_800, nodes=8),
     Anchor("mpt-1b 64 H100", LLM_FOUNDRY, "H100-SXM", 64, "1b", 2048, 20, 1, "fsdp", 44_402, nodes=8),
@@ -186,7 +188,8 @@ def memory_table(anchors: list[Anchor], models: dict[str, object], units: dict[s
     from autotune.plan.gpus import gpu_spec
     from autotune.plan.layouts import Layout
 
-    print(f"\n{'anchor':22s} {'ckpt':>9s} {'planned':>9s} {'published':>9s} {'error':>7s} {'GPU':>6s}  fits")
+    print("\nmemory per GPU (GiB): planned, published, the GPU's; fits: planned within the GPU's memory")
+    print(f"{'anchor':22s} {'ckpt':>9s} {'planned':>9s} {'published':>9s} {'error':>7s} {'GPU':>6s}  fits")
     fitting = 0
     for a in anchors:
         spec = gpu_spec(a.gpu)
@@ -201,7 +204,7 @@ def memory_table(anchors: list[Anchor], models: dict[str, object], units: dict[s
         error = f"{100 * (planned / a.memory_gib - 1):+6.1f}%" if a.memory_gib else f"{'':>7s}"
         ckpt = {False: "none", True: "full"}.get(a.checkpointing, str(a.checkpointing))  # type: ignore[call-overload]
         verdict = "yes" if fits else "NO"
-        print(f"{a.name:22s} {ckpt:>9s} {planned:9.1f} {published} {error} {gpu:6.0f}  {verdict}")
+        print(f"{a.name:22s} {ckpt:>9s} {planned:9.1f} {published} {error} {gpu:6.1f}  {verdict}")
     print(f"planned to fit the GPU's memory: {fitting} of {len(anchors)} published runs")
 
 

@@ -54,7 +54,7 @@ def add_plan_parser(sub: Any, number: Any) -> None:
         action="store_true",
         help="add this machine ('this-cpu') to the plan: with --demo, real steps timed (~15 s), this "
         "CPU's costs fitted and checked on configurations not timed, the kernel workspace measured; with "
-        "a SCRIPT, a 2 s probe of this CPU's costs and the script's step run once more for real to "
+        "a SCRIPT, a few-second probe of this CPU's costs and the script's step run once more for real to "
         "measure its workspace",
     )
     p.add_argument("--headroom", type=number(float, 0, 1, "a fraction in [0, 1]"), default=0.1,

@@ -67,8 +67,8 @@ class PlannedConfig:
     memory_by_category: dict[str, int]
     fits: bool
     why_not: str | None  # when it does not fit or cannot run
-    #: The largest micro-batch that fits this layout: alone in its step when this row's is, else with
-    #: the gradients of earlier micro-batches held.
+    #: The largest micro-batch that fits this layout at this row's accumulation (the gradients of
+    #: earlier micro-batches held, a pipeline's micro-batches in flight).
     largest_micro_batch: int | None
     step_time_s: float | None
     step_time_s_interval: tuple[float, float] | None
@@ -325,13 +325,14 @@ def predict_all(
                 except ValueError:
                     continue
                 budget = spec.memory_bytes / (1 + headroom)
-                # one micro-batch a step holds no gradients from an earlier one; more do
-                largest = {a: layout.largest_micro_batch(step, budget, a) for a in (1, None)}
+                largest: dict[int, int] = {}  # by accumulation: held gradients, a pipeline's in flight
                 for m in micro:
                     accumulation = global_batch // (m * layout.dp)
+                    if accumulation not in largest:
+                        largest[accumulation] = layout.largest_micro_batch(step, budget, accumulation)
                     configs.append(
                         _predict(spec, layout, step, m, accumulation, headroom, price, tokens_per_sample,
-                                 run_samples, largest[1 if accumulation == 1 else None])
+                                 run_samples, largest[accumulation])
                     )  # fmt: skip
     return configs
 
@@ -429,9 +430,9 @@ PRECISION_POLICIES = {
     "fp32": "fp32 weights, activations and compute",
     "autocast": "torch.autocast over fp32 weights (matrix products in the low precision, a cached "
     "low-precision copy of each weight, normalisations and the loss in fp32)",
-    POLICY_PARAM_DTYPE: "FSDP's MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32), as torchtitan "
-    "sets it: weights gathered, activations kept and compute in the low precision, fp32 sharded weights, "
-    "gradients reduced in fp32, fp32 optimizer state",
+    POLICY_PARAM_DTYPE: "FSDP's MixedPrecisionPolicy(param_dtype=bf16 or fp16, reduce_dtype=fp32), as "
+    "torchtitan sets it: weights gathered, activations kept and compute in the low precision, fp32 "
+    "sharded weights, gradients reduced in fp32, fp32 optimizer state",
 }
 
 

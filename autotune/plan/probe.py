@@ -12,16 +12,15 @@ to predict absolute times. The threads are torch's current ones, as a single-pro
 
 from __future__ import annotations
 
-import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from functools import partial
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from autotune.plan.calibrate import CpuCalibration
+from autotune.plan.cpu_costs import CpuCalibration
 from autotune.plan.step import prepare_step, trace_step
 
 #: Matrix sides of the FLOP probes (two each: the cost per FLOP is the slope between them).
@@ -31,23 +30,28 @@ FP16_SIDES = (64, 128)
 #: Elements of the bandwidth probe (its call's fixed cost is 0.1% of it: no second size needed; two
 #: sizes around the last-level cache gave two answers 2.4× apart).
 STREAM_ELEMENTS = 1 << 22
-#: Times the whole probe runs: each cost is the median of its rounds.
+#: Times the whole probe runs: each kernel's time is the fastest of all its rounds' samples.
 ROUNDS = 3
 
 
 def probe_costs(repeats: int = 7, rounds: int = ROUNDS) -> CpuCalibration:
     """Seconds per fp32 FLOP, bf16 FLOP, fp16 FLOP, byte moved and op on this machine's CPU.
 
-    The probe runs ``rounds`` times and each cost is the median of its rounds (one disturbed round
-    is left out); ``spread`` is the largest relative range of a cost between rounds. A cost per
-    FLOP is the slope between two sizes of a matrix product, so the fixed cost of a call cancels
-    out rather than being subtracted (a subtraction once left 0 per fp32 FLOP), and it is never 0.
+    The probe runs ``rounds`` times; each kernel's time is the fastest sample of all rounds (a busy
+    neighbour only slows a sample), and ``spread`` is how far the rounds' own costs ranged, over the
+    lowest (0.04 here on a quiet machine). A cost per FLOP is the slope between two sizes of a
+    matrix product, so the fixed cost of a call cancels out rather than being subtracted (a
+    subtraction once left 0 per fp32 FLOP), and it is never 0.
     """
-    samples = [_probe_once(repeats) for _ in range(max(1, rounds))]
-    costs = {k: statistics.median(s[k] for s in samples) for k in samples[0]}
-    spread = max(
-        (max(s[k] for s in samples) - min(s[k] for s in samples)) / costs[k] for k in costs if costs[k] > 0
-    )
+    return from_rounds([probe_round(repeats) for _ in range(max(1, rounds))])
+
+
+def from_rounds(timings: list[dict[str, float]]) -> CpuCalibration:
+    """The costs of the probe's rounds (:func:`probe_round`): each kernel's fastest, and the spread."""
+    fastest = {k: min(t[k] for t in timings) for k in timings[0]}
+    costs = _costs(fastest)
+    per_round = [_costs(t) for t in timings]
+    spread = max((max(r[k] for r in per_round) - min(r[k] for r in per_round)) / costs[k] for k in costs)
     return CpuCalibration(
         s_per_fp32_flop=costs["fp32"],
         s_per_low_flop=costs["bf16"],
@@ -60,31 +64,36 @@ def probe_costs(repeats: int = 7, rounds: int = ROUNDS) -> CpuCalibration:
     )
 
 
-def _probe_once(repeats: int) -> dict[str, float]:
-    """One round of the probe: each cost, in seconds per unit."""
+def probe_round(repeats: int = 7) -> dict[str, float]:
+    """One round of the probe: the fastest seconds of each kernel at each size."""
+    out: dict[str, float] = {}
+    for name, dtype, sides in (("fp32", torch.float32, GEMM_SIDES), ("bf16", torch.bfloat16, GEMM_SIDES),
+                               ("fp16", torch.float16, FP16_SIDES)):  # fmt: skip
+        for side in sides:
+            a, b = torch.randn(side, side).to(dtype), torch.randn(side, side).to(dtype)
+            out[f"{name}@{side}"] = _best_s(partial(torch.mm, a, b), repeats)
+    x, y, result = torch.randn(STREAM_ELEMENTS), torch.randn(STREAM_ELEMENTS), torch.empty(STREAM_ELEMENTS)
+    out["add"] = _best_s(partial(torch.add, x, y, out=result), repeats)
+    out["op"] = _op_s(repeats)
+    return out
 
-    def gemm(dtype: torch.dtype, sides: tuple[int, int]) -> float:
-        pairs = [(torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)) for n in sides]
-        return _slope_s([partial(torch.mm, a, b) for a, b in pairs], [2 * n**3 for n in sides], repeats)
 
-    x, y, out = torch.randn(STREAM_ELEMENTS), torch.randn(STREAM_ELEMENTS), torch.empty(STREAM_ELEMENTS)
+def _costs(timings: dict[str, float]) -> dict[str, float]:
+    """Seconds per unit from the kernels' seconds: FLOPs as the slope between two sizes."""
+
+    def slope(name: str, sides: tuple[int, int]) -> float:
+        small, large = (timings[f"{name}@{n}"] for n in sides)
+        u_small, u_large = (2 * n**3 for n in sides)
+        per_flop = (large - small) / (u_large - u_small)
+        return per_flop if per_flop > 0 else large / u_large  # noise: the larger's own (an upper bound)
+
     return {
-        "fp32": gemm(torch.float32, GEMM_SIDES),
-        "bf16": gemm(torch.bfloat16, GEMM_SIDES),
-        "fp16": gemm(torch.float16, FP16_SIDES),
-        "byte": _best_s(partial(torch.add, x, y, out=out), repeats) / (3 * 4 * STREAM_ELEMENTS),
-        "op": _op_s(repeats),
+        "fp32": slope("fp32", GEMM_SIDES),
+        "bf16": slope("bf16", GEMM_SIDES),
+        "fp16": slope("fp16", FP16_SIDES),
+        "byte": timings["add"] / (3 * 4 * STREAM_ELEMENTS),
+        "op": timings["op"],
     }
-
-
-def _slope_s(works: Sequence[Callable[[], object]], units: list[int], repeats: int) -> float:
-    """Seconds per unit between two sizes of one kernel (the fixed cost of a call cancels out).
-
-    Where noise makes the larger size no slower, the larger one's seconds per unit (an upper bound).
-    """
-    (small, large), (u_small, u_large) = [_best_s(w, repeats) for w in works], units
-    slope = (large - small) / (u_large - u_small)
-    return slope if slope > 0 else large / u_large
 
 
 class _Tiny(nn.Module):
@@ -140,4 +149,4 @@ def _best_s(work: Callable[[], object], repeats: int, inner: int = 3) -> float:
     return min(samples)
 
 
-__all__ = ["probe_costs"]
+__all__ = ["from_rounds", "probe_costs", "probe_round"]

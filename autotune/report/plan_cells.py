@@ -98,9 +98,14 @@ def cpu_notes(cpu: CpuCheck, memory: CpuCheck | None) -> list[str]:
             f"{100 * (cpu.held_out_median_error or 0):.1f}% ({errors})"
         ]
     else:
-        lines = ["This CPU: step times at the costs a 2 s probe measured here (not timed on this model)"]
-    if cpu.spread is not None:
-        lines[0] += f"; its probe's costs varied by up to {100 * cpu.spread:.0f}% between rounds"
+        lines = ["This CPU: step times at the costs a short probe measured here (not timed on this model)"]
+    if cpu.spread is not None and cpu.spread > 1:
+        lines[0] += (
+            f"; the machine was busy during its probe (its rounds' costs ranged over {1 + cpu.spread:.0f}×): "
+            "the fastest sample of each kernel is used"
+        )
+    elif cpu.spread is not None:
+        lines[0] += f"; its probe's rounds ranged up to {100 * cpu.spread:.0f}% (the fastest of each is used)"
     if memory is not None:
         checked = (
             f"on {len(memory.held_out)} others: median error {100 * (memory.held_out_median_error or 0):.1f}%"

@@ -6,7 +6,7 @@ that change what runs (:class:`autotune.tuner.plan_memory.PlanTraces`, shared wi
 prediction), the step's FLOPs, bytes and ops priced at this device's costs, and the micro-batch ×
 accumulation that keeps the script's global batch. The device's costs:
 
-- a CPU: :func:`autotune.plan.probe.probe_costs` (about 2 s: fp32, bf16 and fp16 matrix products, a
+- a CPU: :func:`autotune.plan.probe.probe_costs` (a few seconds: fp32, bf16 and fp16 matrix products, a
   large add, a tiny network's step for the cost of an op), ops one after another; the ranks of a
   ddp/fsdp trial run at once as far as the cores hold them at their threads each (torchrun gives a
   rank one unless ``OMP_NUM_THREADS`` says otherwise), each its share of the global batch; their

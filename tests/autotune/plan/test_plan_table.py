@@ -33,7 +33,7 @@ def _table(lines: list[str]) -> list[str]:
 @pytest.mark.parametrize(
     ("args", "kept"),
     [
-        (["examples/train.py"], ["GPU", "micro-batch", "samples/s", "interval"]),
+        (["examples/train.py"], ["GPU", "micro-batch", "step", "samples/s"]),
         # 8 GPUs, a run to pay for: layouts tell the rows apart; the predictions give way first
         (["--demo", "gpt", "--gpus", "8", "--samples", "1000000", "--checkpointing"],
          ["GPU", "micro-batch", "precision", "ckpt", "layout", "samples/s", "$ for"]),

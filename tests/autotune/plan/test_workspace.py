@@ -159,7 +159,7 @@ def test_the_plan_says_what_this_cpus_rows_rest_on():
     doc = PlanDocument.parse(plan_dict(result))
     assert doc.cpu is not None
     lines = cpu_notes(doc.cpu, doc.cpu_memory)
-    assert lines[0].startswith("This CPU: step times at the costs a 2 s probe measured here")
+    assert lines[0].startswith("This CPU: step times at the costs a short probe measured here")
     assert "measured at micro_batch=16 fp32; taken in proportion to the micro-batch, not checked" in lines[1]
     assert set(lines) <= set(trust_notes(doc))
     checked = MemoryCalibration({}, tuple(f"c{i}" for i in range(5)), (("micro_batch=4 fp32", 103.0, 100.0),))
