@@ -84,7 +84,8 @@ def test_tune_skips_a_micro_batch_the_plan_puts_over_the_budget(tmp_path, refere
     by_batch = {t["params"].get("micro_batch"): t for t in summary["trials"] if t["params"]}
     assert by_batch[16]["status"] == "skipped", (out.stderr, by_batch[16])
     assert "the plan predicts" in by_batch[16]["error"]
-    assert by_batch[2]["status"] == "ok", by_batch[2]
+    # 2 ran: measured, or left out as measured short of CPU when other processes hold the cores
+    assert by_batch[2]["status"] in ("ok", "busy"), by_batch[2]
 
 
 @pytest.mark.slow
@@ -111,6 +112,9 @@ def test_the_plan_orders_the_search_the_first_trial_is_its_best_prediction(tmp_p
     assert predicted[1] == min(predicted.values()) < predicted[16]
     first = next(t for t in summary["trials"] if t["params"])
     assert first["params"] == prior["predicted"][0]["params"], (first, prior["predicted"])
+    if first["status"] == "busy":  # measured short of CPU (other processes held the cores): never compared
+        assert prior["predicted_vs_measured"] == []
+        return
     (row,) = prior["predicted_vs_measured"]
     assert row["trial"] == first["id"] and row["predicted"] == prior["predicted"][0]["predicted"]
 
