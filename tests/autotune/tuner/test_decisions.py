@@ -269,7 +269,12 @@ def test_a_trial_stopped_early_too_soon_for_host_readings_is_judged_by_its_whole
     )  # fmt: skip
     loops = _pinned_loops()
     try:
-        outcome = run_trial(settings, None, {}, tmp_path / "trial", stop_below=1e12)  # below any best
+        # below any best; a machine busier still can keep the throughput's interval open to the end
+        # of the budget (a lower step-time bound at 0): then the trial did not stop early, and runs again
+        for attempt in range(3):
+            outcome = run_trial(settings, None, {}, tmp_path / f"trial{attempt}", stop_below=1e12)
+            if outcome.status != "ok" or outcome.figures.stop_reason == "below_threshold":
+                break
     finally:
         _stop(loops)
     assert outcome.status == "ok" and outcome.figures.stop_reason == "below_threshold", outcome.error

@@ -363,12 +363,21 @@ def test_the_cost_objective_minimizes_dollars_per_million_samples(tmp_path):
     assert out.returncode == 0, out.stderr
     summary = json.loads((run_dir / "summary.json").read_text())
     assert (summary["objective"], summary["direction"]) == ("cost", "minimize")
+    measured = []
     for t in summary["trials"]:
+        if t["status"] == "busy":  # other processes held the cores it needed: no figure, never compared
+            assert t["objective"] is None
+            continue
         assert t["objective"] == pytest.approx(2.5 / 3600 / t["throughput"] * 1e6)
+        measured.append(t)
     best = summary["best"]
-    assert best["objective"] == min(t["objective"] for t in summary["trials"])
+    if best is None:  # a machine too busy to measure any trial (the verdict says so)
+        assert not measured or all(t["id"] == summary["baseline"]["id"] for t in measured)
+        return
+    assert best["objective"] == min(t["objective"] for t in measured)
     base = summary["baseline"]["objective"]
-    assert best["cost_saving_vs_baseline"] == pytest.approx(1 - best["objective"] / base)
+    if base is not None and summary["baseline"]["status"] != "busy":
+        assert best["cost_saving_vs_baseline"] == pytest.approx(1 - best["objective"] / base)
     assert best["id"] in summary["pareto"]
 
 
