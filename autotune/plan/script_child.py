@@ -441,8 +441,8 @@ def _result(state: _Trace, tracer: StepTracer, params: list[torch.Tensor]) -> di
         params,
         state.blocks,
         state.later_from,
+        selective=state.selective,
     )
-    figures = dataclasses.replace(figures, selective=state.selective)
     blocks = _blocks(state.model)
     units = list(blocks) if blocks is not None else [state.model]
     return {

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import dataclasses
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -130,9 +129,9 @@ def trace_step(
         tracer.track(step.batch, "activations")  # the batch is live through the step
         run_step(tracer, step.forward_loss, step.params, step.optimizer)
         watch.remove()
-    figures = figures_of(tracer, micro_batch, precision, checkpointing, step.params, watch)
-    policy = POLICY_PARAM_DTYPE if lowered(precision, policy) else "autocast"
-    return dataclasses.replace(figures, policy=policy, selective=checkpointing and selective)
+    return figures_of(
+        tracer, micro_batch, precision, checkpointing, step.params, watch, policy=policy, selective=selective
+    )
 
 
 def create_state(params: list[nn.Parameter], optimizer: torch.optim.Optimizer) -> None:
@@ -277,10 +276,13 @@ def figures_of(
     params: list[Any],
     blocks: BlockWatch | None = None,
     later_from: int | None = None,
+    policy: str = "autocast",
+    selective: bool = False,
 ) -> StepFigures:
     """The figures of a traced step: its peak by category, its ops by class, the optimizer's share.
 
-    ``later_from``: the memory mark where a second micro-batch began, when the step accumulated.
+    ``later_from``: the memory mark where a second micro-batch began, when the step accumulated;
+    ``policy`` and ``selective`` as the step ran (:func:`prepare_step`).
     """
     flops: dict[str, int] = defaultdict(int)
     moved: dict[str, int] = defaultdict(int)
@@ -318,6 +320,8 @@ def figures_of(
         phase_memory=memory_envelope(marked),
         held_phase_memory=memory_envelope(marked, held=True),
         marks=marked,
+        policy=POLICY_PARAM_DTYPE if lowered(precision, policy) else "autocast",
+        selective=checkpointing and selective,
         blocks=blocks.count if blocks is not None else 0,
         block_io_elements=blocks.elements if blocks is not None else 0,
     )
