@@ -26,7 +26,7 @@ from profilers.contract.rundir import RunData
 from profilers.contract.schema import PHASES, POWER_THERMAL_REASONS
 from profilers.contract.summaries import GpuFigures, ProfileSummary
 from profilers.contract.summarize import measured_span_ns as steps_span_ns
-from profilers.contract.summarize import select_measured
+from profilers.contract.summarize import ratio_interval, select_measured
 from profilers.contract.summarize import steady_span_ns as steps_steady_span_ns
 
 #: 1.4826 × MAD estimates σ of normally distributed values (the median absolute deviation of a
@@ -558,6 +558,37 @@ def throttling(run: RunData) -> tuple[Throttling, ...]:
             )
         )
     return tuple(out)
+
+
+@memoized
+def own_work_ratio(run: RunData, slow_rank: int, fast_rank: int) -> tuple[float, float, float] | None:
+    """(low, geometric mean, high): ``slow_rank``'s own work over ``fast_rank``'s, step by step.
+
+    Each measured step both ranks ran is one pair: a rank's own work in it is its step less its
+    backward above the step's fastest backward (the wait in the all-reduce, as in ``rank_times``).
+    The ranks' steps are coupled by DDP, so pairing takes out what the whole step shares (a slow
+    all-reduce, a busy moment of the machine); the interval is the 95% t interval of the mean log
+    ratio. None with fewer than MIN_STEPS pairs or a step without own work.
+    """
+    by_rank: dict[int, dict[int, StepRecord]] = {}
+    for rank in {s.rank for s in run.steps}:
+        by_rank[rank] = {s.step: s for s in select_measured([s for s in run.steps if s.rank == rank])}
+    if slow_rank not in by_rank or fast_rank not in by_rank:
+        return None
+    common = set.intersection(*(set(steps) for steps in by_rank.values()))
+    ratios = []
+    for step in sorted(common):
+        fastest_backward = min(steps[step].backward_ns for steps in by_rank.values())
+
+        def own_ns(rank: int, step: int = step, floor: int = fastest_backward) -> int:
+            s = by_rank[rank][step]
+            return s.duration_ns - max(0, s.backward_ns - floor)
+
+        slow, fast = own_ns(slow_rank), own_ns(fast_rank)
+        if slow <= 0 or fast <= 0:
+            return None
+        ratios.append(slow / fast)
+    return ratio_interval(ratios) if len(ratios) >= MIN_STEPS else None
 
 
 @memoized

@@ -156,7 +156,8 @@ BY_KEY: dict[str, Threshold] = {
     "straggler.ratio": Threshold(
         "straggler",
         "Straggling rank",
-        "slowest rank's own step time over the fastest rank's",
+        "slowest rank's own step time over the fastest rank's (from a profile: the low end of its 95% "
+        "interval over paired steps)",
         ">",
         1.2,
         "x",

@@ -12,6 +12,7 @@ import pytest
 
 from autotune.advice import facts, rules
 from autotune.advice.advise import PROFILE_RULES
+from autotune.advice.thresholds import limit
 from tests.autotune.advice.gpu_runs import GIB, GPU_IDLE, HW_THERMAL, SW_POWER_CAP, h200_run, healthy_window
 
 HEALTHY = h200_run()
@@ -182,6 +183,25 @@ def test_straggler_names_the_slow_rank_and_its_phase():
 def test_small_rank_skew_is_not_a_straggler():
     assert rules.straggler(_straggling(10.0)) is None  # 1.08x
     assert rules.straggler(h200_run(world=4)) is None
+
+
+def test_ranks_slow_in_turns_are_not_stragglers_whatever_their_medians():
+    # each rank loads 50 ms longer in some steps (a busy machine): rank 0 in 3 steps of 5, rank 1 in
+    # the other 2, so their medians are 170 and 120 ms (1.42x) while step by step neither leads
+    def heavy(rank: int, step: int) -> bool:
+        return step % 5 in ((0, 1, 2) if rank == 0 else (3, 4))
+
+    run = h200_run(
+        world=2,
+        step_ms=lambda rank, step: 120.0 + 50.0 * heavy(rank, step),
+        data_ms=lambda rank, step: 1.5 + 50.0 * heavy(rank, step),
+        backward_ms=lambda rank, step: 70.0,
+    )
+    own = {r.rank: r.own_s for r in facts.rank_times(run)}
+    assert own[0] / own[1] == pytest.approx(170 / 120)  # what a ratio of medians would call a straggler
+    low, mean, high = facts.own_work_ratio(run, 0, 1)
+    assert low < 1.0 < high and mean < limit("straggler.ratio")
+    assert rules.straggler(run) is None
 
 
 def _with_gloo_window(run, step_ms: float, collectives_ms: float, calls: int = 6):
