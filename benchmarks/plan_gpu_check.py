@@ -105,7 +105,10 @@ def main() -> int:
         for precision in ("fp32",) if args.quick else ("fp32", "bf16"):
             for micro_batch in (4, 16):
                 result = plan(*workload, global_batch=micro_batch, gpus=(args.gpu,), precisions=(precision,))
-                row = next(c for c in result.configs if c.params["micro_batch"] == micro_batch)
+                row = next(
+                    c for c in result.configs
+                    if c.params["micro_batch"] == micro_batch and c.params["layout"] == "single"
+                )  # the step as it runs (not the optimizer offloaded to the host)
                 by = row.memory_by_category
                 live = row.peak_memory_bytes - by.get("allocator_rounding", 0)
                 live -= by.get("framework_reserve", 0)

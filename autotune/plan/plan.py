@@ -80,6 +80,9 @@ class PlannedConfig:
     usd_total: float | None
     #: Host memory per GPU holding offloaded shards (CPU offload; 0 otherwise).
     host_memory_bytes: int = 0
+    #: What bounds the expected step: "device" (the GPU's work) or "host" (issuing the ops takes
+    #: longer than the GPU takes to run them); None on this machine's CPU.
+    step_bound: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -465,6 +468,14 @@ def layout_notes(configs: list[PlannedConfig]) -> tuple[str, ...]:
             f"low-precision FSDP rows: {PRECISION_POLICIES[POLICY_PARAM_DTYPE]}; other low-precision rows: "
             f"{PRECISION_POLICIES['autocast']} (precision_policy in the JSON)"
         )
+    if any(c.step_bound == "host" for c in configs):
+        slow, expected, fast = (e.host_us_per_op for e in EFFICIENCY)
+        notes.append(
+            f"rows whose step is marked (host): the GPU waits for its host to issue the step's ops "
+            f"({expected:g} µs per op, {fast:g} to {slow:g}, measured on an H200's host), not for its own "
+            "work; CUDA graphs or torch.compile (fewer launches) or a larger micro-batch (more work per op) "
+            "shorten them"
+        )
     if any(c.params["offload"] for c in configs):
         notes.append(
             f"CPU offload rows assume the host updates each GPU's shard at "
@@ -495,7 +506,8 @@ def with_run(result: Plan, run_samples: int) -> Plan:
 
 
 def _eff(e: Any) -> dict[str, float]:
-    return {"gemm": e.gemm, "attention": e.attention, "memory": e.memory, "launch_us": e.launch_us}
+    return {"gemm": e.gemm, "attention": e.attention, "memory": e.memory, "launch_us": e.launch_us,
+            "host_us_per_op": e.host_us_per_op}  # fmt: skip
 
 
 def _spec(key: str) -> GpuSpec:
@@ -549,6 +561,7 @@ def _predict(
             f"({spec.key} less {headroom:.0%} headroom)"
         )
     interval = (fast, slow) if fast is not None and slow is not None else None
+    host_bound = layout.host_bound(spec, step, micro_batch, EFFICIENCY[1])
     samples = micro_batch * accumulation * layout.dp
     rate = samples / expected if expected else None
     tokens = rate * tokens_per_sample if rate is not None and tokens_per_sample else None
@@ -574,6 +587,7 @@ def _predict(
         usd_per_million_tokens=per_m_tokens,
         usd_total=total,
         host_memory_bytes=host,
+        step_bound=None if host_bound is None else "host" if host_bound else "device",
     )
 
 

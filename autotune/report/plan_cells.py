@@ -24,7 +24,7 @@ def config_cells(c: PlanConfig) -> list[str]:
         p.layout,
         format_bytes(c.peak_memory_bytes),
         "yes" if c.fits else f"no: {c.why_not}",
-        format_seconds(c.step_time_s),
+        format_seconds(c.step_time_s) + (" (host)" if c.step_bound == "host" else ""),
         f"{format_seconds(interval[0])}–{format_seconds(interval[1])}" if interval else NA,
         format_rate(c.samples_per_s, "").strip(),
         format_rate(c.tokens_per_s, "").strip(),

@@ -83,6 +83,8 @@ class PlanConfig:
     usd_per_million_samples: float | None
     usd_per_million_tokens: float | None
     usd_total: float | None  # the whole run, when the plan was given one
+    #: "host" when issuing the step's ops takes longer than the GPU's work, "device", or None.
+    step_bound: str | None = None
 
     @classmethod
     def parse(cls, data: Any, where: str) -> PlanConfig:
@@ -107,6 +109,7 @@ class PlanConfig:
             usd_per_million_samples=optional_number(data, "usd_per_million_samples", where),
             usd_per_million_tokens=optional_number(data, "usd_per_million_tokens", where),
             usd_total=optional_number(data, "usd_total", where),
+            step_bound=optional_str(data, "step_bound", where),
         )
 
     @property

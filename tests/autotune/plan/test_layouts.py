@@ -3,6 +3,7 @@ suggestion of what fits when nothing does."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -17,6 +18,9 @@ from autotune.plan.plan import NOTHING_FIT_WITHOUT_CHECKPOINTING, plan
 from autotune.plan.script import scaled
 from autotune.plan.step import largest_unit_bytes, trace_step
 from tests.autotune.report.conftest import autotune
+
+#: The expected efficiencies with a host that issues ops in no time: the GPU's side of a step alone.
+GPU_SIDE = dataclasses.replace(EFFICIENCY[1], host_us_per_op=0.0)
 
 GPT = demo_workload("gpt")[:4]
 
@@ -73,9 +77,9 @@ def test_tensor_parallel_splits_weights_state_and_activations_and_pays_its_all_r
     volume = 4 * gpt_bf16.block_io.at(4) * 2  # bytes of the block's output in bf16
     expected = 4 * gpt_bf16.blocks * 2 * (1 / 2) * volume / 4 / (h100.link_gb_s * 1e9)
     assert tp2.tp_comm_s(h100, gpt_bf16, 4) == pytest.approx(expected)
-    micro_s, opt_s = gpt_bf16.micro_and_optimizer_s(h100, 4, EFFICIENCY[1])
-    assert tp2.step_s(h100, gpt_bf16, 4, 1) == pytest.approx(micro_s / 2 + expected + opt_s / 2)
-    assert one.step_s(h100, gpt_bf16, 4, 1) == pytest.approx(micro_s + opt_s)
+    micro_s, opt_s = gpt_bf16.micro_and_optimizer_s(h100, 4, GPU_SIDE)
+    assert tp2.step_s(h100, gpt_bf16, 4, 1, GPU_SIDE) == pytest.approx(micro_s / 2 + expected + opt_s / 2)
+    assert one.step_s(h100, gpt_bf16, 4, 1, GPU_SIDE) == pytest.approx(micro_s + opt_s)
 
 
 def test_a_pipeline_holds_a_stage_and_the_micro_batches_in_flight_and_pays_its_bubble(gpt_bf16):
@@ -87,11 +91,12 @@ def test_a_pipeline_holds_a_stage_and_the_micro_batches_in_flight_and_pays_its_b
     assert alone["parameters"] == pytest.approx(full["parameters"] / 2, abs=1)
     assert alone["activations"] == pytest.approx(full["activations"] / 2, abs=1)
     assert in_flight["activations"] == pytest.approx(full["activations"], abs=1)
-    micro_s, opt_s = gpt_bf16.micro_and_optimizer_s(h100, 4, EFFICIENCY[1])
+    micro_s, opt_s = gpt_bf16.micro_and_optimizer_s(h100, 4, GPU_SIDE)
     send = pp2.pp_comm_s(h100, gpt_bf16, 4)
     assert send == pytest.approx(2 * gpt_bf16.block_io.at(4) * 2 / (h100.link_gb_s * 1e9))
     for m in (1, 8):  # (M + p - 1) slots of half a micro-batch each: the bubble is (p-1)/(M+p-1)
-        assert pp2.step_s(h100, gpt_bf16, 4, m) == pytest.approx((m + 1) * (micro_s / 2 + send) + opt_s / 2)
+        expected = (m + 1) * (micro_s / 2 + send) + opt_s / 2
+        assert pp2.step_s(h100, gpt_bf16, 4, m, GPU_SIDE) == pytest.approx(expected)
 
 
 def test_layouts_keep_tensor_parallel_in_a_node_and_stages_within_the_blocks():
