@@ -328,6 +328,44 @@ def main() -> None:
     scale = spec.compute_scale if spec else "?"
     print(f"shipped: {shipped}, H100 compute scale {scale}, overlap {OVERLAP[1]}")
     ranking([a for a in ANCHORS if a in every], models, shipped)
+    if not args.only:
+        compiled_held_out()
+
+
+def compiled_held_out() -> None:
+    """torchtitan's Llama 3.1 70B with torch.compile and float8 (Table 4), never fitted on: the plan's
+    eager step at the published effect of those options (:mod:`autotune.plan.published`, from the 8B
+    runs of Tables 1 and 3)."""
+    from llama_shape import LLAMA_70B, llama_workload
+
+    from autotune.plan.gpus import gpu_spec
+    from autotune.plan.layouts import OVERLAP, Layout
+    from autotune.plan.model import EFFICIENCY, StepModel
+    from autotune.plan.published import ratios
+    from autotune.plan.script import scaled
+    from autotune.plan.step import POLICY_PARAM_DTYPE, largest_unit_bytes, trace_step
+
+    factory, batch, loss, adamw, _ = llama_workload(LLAMA_70B)
+    micro, published, published_gib = 16, 829.0, 71.9  # FSDP 32 × TP 8 on 256 H100s, full checkpointing
+    one = trace_step(factory, batch, loss, adamw, micro, "bf16", True, policy=POLICY_PARAM_DTYPE)
+    step = StepModel.fit(one, scaled(one, 2 * micro)).fsdp_mixed()
+    layout = Layout("fsdp", 256, largest_unit_bytes(factory), nodes=32, inter_node_gb_s=50.0, tp=8)
+    spec = gpu_spec("H100-SXM")
+    assert spec is not None
+    time_ratio, memory_ratio = ratios("compile+float8")
+
+    def tokens(i: int) -> float:
+        seconds = layout.step_s(spec, step, micro, 1, EFFICIENCY[i], OVERLAP[i]) or math.inf
+        return micro * LLAMA_70B.seq_len * layout.dp / layout.gpus / (seconds * time_ratio)
+
+    peak, _ = layout.memory(step, micro, 1)
+    print(
+        f"\nheld out, {TORCHTITAN.split(' (')[0]} Table 4: Llama 3.1 70B, FSDP 32 x TP 8 on 256 H100, "
+        f"full checkpointing, torch.compile + float8: published {published:,.0f} tokens/s per GPU; "
+        f"planned eager at the published effect (x {time_ratio:.3f}) {tokens(1):,.0f} "
+        f"({pct(tokens(1), published)}), interval {tokens(0):,.0f}-{tokens(2):,.0f}; "
+        f"memory {peak * memory_ratio / 2**30:.1f} GiB, published {published_gib} (max reserved)"
+    )
 
 
 def ranking(anchors: list[Anchor], models: dict[str, object], eff: object) -> None:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from autotune.plan.published import EAGER
 from profilers.contract.plan_doc import PlanDocument
 
 FORMATS = ("table", "json", "md", "html")
@@ -48,6 +49,16 @@ def add_plan_parser(sub: Any, number: Any) -> None:
         "--selective-checkpointing", action="store_true",
         help="also plan selective (per-op) checkpointing, as torchtitan's 'op' mode: each block keeps its "
         "attention's and every other matrix product's outputs and recomputes the rest",
+    )  # fmt: skip
+    p.add_argument(
+        "--compile", action="store_true",
+        help="also plan each row under torch.compile, at its published effect on step time and memory "
+        "(an estimate: torchtitan's Llama 3.1 8B on H100s, 2024-12)",
+    )  # fmt: skip
+    p.add_argument(
+        "--float8", action="store_true",
+        help="also plan bf16 rows with torch.compile and float8 matrix products (torchao) on GPUs with fp8 "
+        "tensor cores, at their published effect (an estimate, from the same runs)",
     )  # fmt: skip
     p.add_argument(
         "--calibrate",
@@ -116,6 +127,7 @@ def cmd_plan(args: argparse.Namespace, usage_error: type[Exception]) -> int:
     common: dict[str, Any] = {
         "gpus": tuple(args.gpu), "gpus_per_node": args.gpus, "headroom": args.headroom, "nodes": args.nodes,
         "inter_node_gb_s": args.inter_node_gb_s,
+        "optimizations": (EAGER, *["compile"] * args.compile, *["compile+float8"] * args.float8),
     }  # fmt: skip
     checkpointing: tuple[bool | str, ...] = (False, *[True] * args.checkpointing)
     checkpointing += ("selective",) * args.selective_checkpointing

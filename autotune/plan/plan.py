@@ -36,6 +36,8 @@ from autotune.plan.model import (
     Affine,
     StepModel,
 )
+from autotune.plan.published import EAGER, OPTIMIZATIONS, applies, ratios
+from autotune.plan.published import notes as published_notes
 from autotune.plan.step import (
     POLICY_PARAM_DTYPE,
     BatchFn,
@@ -115,14 +117,20 @@ def plan(
     cpu: CpuCalibration | None = None,
     nodes: int = 1,
     inter_node_gb_s: float = INTER_NODE_GB_S,
+    optimizations: tuple[str, ...] = (EAGER,),
 ) -> Plan:
     """Predict every configuration (see the module's doc). ``model`` is a module or a factory.
 
     With ``cpu`` (a calibration of this machine, :func:`autotune.plan.calibrate.calibrate`) the
     plan also predicts each configuration on this machine's CPU (``gpu`` is ``"this-cpu"``).
     ``checkpointing``: False (none), True (whole blocks) and :data:`SELECTIVE` (per op, as
-    torchtitan's ``op`` mode), each planned.
+    torchtitan's ``op`` mode), each planned. ``optimizations``: keys of
+    :data:`autotune.plan.published.OPTIMIZATIONS`, each planned (beside eager, rows estimated at
+    their published effect).
     """
+    unknown = [o for o in optimizations if o not in OPTIMIZATIONS]
+    if unknown:
+        raise ValueError(f"unknown optimization {unknown[0]!r}: one of {', '.join(OPTIMIZATIONS)}")
     micro = micro_batches(global_batch, gpus_per_node * nodes)
     lo, hi = micro[0], micro[-1] if micro[-1] != micro[0] else micro[0] + 1
     models: dict[Setting, StepModel] = {}
@@ -172,7 +180,7 @@ def plan(
             headroom=headroom, tokens_per_sample=tokens_per_sample, run_samples=run_samples, prices=prices,
             cpu_times=cpu_times, cpu_memory=cpu.memory if cpu is not None else None, nodes=nodes,
             inter_node_gb_s=inter_node_gb_s, notes=notes, search_bigger=search_bigger,
-            fsdp_models=fsdp_models,
+            fsdp_models=fsdp_models, optimizations=optimizations,
         )  # fmt: skip
 
     result = planned(search_bigger=not auto_checkpointing)
@@ -251,6 +259,7 @@ def plan_models(
     inter_node_gb_s: float = INTER_NODE_GB_S,
     search_bigger: bool = True,
     fsdp_models: dict[Setting, StepModel] | None = None,
+    optimizations: tuple[str, ...] = (EAGER,),
 ) -> Plan:
     """Predict, price and rank every configuration of fitted step models (precision, checkpointing).
 
@@ -271,7 +280,7 @@ def plan_models(
     layouts = layouts_for(gpus_per_node, nodes, unit_bytes, blocks, inter_node_gb_s)
     configs = predict_all(
         models, specs, layouts, global_batch, headroom, table, tokens_per_sample, run_samples,
-        extra_micro_batches, fsdp_models,
+        extra_micro_batches, fsdp_models, optimizations,
     )  # fmt: skip
     if not configs:
         raise ValueError(f"a global batch of {global_batch} does not split over {n} GPUs")
@@ -293,9 +302,10 @@ def plan_models(
         "interval; memory is traced, with the framework reserve assumed",
     }
     notes += layout_notes(configs)
+    notes += tuple(published_notes(optimizations, {c.params["optimizations"] for c in configs}))
     suggestion = suggest(
         configs, models, specs, global_batch, gpus_per_node, nodes, unit_bytes, headroom, table,
-        tokens_per_sample, run_samples, inter_node_gb_s, search_bigger, fsdp_models,
+        tokens_per_sample, run_samples, inter_node_gb_s, search_bigger, fsdp_models, optimizations,
     )  # fmt: skip
     return Plan(tuple(configs), figures, calibration, 0.0, notes, suggestion)
 
@@ -311,10 +321,12 @@ def predict_all(
     run_samples: int | None,
     extra_micro_batches: tuple[int, ...] = (),
     fsdp_models: dict[Setting, StepModel] | None = None,
+    optimizations: tuple[str, ...] = (EAGER,),
 ) -> list[PlannedConfig]:
-    """Every GPU × step model × layout × micro-batch that splits the global batch, predicted.
+    """Every GPU × step model × layout × micro-batch × optimization that splits the global batch.
 
-    FSDP's layouts take the step of ``fsdp_models`` where there is one (its mixed-precision policy).
+    FSDP's layouts take the step of ``fsdp_models`` where there is one (its mixed-precision policy);
+    each optimization other than eager is its published effect on the eager row (an estimate).
     """
     configs = []
     for spec in specs:
@@ -328,15 +340,23 @@ def predict_all(
                 except ValueError:
                     continue
                 budget = spec.memory_bytes / (1 + headroom)
-                largest: dict[int, int] = {}  # by accumulation: held gradients, a pipeline's in flight
-                for m in micro:
-                    accumulation = global_batch // (m * layout.dp)
-                    if accumulation not in largest:
-                        largest[accumulation] = layout.largest_micro_batch(step, budget, accumulation)
-                    configs.append(
-                        _predict(spec, layout, step, m, accumulation, headroom, price, tokens_per_sample,
-                                 run_samples, largest[accumulation])
-                    )  # fmt: skip
+                # by accumulation and optimization: held gradients, a pipeline's in flight
+                largest: dict[tuple[int, str], int] = {}
+                has_fp8 = bool(spec.peak and spec.peak.tflops("fp8"))
+                for name in (o for o in optimizations if applies(o, step.precision, has_fp8)):
+                    for m in micro:
+                        if name != EAGER and layout.host_bound(spec, step, m):
+                            continue  # the published gains are a GPU-bound step's: none is promised here
+                        accumulation = global_batch // (m * layout.dp)
+                        if (accumulation, name) not in largest:
+                            within = budget / ratios(name)[1]
+                            largest[accumulation, name] = layout.largest_micro_batch(
+                                step, within, accumulation
+                            )
+                        configs.append(
+                            _predict(spec, layout, step, m, accumulation, headroom, price, tokens_per_sample,
+                                     run_samples, largest[accumulation, name], name)
+                        )  # fmt: skip
     return configs
 
 
@@ -359,6 +379,7 @@ def suggest(
     inter_node_gb_s: float,
     search_bigger: bool = True,
     fsdp_models: dict[Setting, StepModel] | None = None,
+    optimizations: tuple[str, ...] = (EAGER,),
 ) -> dict[str, Any] | None:
     """The cheapest configuration that fits: among ``configs`` when one does, else on more GPUs.
 
@@ -378,7 +399,7 @@ def suggest(
         layouts = layouts_for(per_node, n_nodes, unit_bytes, blocks, inter_node_gb_s)
         predicted = predict_all(
             models, specs, layouts, global_batch, headroom, prices, tokens_per_sample, run_samples,
-            fsdp_models=fsdp_models,
+            fsdp_models=fsdp_models, optimizations=optimizations,
         )  # fmt: skip
         rows = [c for c in predicted if c.fits]
         if rows:
@@ -414,9 +435,10 @@ def _suggestion(c: PlannedConfig, lead: str, as_asked: bool) -> dict[str, Any]:
         else ""
     )
     peak = (c.peak_memory_bytes or 0) / 2**30
+    optimized = "" if p["optimizations"] == EAGER else f", {p['optimizations']} (estimate)"
     text = (
         f"{lead} {where}, {p['layout']}, micro-batch {p['micro_batch']} × {p['grad_accum']}, "
-        f"{p['precision']}{ckpt}: {peak:.1f} GiB per GPU{cost}"
+        f"{p['precision']}{ckpt}{optimized}: {peak:.1f} GiB per GPU{cost}"
     )
     return {
         "text": text,
@@ -533,19 +555,27 @@ def _predict(
     tokens_per_sample: int | None,
     run_samples: int | None,
     largest: int,
+    optimization: str = EAGER,
 ) -> PlannedConfig:
     gpus = layout.gpus
     params = {"micro_batch": micro_batch, "grad_accum": accumulation, "precision": step.precision,
               "activation_checkpointing": step.checkpointing, "layout": layout.label,
               "degrees": layout.degrees(), "offload": layout.offload,
               "precision_policy": precision_policy(step),
-              "checkpointing_mode": checkpointing_mode(step)}  # fmt: skip
+              "checkpointing_mode": checkpointing_mode(step), "optimizations": optimization}  # fmt: skip
     peak, by_category = layout.memory(step, micro_batch, accumulation)
+    time_ratio, memory_ratio = ratios(optimization)
+    if memory_ratio != 1.0:  # the published effect, an estimate, as a category of its own
+        by_category["published_effect"] = round(peak * memory_ratio) - peak
+        peak += by_category["published_effect"]
     budget = spec.memory_bytes / (1 + headroom)
     host = layout.host_bytes(step, micro_batch)
     slow, expected, fast = (
-        layout.step_s(spec, step, micro_batch, accumulation, eff, overlap)
-        for eff, overlap in zip(EFFICIENCY, OVERLAP, strict=True)
+        None if s is None else s * time_ratio
+        for s in (
+            layout.step_s(spec, step, micro_batch, accumulation, eff, overlap)
+            for eff, overlap in zip(EFFICIENCY, OVERLAP, strict=True)
+        )
     )
     why = None
     if expected is None:
@@ -611,7 +641,7 @@ def _predict_cpu(
               "activation_checkpointing": step.checkpointing, "layout": "single",
               "degrees": {"dp": 1, "tp": 1, "pp": 1}, "offload": False,
               "precision_policy": precision_policy(step),
-              "checkpointing_mode": checkpointing_mode(step)}  # fmt: skip
+              "checkpointing_mode": checkpointing_mode(step), "optimizations": EAGER}  # fmt: skip
     step_s = accumulation * seconds.at(micro_batch)
     rate = micro_batch * accumulation / step_s if step_s > 0 else None
     return PlannedConfig(

@@ -21,7 +21,7 @@ def config_cells(c: PlanConfig) -> list[str]:
         f"{p.micro_batch} × {p.grad_accum}",
         p.precision,
         "yes" if p.activation_checkpointing else "no",
-        p.layout,
+        p.layout_label,
         format_bytes(c.peak_memory_bytes),
         "yes" if c.fits else f"no: {c.why_not}",
         format_seconds(c.step_time_s) + (" (host)" if c.step_bound == "host" else ""),

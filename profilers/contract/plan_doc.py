@@ -46,23 +46,31 @@ class PlanParams:
     precision: str
     activation_checkpointing: bool
     layout: str  # "single", "ddp", "fsdp", "tp2×pp2"...
+    #: "eager" (as traced), or an option estimated at its published effect ("compile", "compile+float8").
+    optimizations: str = "eager"
 
     @classmethod
     def parse(cls, data: Any, where: str) -> PlanParams:
         """``params`` of a configuration, or SummaryError naming the missing keys."""
         if not isinstance(data, Mapping):
             raise SummaryError(f"{where}: 'params' must be dict")
-        missing = [k for k in cls.__slots__ if k not in data]
+        missing = [k for k in cls.__slots__ if k not in data and k != "optimizations"]
         if missing:
             raise SummaryError(f"{where}: params lacks {', '.join(missing)}")
         return cls(int(data["micro_batch"]), int(data["grad_accum"]), str(data["precision"]),
-                   bool(data["activation_checkpointing"]), str(data["layout"]))  # fmt: skip
+                   bool(data["activation_checkpointing"]), str(data["layout"]),
+                   str(data.get("optimizations") or "eager"))  # fmt: skip
+
+    @property
+    def layout_label(self) -> str:
+        """``fsdp``, or ``fsdp compile`` for a row estimated with an option."""
+        return self.layout if self.optimizations == "eager" else f"{self.layout} {self.optimizations}"
 
     @property
     def label(self) -> str:
         """``4×2 bf16 ckpt ddp``."""
         ckpt = " ckpt" if self.activation_checkpointing else ""
-        return f"{self.micro_batch}×{self.grad_accum} {self.precision}{ckpt} {self.layout}"
+        return f"{self.micro_batch}×{self.grad_accum} {self.precision}{ckpt} {self.layout_label}"
 
 
 @dataclass(frozen=True, slots=True)
