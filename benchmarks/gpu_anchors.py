@@ -24,7 +24,8 @@ Sources (tables copied as figures, not code):
   MosaicML's platform with Composer, FSDP ``FULL_SHARD``, bf16, flash attention, no activation
   checkpointing in the rows used; "Throughput (T/s/GPU)". The MPT shapes are llm-foundry's
   ``mpt-*.yaml``: vocabulary 50,368, MLP ratio 4; the parameter counts in the table match the GPT
-  traced here (e.g. 1b: 1,315,950,592).
+  traced here (e.g. 1b: 1,315,950,592). MPT's loss is flash-attn's fused cross-entropy
+  (``loss_fn: fused_crossentropy``, its default), traced through ``benchmarks/fused_loss.py``.
 """
 
 from __future__ import annotations
@@ -128,6 +129,10 @@ def step_models(anchor: Anchor) -> tuple[object, int, int]:
             vocab_size=anchor.vocab, seq_len=anchor.seq_len, d_model=d, n_layers=layers, n_heads=heads
         )
         factory, batch, loss, adamw, _ = demo_workload("gpt", cfg)
+        if anchor.source == LLM_FOUNDRY:  # MPT's default loss_fn: fused_crossentropy (flash-attn's)
+            from fused_loss import fused_cross_entropy
+
+            loss = fused_cross_entropy
     # FSDP's rows run under its mixed-precision policy (bf16 weights and activations), as the plan's do
     policy = POLICY_PARAM_DTYPE if anchor.layout == "fsdp" else "autocast"
     ckpt, selective = bool(anchor.checkpointing), anchor.checkpointing == "selective"
