@@ -633,7 +633,8 @@ def _predict_cpu(
 
     Its memory is the trace's plus the workspace measured on this machine (``memory``), if any.
     """
-    workspace = memory.workspace_bytes(step.precision, step.checkpointing, micro_batch) if memory else 0.0
+    mode: bool | str = SELECTIVE if step.selective else step.checkpointing
+    workspace = memory.workspace_bytes(step.precision, mode, micro_batch) if memory else 0.0
     by_category = step.memory_by_category(micro_batch, gpu=False, accumulation=accumulation)
     if memory is not None:
         by_category["kernel_workspace"] = round(workspace)

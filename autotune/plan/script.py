@@ -267,7 +267,7 @@ def calibrate_script(
             measured = run_child(script, args, precision, ckpt, measure=True)["measured_step_peak_bytes"]
         except ScriptError as exc:  # the trace ran; the real step did not (memory, a device)
             raise ScriptError(f"--calibrate: {str(exc).replace('cannot trace', 'cannot run')}") from None
-        config = (trace.micro_batch, trace.figures.precision, bool(ckpt))  # selective: its workspace too
+        config = (trace.micro_batch, trace.figures.precision, ckpt)  # full and selective apart
         residuals.append((config, float(measured - trace.step_new_peak_bytes)))
     memory = MemoryCalibration(fit_residuals(residuals), tuple(config_label(c) for c, _ in residuals), ())
     return dataclasses.replace(cpu, memory=memory)

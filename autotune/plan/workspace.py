@@ -22,22 +22,29 @@ from autotune.plan.measure import batch_bytes, measured_step_peak_bytes, predict
 from autotune.plan.step import BatchFn, LossFn, OptimizerFn, StepFigures, trace_step
 
 Config = tuple[int, str, bool]  # (micro_batch, precision, checkpointing)
+#: A measured setting's key: (micro_batch, precision, checkpointing: False, True (whole blocks) or
+#: "selective" (per op)), each checkpointing mode with its own workspace.
+MeasuredConfig = tuple[int, str, bool | str]
 
 
-def config_label(c: Config) -> str:
-    """``micro_batch=8 bf16 checkpointing``."""
-    return f"micro_batch={c[0]} {c[1]}{' checkpointing' if c[2] else ''}"
+def config_label(c: MeasuredConfig) -> str:
+    """``micro_batch=8 bf16 checkpointing`` (``selective checkpointing`` per op)."""
+    mode = "" if not c[2] else " selective checkpointing" if c[2] == "selective" else " checkpointing"
+    return f"micro_batch={c[0]} {c[1]}{mode}"
 
 
 @dataclass(frozen=True, slots=True)
 class MemoryCalibration:
-    """The measured residual (bytes) per (precision, checkpointing): intercept and bytes per sample."""
+    """The measured residual (bytes) per (precision, checkpointing): intercept and bytes per sample.
 
-    residual: dict[tuple[str, bool], tuple[float, float]]
+    Checkpointing is False, True (whole blocks) or "selective" (per op): each keeps its own workspace.
+    """
+
+    residual: dict[tuple[str, bool | str], tuple[float, float]]
     fitted_on: tuple[str, ...]
     held_out: tuple[tuple[str, float, float], ...]  # (configuration, predicted bytes, measured bytes)
 
-    def workspace_bytes(self, precision: str, checkpointing: bool, micro_batch: int) -> float:
+    def workspace_bytes(self, precision: str, checkpointing: bool | str, micro_batch: int) -> float:
         """Bytes a step at ``micro_batch`` takes beyond its trace here (0 for a setting never measured).
 
         Never negative: where the trace sees everything the fitted line scatters around 0.
@@ -58,7 +65,7 @@ class MemoryCalibration:
         return {
             "workspace_lines": [
                 {"precision": p, "activation_checkpointing": c, "intercept_bytes": a, "bytes_per_sample": b}
-                for (p, c), (a, b) in sorted(self.residual.items())
+                for (p, c), (a, b) in sorted(self.residual.items(), key=lambda kv: (kv[0][0], str(kv[0][1])))
             ],
             "fitted_on": list(self.fitted_on),
             "held_out": [
@@ -68,9 +75,11 @@ class MemoryCalibration:
         }
 
 
-def fit_residuals(points: list[tuple[Config, float]]) -> dict[tuple[str, bool], tuple[float, float]]:
+def fit_residuals(
+    points: list[tuple[MeasuredConfig, float]],
+) -> dict[tuple[str, bool | str], tuple[float, float]]:
     """A line in the micro-batch through each setting's residuals (least squares; through 0 for one)."""
-    groups: dict[tuple[str, bool], list[tuple[int, float]]] = {}
+    groups: dict[tuple[str, bool | str], list[tuple[int, float]]] = {}
     for (micro, precision, ckpt), residual in points:
         groups.setdefault((precision, ckpt), []).append((micro, residual))
     lines = {}
@@ -115,4 +124,6 @@ def calibrate_memory(
     return MemoryCalibration(lines, result.fitted_on, tuple(rows))
 
 
-__all__ = ["Config", "MemoryCalibration", "calibrate_memory", "config_label", "fit_residuals"]
+__all__ = [
+    "Config", "MeasuredConfig", "MemoryCalibration", "calibrate_memory", "config_label", "fit_residuals",
+]  # fmt: skip

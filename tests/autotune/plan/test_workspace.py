@@ -15,7 +15,7 @@ from autotune.plan.calibrate import CpuCalibration
 from autotune.plan.measure import batch_bytes, measured_step_peak_bytes, predicted_step_peak_bytes
 from autotune.plan.plan import plan
 from autotune.plan.step import trace_step
-from autotune.plan.workspace import MemoryCalibration, calibrate_memory, fit_residuals
+from autotune.plan.workspace import MemoryCalibration, calibrate_memory, config_label, fit_residuals
 from tests.autotune.plan.workloads import WORKLOADS, adamw
 
 CNN = (*WORKLOADS["residual_cnn"][:3], adamw)
@@ -86,6 +86,18 @@ def test_a_line_per_setting_through_its_residuals():
     assert calibration.workspace_bytes("fp32", False, 16) == pytest.approx(1700.0)
     assert calibration.workspace_bytes("bf16", False, 16) == 0.0  # never measured: nothing added
     assert MemoryCalibration({("fp32", False): (-50.0, 1.0)}, (), ()).workspace_bytes("fp32", False, 4) == 0.0
+
+
+def test_full_and_selective_checkpointing_keep_their_own_workspace():
+    # both measured at the script's micro-batch of 8: one line each, not their mean
+    residuals = [((8, "bf16", True), 800.0), ((8, "bf16", "selective"), 2400.0), ((8, "bf16", False), 4000.0)]
+    calibration = MemoryCalibration(fit_residuals(residuals), (), ())
+    assert calibration.workspace_bytes("bf16", True, 16) == pytest.approx(1600.0)
+    assert calibration.workspace_bytes("bf16", "selective", 16) == pytest.approx(4800.0)
+    lines = calibration.as_dict()["workspace_lines"]  # sorted with bool and str modes side by side
+    assert [line["activation_checkpointing"] for line in lines] == [False, True, "selective"]
+    assert config_label((8, "bf16", "selective")) == "micro_batch=8 bf16 selective checkpointing"
+    assert config_label((8, "bf16", True)) == "micro_batch=8 bf16 checkpointing"
 
 
 def test_this_cpus_rows_carry_the_measured_workspace_and_gpus_do_not():
