@@ -263,9 +263,12 @@ def test_a_trial_stopped_early_too_soon_for_host_readings_is_judged_by_its_whole
     session of its own, gets about half a core with no idle CPU: too busy to measure."""
     from autotune.tuner.trials import TrialSettings, run_trial
 
+    # steps of about 25 ms (batch 2048): a preemption of a few ms moves their spread little, so the
+    # throughput's interval closes at the 5th measured step (CV 0.09-0.18 seen beside the loops); at
+    # batch 8 steps of 0.3 ms with one 9 ms preemption (CV 2.3) kept it open to the end of the budget
     settings = TrialSettings(
-        str(SCRIPTS / "train_unmodified.py"), max_steps=14, warmup_steps=2, min_measured_steps=5,
-        threads_per_rank=1, calm_wait_s=0, timeout_s=120,
+        str(SCRIPTS / "train_unmodified.py"), script_args=("--batch-size", "2048"), max_steps=14,
+        warmup_steps=2, min_measured_steps=5, threads_per_rank=1, calm_wait_s=0, timeout_s=120,
     )  # fmt: skip
     loops = _pinned_loops()
     try:
