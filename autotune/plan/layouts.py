@@ -193,11 +193,9 @@ class Layout:
             return None
         micro_s, opt_s = parts
         split = self.tp * self.pp
-        per_slot = micro_s / split + self.tp_comm_s(spec, step, micro_batch) / self.pp
-        per_slot += self.pp_comm_s(spec, step, micro_batch)
         # the host issues every op of its stage (tensor parallelism splits each op, not their number)
         host_micro_s, host_opt_s = step.host_micro_and_optimizer_s(micro_batch, eff)
-        per_slot = max(per_slot, host_micro_s / self.pp)
+        per_slot = max(self._gpu_slot_s(spec, step, micro_batch, micro_s), host_micro_s / self.pp)
         slots = accumulation + self.pp - 1
         compute = slots * per_slot
         if self.offload:  # the host runs the update on its shard: its bytes, and its ops issued
@@ -220,9 +218,16 @@ class Layout:
         parts = step.micro_and_optimizer_s(spec, micro_batch, eff)
         if parts is None:
             return None
-        device_s = parts[0] / (self.tp * self.pp) + self.tp_comm_s(spec, step, micro_batch) / self.pp
-        device_s += self.pp_comm_s(spec, step, micro_batch)
-        return step.host_micro_and_optimizer_s(micro_batch, eff)[0] / self.pp > device_s
+        gpu_s = self._gpu_slot_s(spec, step, micro_batch, parts[0])
+        return step.host_micro_and_optimizer_s(micro_batch, eff)[0] / self.pp > gpu_s
+
+    def _gpu_slot_s(self, spec: GpuSpec, step: StepModel, micro_batch: int, micro_s: float) -> float:
+        """One slot of the schedule: a GPU's share of a micro-batch of ``micro_s`` on one GPU.
+
+        Its tensor- and pipeline-parallel transfers included; the host's issuing of the ops is not.
+        """
+        split_s = micro_s / (self.tp * self.pp) + self.tp_comm_s(spec, step, micro_batch) / self.pp
+        return split_s + self.pp_comm_s(spec, step, micro_batch)
 
     def units(self, step: StepModel) -> int:
         """Pieces the data-parallel communication comes in: FSDP's units, DDP's buckets."""

@@ -343,11 +343,12 @@ def predict_all(
                 # by accumulation and optimization: held gradients, a pipeline's in flight
                 largest: dict[tuple[int, str], int] = {}
                 has_fp8 = bool(spec.peak and spec.peak.tflops("fp8"))
-                for name in (o for o in optimizations if applies(o, step.precision, has_fp8)):
-                    for m in micro:
-                        if name != EAGER and layout.host_bound(spec, step, m):
-                            continue  # the published gains are a GPU-bound step's: none is promised here
-                        accumulation = global_batch // (m * layout.dp)
+                names = [o for o in optimizations if applies(o, step.precision, has_fp8)]
+                for m in micro:
+                    host_bound = layout.host_bound(spec, step, m, EFFICIENCY[1])
+                    accumulation = global_batch // (m * layout.dp)
+                    # the published gains are a GPU-bound step's: none is promised to a host-bound one
+                    for name in names if not host_bound else [n for n in names if n == EAGER]:
                         if (accumulation, name) not in largest:
                             within = budget / ratios(name)[1]
                             largest[accumulation, name] = layout.largest_micro_batch(
@@ -355,7 +356,7 @@ def predict_all(
                             )
                         configs.append(
                             _predict(spec, layout, step, m, accumulation, headroom, price, tokens_per_sample,
-                                     run_samples, largest[accumulation, name], name)
+                                     run_samples, largest[accumulation, name], host_bound, name)
                         )  # fmt: skip
     return configs
 
@@ -555,8 +556,13 @@ def _predict(
     tokens_per_sample: int | None,
     run_samples: int | None,
     largest: int,
+    host_bound: bool | None,
     optimization: str = EAGER,
 ) -> PlannedConfig:
+    """One configuration predicted.
+
+    ``host_bound``: :meth:`Layout.host_bound` at the expected efficiencies (its ``step_bound``).
+    """
     gpus = layout.gpus
     params = {"micro_batch": micro_batch, "grad_accum": accumulation, "precision": step.precision,
               "activation_checkpointing": step.checkpointing, "layout": layout.label,
@@ -591,7 +597,6 @@ def _predict(
             f"({spec.key} less {headroom:.0%} headroom)"
         )
     interval = (fast, slow) if fast is not None and slow is not None else None
-    host_bound = layout.host_bound(spec, step, micro_batch, EFFICIENCY[1])
     samples = micro_batch * accumulation * layout.dp
     rate = samples / expected if expected else None
     tokens = rate * tokens_per_sample if rate is not None and tokens_per_sample else None
