@@ -115,9 +115,7 @@ def step_models(anchor: Anchor) -> tuple[object, int, int]:
     the parameter bytes of its largest block (what FSDP gathers)."""
     from autotune.demo.models import GPTConfig
     from autotune.demo.plan import demo_workload
-    from autotune.plan.model import StepModel
-    from autotune.plan.script import scaled
-    from autotune.plan.step import POLICY_PARAM_DTYPE, largest_unit_bytes, trace_step
+    from autotune.plan.step import POLICY_PARAM_DTYPE
 
     if anchor.shape == "llama-8b":  # Llama 3.1 8B's own architecture (benchmarks/llama_shape.py)
         from llama_shape import LLAMA_8B, llama_workload
@@ -135,11 +133,24 @@ def step_models(anchor: Anchor) -> tuple[object, int, int]:
             loss = fused_cross_entropy
     # FSDP's rows run under its mixed-precision policy (bf16 weights and activations), as the plan's do
     policy = POLICY_PARAM_DTYPE if anchor.layout == "fsdp" else "autocast"
-    ckpt, selective = bool(anchor.checkpointing), anchor.checkpointing == "selective"
+    return fitted_step((factory, batch, loss, adamw), anchor.micro_batch, anchor.checkpointing, policy)
+
+
+def fitted_step(
+    workload: tuple[object, object, object, object], micro_batch: int, checkpointing: bool | str, policy: str
+) -> tuple[object, int, int]:
+    """A bf16 step traced at ``micro_batch`` (and scaled to twice it), fitted in the micro-batch and,
+    under FSDP's policy, with its fp32 master state; its parameter count; its largest block's bytes."""
+    from autotune.plan.model import StepModel
+    from autotune.plan.script import scaled
+    from autotune.plan.step import POLICY_PARAM_DTYPE, largest_unit_bytes, trace_step
+
+    factory = workload[0]
+    selective = checkpointing == "selective"
     one = trace_step(
-        factory, batch, loss, adamw, anchor.micro_batch, "bf16", ckpt, policy=policy, selective=selective
+        *workload, micro_batch, "bf16", bool(checkpointing), policy=policy, selective=selective  # type: ignore[arg-type]
     )
-    step = StepModel.fit(one, scaled(one, 2 * anchor.micro_batch))
+    step = StepModel.fit(one, scaled(one, 2 * micro_batch))
     fitted = step.fsdp_mixed() if policy == POLICY_PARAM_DTYPE else step
     return fitted, one.parameters, largest_unit_bytes(factory)
 
@@ -345,16 +356,13 @@ def compiled_held_out() -> None:
 
     from autotune.plan.gpus import gpu_spec
     from autotune.plan.layouts import OVERLAP, Layout
-    from autotune.plan.model import EFFICIENCY, StepModel
+    from autotune.plan.model import EFFICIENCY
     from autotune.plan.published import ratios
-    from autotune.plan.script import scaled
-    from autotune.plan.step import POLICY_PARAM_DTYPE, largest_unit_bytes, trace_step
+    from autotune.plan.step import POLICY_PARAM_DTYPE
 
-    factory, batch, loss, adamw, _ = llama_workload(LLAMA_70B)
     micro, published, published_gib = 16, 829.0, 71.9  # FSDP 32 × TP 8 on 256 H100s, full checkpointing
-    one = trace_step(factory, batch, loss, adamw, micro, "bf16", True, policy=POLICY_PARAM_DTYPE)
-    step = StepModel.fit(one, scaled(one, 2 * micro)).fsdp_mixed()
-    layout = Layout("fsdp", 256, largest_unit_bytes(factory), nodes=32, inter_node_gb_s=50.0, tp=8)
+    step, _, unit = fitted_step(llama_workload(LLAMA_70B)[:4], micro, True, POLICY_PARAM_DTYPE)
+    layout = Layout("fsdp", 256, unit, nodes=32, inter_node_gb_s=50.0, tp=8)
     spec = gpu_spec("H100-SXM")
     assert spec is not None
     time_ratio, memory_ratio = ratios("compile+float8")
