@@ -40,6 +40,7 @@ from autotune.plan.published import EAGER, OPTIMIZATIONS, applies, ratios
 from autotune.plan.published import notes as published_notes
 from autotune.plan.step import (
     POLICY_PARAM_DTYPE,
+    SELECTIVE,
     BatchFn,
     LossFn,
     OptimizerFn,
@@ -461,9 +462,6 @@ PRECISION_POLICIES = {
     "sharded weights, gradients reduced in fp32, fp32 optimizer state",
 }
 
-
-#: The checkpointing value of :func:`plan` that plans it per op (torchtitan's ``op`` mode).
-SELECTIVE = "selective"
 
 
 def checkpointing_mode(step: StepModel) -> str:

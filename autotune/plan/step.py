@@ -34,6 +34,9 @@ OptimizerFn = Callable[[list[nn.Parameter]], torch.optim.Optimizer]
 _AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
 #: The low precision applied to the weights themselves, as FSDP's mixed-precision policy does.
 POLICY_PARAM_DTYPE = "param_dtype"
+#: The checkpointing setting that recomputes per op, as torchtitan's ``op`` mode (beside False and
+#: True, whole blocks).
+SELECTIVE = "selective"
 
 
 def lowered(precision: str, policy: str) -> bool:

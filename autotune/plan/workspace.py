@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune.plan.measure import batch_bytes, measured_step_peak_bytes, predicted_step_peak_bytes
-from autotune.plan.step import BatchFn, LossFn, OptimizerFn, StepFigures, trace_step
+from autotune.plan.step import SELECTIVE, BatchFn, LossFn, OptimizerFn, StepFigures, trace_step
 
 Config = tuple[int, str, bool]  # (micro_batch, precision, checkpointing)
 #: A measured setting's key: (micro_batch, precision, checkpointing: False, True (whole blocks) or
@@ -29,7 +29,7 @@ MeasuredConfig = tuple[int, str, bool | str]
 
 def config_label(c: MeasuredConfig) -> str:
     """``micro_batch=8 bf16 checkpointing`` (``selective checkpointing`` per op)."""
-    mode = "" if not c[2] else " selective checkpointing" if c[2] == "selective" else " checkpointing"
+    mode = "" if not c[2] else " selective checkpointing" if c[2] == SELECTIVE else " checkpointing"
     return f"micro_batch={c[0]} {c[1]}{mode}"
 
 
