@@ -1,7 +1,8 @@
 """Overhead of the always-on profiler, next to full torch.profiler tracing, on the demo GPT.
 
-One process, one model, three arms run interleaved round after round (baseline, always-on,
-torch.profiler, then the next round with the order rotated) so drift in machine load hits every
+One process, one model, four arms run interleaved round after round (baseline, always-on,
+always-on sampling in the training process, torch.profiler, then the next round with the order
+rotated) so drift in machine load hits every
 arm alike. Each step is timed in the loop itself with ``time.perf_counter_ns`` (after a
 ``torch.cuda.synchronize()`` on CUDA). Every arm first runs the same number of untimed steps:
 the profiler's warm-up and FLOP-counting steps, which are not what "always-on" costs.
@@ -12,7 +13,10 @@ sampling thread; ``--threads`` equal to the core count gives the fully subscribe
 
 Arms:
 - baseline: the plain training loop.
-- always-on: inside ``autotune.profile(deep_profile=False)`` (step/phase hooks and the sampler).
+- always-on: inside ``autotune.profile(deep_profile=False)`` (step/phase hooks; sampling in the
+  sampler process).
+- always-on/thread: the same with ``AUTOTUNE_SAMPLER=thread`` (sampling on the recorder thread, in
+  the training process): what moving sampling out of the training process saves.
 - torch.profiler: inside ``torch.profiler.profile(record_shapes=True, with_flops=True)``.
 
 Run from the repository root after ``pip install -e .``::
@@ -23,6 +27,7 @@ Run from the repository root after ``pip install -e .``::
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import tempfile
@@ -36,7 +41,7 @@ import torch
 import autotune
 from autotune.demo.models import Trainer, resolve_device
 
-ARMS: tuple[str, ...] = ("baseline", "always-on", "torch.profiler")
+ARMS: tuple[str, ...] = ("baseline", "always-on", "always-on/thread", "torch.profiler")
 #: Untimed steps at the start of every arm: the profiler's warm-up plus its FLOP-counting step.
 PROFILER_WARMUP_STEPS = 3
 UNTIMED_STEPS = PROFILER_WARMUP_STEPS + 2
@@ -91,19 +96,35 @@ def nothing() -> Iterator[None]:
     yield
 
 
+@contextmanager
+def sampling_in_thread(profile: AbstractContextManager[object]) -> Iterator[object]:
+    """``profile`` with ``AUTOTUNE_SAMPLER=thread`` set while it starts (read once, at its start)."""
+    before = os.environ.get("AUTOTUNE_SAMPLER")
+    os.environ["AUTOTUNE_SAMPLER"] = "thread"
+    try:
+        with profile as entered:
+            yield entered
+    finally:
+        if before is None:
+            os.environ.pop("AUTOTUNE_SAMPLER", None)
+        else:
+            os.environ["AUTOTUNE_SAMPLER"] = before
+
+
 def arm_context(
     arm: str, run_root: Path, round_index: int, device: torch.device
 ) -> AbstractContextManager[object]:
     if arm == "baseline":
         return nothing()
-    if arm == "always-on":
-        return autotune.profile(
+    if arm.startswith("always-on"):
+        profile = autotune.profile(
             name=f"overhead-r{round_index}",
-            run_dir=run_root / f"r{round_index}",
+            run_dir=run_root / f"r{round_index}-{arm.replace('/', '-')}",
             warmup_steps=PROFILER_WARMUP_STEPS,
             deep_profile=False,
             quiet=True,
         )
+        return sampling_in_thread(profile) if arm == "always-on/thread" else profile
     activities = [torch.profiler.ProfilerActivity.CPU]
     if device.type == "cuda":
         activities.append(torch.profiler.ProfilerActivity.CUDA)
@@ -185,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.perf_counter() - started
 
     print()
-    print(f"{'arm':<16}{'clock':<7}{'median ms':>11}{'p10 ms':>9}{'p90 ms':>9}{'ratio':>8}{'paired':>8}")
+    print(f"{'arm':<18}{'clock':<7}{'median ms':>11}{'p10 ms':>9}{'p90 ms':>9}{'ratio':>8}{'paired':>8}")
     ratios: dict[tuple[str, str], float] = {}
     paired_ratios: dict[tuple[str, str], float] = {}
     for arm in ARMS:
@@ -198,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
                 m / b for m, b in zip(round_medians[key], round_medians["baseline", clock], strict=True)
             )
             print(
-                f"{arm:<16}{clock:<7}{med:>11.2f}{pct(times_ms[key], 0.1):>9.2f}"
+                f"{arm:<18}{clock:<7}{med:>11.2f}{pct(times_ms[key], 0.1):>9.2f}"
                 f"{pct(times_ms[key], 0.9):>9.2f}{ratios[key]:>8.3f}{paired_ratios[key]:>8.3f}"
             )
     print(f"({len(times_ms['baseline', 'wall'])} timed steps per arm; benchmark took {elapsed:.0f} s)")
@@ -216,6 +237,17 @@ def main(argv: list[str] | None = None) -> int:
             f"{arm}: paired median ratio {statistics.median(per_round):.3f}, "
             f"95% interval {lo:.3f} to {hi:.3f} over {len(per_round)} rounds"
         )
+    per_round = [
+        m / t
+        for m, t in zip(
+            round_medians["always-on", "wall"], round_medians["always-on/thread", "wall"], strict=True
+        )
+    ]
+    lo, hi = bootstrap_ci(per_round)
+    print(
+        f"sampler process against sampling in the training process: paired median ratio "
+        f"{statistics.median(per_round):.3f}, 95% interval {lo:.3f} to {hi:.3f} over {len(per_round)} rounds"
+    )
     base_us, cost_us = direct_cost_us()
     base_step_ms = statistics.median(times_ms["baseline", "wall"])
     print(

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from autotune.advice.thresholds import MIN_MEMORY_SAMPLES, MIN_STEPS, limit
 from profilers.contract.figures import DeviceEntry, Envelope
-from profilers.contract.records import DeviceSample, StepRecord
+from profilers.contract.records import DeviceSample, StepRecord, phase_timed
 from profilers.contract.rundir import RunData
 from profilers.contract.schema import PHASES, POWER_THERMAL_REASONS
 from profilers.contract.summaries import GpuFigures, ProfileSummary
@@ -247,14 +247,15 @@ def data_wait(run: RunData) -> DataWait | None:
     loader = w.dataloader_iter if w is not None else None
     steps = measured_steps(run)
     if steps:
-        total = sum(s.duration_ns for s in steps)
+        timed = phase_timed(steps)  # a CUDA run's data waits: the steps that timed phases on the GPU
+        total = sum(s.duration_ns for s in timed)
         if total <= 0:
             return None
         return DataWait(
             len(steps),
             statistics.median(s.duration_ns for s in steps) / 1e9,
-            statistics.median(s.data_ns for s in steps) / 1e9,
-            sum(s.data_ns for s in steps) / total,
+            statistics.median(s.data_ns for s in timed) / 1e9,
+            sum(s.data_ns for s in timed) / total,
             loader,
         )
     figures = summary_figures(run)
@@ -572,7 +573,8 @@ def own_work_ratio(run: RunData, slow_rank: int, fast_rank: int) -> tuple[float,
     """
     by_rank: dict[int, dict[int, StepRecord]] = {}
     for rank in {s.rank for s in run.steps}:
-        by_rank[rank] = {s.step: s for s in select_measured([s for s in run.steps if s.rank == rank])}
+        rows = phase_timed(select_measured([s for s in run.steps if s.rank == rank]))  # backward: timed
+        by_rank[rank] = {s.step: s for s in rows}
     if slow_rank not in by_rank or fast_rank not in by_rank:
         return None
     common = set.intersection(*(set(steps) for steps in by_rank.values()))
@@ -636,7 +638,8 @@ def rank_times(run: RunData) -> tuple[RankTime, ...]:
     for rank, rows in sorted(by_rank.items()):
         steps = select_measured(rows)
         if steps:
-            phases = {p: statistics.median(s.phase_ns()[p] for s in steps) / 1e9 for p in PHASES}
+            timed = phase_timed(steps)
+            phases = {p: statistics.median(s.phase_ns()[p] for s in timed) / 1e9 for p in PHASES}
             medians[rank] = (len(steps), statistics.median(s.duration_ns for s in steps) / 1e9, phases)
     if not medians:
         return ()

@@ -32,7 +32,7 @@ from profilers.contract.figures import DeviceEntry
 from profilers.contract.load import load_line
 from profilers.contract.outcome import outcome_sentence, stop_reason_words
 from profilers.contract.plan_doc import PlanDocument
-from profilers.contract.records import DeviceSample, RankDevice
+from profilers.contract.records import DeviceSample, RankDevice, phase_timed
 from profilers.contract.rundir import THINNED_POINTS, RunData
 from profilers.contract.schema import PHASES, PLAN_NAME
 from profilers.contract.study import (
@@ -44,7 +44,7 @@ from profilers.contract.study import (
     usd_per_million,
 )
 from profilers.contract.summaries import ProfileSummary, TrialEntry, TuningSummary
-from profilers.contract.summarize import quantile, select_measured
+from profilers.contract.summarize import phase_fractions, quantile, select_measured
 from profilers.contract.trial_view import space_names, study_best_id, trial_views
 from profilers.contract.verdict import verdict_of
 
@@ -222,13 +222,9 @@ def step_section(run: RunData) -> StepSection | None:
     rank0 = [st for st in run.steps if st.rank == 0] or list(run.steps)
     chosen = select_measured(rank0)
     durations = sorted(st.duration_ns / 1e9 for st in chosen)
-    total_ns = sum(st.duration_ns for st in chosen)
-    fractions: dict[str, float] = {}
-    medians: dict[str, float] = {}
-    for phase in PHASES:
-        values = sorted(st.phase_ns()[phase] / 1e9 for st in chosen)
-        medians[phase] = statistics.median(values)
-        fractions[phase] = sum(st.phase_ns()[phase] for st in chosen) / total_ns if total_ns else 0.0
+    timed = phase_timed(chosen)  # a CUDA run's phases: the steps that timed them on the GPU
+    fractions = phase_fractions(chosen) or dict.fromkeys(PHASES, 0.0)
+    medians = {phase: statistics.median(st.phase_ns()[phase] / 1e9 for st in timed) for phase in PHASES}
     keep = downsample(len(rank0))
     outliers = step_outliers(run)  # the same steps the step_outliers rule judges
     per_rank = {r.rank: r.step_median_s for r in rank_times(run)}  # the straggler rule's medians

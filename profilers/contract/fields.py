@@ -299,6 +299,16 @@ PROFILE_SUMMARY_FIELDS: tuple[FieldDoc, ...] = (
             "the code's own defaults; `{}` when it read none"
         ),
     ),
+    FieldDoc(
+        ("sampling",),
+        (
+            "where the devices were sampled: `where` maps each backend (`host`, `nvml`, `replay`) "
+            "to `sampler process` (a process of its own, off the training's interpreter) or "
+            "`training process` (the recorder thread: `AUTOTUNE_SAMPLER=thread`, a backend the "
+            "sampler process could not build with the same devices, or one it handed back when it "
+            "died); `notes` says why, and what was lost; null without sampling"
+        ),
+    ),
 )
 
 #: The keys of a tuning study's summary.json.

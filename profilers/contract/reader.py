@@ -88,7 +88,11 @@ def _short(exc: BaseException) -> str:
 
 
 def step_record(row: Sequence[Any]) -> StepRecord:
-    """A StepRecord from a row of STEP_COLUMNS then ADDED_STEP_COLUMNS (``loss``, ``eval_ns``)."""
+    """A StepRecord from a row of STEP_COLUMNS then ADDED_STEP_COLUMNS.
+
+    Those are ``loss``, ``eval_ns`` and ``phases_timed``; a store without one reads as no loss, no
+    evaluation and phases timed.
+    """
     return StepRecord(
         step=row[1],
         rank=row[0],
@@ -104,6 +108,7 @@ def step_record(row: Sequence[Any]) -> StepRecord:
         kind=row[11],
         loss=decode_loss(row[12]),
         eval_ns=row[13] or 0,
+        phases_timed=row[14] is None or bool(row[14]),
     )
 
 

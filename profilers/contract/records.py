@@ -155,6 +155,10 @@ class StepRecord:
     loss: float | None = None
     #: Evaluation inside the step: forwards under no_grad/inference_mode or of a model in eval mode.
     eval_ns: int = 0
+    #: Whether the phases were timed on the clock of ``duration_ns``. False: a CUDA step between the
+    #: steps that time their phases on the GPU (``profilers.runtime.cuda_clock``); its duration is
+    #: the GPU's, its phases the host's split of it. Phase figures read :func:`phase_timed` steps.
+    phases_timed: bool = True
 
     def phase_ns(self) -> dict[str, int]:
         """Phase name to its duration in ns (PHASES order)."""
@@ -166,6 +170,12 @@ class StepRecord:
             "eval": self.eval_ns,
             "other": self.other_ns,
         }
+
+
+def phase_timed(steps: Sequence[StepRecord]) -> list[StepRecord]:
+    """The steps whose phases were timed on their own clock (every one when none was)."""
+    timed = [s for s in steps if s.phases_timed]
+    return timed or list(steps)
 
 
 def mean_loss(values: Sequence[float]) -> float | None:

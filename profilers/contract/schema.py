@@ -87,7 +87,7 @@ CREATE TABLE IF NOT EXISTS steps (
     duration_ns INTEGER NOT NULL, data_ns INTEGER NOT NULL, forward_ns INTEGER NOT NULL,
     backward_ns INTEGER NOT NULL, optimizer_ns INTEGER NOT NULL, other_ns INTEGER NOT NULL,
     samples INTEGER, tokens INTEGER, kind TEXT NOT NULL, loss REAL, eval_ns INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (rank, step));
+    phases_timed INTEGER NOT NULL DEFAULT 1, PRIMARY KEY (rank, step));
 CREATE TABLE IF NOT EXISTS samples (rank INTEGER NOT NULL, {_SAMPLE_COLUMNS});
 CREATE INDEX IF NOT EXISTS samples_t ON samples (t_ns);
 CREATE TABLE IF NOT EXISTS devices (
@@ -123,7 +123,11 @@ STEP_COLUMNS = (
     "samples, tokens, kind"
 )
 #: Columns added to ``steps`` after its first version, with their SQL types (read as NULL/0 when absent).
-ADDED_STEP_COLUMNS = {"loss": "REAL", "eval_ns": "INTEGER NOT NULL DEFAULT 0"}
+ADDED_STEP_COLUMNS = {
+    "loss": "REAL",
+    "eval_ns": "INTEGER NOT NULL DEFAULT 0",
+    "phases_timed": "INTEGER NOT NULL DEFAULT 1",
+}
 
 
 #: NVML clocks-event ("throttle") reason bit to a short name. The bits are NVML's ABI

@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from profilers.contract.records import DeviceSample, StepRecord, mean_loss
+from profilers.contract.records import DeviceSample, StepRecord, mean_loss, phase_timed
 from profilers.contract.schema import PHASES, POWER_THERMAL_REASONS, SCHEMA_VERSION, throttle_reason_names
 
 
@@ -114,15 +114,6 @@ def step_statistics(steps: Sequence[StepRecord], samples_per_step: int | None = 
         if tok_s > 0 and len(with_tokens) == len(with_samples)
         else None
     )
-    total_ns = sum(s.duration_ns for s in chosen)
-    phases: dict[str, float] | None = None
-    if total_ns > 0:
-        sums = {p: 0 for p in PHASES}
-        for s in chosen:
-            for p, v in s.phase_ns().items():
-                sums[p] += v
-        phases = {p: sums[p] / total_ns for p in PHASES[:-1]}
-        phases["other"] = max(0.0, 1.0 - sum(phases.values()))
     return {
         "measured_steps": len(chosen),
         "step_time_s": {
@@ -136,12 +127,27 @@ def step_statistics(steps: Sequence[StepRecord], samples_per_step: int | None = 
             "tokens_per_s": tokens_per_s,
             "samples_per_s_ci95": rate_interval(samples_per_s, durations),
         },
-        "phases": phases,
+        "phases": phase_fractions(chosen),
     }
 
 
 #: Measured steps at the end of the run whose losses make ``loss.last_mean``.
 LAST_MEAN_STEPS = 5
+
+
+def phase_fractions(steps: Sequence[StepRecord]) -> dict[str, float] | None:
+    """Each phase's share of the time of the steps whose phases were timed (:func:`phase_timed`)."""
+    timed = phase_timed(steps)
+    total_ns = sum(s.duration_ns for s in timed)
+    if total_ns <= 0:
+        return None
+    sums = {p: 0 for p in PHASES}
+    for s in timed:
+        for p, v in s.phase_ns().items():
+            sums[p] += v
+    phases = {p: sums[p] / total_ns for p in PHASES[:-1]}
+    phases["other"] = max(0.0, 1.0 - sum(phases.values()))
+    return phases
 
 
 def loss_summary(steps: Sequence[StepRecord]) -> dict[str, Any] | None:

@@ -1,10 +1,12 @@
-"""The background recorder thread: samples the backend and flushes queued rows to the run store.
+"""The background recorder thread: flushes queued steps to the run store; samples what it must.
 
-The training thread only appends to deques; all SQLite and driver calls happen here, so the
-hooks never wait on disk or on NVML. Queued steps are built into records at every wake-up (each
-sample, at most ``flush_interval_s`` apart, and each queued step when ``prompt_steps`` is set) and
-written at each flush; building a record reads its loss, which on CUDA waits (this thread only)
-for the value.
+The training thread only appends to deques; all SQLite and driver calls happen off it, so the
+hooks never wait on disk or on NVML. Sampling goes to the sampler process
+(``profilers.runtime.sampler_process``) once it has started and taken the backends over; until
+then, and for a backend it cannot take, this thread samples. Queued steps are built into records
+at every wake-up (each sample here, at most ``flush_interval_s`` apart, and each queued step when
+``prompt_steps`` is set) and written at each flush; building a record reads its loss, which on
+CUDA waits (this thread only) for the value.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 
 from profilers.contract.records import DeviceSample, OpRecord, StepRecord
 from profilers.runtime.backends.base import Backend
+from profilers.runtime.sampler_process import READY_TIMEOUT_S, SamplerProcess
 from profilers.runtime.store import RunStore
 
 RETRACT = "retract"  # queued marker: delete this rank's steps written so far
@@ -55,12 +58,66 @@ class Recorder:
         self._keep_gpus: frozenset[int] | None = None  # NVML indexes sampled (None: all)
         self._devices_update: list[dict[str, Any]] | None = None  # for the store, at the next flush
         self._meta_update: dict[str, Any] = {}  # meta values for the store, at the next flush
+        #: The sampler process, while it is starting or sampling (None: everything is sampled here).
+        self.child: SamplerProcess | None = None
+        self._in_child: set[str] = set()  # specs of the backends the child samples
+        #: Why a backend was sampled in the training process (the child could not take it).
+        self.sampling_notes: list[str] = []
+        #: The sampler process's failures (it could not start, died, or did not end cleanly).
+        self.sampling_faults: list[str] = []
 
-    def start(self) -> None:
-        """Take a first sample now and start the thread."""
+    def start(self, child: SamplerProcess | None = None) -> None:
+        """Take a first sample now and start the thread; ``child``: a sampler process to hand over to."""
         self._sample_once()
+        if child is not None and self.period_s is not None and self.store is not None:
+            try:
+                child.start()
+                self.child = child
+            except OSError as exc:
+                self.sampling_faults.append(f"the sampler process could not start ({exc})")
         self._thread = threading.Thread(target=self._run, name="autotune-recorder", daemon=True)
         self._thread.start()
+
+    def sampling_where(self) -> dict[str, str]:
+        """Each backend's name and where it was sampled at the end: the sampler or the training process."""
+        child = self._in_child
+        return {b.name: "sampler process" if b.spec in child else "training process" for b in self.backends}
+
+    def _tend_child(self) -> None:
+        """Read the sampler process's news: hand over what it took; take back what it dropped."""
+        child = self.child
+        if child is None:
+            return
+        for message in child.messages():
+            if "ready" in message:
+                ready = message["ready"]
+                took = set(ready.get("took") or [])
+                for spec, why in (ready.get("left") or {}).items():
+                    self.sampling_notes.append(f"{spec} sampled in the training process: {why}")
+                if not took:
+                    self.child = None
+                    child.stop()
+                    return
+                self._in_child = took  # from now on only the child samples them
+                if child.go() and self._keep_gpus is not None:
+                    child.send({"keep": sorted(self._keep_gpus)})
+            elif "error" in message:
+                self.sampling_faults.append(f"the sampler process failed ({message['error']})")
+        code = child.exit_code()
+        waited_s = (time.time_ns() - child.started_ns) / 1e9
+        if code is None and (self._in_child or waited_s < READY_TIMEOUT_S):
+            return
+        if code is None:  # never answered
+            child.stop()
+            self.sampling_faults.append(f"the sampler process did not start within {READY_TIMEOUT_S:.0f} s")
+        elif self._in_child:
+            self.sampling_faults.append(
+                f"the sampler process ended (exit code {code}) {waited_s:.1f} s into the run; "
+                "sampling went on in the training process from then (readings it had not yet "
+                "written, up to a second's, are lost)"
+            )
+        self.child = None
+        self._in_child = set()
 
     def keep_gpus(self, indexes: list[int] | None, device_infos: list[dict[str, Any]] | None) -> None:
         """Sample only GPUs ``indexes`` (NVML's) from now on; None keeps every GPU.
@@ -71,6 +128,8 @@ class Recorder:
         self._keep_gpus = None if indexes is None else frozenset(indexes)
         if device_infos is not None:
             self._devices_update = device_infos
+        if self.child is not None and self._in_child:
+            self.child.send({"keep": None if indexes is None else sorted(indexes)})
 
     def set_meta(self, values: dict[str, Any]) -> None:
         """Store ``values`` in the run's meta table at the next flush (on this thread)."""
@@ -109,6 +168,8 @@ class Recorder:
 
     def _sample_once(self) -> None:
         for backend in list(self.backends):
+            if backend.spec in self._in_child:
+                continue
             try:
                 readings = backend.sample()
             except Exception as exc:
@@ -160,9 +221,12 @@ class Recorder:
         try:
             while not self._stop.is_set():
                 self._wake.clear()
+                self._tend_child()
                 now = time.monotonic()
-                if self.period_s is not None and now >= next_sample:
+                sampling_here = self.period_s is not None and self._samples_here()
+                if sampling_here and now >= next_sample:
                     self._sample_once()
+                    assert self.period_s is not None
                     next_sample += self.period_s
                     if next_sample < now:  # fell behind (a stalled GIL): do not burst
                         next_sample = now + self.period_s
@@ -171,17 +235,32 @@ class Recorder:
                     next_flush = now + self.flush_interval_s
                 else:
                     self._build_queued()
-                wake = min(next_flush, next_sample) if self.period_s is not None else next_flush
+                # Sampling here (or waiting for the child's answer): at the sampling rate
+                wake = min(next_flush, next_sample) if sampling_here else next_flush
                 self._wake.wait(max(0.0, wake - time.monotonic()))
         except Exception as exc:
             self.on_fault("recorder thread", exc)
 
+    def _samples_here(self) -> bool:
+        """Whether this thread samples a backend, or waits for the sampler process's answer."""
+        if self.child is not None and not self._in_child:
+            return True
+        return any(b.spec not in self._in_child for b in self.backends)
+
     def stop(self) -> None:
-        """Take a last sample, stop the thread and flush everything still queued."""
+        """Take a last sample, stop the thread (and the sampler process) and flush what is queued."""
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
+        child, self.child = self.child, None
+        if child is not None and self._in_child and not child.stop():
+            self.sampling_faults.append(
+                f"the sampler process did not end cleanly (exit code {child.exit_code()}): its last "
+                "readings may be missing"
+            )
+        elif child is not None:
+            child.stop()
         if self.period_s is not None:
             self._sample_once()
         self.flush()

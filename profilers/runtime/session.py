@@ -31,6 +31,13 @@ from profilers.contract.summarize import (
 )
 from profilers.runtime.backends import get_backend
 from profilers.runtime.backends.host import HostBackend, machine_cores
+from profilers.runtime.cuda_clock import (
+    READ_EVERY_S,
+    READ_EVERY_STEPS,
+    READ_EVERY_STEPS_UNDER_BUDGETS,
+    CudaClock,
+    times_phases,
+)
 from profilers.runtime.flops import detect_precision, mfu, model_facts, peak_flops_per_s
 from profilers.runtime.gpu_match import cuda_uuids, job_cuda_indexes, match_uuids, visible_nvml_indexes
 from profilers.runtime.heap import StepEndHeap, heap_figures
@@ -43,9 +50,10 @@ from profilers.runtime.parallel_degrees import ranks_per_replica
 from profilers.runtime.rank_summary import device_entry, gather_ranks, host_memory, write_summary
 from profilers.runtime.recorder import Recorder
 from profilers.runtime.rundir import claim_run_dir, job_id, resolve_run_dir, run_dir_lock
+from profilers.runtime.sampler_process import SamplerProcess, child_sampling_wanted
 from profilers.runtime.stopping import StepBudgetReached, StepBudgets
 from profilers.runtime.store import RunStore
-from profilers.runtime.timeline import Event, step_record
+from profilers.runtime.timeline import step_record
 from profilers.runtime.tracker import ClosedStep, StepTracker
 
 _ACTIVE: Session | None = None
@@ -65,10 +73,11 @@ def active_session() -> Session | None:
 
 
 #: Under an early step budget (``--stable-within``, ``--stop-below``, ``--stop-on-non-finite-loss``),
-#: the most steps the host may run ahead of the GPU. A GPU-bound loop otherwise queues steps far
-#: faster than they run, and the budget sees their times that late (on an H200, a 200-step loop of
-#: large GEMMs ended before a --stop-below floor had seen the 8 steps it waits for). Two queued steps
-#: keep the GPU busy; host-bound loops never wait here.
+#: the steps left unread when the host waits for the GPU, once every
+#: ``READ_EVERY_STEPS_UNDER_BUDGETS`` steps (the host is then at most that many more ahead). A
+#: GPU-bound loop otherwise queues steps far faster than they run, and the budget sees their times
+#: that late (on an H200, a 200-step loop of large GEMMs ended before a --stop-below floor had seen
+#: the 8 steps it waits for). Two queued steps keep the GPU busy; host-bound loops never wait here.
 GPU_LEAD_STEPS_UNDER_BUDGETS = 2
 
 
@@ -104,12 +113,17 @@ class Session:
         )
         #: An early step budget judges GPU step times: the host may run only a few steps ahead.
         self._paced = options.stop_rules().early
+        #: Steps whose GPU times are read together (a budget judges them: more often under one).
+        self._read_every = READ_EVERY_STEPS_UNDER_BUDGETS if self._paced else READ_EVERY_STEPS
         self._memory_history = MemoryHistory(self.fault) if options.memory_snapshot else None
         if self._memory_history is not None:
             history = self._memory_history
             self.instruments.after_window = lambda: history.dump(self.run_dir, self.rank)
         self._narrowed = False
         self._gpu_pending: list[ClosedStep] = []
+        self._clock: CudaClock | None = None  # once the model runs on CUDA
+        self._unread_steps = 0  # steps closed since GPU times were last read
+        self._next_read_ns = 0  # perf_counter_ns at which they are read whatever their number
         self._wall_offset_ns = 0
         self._t0 = 0.0
         self._rss_start: int | None = None
@@ -236,6 +250,7 @@ class Session:
                 self.fault("sampling backend", exc)
         if not any(d.kind == "host" for b in backends for d in b.devices()):
             own = HostBackend()
+            own.spec = "host"  # the sampler process reads this process's CPU and RSS as it would
             self._owned_backends.append(own)
             backends.append(own)
 
@@ -247,7 +262,10 @@ class Session:
             self._guard("run store", self._store.set_meta, {"backends": [b.name for b in backends]})
         self._recorder = Recorder(self._store, backends, self.options.sample_hz, self.fault)
         self._recorder.keep_gpus(self.job_gpus, None)
-        self._recorder.start()
+        child = None
+        if self._store is not None and self.options.sample_hz > 0 and child_sampling_wanted():
+            child = SamplerProcess(self._store.path, self.rank, self.options.sample_hz, backends)
+        self._recorder.start(child)
 
     def _device_infos(self, backends: list[Any]) -> list[dict[str, Any]]:
         """The sampled devices' static facts: the host, and the job's GPUs once they are known."""
@@ -303,17 +321,12 @@ class Session:
         self.device_kind = "cuda"
         index = device.index if device.index is not None else torch.cuda.current_device()
         self._cuda_device = index
-
-        def mark() -> Any:
-            with torch.cuda.device(index):  # the current stream of the model's GPU
-                if torch.cuda.is_current_stream_capturing():
-                    return None  # recording an event would invalidate the user's CUDA graph capture
-                ev = torch.cuda.Event(enable_timing=True)
-                ev.record()
-                return ev
-
+        self._clock = CudaClock(torch.cuda, index)
+        self._next_read_ns = time.perf_counter_ns() + int(READ_EVERY_S * 1e9)
+        warmup, kind = self.options.warmup_steps, self.instruments.kind
         assert self._tracker is not None
-        self._tracker.gpu_mark = mark
+        self._tracker.gpu_mark = self._clock.mark
+        self._tracker.phase_steps = lambda step: times_phases(step, warmup, kind(step))
         self.instruments.before_window = functools.partial(torch.cuda.synchronize, index)
         if self._memory_history is not None:  # a no-op when recording since CUDA's initialisation
             self._memory_history.start(index)
@@ -368,11 +381,17 @@ class Session:
             cuda = self.device_kind == "cuda"
             slow = self.instruments.end(index, self.run_dir, self.rank, cuda)
             if self._gpu_pending or closed.end.gpu is not None:
-                # In order, once its end event completed: GPU times, and its loss computed
+                # In order, once its end event completed: GPU times, and its loss computed. Read in
+                # batches: nothing is queried or waited on per step.
                 self._gpu_pending.append(closed)
-                self._resolve_gpu(block=False)
-                if self._paced:  # a budget judges GPU times: keep them coming while it can still act
-                    self._resolve_gpu(block=True, keep=GPU_LEAD_STEPS_UNDER_BUDGETS)
+                self._unread_steps += 1
+                now_ns = time.perf_counter_ns()
+                if self._unread_steps >= self._read_every or now_ns >= self._next_read_ns:
+                    self._unread_steps = 0
+                    self._next_read_ns = now_ns + int(READ_EVERY_S * 1e9)
+                    self._resolve_gpu(block=False)
+                    if self._paced:  # a budget judges GPU times: keep them coming while it can act
+                        self._resolve_gpu(block=True, keep=GPU_LEAD_STEPS_UNDER_BUDGETS)
             else:
                 self._emit(closed, None)
             warmup = self.options.warmup_steps
@@ -408,16 +427,22 @@ class Session:
         if self._recorder is not None:
             self._recorder.retract_steps()
 
-    def _emit(self, closed: ClosedStep, times: list[int] | None) -> None:
+    def _emit(self, closed: ClosedStep, times: list[int] | None, phases_timed: bool = True) -> None:
         """Hand a closed step over to be turned into a StepRecord (on the recorder thread)."""
-        build = functools.partial(self._step_record, closed, times, self.instruments.kind(closed.number))
+        kind = self.instruments.kind(closed.number)
+        build = functools.partial(self._step_record, closed, times, kind, phases_timed=phases_timed)
         if self._recorder is not None:
             self._recorder.add_step(build)
         else:  # no recorder thread: built on the training thread, where a CUDA loss read would sync
             self._inline_steps.append(build(cuda_losses=False))
 
     def _step_record(
-        self, closed: ClosedStep, times: list[int] | None, kind: str, cuda_losses: bool = True
+        self,
+        closed: ClosedStep,
+        times: list[int] | None,
+        kind: str,
+        cuda_losses: bool = True,
+        phases_timed: bool = True,
     ) -> StepRecord:
         """The record of a closed step, its loss read now (recorder thread: never the training's)."""
         loss = None
@@ -433,7 +458,14 @@ class Session:
                 self._hooks.capture_loss = False
                 self.fault("loss capture", exc)
         return step_record(
-            closed, times, kind, self.rank, self._wall_offset_ns, self.options.samples_per_step, loss
+            closed,
+            times,
+            kind,
+            self.rank,
+            self._wall_offset_ns,
+            self.options.samples_per_step,
+            loss,
+            phases_timed,
         )
 
     @property
@@ -442,33 +474,43 @@ class Session:
         return self._recorder.steps if self._recorder is not None else self._inline_steps
 
     def _resolve_gpu(self, block: bool, keep: int = 0) -> None:
-        """Resolve GPU timings of closed steps whose end event has completed.
+        """Read the GPU times of closed steps whose end event has completed, oldest first.
 
         With ``block``, wait for the oldest steps' end events until at most ``keep`` are pending.
+        A step whose phase boundaries were not marked gets its phases from the host's times,
+        scaled to its GPU duration (``phases_timed`` False). Read events go back to the pool.
         """
+        clock = self._clock
         while len(self._gpu_pending) > keep:
             closed = self._gpu_pending[0]
-            if closed.end.gpu is None:  # ended inside a CUDA graph capture: host times
+            end = closed.end.gpu
+            if end is None or clock is None:  # ended inside a CUDA graph capture: host times
                 self._gpu_pending.pop(0)
                 self._emit(closed, None)
                 continue
-            if not block and not closed.end.gpu.query():
+            if not block and not clock.done(end):
                 return
             if block:
-                closed.end.gpu.synchronize()
+                clock.wait(end)
             self._gpu_pending.pop(0)
-            ref = closed.start.gpu
-            if ref is None:  # the first CUDA step started before its start could be marked
-                self._emit(closed, None)
-                continue
+            self._emit_gpu_times(clock, closed)
 
-            def rel(ev: Event, ref: Any = ref, closed: ClosedStep = closed) -> int:
-                if ev.gpu is None:
-                    return ev.t_ns - closed.start.t_ns
-                return int(ref.elapsed_time(ev.gpu) * 1e6)
-
-            times = [0, rel(closed.end)] + [rel(e) for e in closed.events]
-            self._emit(closed, times)
+    def _emit_gpu_times(self, clock: CudaClock, closed: ClosedStep) -> None:
+        """Emit a step whose end event completed, with its GPU times; give its events back."""
+        start, end = closed.start.gpu, closed.end.gpu
+        duration = clock.elapsed_ns(start, end) if start is not None and end is not None else None
+        if duration is None:  # the first CUDA step started before its start could be marked
+            self._emit(closed, None)
+        else:
+            marks = [clock.elapsed_ns(start, e.gpu) if e.gpu is not None else None for e in closed.events]
+            timed = all(t is not None for t in marks)
+            if not timed:  # only the boundaries were marked: the host's split of the GPU's duration
+                host_ns = closed.end.t_ns - closed.start.t_ns
+                scale = duration / host_ns if host_ns > 0 else 0.0
+                marks = [round((e.t_ns - closed.start.t_ns) * scale) for e in closed.events]
+            self._emit(closed, [0, duration, *(t or 0 for t in marks)], phases_timed=timed)
+        # Its end is the next step's start: read again there, given back with that step
+        clock.release(e.gpu for e in (closed.start, *closed.events) if e.gpu is not None and e.gpu != end)
 
     # -- stop -----------------------------------------------------------------------------------
     def note_exit(self, exc: BaseException | None) -> None:
@@ -603,7 +645,18 @@ class Session:
             self.fault("GPU aggregates", exc)
             return run_statistics(self.steps, [], *args)
 
+    def _sampling(self) -> dict[str, Any] | None:
+        """Where each backend was sampled, and why not in the sampler process; its faults warned."""
+        recorder = self._recorder
+        if recorder is None or recorder.period_s is None:  # nothing sampled
+            return None
+        for fault in recorder.sampling_faults:
+            self._warn(fault)
+        notes = recorder.sampling_notes + recorder.sampling_faults
+        return {"where": recorder.sampling_where(), "notes": notes}
+
     def _finish_summary(self) -> dict[str, Any]:
+        sampling = self._sampling()
         samples = self._recorded_samples()
         stats = self._statistics(samples)
         peak_mem, memory = self._memory(samples)
@@ -636,6 +689,7 @@ class Session:
             samples_from=self._samples_from(),
             model=self.model,
             params_used=self.params_used,
+            sampling=sampling,
             **self._outcome(),
         )
         if self._store is not None:

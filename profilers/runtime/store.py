@@ -4,9 +4,10 @@ One writer connection per process (owned by the recorder thread); readers never 
 ranks of one torchrun job write to the same file; SQLite serialises their short transactions.
 Every row carries the rank that wrote it.
 
-The steps table's ``loss`` and ``eval_ns`` columns came later (same schema version: columns are only
-added). The readers (``profilers.contract.reader``) accept a store without them (every loss None,
-every eval 0), and a writer opening such a store adds them. The tables are defined in
+The steps table's ``loss``, ``eval_ns`` and ``phases_timed`` columns came later (same schema
+version: columns are only added). The readers (``profilers.contract.reader``) accept a store without
+them (every loss None, every eval 0, every step's phases timed), and a writer opening such a store
+adds them. The tables are defined in
 ``profilers.contract.schema``.
 SQLite has no NaN (it would store NULL, "no loss"), so non-finite losses are stored as the text
 ``'nan'``, ``'inf'`` or ``'-inf'`` and read back as floats.
@@ -84,7 +85,8 @@ class RunStore:
     def add_steps(self, steps: Sequence[StepRecord]) -> None:
         """Append closed steps."""
         self._many(
-            f"INSERT OR REPLACE INTO steps ({STEP_COLUMNS}, loss, eval_ns) VALUES ({', '.join('?' * 14)})",
+            f"INSERT OR REPLACE INTO steps ({STEP_COLUMNS}, {', '.join(ADDED_STEP_COLUMNS)}) "
+            f"VALUES ({', '.join('?' * 15)})",
             [
                 (
                     s.rank,
@@ -101,6 +103,7 @@ class RunStore:
                     s.kind,
                     encode_loss(s.loss),
                     s.eval_ns,
+                    int(s.phases_timed),
                 )
                 for s in steps
             ],

@@ -127,11 +127,14 @@ def step_record(
     wall_offset_ns: int,
     samples_per_step: int | None,
     loss: float | None = None,
+    phases_timed: bool = True,
 ) -> StepRecord:
     """The StepRecord of a closed step, from host times or from resolved GPU times.
 
     ``times`` (GPU) holds the step's start, its end, then one time per event, all in ns on one
     clock; without it the events' host times are used. ``loss`` is the step's loss, already read.
+    ``phases_timed``: False when ``times`` places the events by their host times (scaled to the
+    GPU's duration), the GPU having timed only the step's boundaries.
     """
     if times is None:
         start_t, end_t = closed.start.t_ns, closed.end.t_ns
@@ -162,4 +165,5 @@ def step_record(
         tokens=tokens,
         kind=kind,
         loss=loss,
+        phases_timed=phases_timed,
     )

@@ -49,8 +49,11 @@ class StepTracker:
     ``on_step`` is called synchronously on the training thread at each live step boundary, after
     the step closed and before the next step's first event is recorded, so the caller can start or
     stop per-step instrumentation there; it returns True when it did slow work, and the next step
-    then starts after it. ``gpu_mark`` (set once the model runs on CUDA) records a
-    CUDA event for each boundary without synchronizing.
+    then starts after it. ``gpu_mark`` (set once the model runs on CUDA) records a CUDA event
+    without synchronizing: at every event that can end a step (an optimizer step's end, a
+    backward-mode step's opener and its backward's end, ``autotune.step()``), and at every other
+    phase boundary only in the steps for which ``phase_steps(number)`` is true (always while the
+    step mode is unknown). A step thus records one or two events, a phase-timing step all of them.
     """
 
     def __init__(
@@ -66,6 +69,8 @@ class StepTracker:
         self.nvtx = nvtx
         self.mode = "unknown"
         self.gpu_mark: Callable[[], Any] | None = None
+        #: Step number -> whether the step times its phase boundaries on the GPU (None: every step).
+        self.phase_steps: Callable[[int], bool] | None = None
         self.steps_closed = 0
         self._events: list[Event] = []
         self._start: Event | None = None
@@ -81,10 +86,30 @@ class StepTracker:
 
     # -- events ---------------------------------------------------------------------------------
     def _event(
-        self, code: int, samples: int | None = None, tokens: int | None = None, loss: Any = None
+        self,
+        code: int,
+        samples: int | None = None,
+        tokens: int | None = None,
+        loss: Any = None,
+        boundary: bool = True,
     ) -> Event:
-        gpu = self.gpu_mark() if self.gpu_mark is not None else None
+        """An event now; marked on the GPU if it can end a step (``boundary``) or the step times phases."""
+        gpu = None
+        if self.gpu_mark is not None and (boundary or self._times_phases()):
+            gpu = self.gpu_mark()
         return Event(code, time.perf_counter_ns(), gpu, samples, tokens, loss)
+
+    def _times_phases(self) -> bool:
+        """Whether the open step marks its phase boundaries on the GPU."""
+        if self.phase_steps is None or self.mode == "unknown":
+            return True  # an unknown mode may still split the events into steps after the fact
+        return self.phase_steps(self.steps_closed + 1)
+
+    def _can_end_step(self, end_code: int) -> bool:
+        """Whether a phase ending with ``end_code`` can be where the open step ends."""
+        if end_code == OPT_E:
+            return self.mode != "explicit"
+        return end_code == BWD_E and self.mode == "backward"
 
     def begin(
         self, code: int, samples: int | None = None, tokens: int | None = None, loss: Any = None
@@ -104,7 +129,7 @@ class StepTracker:
         elif self.mode == "backward" and self._after_backward and code in _STEP_OPENERS:
             boundary = self._event(code)
             self._close(boundary, boundary)
-        ev = self._event(code, samples, tokens, loss)
+        ev = self._event(code, samples, tokens, loss, boundary=False)
         if code == OPT_B and self._pending is not None:
             self._merged_opt = (self._pending, ev)
             self._pending = None
@@ -116,7 +141,7 @@ class StepTracker:
         """A phase ends (``code`` is its end code; a forward's end carries its samples and tokens)."""
         if self._start is None:
             return
-        ev = self._event(code, samples, tokens)
+        ev = self._event(code, samples, tokens, boundary=self._can_end_step(code))
         self._events.append(ev)
         if self.nvtx is not None:
             self.nvtx.phase_end(code)

@@ -231,4 +231,6 @@ def test_the_stop_below_rule_judges_gpu_step_times_not_enqueue_times(tmp_path):
     with pytest.raises(StepBudgetReached), prof:
         cuda_loop(200, batch=2048, width=4096)
     assert prof.summary["stop_reason"] == "below_threshold"
-    assert prof.summary["steps"] <= 3 + 8 + 4  # warm-up, the minimum, GPU times a few steps late
+    # warm-up, the minimum, then GPU times read in batches: seen within READ_EVERY_STEPS_UNDER_BUDGETS
+    # steps and built into records on the recorder thread
+    assert prof.summary["steps"] <= 3 + 8 + 6

@@ -4,6 +4,7 @@ Each loop records the loss it computed itself (``.item()``, after the step); the
 are checked against those values.
 """
 
+import dataclasses
 import json
 import math
 import sqlite3
@@ -235,10 +236,13 @@ def test_a_store_without_the_loss_column_still_reads_and_takes_new_steps(tmp_pat
     assert len(old) == 1
     assert old[0].loss is None and old[0].duration_ns == 100 and old[0].kind == "warmup"
     assert old[0].eval_ns == 0  # the eval column came later still
+    assert old[0].phases_timed is True  # and later still the flag of steps whose phases were not timed
     store = RunStore(path)  # a writer adds the columns
-    store.add_steps([step(2, float("nan")), step(3, -math.inf), step(4, 0.5)])
+    untimed = dataclasses.replace(step(4, 0.5), phases_timed=False)
+    store.add_steps([step(2, float("nan")), step(3, -math.inf), untimed])
     store.close()
     assert [r.eval_ns for r in read_steps(path)] == [0, 0, 0, 0]
+    assert [r.phases_timed for r in read_steps(path)] == [True, True, True, False]
     losses = [r.loss for r in read_steps(path)]
     assert losses[0] is None
     assert math.isnan(losses[1])

@@ -1,5 +1,7 @@
 """summary.json arithmetic, checked against values computed by hand."""
 
+import dataclasses
+
 import pytest
 
 from profilers.contract.records import DeviceSample, StepRecord
@@ -40,6 +42,20 @@ def test_statistics_use_measured_steps_only():
     assert out["throughput"]["tokens_per_s"] is None
     assert out["phases"]["backward"] == pytest.approx(0.4, abs=1e-3)
     assert sum(out["phases"].values()) == pytest.approx(1.0, abs=1e-9)
+
+
+def test_phase_shares_come_from_the_steps_that_timed_their_phases():
+    """A CUDA run times phases on the GPU in some steps only; the others' host split (here all
+    data wait, as a GPU-bound loop's host would show) never enters the phase figures."""
+    timed = [step(n, 40, phases=(1, 2, 4, 2, 1)) for n in range(1, 4)]
+    host_split = [step(n, 40, phases=(9, 0, 0, 0, 1)) for n in range(4, 20)]
+    untimed = [dataclasses.replace(s, phases_timed=False) for s in host_split]
+    out = step_statistics(timed + untimed)
+    assert out["measured_steps"] == 19  # every step's duration counts
+    assert out["phases"]["data"] == pytest.approx(0.1, abs=1e-3)  # the timed steps' split alone
+    assert out["phases"]["backward"] == pytest.approx(0.4, abs=1e-3)
+    untimed_only = step_statistics(untimed)  # none timed (a CPU run's are all timed): their own split
+    assert untimed_only["phases"]["data"] == pytest.approx(0.9, abs=1e-3)
 
 
 def test_tokens_and_override():

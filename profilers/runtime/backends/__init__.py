@@ -21,7 +21,14 @@ import threading
 
 from profilers.runtime.backends.base import Backend
 
-__all__ = ["ENV_VAR", "Backend", "describe_unavailable", "get_backend", "reset_backend"]
+__all__ = [
+    "ENV_VAR",
+    "Backend",
+    "backend_for_process",
+    "describe_unavailable",
+    "get_backend",
+    "reset_backend",
+]
 
 #: Environment variable holding a backend spec, used when get_backend() gets none.
 ENV_VAR = "AUTOTUNE_BACKEND"
@@ -33,24 +40,24 @@ _unavailable: str | None = None  # why auto-selection did not pick NVML
 _auto_done = False
 
 
-def _make(spec: str) -> Backend:
-    """Build the backend a spec names (no fallback)."""
+def _make(spec: str, pid: int | None = None, exclude: frozenset[int] = frozenset()) -> Backend:
+    """Build the backend a spec names (no fallback), reading process ``pid`` (None: this one)."""
     kind, _, arg = spec.partition(":")
     kind = kind.strip().lower()
     if kind == "host" and not arg:
         from profilers.runtime.backends.host import HostBackend
 
-        return HostBackend()
+        return HostBackend(pid, exclude)
     if kind == "nvml":
         from profilers.runtime.backends.nvml import NvmlBackend
 
         if not arg.strip():
-            return NvmlBackend()
+            return NvmlBackend(pid=pid)
         try:
             indices = [int(x) for x in arg.split(",")]
         except ValueError:
             raise ValueError(f"bad backend spec {spec!r}: want nvml:INDEX[,INDEX...]") from None
-        return NvmlBackend(device_indices=indices)
+        return NvmlBackend(device_indices=indices, pid=pid)
     if kind == "replay":
         if not arg.strip():
             raise ValueError(f"bad backend spec {spec!r}: want replay:/path/to/recording.jsonl.gz")
@@ -93,8 +100,21 @@ def get_backend(name: str | None = None) -> Backend:
         backend = _cache.get(spec)
         if backend is None:
             backend = _auto() if spec == _AUTO else _make(spec)
+            backend.spec = backend.name if spec == _AUTO else spec  # auto: "nvml" or "host"
             _cache[spec] = backend
         return backend
+
+
+def backend_for_process(spec: str, pid: int, exclude_children: frozenset[int] = frozenset()) -> Backend:
+    """A new backend for ``spec`` reading process ``pid``'s share from another process.
+
+    ``spec`` is as :func:`get_backend` takes it, not "auto"; the share is ``pid``'s CPU, RSS and GPU
+    memory; ``exclude_children`` are children of ``pid`` left out of its CPU time (the sampler
+    process reading it).
+    """
+    backend = _make(spec, pid, exclude_children)
+    backend.spec = spec
+    return backend
 
 
 def describe_unavailable() -> str | None:

@@ -21,6 +21,9 @@ class Backend(abc.ABC):
 
     #: Short name shown by ``autotune doctor`` and stored in the run directory.
     name: str = "base"
+    #: The spec that builds this backend again (in the sampler process), set by ``get_backend``;
+    #: None for a backend made otherwise, which is sampled where it was made.
+    spec: str | None = None
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

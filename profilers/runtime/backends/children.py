@@ -79,8 +79,9 @@ def _psutil_times(pid: int) -> tuple[int, float] | None:
 class ChildCpu:
     """Cumulative CPU seconds of one process's children since this object was made."""
 
-    def __init__(self, pid: int | None = None) -> None:
+    def __init__(self, pid: int | None = None, exclude: frozenset[int] = frozenset()) -> None:
         self.pid = os.getpid() if pid is None else pid
+        self._exclude = exclude  # children not counted (the sampler process reading this one)
         self._use_proc = Path(f"/proc/{self.pid}/task").is_dir()
         self._seen: dict[int, tuple[int, float]] = {}  # pid -> (start time, CPU seconds at the last reading)
         self._total_s = 0.0
@@ -91,6 +92,9 @@ class ChildCpu:
         self._next_listing = time.monotonic() + REFRESH_S
 
     def _list(self, main_thread_only: bool = False) -> list[int]:
+        return [c for c in self._listed(main_thread_only) if c not in self._exclude]
+
+    def _listed(self, main_thread_only: bool) -> list[int]:
         if not self._use_proc:
             return [] if main_thread_only else _psutil_children(self.pid)
         try:

@@ -35,15 +35,15 @@ def cpu_model_name() -> str:
     return platform.processor() or platform.machine() or "cpu"
 
 
-def pinned_cpus() -> frozenset[int] | None:
-    """The cores this process may run on when that is fewer than the machine's (a trial's slot, taskset).
+def pinned_cpus(pid: int = 0) -> frozenset[int] | None:
+    """The cores process ``pid`` (0: this one) may run on, when fewer than the machine's (taskset).
 
-    None when it may run on every core (or the platform cannot say). The host backend then reads the
-    load of these cores only: what competes with the run for its own cores, not what runs beside it
-    on others (a sibling trial of a parallel study on its own slot).
+    A trial's slot is such a set. None when it may run on every core (or the platform cannot say).
+    The host backend then reads the load of these cores only: what competes with the run for its own
+    cores, not what runs beside it on others (a sibling trial of a parallel study on its own slot).
     """
     try:
-        allowed = frozenset(os.sched_getaffinity(0))
+        allowed = frozenset(os.sched_getaffinity(pid))
     except (AttributeError, OSError):
         return None
     return allowed if allowed and len(allowed) < (os.cpu_count() or 0) else None
@@ -83,8 +83,9 @@ class _ProcFiles:
     ``cpus``: count only these cores' lines of /proc/stat (``cpuN``), else the machine's (``cpu``).
     """
 
-    def __init__(self, cpus: frozenset[int] | None = None) -> None:
-        self.pid = os.getpid()
+    def __init__(self, cpus: frozenset[int] | None = None, pid: int | None = None) -> None:
+        self.own = pid is None  # this process's CPU time from its clock; another's from its threads
+        self.pid = os.getpid() if pid is None else pid
         self._cpus = {f"cpu{n}".encode() for n in cpus} if cpus is not None else None
         self._tick_s = 1.0 / os.sysconf("SC_CLK_TCK")
         self._page = os.sysconf("SC_PAGE_SIZE")
@@ -126,10 +127,23 @@ class _ProcFiles:
         if mem_total < 0 or mem_avail < 0:
             raise ValueError("MemTotal/MemAvailable missing from /proc/meminfo")
         # This process's CPU time from the clock, not /proc/<pid>/stat: that one counts in 10 ms
-        # ticks, which over a 100 ms sample reads as up to 10 times the true share.
-        proc_cpu_s = time.process_time()
+        # ticks, which over a 100 ms sample reads as up to 10 times the true share. Another
+        # process's from its threads' run times (ns, /proc/<pid>/task/*/schedstat).
+        proc_cpu_s = time.process_time() if self.own else threads_cpu_s(self.pid)
         rss = int(os.pread(pstatm, 256, 0).split()[1]) * self._page
         return _Readings(busy * self._tick_s, total * self._tick_s, proc_cpu_s, rss, mem_total, mem_avail)
+
+
+def threads_cpu_s(pid: int) -> float:
+    """CPU seconds the live threads of process ``pid`` have run (raises OSError once it is gone)."""
+    total_ns = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
+                total_ns += int(f.read().split()[0])
+        except FileNotFoundError:  # the thread ended meanwhile
+            continue
+    return total_ns / 1e9
 
 
 def _read_all(fd: int) -> bytes:
@@ -194,13 +208,19 @@ class HostBackend(Backend):
 
     name = "host"
 
-    def __init__(self) -> None:
+    def __init__(self, pid: int | None = None, exclude_children: frozenset[int] = frozenset()) -> None:
+        """Read process ``pid``'s CPU and RSS (None: this one, followed across a fork).
+
+        ``exclude_children``: its children left out of its CPU time (a sampler process reading it).
+        """
         super().__init__()
-        self._proc = psutil.Process()
-        self._cpus = pinned_cpus()
+        self._pid = pid
+        self._exclude = exclude_children
+        self._proc = psutil.Process(pid)
+        self._cpus = pinned_cpus(pid or 0)
         files: _ProcFiles | None
         try:
-            files = _ProcFiles(self._cpus)
+            files = _ProcFiles(self._cpus, pid)
         except OSError:
             files = None
         if files is not None:
@@ -210,7 +230,7 @@ class HostBackend(Backend):
                 files.close()
                 files = None
         self._files = files
-        self._children = ChildCpu()
+        self._children = ChildCpu(pid, exclude_children)
         self._last_t_ns = 0
         first = self._read()
         self._prev = (first, time.monotonic())
@@ -231,7 +251,7 @@ class HostBackend(Backend):
 
         The process's CPU seconds include its children's (:class:`ChildCpu`).
         """
-        if self._children.pid != os.getpid():  # forked: count the new process's children
+        if self._pid is None and self._children.pid != os.getpid():  # forked: the new process's children
             self._children = ChildCpu()
         now = self._read_own()
         if now.proc_cpu_s is not None:
@@ -241,7 +261,7 @@ class HostBackend(Backend):
     def _read_own(self) -> _Readings:
         files = self._files
         if files is not None:
-            if files.pid != os.getpid():  # forked: /proc/<pid> is the parent's
+            if files.own and files.pid != os.getpid():  # forked: /proc/<pid> is the parent's
                 files.close()
                 files = self._files = None
             else:
@@ -250,7 +270,7 @@ class HostBackend(Backend):
                 except (OSError, ValueError, IndexError):
                     files.close()
                     self._files = None
-        if self._proc.pid != os.getpid():
+        if self._pid is None and self._proc.pid != os.getpid():
             self._proc = psutil.Process()
         return _read_psutil(self._proc, self._cpus)
 

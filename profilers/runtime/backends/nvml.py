@@ -29,7 +29,14 @@ class NvmlBackend(Backend):
 
     name = "nvml"
 
-    def __init__(self, device_indices: Sequence[int] | None = None, *, pcie_interval_s: float | None = 1.0):
+    def __init__(
+        self,
+        device_indices: Sequence[int] | None = None,
+        *,
+        pcie_interval_s: float | None = 1.0,
+        pid: int | None = None,
+    ):
+        """``pid``: the process whose GPU memory is read (None: this one)."""
         super().__init__()
         count = libnvml.device_count()
         indices = list(range(count)) if device_indices is None else [int(i) for i in device_indices]
@@ -46,7 +53,7 @@ class NvmlBackend(Backend):
         self._pcie_interval_ns = None if pcie_interval_s is None else int(pcie_interval_s * 1e9)
         # per device: (monotonic ns of the last PCIe read, rx KB/s, tx KB/s)
         self._pcie_last: list[tuple[int, int | None, int | None] | None] = [None] * len(indices)
-        self._pid = os.getpid()
+        self._pid = os.getpid() if pid is None else pid
         self._last_t_ns = 0
         self._devices = [self._device_info(i, h) for i, h in zip(indices, self._handles, strict=True)]
 
