@@ -13,6 +13,7 @@ pool (a step merged after it was read) reads as unknown (None), never as another
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 #: Steps whose GPU times are read together (queries, elapsed times): a step's times reach the
@@ -24,21 +25,42 @@ READ_EVERY_S = 1.0
 #: The same under an early step budget (``--stop-below``, ``--stable-within``, a non-finite loss
 #: stop): the budget judges GPU times, so they are read more often (see the session's pacing).
 READ_EVERY_STEPS_UNDER_BUDGETS = 4
-#: Phase boundaries are timed on the GPU in the first this many steps past warm-up ...
-PHASE_STEPS_FIRST = 4
-#: ... and in one step of every this many after them (every step of the deep-profile window too).
+#: Phase boundaries are timed on the GPU in the first this many measured steps (as many as the
+#: straggler rule pairs: ``autotune.advice.thresholds.MIN_STEPS``) ...
+PHASE_STEPS_FIRST = 8
+#: ... and in one measured step of every this many after them.
 PHASE_STEP_EVERY = 16
 
 
-def times_phases(step: int, warmup_steps: int, kind: str) -> bool:
-    """Whether step ``step`` (1-based) times its phase boundaries on the GPU, not only its end.
+class PhaseSchedule:
+    """Which steps time their phase boundaries on the GPU, not only their end.
 
-    Warm-up steps and the first :data:`PHASE_STEPS_FIRST` after them do, then one in
-    :data:`PHASE_STEP_EVERY` (every phase is timed in each of them), and every step of the
-    deep-profile window (``kind`` "trace").
+    Every step before the measured ones does (warm-up, FLOP counting, the deep-profile window and
+    the step that settles after it: none enters the statistics, and the window's trace wants its
+    phases); of the measured steps, the first :data:`PHASE_STEPS_FIRST` and then one in
+    :data:`PHASE_STEP_EVERY` (every phase is timed in each of them). ``kind`` maps a step number to
+    its kind ("warmup", "flops", "trace", "settle", "measured").
     """
-    past = step - warmup_steps
-    return kind == "trace" or past <= PHASE_STEPS_FIRST or (past - PHASE_STEPS_FIRST) % PHASE_STEP_EVERY == 0
+
+    def __init__(self, kind: Callable[[int], str]) -> None:
+        self._kind = kind
+        self._first_measured: int | None = None
+        self._step = 0
+        self._answer = True
+
+    def __call__(self, step: int) -> bool:
+        """Whether step ``step`` (1-based) times its phases."""
+        if step != self._step:  # asked at every event: worked out once a step
+            self._step, self._answer = step, self._times(step)
+        return self._answer
+
+    def _times(self, step: int) -> bool:
+        if self._kind(step) != "measured":
+            return True
+        if self._first_measured is None or step < self._first_measured:
+            self._first_measured = step
+        past = step - self._first_measured  # 0 for the first measured step
+        return past < PHASE_STEPS_FIRST or (past - PHASE_STEPS_FIRST + 1) % PHASE_STEP_EVERY == 0
 
 
 class Mark(NamedTuple):
@@ -126,5 +148,5 @@ __all__ = [
     "READ_EVERY_STEPS_UNDER_BUDGETS",
     "CudaClock",
     "Mark",
-    "times_phases",
+    "PhaseSchedule",
 ]

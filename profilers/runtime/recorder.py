@@ -61,6 +61,7 @@ class Recorder:
         #: The sampler process, while it is starting or sampling (None: everything is sampled here).
         self.child: SamplerProcess | None = None
         self._in_child: set[str] = set()  # specs of the backends the child samples
+        self._child_lock = threading.Lock()  # the handover against a change of the GPUs sampled
         #: Why a backend was sampled in the training process (the child could not take it).
         self.sampling_notes: list[str] = []
         #: The sampler process's failures (it could not start, died, or did not end cleanly).
@@ -73,6 +74,8 @@ class Recorder:
             try:
                 child.start()
                 self.child = child
+                for backend in self.backends:  # its CPU is ours, not the training's
+                    backend.exclude_process(child.pid or 0)
             except OSError as exc:
                 self.sampling_faults.append(f"the sampler process could not start ({exc})")
         self._thread = threading.Thread(target=self._run, name="autotune-recorder", daemon=True)
@@ -88,6 +91,7 @@ class Recorder:
         child = self.child
         if child is None:
             return
+        ready_seen = child.go_ns is not None
         for message in child.messages():
             if "ready" in message:
                 ready = message["ready"]
@@ -98,9 +102,11 @@ class Recorder:
                     self.child = None
                     child.stop()
                     return
-                self._in_child = took  # from now on only the child samples them
-                if child.go() and self._keep_gpus is not None:
-                    child.send({"keep": sorted(self._keep_gpus)})
+                with self._child_lock:  # a keep_gpus from the training thread comes before or after
+                    self._in_child = took  # from now on only the child samples them
+                    keep = self._keep_gpus
+                    child.go(None if keep is None else sorted(keep))
+                ready_seen = True
             elif "error" in message:
                 self.sampling_faults.append(f"the sampler process failed ({message['error']})")
         code = child.exit_code()
@@ -110,6 +116,11 @@ class Recorder:
         if code is None:  # never answered
             child.stop()
             self.sampling_faults.append(f"the sampler process did not start within {READY_TIMEOUT_S:.0f} s")
+        elif not self._in_child and not ready_seen:
+            self.sampling_faults.append(
+                f"the sampler process exited (exit code {code}) before taking over; sampling stayed "
+                "in the training process"
+            )
         elif self._in_child:
             self.sampling_faults.append(
                 f"the sampler process ended (exit code {code}) {waited_s:.1f} s into the run; "
@@ -125,11 +136,13 @@ class Recorder:
         With ``device_infos`` the store's device list becomes those, and its samples of other GPUs
         are deleted (at the next flush, on this thread).
         """
-        self._keep_gpus = None if indexes is None else frozenset(indexes)
+        with self._child_lock:
+            self._keep_gpus = None if indexes is None else frozenset(indexes)
+            child = self.child  # read once: the recorder thread may drop it meanwhile
+            if child is not None and self._in_child:
+                child.send({"keep": None if indexes is None else sorted(indexes)})
         if device_infos is not None:
             self._devices_update = device_infos
-        if self.child is not None and self._in_child:
-            self.child.send({"keep": None if indexes is None else sorted(indexes)})
 
     def set_meta(self, values: dict[str, Any]) -> None:
         """Store ``values`` in the run's meta table at the next flush (on this thread)."""

@@ -57,6 +57,7 @@ _CHILD_START = f"""
 import contextlib, os, sys
 with contextlib.suppress(OSError):
     os.nice({NICENESS})
+sys.path[0] = sys.argv[2]  # this project's root, not the working directory's packages
 from profilers.runtime.sampler_process import main
 sys.exit(main(sys.argv))
 """
@@ -88,15 +89,12 @@ class SamplerProcess:
     def start(self) -> None:
         """Spawn the child (raises OSError when it cannot be)."""
         root = str(Path(__file__).resolve().parents[2])  # where the profilers package lives
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         self.started_ns = time.time_ns()
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", _CHILD_START, json.dumps(self.config)],
+            [sys.executable, "-c", _CHILD_START, json.dumps(self.config), root],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
-            env=env,
             start_new_session=True,  # the terminal's Ctrl-C and torchrun's group signals are the parent's
         )
         assert self.proc.stdout is not None
@@ -138,10 +136,10 @@ class SamplerProcess:
             return False
         return True
 
-    def go(self) -> bool:
-        """Tell the ready child to start sampling what it took."""
+    def go(self, keep: list[int] | None) -> bool:
+        """Tell the ready child to start sampling what it took, only GPUs ``keep`` (None: all)."""
         self.go_ns = time.time_ns()
-        return self.send({"go": True})
+        return self.send({"go": True, "keep": keep})
 
     def stop(self) -> bool:
         """Ask for a last sample and the last rows; wait for the child to end. True if it ended well.
@@ -229,15 +227,20 @@ def child_main(config: dict[str, Any]) -> int:
     if not backends:
         return 0
     parent = int(config["pid"])
+    keep: frozenset[int] | None = None
+    later: list[dict[str, Any]] = []  # what came after "go" in its read: for the sampling loop
     while True:  # wait for the parent to stop sampling them itself
         messages = commands.wait(1.0)
         if commands.closed or os.getppid() != parent or any(m.get("stop") for m in messages):
             return 0
-        if any(m.get("go") for m in messages):
+        at = next((i for i, m in enumerate(messages) if m.get("go")), None)
+        if at is not None:
+            go, later = messages[at], messages[at + 1 :]
             break
+    if go.get("keep") is not None:  # the job's GPUs, as the parent knows them at the handover
+        keep = frozenset(int(i) for i in go["keep"])
     store = RunStore(Path(config["store"]), rank=int(config["rank"]))
     period_s = 1.0 / float(config["hz"])
-    keep: frozenset[int] | None = None
     pending: list[DeviceSample] = []
     written = 0
 
@@ -266,7 +269,7 @@ def child_main(config: dict[str, Any]) -> int:
         if now >= next_flush:
             flush()
             next_flush = now + FLUSH_INTERVAL_S
-        messages = commands.wait(min(next_sample, next_flush) - time.monotonic())
+        messages, later = later + commands.wait(min(next_sample, next_flush) - time.monotonic()), []
         # Its pipe closes when the training process ends, unless a process it forked holds it
         if commands.closed or os.getppid() != parent or any(m.get("stop") for m in messages):
             break

@@ -36,7 +36,7 @@ from profilers.runtime.cuda_clock import (
     READ_EVERY_STEPS,
     READ_EVERY_STEPS_UNDER_BUDGETS,
     CudaClock,
-    times_phases,
+    PhaseSchedule,
 )
 from profilers.runtime.flops import detect_precision, mfu, model_facts, peak_flops_per_s
 from profilers.runtime.gpu_match import cuda_uuids, job_cuda_indexes, match_uuids, visible_nvml_indexes
@@ -124,6 +124,7 @@ class Session:
         self._clock: CudaClock | None = None  # once the model runs on CUDA
         self._unread_steps = 0  # steps closed since GPU times were last read
         self._next_read_ns = 0  # perf_counter_ns at which they are read whatever their number
+        self._last_read_end: Any = None  # the end mark of the last step read
         self._wall_offset_ns = 0
         self._t0 = 0.0
         self._rss_start: int | None = None
@@ -323,10 +324,9 @@ class Session:
         self._cuda_device = index
         self._clock = CudaClock(torch.cuda, index)
         self._next_read_ns = time.perf_counter_ns() + int(READ_EVERY_S * 1e9)
-        warmup, kind = self.options.warmup_steps, self.instruments.kind
         assert self._tracker is not None
         self._tracker.gpu_mark = self._clock.mark
-        self._tracker.phase_steps = lambda step: times_phases(step, warmup, kind(step))
+        self._tracker.phase_steps = PhaseSchedule(self.instruments.kind)
         self.instruments.before_window = functools.partial(torch.cuda.synchronize, index)
         if self._memory_history is not None:  # a no-op when recording since CUDA's initialisation
             self._memory_history.start(index)
@@ -486,7 +486,9 @@ class Session:
             end = closed.end.gpu
             if end is None or clock is None:  # ended inside a CUDA graph capture: host times
                 self._gpu_pending.pop(0)
-                self._emit(closed, None)
+                self._emit(closed, None, phases_timed=clock is None)  # on CUDA: enqueue times
+                if clock is not None:
+                    self._release_read(clock, closed)
                 continue
             if not block and not clock.done(end):
                 return
@@ -494,23 +496,34 @@ class Session:
                 clock.wait(end)
             self._gpu_pending.pop(0)
             self._emit_gpu_times(clock, closed)
+            self._release_read(clock, closed)
 
     def _emit_gpu_times(self, clock: CudaClock, closed: ClosedStep) -> None:
-        """Emit a step whose end event completed, with its GPU times; give its events back."""
+        """Emit a step whose end event completed, with its GPU times."""
         start, end = closed.start.gpu, closed.end.gpu
         duration = clock.elapsed_ns(start, end) if start is not None and end is not None else None
-        if duration is None:  # the first CUDA step started before its start could be marked
-            self._emit(closed, None)
-        else:
-            marks = [clock.elapsed_ns(start, e.gpu) if e.gpu is not None else None for e in closed.events]
-            timed = all(t is not None for t in marks)
-            if not timed:  # only the boundaries were marked: the host's split of the GPU's duration
-                host_ns = closed.end.t_ns - closed.start.t_ns
-                scale = duration / host_ns if host_ns > 0 else 0.0
-                marks = [round((e.t_ns - closed.start.t_ns) * scale) for e in closed.events]
-            self._emit(closed, [0, duration, *(t or 0 for t in marks)], phases_timed=timed)
-        # Its end is the next step's start: read again there, given back with that step
-        clock.release(e.gpu for e in (closed.start, *closed.events) if e.gpu is not None and e.gpu != end)
+        if duration is None:  # its start was not marked (the first CUDA step): enqueue times
+            self._emit(closed, None, phases_timed=False)
+            return
+        marks = [clock.elapsed_ns(start, e.gpu) if e.gpu is not None else None for e in closed.events]
+        timed = all(t is not None for t in marks)
+        if not timed:  # only the boundaries were marked: the host's split of the GPU's duration
+            host_ns = closed.end.t_ns - closed.start.t_ns
+            scale = duration / host_ns if host_ns > 0 else 0.0
+            marks = [round((e.t_ns - closed.start.t_ns) * scale) for e in closed.events]
+        self._emit(closed, [0, duration, *(t or 0 for t in marks)], phases_timed=timed)
+
+    def _release_read(self, clock: CudaClock, closed: ClosedStep) -> None:
+        """Give back the events of a step just read, but its end: the next step's start, usually.
+
+        The previous step's end goes back too when this step did not start at it (it started
+        after slow work, or inside an optimizer step that ran a closure).
+        """
+        previous_end, self._last_read_end = self._last_read_end, closed.end.gpu
+        marks = [e.gpu for e in (closed.start, *closed.events)]
+        if previous_end is not None and previous_end != closed.start.gpu:
+            marks.append(previous_end)
+        clock.release(m for m in marks if m is not None and m != closed.end.gpu)
 
     # -- stop -----------------------------------------------------------------------------------
     def note_exit(self, exc: BaseException | None) -> None:

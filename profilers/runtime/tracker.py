@@ -50,8 +50,9 @@ class StepTracker:
     the step closed and before the next step's first event is recorded, so the caller can start or
     stop per-step instrumentation there; it returns True when it did slow work, and the next step
     then starts after it. ``gpu_mark`` (set once the model runs on CUDA) records a CUDA event
-    without synchronizing: at every event that can end a step (an optimizer step's end, a
-    backward-mode step's opener and its backward's end, ``autotune.step()``), and at every other
+    without synchronizing: at every event that can end or start a step (an optimizer step's end,
+    a second optimizer's start, a backward-mode step's opener and its backward's end,
+    ``autotune.step()``, a restart after slow work), and at every other
     phase boundary only in the steps for which ``phase_steps(number)`` is true (always while the
     step mode is unknown). A step thus records one or two events, a phase-timing step all of them.
     """
@@ -129,7 +130,8 @@ class StepTracker:
         elif self.mode == "backward" and self._after_backward and code in _STEP_OPENERS:
             boundary = self._event(code)
             self._close(boundary, boundary)
-        ev = self._event(code, samples, tokens, loss, boundary=False)
+        # A second optimizer's start begins a step of its own if it runs a closure: a boundary
+        ev = self._event(code, samples, tokens, loss, boundary=code == OPT_B and self._pending is not None)
         if code == OPT_B and self._pending is not None:
             self._merged_opt = (self._pending, ev)
             self._pending = None

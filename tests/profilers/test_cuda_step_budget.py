@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,24 +29,28 @@ from profilers.runtime.cuda_clock import (
     PHASE_STEPS_FIRST,
     READ_EVERY_STEPS,
     READ_EVERY_STEPS_UNDER_BUDGETS,
-    times_phases,
 )
 from profilers.runtime.session import GPU_LEAD_STEPS_UNDER_BUDGETS, active_session
 
 WARMUP = 3
+GPU_NS_PER_EVENT = 1_000_000
 
 
 class RecordingCuda:
     """torch.cuda's calls a session makes, logged as (call, step, thread); events stamp host time.
 
     The GPU runs ``lag_steps`` behind the host: an event is done once the host is that many steps
-    past the one that recorded it (or once waited on).
+    past the one that recorded it (or once waited on). Its clock advances ``GPU_NS_PER_EVENT`` at
+    each event it records: a time it measures is a whole number of those, which tells it from a
+    time the host measured.
     """
 
     def __init__(self, lag_steps: int = 0) -> None:
         self.calls: list[tuple[str, int, int]] = []
         self.step = lambda: 0  # the open step's number, set once the session exists
         self.lag_steps = lag_steps
+        self.made: list[Any] = []
+        self.gpu_ns = 0
 
     def log(self, name: str) -> None:
         self.calls.append((name, self.step(), threading.get_ident()))
@@ -68,7 +71,8 @@ class RecordingCuda:
 
             def record(self, stream: Any = None) -> None:
                 cuda.log("record")
-                self.t_ns, self.step, self.waited = time.perf_counter_ns(), cuda.step(), False
+                cuda.gpu_ns += GPU_NS_PER_EVENT
+                self.t_ns, self.step, self.waited = cuda.gpu_ns, cuda.step(), False
 
             def query(self) -> bool:
                 cuda.log("query")
@@ -82,7 +86,9 @@ class RecordingCuda:
                 cuda.log("elapsed_time")
                 return (other.t_ns - self.t_ns) / 1e6
 
-        return Event()
+        event = Event()
+        self.made.append(event)
+        return event
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
         cuda = torch.cuda
@@ -104,7 +110,10 @@ class RecordingCuda:
         return Counter(step for call, step, t in self.calls if call == name and t == thread)
 
 
-def profiled_loop(tmp_path: Path, cuda: RecordingCuda, steps: int, **options: Any) -> dict[str, Any]:
+def profiled_loop(
+    tmp_path: Path, cuda: RecordingCuda, steps: int, closure: bool = False, **options: Any
+) -> dict[str, Any]:
+    """A real loop, profiled as if on cuda:0; ``closure``: every update is ``opt.step(closure)``."""
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -113,6 +122,13 @@ def profiled_loop(tmp_path: Path, cuda: RecordingCuda, steps: int, **options: An
         run_dir=tmp_path / "run", quiet=True, deep_profile=False, count_flops=False, sample_hz=0,
         warmup_steps=WARMUP, **options,
     )  # fmt: skip
+
+    def update() -> torch.Tensor:
+        opt.zero_grad()
+        loss = nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        return loss
+
     with prof:
         session = active_session()
         assert session is not None and session._tracker is not None
@@ -120,12 +136,25 @@ def profiled_loop(tmp_path: Path, cuda: RecordingCuda, steps: int, **options: An
         cuda.step = lambda: tracker.steps_closed + 1
         session._use_cuda_clock(torch.device("cuda", 0))  # what the hooks do at a CUDA input
         for _ in range(steps):
-            loss = nn.functional.mse_loss(model(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+            if closure:  # Lightning's automatic optimization, LBFGS: the step starts in opt.step
+                opt.step(update)
+            else:
+                update()
+                opt.step()
     assert prof.summary is not None
     return prof.summary
+
+
+def phase_steps(steps: int) -> set[int]:
+    """The steps that time their phases: the warm-up, the first measured ones, then 1 in 16."""
+    first = WARMUP + 1  # no FLOP counting, no deep-profile window here
+    later = range(first + PHASE_STEPS_FIRST - 1 + PHASE_STEP_EVERY, steps + 1, PHASE_STEP_EVERY)
+    return set(range(1, first + PHASE_STEPS_FIRST)) | set(later)
+
+
+def host_timed(recorded: list[Any]) -> list[int]:
+    """Steps whose duration the host's clock measured: not a whole number of GPU_NS_PER_EVENT."""
+    return [s.step for s in recorded if s.duration_ns % GPU_NS_PER_EVENT != 0]
 
 
 def test_a_cuda_step_records_one_event_from_a_pool_and_reads_nothing_between_batches(tmp_path, monkeypatch):
@@ -136,20 +165,19 @@ def test_a_cuda_step_records_one_event_from_a_pool_and_reads_nothing_between_bat
     summary = profiled_loop(tmp_path, cuda, steps)
     me = threading.get_ident()
     records = cuda.per_step("record", me)
-    phase_steps = {n for n in range(1, steps + 1) if times_phases(n, WARMUP, "measured")}
-    assert phase_steps == set(range(1, WARMUP + PHASE_STEPS_FIRST + 1)) | {
-        WARMUP + PHASE_STEPS_FIRST + k * PHASE_STEP_EVERY for k in range(1, 6)
-    }
+    timed = phase_steps(steps)
+    assert len(timed) == WARMUP + PHASE_STEPS_FIRST + 5
     # One event a step (its optimizer step's end, which starts the next); six in a step timing its
     # phases (forward, backward, optimizer: begin and end); one more in the first step past the
     # warm-up, which starts after the session's one-off work there (a garbage collection)
     for n in range(WARMUP + 1, steps):
-        expected = (6 if n in phase_steps else 1) + (n == WARMUP + 1)
+        expected = (6 if n in timed else 1) + (n == WARMUP + 1)
         assert records[n] == expected, (n, sorted(records.items()))
     # Events come from a pool: none is made once the steps read in a batch have given theirs back
     made = cuda.per_step("Event", me)
     assert max(made) <= WARMUP + PHASE_STEPS_FIRST + 2 * READ_EVERY_STEPS, made
     assert sum(made.values()) <= 2 * READ_EVERY_STEPS + 6 * (WARMUP + PHASE_STEPS_FIRST), made
+
     # Nothing is queried, read or waited on per step: only at every READ_EVERY_STEPS-th step's end
     # (counted in the next step, which is open then) and at the end of the run
     reads = {n for call, n, t in cuda.calls if call in ("query", "elapsed_time", "synchronize") and t == me}
@@ -162,10 +190,12 @@ def test_a_cuda_step_records_one_event_from_a_pool_and_reads_nothing_between_bat
     recorded = read_steps(tmp_path / "run" / STORE_NAME)
     assert [s.step for s in recorded] == list(range(1, steps + 1))
     for s in recorded:
-        assert s.phases_timed == (s.step in phase_steps), s.step
+        assert s.phases_timed == (s.step in timed), s.step
         assert sum(s.phase_ns().values()) == s.duration_ns
         assert s.forward_ns > 0 and s.backward_ns > 0 and s.optimizer_ns > 0
+    assert host_timed(recorded) == []  # every step's duration is the GPU's
     assert summary["steps"] == steps and summary["warnings"] == []
+
     assert sum(summary["phases"].values()) == pytest.approx(1.0)
 
 
@@ -198,3 +228,47 @@ def test_slow_steps_are_read_as_they_end_not_a_batch_later(tmp_path, monkeypatch
     profiled_loop(tmp_path, cuda, steps)
     reads = {n for call, n, _ in cuda.calls if call == "elapsed_time"}
     assert reads == set(range(2, steps + 2)), sorted(reads)  # each step read as the next one opens
+
+
+def test_steps_that_start_inside_an_optimizer_step_are_timed_on_the_gpu_from_a_bounded_pool(
+    tmp_path, monkeypatch
+):
+    """opt.step(closure) runs the forward and backward inside the optimizer step: each step starts
+    at that optimizer's start, which must be marked, and the pool must not grow with the steps."""
+    cuda = RecordingCuda()
+    cuda.install(monkeypatch)
+    monkeypatch.setattr("profilers.runtime.session.READ_EVERY_S", 3600.0)
+    steps = 200
+    profiled_loop(tmp_path, cuda, steps, closure=True)
+    recorded = read_steps(tmp_path / "run" / STORE_NAME)
+    assert len(recorded) == steps
+    assert host_timed(recorded) == []  # each step's start, inside opt.step, was marked
+    made = cuda.per_step("Event", threading.get_ident())
+    late = [n for n in made if n > 4 * READ_EVERY_STEPS]
+    assert late == [], late  # none made once the pool covers what is in flight
+    assert len(cuda.made) < 100, len(cuda.made)
+
+
+def test_steps_restarted_after_slow_work_give_their_ends_back(tmp_path, monkeypatch):
+    """A step that starts after slow work (a rank agreement every few steps under torchrun) leaves
+    the previous step's end unused as a start: it goes back to the pool all the same."""
+    cuda = RecordingCuda()
+    cuda.install(monkeypatch)
+    monkeypatch.setattr("profilers.runtime.session.READ_EVERY_S", 3600.0)
+    from profilers.runtime.stopping import StepBudgets
+
+    real = StepBudgets.at_step_end
+
+    def every_fourth_is_slow(self: Any, closed: Any, kind: str, steps: Any) -> tuple[Any, bool]:
+        reason, _ = real(self, closed, kind, steps)
+        return reason, closed.number % 4 == 0
+
+    monkeypatch.setattr(StepBudgets, "at_step_end", every_fourth_is_slow)
+    steps = 200
+    profiled_loop(tmp_path, cuda, steps)
+    recorded = read_steps(tmp_path / "run" / STORE_NAME)
+    assert len(recorded) == steps
+    assert host_timed(recorded) == []
+    made = cuda.per_step("Event", threading.get_ident())
+    late = [n for n in made if n > 4 * READ_EVERY_STEPS]
+    assert late == [], late  # the ends left behind went back to the pool: none made once it is full

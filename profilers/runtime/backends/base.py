@@ -53,6 +53,9 @@ class Backend(abc.ABC):
         first = readings[0].to_dict()
         return {k: v is not None for k, v in first.items() if k not in ("t_ns", "device_index", "kind")}
 
+    def exclude_process(self, pid: int) -> None:  # noqa: B027 - optional hook, default does nothing
+        """Leave child process ``pid`` (the sampler process) out of this process's readings."""
+
     def close(self) -> None:
         """Release driver handles. Idempotent."""
         with self._lock:

@@ -81,7 +81,7 @@ class ChildCpu:
 
     def __init__(self, pid: int | None = None, exclude: frozenset[int] = frozenset()) -> None:
         self.pid = os.getpid() if pid is None else pid
-        self._exclude = exclude  # children not counted (the sampler process reading this one)
+        self._exclude = set(exclude)  # children not counted (the sampler process reading this one)
         self._use_proc = Path(f"/proc/{self.pid}/task").is_dir()
         self._seen: dict[int, tuple[int, float]] = {}  # pid -> (start time, CPU seconds at the last reading)
         self._total_s = 0.0
@@ -90,6 +90,11 @@ class ChildCpu:
             if times is not None:
                 self._seen[child] = times
         self._next_listing = time.monotonic() + REFRESH_S
+
+    def exclude(self, pid: int) -> None:
+        """Count child ``pid`` no more (from now on)."""
+        self._exclude.add(pid)
+        self._seen.pop(pid, None)
 
     def _list(self, main_thread_only: bool = False) -> list[int]:
         return [c for c in self._listed(main_thread_only) if c not in self._exclude]
