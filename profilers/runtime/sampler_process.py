@@ -68,6 +68,18 @@ def child_sampling_wanted() -> bool:
     return os.environ.get(ENV_VAR, "").strip().lower() != "thread"
 
 
+def json_lines(buffer: bytes) -> tuple[list[dict[str, Any]], bytes]:
+    """The whole lines of ``buffer`` that are JSON objects, and what follows the last newline."""
+    *lines, rest = buffer.split(b"\n")
+    out = []
+    for line in lines:
+        with contextlib.suppress(ValueError):
+            message = json.loads(line)
+            if isinstance(message, dict):
+                out.append(message)
+    return out, rest
+
+
 class SamplerProcess:
     """The training process's handle on its sampler process (every call is non-blocking but ``stop``)."""
 
@@ -116,13 +128,7 @@ class SamplerProcess:
         with contextlib.suppress(BlockingIOError, OSError, ValueError):
             while chunk := os.read(self.proc.stdout.fileno(), 65536):
                 self._buffer += chunk
-        *lines, self._buffer = self._buffer.split(b"\n")
-        out = []
-        for line in lines:
-            with contextlib.suppress(ValueError):
-                message = json.loads(line)
-                if isinstance(message, dict):
-                    out.append(message)
+        out, self._buffer = json_lines(self._buffer)
         return out
 
     def send(self, message: dict[str, Any]) -> bool:
@@ -209,13 +215,7 @@ class _Commands:
             if not chunk:
                 self.closed = True
             self._buffer += chunk
-        *lines, self._buffer = self._buffer.split(b"\n")
-        out = []
-        for line in lines:
-            with contextlib.suppress(ValueError):
-                message = json.loads(line)
-                if isinstance(message, dict):
-                    out.append(message)
+        out, self._buffer = json_lines(self._buffer)
         return out
 
 
