@@ -53,7 +53,7 @@ class LiveInfo:
     samples_per_s: float | None  # the summary's once finished (the report's), else over the recent steps
     step_time_s: tuple[float, ...]  # per bucket of steps, over the whole run
     samples_per_s_series: tuple[float, ...]
-    phases_s: tuple[tuple[str, float], ...]  # mean seconds of each phase over the recent steps
+    phases_s: tuple[tuple[str, float], ...]  # mean seconds of each phase over the recent timed steps
     recent_steps: int
     devices: tuple[DeviceView, ...]
     warnings: tuple[str, ...] = ()
@@ -214,8 +214,9 @@ def live_info(
         # a finished run: the report's figure (its measured steps), not the last few steps'
         samples_per_s, rate_over = float(finished_rate), "measured steps"
     phases: tuple[tuple[str, float], ...] = ()
-    if recent:
-        means = ((p, sum(s.phases_ns[i] for s in recent) / len(recent) / 1e9) for i, p in enumerate(PHASES))
+    timed = [s for s in recent if s.phases_timed] or recent  # as the summary's phases: timed steps
+    if timed:
+        means = ((p, sum(s.phases_ns[i] for s in timed) / len(timed) / 1e9) for i, p in enumerate(PHASES))
         phases = tuple((p, v) for p, v in means if v or p not in OPTIONAL_PHASES)
     started = reader.meta.started_ns or reader.first_step_start_ns
     elapsed = None

@@ -61,6 +61,7 @@ class RecentStep:
     phases_ns: tuple[int, ...]  # PHASES order
     samples: int | None
     kind: str
+    phases_timed: bool = True  # False: a CUDA step between phase samples (the host's split)
 
 
 @dataclass
@@ -233,4 +234,5 @@ def _recent(record: StepRecord) -> RecentStep:
         phases_ns=tuple(int(phases[p] or 0) for p in PHASES),
         samples=record.samples,
         kind=record.kind,
+        phases_timed=record.phases_timed,
     )

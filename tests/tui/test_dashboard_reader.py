@@ -316,3 +316,33 @@ def test_the_trials_screen_counts_every_trial_running_at_once():
     info = study_info({}, entries, [1, 3, 4])  # trial directories 3 and 4 have no entry yet
     assert info.running_ids == (3, 4) and info.running_id == 4
     assert study_info({}, entries, [0, 2]).running_ids == ()
+
+
+def test_the_live_phases_are_the_timed_steps_as_in_the_summary(tmp_path: Path) -> None:
+    """A CUDA run times its phases on the GPU in some steps; the others carry the host's split of
+    their GPU duration (phases_timed False). The live panel, like summary.json's phases, reads the
+    timed ones: here 40% backward, not the host split's 0%."""
+    import dataclasses
+
+    from tui.model import live_info
+
+    path = tmp_path / "run.db"
+    store = RunStore(path)
+    rows = []
+    for n in range(1, 21):
+        record = step_record(n)
+        if n % 4:  # three steps in four: the host's split, all of it waiting for data
+            d = record.duration_ns
+            record = dataclasses.replace(
+                record, data_ns=d, forward_ns=0, backward_ns=0, optimizer_ns=0, other_ns=0, phases_timed=False
+            )
+        rows.append(record)
+    store.add_steps(rows)
+    store.close()
+    reader = StoreReader(path)
+    reader.poll()
+    info = live_info(reader, None, "run", rows[-1].start_ns)
+    timed = [r for r in rows[-len(reader.recent) :] if r.phases_timed]
+    expected = statistics.mean(r.backward_ns for r in timed) / 1e9
+    assert dict(info.phases_s)["backward"] == pytest.approx(expected)
+    assert dict(info.phases_s)["data"] == pytest.approx(statistics.mean(r.data_ns for r in timed) / 1e9)
