@@ -19,7 +19,7 @@ from typing import Any
 
 from profilers.contract.records import DeviceSample, OpRecord, StepRecord
 from profilers.runtime.backends.base import Backend
-from profilers.runtime.sampler_process import READY_TIMEOUT_S, SamplerProcess
+from profilers.runtime.sampler_process import READY_TIMEOUT_S, SILENCE_TIMEOUT_S, SamplerProcess
 from profilers.runtime.store import RunStore
 
 RETRACT = "retract"  # queued marker: delete this rank's steps written so far
@@ -62,6 +62,7 @@ class Recorder:
         self.child: SamplerProcess | None = None
         self._in_child: set[str] = set()  # specs of the backends the child samples
         self._child_lock = threading.Lock()  # the handover against a change of the GPUs sampled
+        self._child_heard_ns = 0  # when the sampler process last said something
         #: Why a backend was sampled in the training process (the child could not take it).
         self.sampling_notes: list[str] = []
         #: The sampler process's failures (it could not start, died, or did not end cleanly).
@@ -92,7 +93,10 @@ class Recorder:
         if child is None:
             return
         ready_seen = child.go_ns is not None
-        for message in child.messages():
+        messages = child.messages()
+        if messages:
+            self._child_heard_ns = time.time_ns()
+        for message in messages:
             if "ready" in message:
                 ready = message["ready"]
                 took = set(ready.get("took") or [])
@@ -111,9 +115,16 @@ class Recorder:
                 self.sampling_faults.append(f"the sampler process failed ({message['error']})")
         code = child.exit_code()
         waited_s = (time.time_ns() - child.started_ns) / 1e9
-        if code is None and (self._in_child or waited_s < READY_TIMEOUT_S):
+        silent_s = (time.time_ns() - self._child_heard_ns) / 1e9
+        if code is None and self._in_child and silent_s > SILENCE_TIMEOUT_S:  # hung: no write said
+            child.kill()
+            self.sampling_faults.append(
+                f"the sampler process stopped answering ({silent_s:.0f} s without a write) "
+                f"{waited_s:.1f} s into the run; sampling went on in the training process from then"
+            )
+        elif code is None and (self._in_child or waited_s < READY_TIMEOUT_S):
             return
-        if code is None:  # never answered
+        elif code is None:  # never answered
             child.stop()
             self.sampling_faults.append(f"the sampler process did not start within {READY_TIMEOUT_S:.0f} s")
         elif not self._in_child and not ready_seen:

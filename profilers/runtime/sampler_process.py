@@ -44,8 +44,10 @@ ENV_VAR = "AUTOTUNE_SAMPLER"
 READY_TIMEOUT_S = 30.0
 #: Seconds the parent waits at ``stop`` for the child's last rows.
 STOP_TIMEOUT_S = 10.0
-#: Seconds between the child's writes to the run store.
+#: Seconds between the child's writes to the run store (each one said to the parent).
 FLUSH_INTERVAL_S = 1.0
+#: Seconds without a word from the sampling child after which the parent takes sampling back.
+SILENCE_TIMEOUT_S = 30.0
 #: The child's scheduling niceness above the training process's.
 NICENESS = 10
 
@@ -141,6 +143,13 @@ class SamplerProcess:
         except (OSError, ValueError):
             return False
         return True
+
+    def kill(self) -> None:
+        """End the child now (it stopped answering)."""
+        if self.proc is not None:
+            with contextlib.suppress(OSError):
+                self.proc.kill()
+            self.proc.wait()
 
     def go(self, keep: list[int] | None) -> bool:
         """Tell the ready child to start sampling what it took, only GPUs ``keep`` (None: all)."""
@@ -256,6 +265,7 @@ def child_main(config: dict[str, Any]) -> int:
         store.add_samples(s.to_dict() for s in pending)
         written += len(pending)
         pending.clear()
+        _say({"wrote": written})  # the parent's sign that sampling goes on
 
     next_sample = time.monotonic()
     next_flush = next_sample + FLUSH_INTERVAL_S

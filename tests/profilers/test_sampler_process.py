@@ -205,3 +205,29 @@ def test_another_process_cpu_time_counts_its_threads_that_ended(tmp_path):
         assert process_cpu_s(proc.pid) >= 0.6  # six ended threads of 0.1 s of CPU each
     finally:
         proc.communicate("")
+
+
+HUNG_CHILD = """
+import json, sys, time
+print(json.dumps({"ready": {"took": ["host"], "left": {}}}), flush=True)
+sys.stdin.readline()  # the go-ahead: then it hangs, as on a stuck driver call, writing nothing
+time.sleep(120)
+"""
+
+
+def test_a_sampler_process_that_stops_answering_is_ended_and_sampling_comes_back(tmp_path, monkeypatch):
+    monkeypatch.setattr("profilers.runtime.sampler_process._CHILD_START", HUNG_CHILD)
+    monkeypatch.setattr("profilers.runtime.recorder.SILENCE_TIMEOUT_S", 1.0)
+    run_dir = tmp_path / "run"
+    with autotune.profile(run_dir=run_dir, quiet=True, sample_hz=HZ, deep_profile=False) as prof:
+        recorder = wait_for_handover()
+        pid = recorder.child.pid
+        handed_ns = time.time_ns()
+        train_for(4.0)  # silent past the timeout: taken back at the recorder's next wake-up
+    summary = prof.summary
+    assert summary["sampling"]["where"] == {"host": "training process"}
+    said = [w for w in summary["warnings"] if "stopped answering" in w]
+    assert len(said) == 1, summary["warnings"]
+    with pytest.raises(ProcessLookupError):  # ended (and reaped), not left behind
+        os.kill(pid, 0)
+    assert len([t for t, _ in samples_of(run_dir, "host") if t > handed_ns]) >= 2  # sampled here again
