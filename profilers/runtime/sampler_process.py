@@ -7,15 +7,16 @@ Zeus's ``PowerMonitor`` sample outside the job. Spawned (a new interpreter, neve
 process that may hold CUDA; at a lower priority), it builds each backend again from its spec for
 the training process's pid (:func:`~profilers.runtime.backends.backend_for_process`), takes over
 those whose devices match the training process's own exactly, and writes their samples to run.db
-itself. A backend it cannot
-build the same (a GPU it does not see) stays sampled in the training process.
+itself. A backend it cannot build the same (a GPU it does not see) stays sampled in the training
+process.
 
 The protocol is JSON lines: the parent passes its configuration as the one argument; the child
-answers ``{"ready": {"took": [...], "left": {spec: why}}}`` and waits for ``{"go": true}`` (the
-parent stops sampling those backends first: no reading is taken twice); then ``{"keep": [...]}``
-narrows the GPUs sampled, and ``{"stop": true}`` (or the parent's end: its stdin closes) takes a
-last sample, writes everything and exits. A child that cannot start, or dies, is the recorder's
-to notice: it samples in the training process again and the summary says from when.
+answers ``{"ready": {"took": [...], "left": {spec: why}}}`` and waits for ``{"go": true, "keep":
+[...]}`` (the parent stops sampling those backends first: no reading is taken twice; ``keep``: the
+job's GPUs); then says ``{"wrote": n}`` at each write. ``{"keep": [...]}`` narrows the GPUs
+sampled, and ``{"stop": true}`` (or the parent's end: its stdin closes) takes a last sample, writes
+everything and exits. A child that cannot start, dies, or falls silent is the recorder's to notice:
+it samples in the training process again and the summary says from when.
 """
 
 from __future__ import annotations
@@ -95,8 +96,6 @@ class SamplerProcess:
         }
         self.proc: subprocess.Popen[bytes] | None = None
         self._buffer = b""
-        self.took: list[str] = []  # specs the child samples, once it said so
-        self.left: dict[str, str] = {}  # specs it left to the training process, and why
         self.started_ns = 0
         self.go_ns: int | None = None  # when the child took over
 
