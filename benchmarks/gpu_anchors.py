@@ -143,10 +143,10 @@ def fitted_step(
     under FSDP's policy, with its fp32 master state; its parameter count; its largest block's bytes."""
     from autotune.plan.model import StepModel
     from autotune.plan.script import scaled
-    from autotune.plan.step import POLICY_PARAM_DTYPE, largest_unit_bytes, trace_step
+    from autotune.plan.step import POLICY_PARAM_DTYPE, SELECTIVE, largest_unit_bytes, trace_step
 
     factory = workload[0]
-    selective = checkpointing == "selective"
+    selective = checkpointing == SELECTIVE
     one = trace_step(
         *workload, micro_batch, "bf16", bool(checkpointing), policy=policy, selective=selective  # type: ignore[arg-type]
     )

@@ -463,7 +463,6 @@ PRECISION_POLICIES = {
 }
 
 
-
 def checkpointing_mode(step: StepModel) -> str:
     """``none``, ``full`` (whole blocks recomputed) or ``selective`` (per op)."""
     if not step.checkpointing:

@@ -144,7 +144,7 @@ class SamplerProcess:
         return True
 
     def kill(self) -> None:
-        """End the child now (it stopped answering)."""
+        """End the child now and reap it (it stopped answering, or has nothing to write)."""
         if self.proc is not None:
             with contextlib.suppress(OSError):
                 self.proc.kill()
@@ -164,9 +164,7 @@ class SamplerProcess:
         if proc is None:
             return False
         if self.go_ns is None:
-            with contextlib.suppress(OSError):
-                proc.kill()
-            proc.wait()
+            self.kill()
             return False
         self.send({"stop": True})
         with contextlib.suppress(OSError):
@@ -175,8 +173,7 @@ class SamplerProcess:
         try:
             return proc.wait(timeout=STOP_TIMEOUT_S) == 0
         except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            self.kill()
             return False
 
 

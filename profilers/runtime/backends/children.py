@@ -42,7 +42,7 @@ def _proc_children(pid: int, main_thread_only: bool = False) -> list[int]:
     return out
 
 
-def _proc_times(pid: int) -> tuple[int, float] | None:
+def proc_times(pid: int) -> tuple[int, float] | None:
     """(start time in ticks, user + system CPU seconds) of ``pid``; None once it is gone."""
     try:
         text = _read(f"/proc/{pid}/stat")
@@ -112,7 +112,7 @@ class ChildCpu:
             return _psutil_children(self.pid)
 
     def _times(self, pid: int) -> tuple[int, float] | None:
-        return _proc_times(pid) if self._use_proc else _psutil_times(pid)
+        return proc_times(pid) if self._use_proc else _psutil_times(pid)
 
     def seconds(self) -> float:
         """CPU seconds the children used since construction, up to now."""

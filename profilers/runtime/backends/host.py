@@ -19,7 +19,7 @@ import psutil
 
 from profilers.contract.records import DeviceInfo, DeviceSample
 from profilers.runtime.backends.base import Backend
-from profilers.runtime.backends.children import ChildCpu
+from profilers.runtime.backends.children import ChildCpu, proc_times
 
 
 def cpu_model_name() -> str:
@@ -144,9 +144,10 @@ def process_cpu_s(pid: int) -> float:
     try:
         return time.clock_gettime(((~pid) << 3) | 2)
     except OSError:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        times = proc_times(pid)
+        if times is None:
+            raise ProcessLookupError(pid) from None
+        return times[1]
 
 
 def _read_all(fd: int) -> bytes:
