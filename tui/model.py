@@ -99,6 +99,8 @@ class TrialsInfo:
     best_label: str = "best"
     placement: str | None = None  # how the trials ran (profilers.contract.study.placement_line)
     starved: str | None = None  # how much of the search ran short of CPU (study.starved_line)
+    #: What the study cost and when it pays back, as its summary.json says (contract.bill).
+    bill: str | None = None
 
     @property
     def running_id(self) -> int | None:
@@ -294,6 +296,7 @@ def trials_info(
         best_label=verdict.best_label.lower(),
         placement=placement_line(trials, study.parallel, study.executor, study.threads_per_rank),
         starved=starved_line(study, trials),
+        bill=study.bill.sentence() if study.bill is not None else None,
     )
 
 

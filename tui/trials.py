@@ -205,6 +205,8 @@ class TrialsPane(Vertical):
             text.append(f"\n{info.placement}", style="dim")
         if info.starved:
             text.append(f"\nbusy machine: {info.starved}", style="yellow")
+        if info.bill:
+            text.append(f"\ncost: {info.bill}", style="dim")
         if info.stopped:
             text.append(f"\nstopped: {info.stopped}", style="red")
         arrow = "↓" if COLUMNS.get(self.sort_by, ("", False))[1] != self.reverse else "↑"

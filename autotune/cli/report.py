@@ -59,11 +59,17 @@ def add_cost_options(p: argparse.ArgumentParser, number: Any) -> None:
     g.add_argument(
         "--prices", type=Path, metavar="TOML", help="a price table that overrides the built-in one"
     )
-    g.add_argument(
+    usage = g.add_mutually_exclusive_group()
+    usage.add_argument(
         "--duty-cycle",
         type=number(float, 0, 1, "a fraction in (0, 1]", low_open=True),
-        default=1.0,
-        help="share of the month the job runs, for the monthly cost (1.0)",
+        help="share of the month the job runs (a study's --usage-hours-per-day / 24, else 1.0)",
+    )
+    usage.add_argument(
+        "--usage-hours-per-day",
+        type=number(float, 0, 24, "hours in (0, 24]", low_open=True),
+        metavar="HOURS",
+        help="hours a day the job trains: the monthly cost, and when a study pays itself back",
     )
     g.add_argument(
         "--dataset-samples",
@@ -82,6 +88,7 @@ def cost_options(args: argparse.Namespace) -> Any:
         prices_file=args.prices,
         duty_cycle=args.duty_cycle,
         dataset_samples=args.dataset_samples,
+        usage_hours_per_day=args.usage_hours_per_day,
     )
 
 

@@ -77,6 +77,12 @@ def add_tune_parser(sub: Any, number: Any) -> None:
         "--objective", choices=("throughput", "cost", "energy"), help="what to optimize (throughput)"
     )
     p.add_argument("--price-per-gpu-hour", type=positive, metavar="USD", help="price of one device-hour")
+    p.add_argument(
+        "--usage-hours-per-day",
+        type=number(float, 0, 24, "hours in (0, 24]", low_open=True),
+        metavar="HOURS",
+        help="hours a day the team trains: when the study pays itself back (unsaid: in hours of training)",
+    )
     p.add_argument("--memory-budget", type=parse_bytes, metavar="BYTES", help="peak memory allowed (8GiB)")
     p.add_argument("--max-step-time", type=positive, metavar="SECONDS", help="slowest step time allowed")
     p.add_argument("--multi-objective", action="store_true", help="keep the Pareto front too")
@@ -250,6 +256,7 @@ def cmd_tune(args: argparse.Namespace, usage_error: type[Exception]) -> int:
         ray_address=args.ray_address or (stored.ray_address if stored else None),
         ray_resource=args.ray_resource or (stored.ray_resource if stored else None),
         ray_storage=args.ray_storage or (stored.ray_storage if stored else "shipped"),
+        usage_hours_per_day=args.usage_hours_per_day or (stored.usage_hours_per_day if stored else None),
     )
     run_dir = args.run_dir or default_run_dir(args.runs_root, args.name or _name(settings))
     progress = Progress(quiet=args.quiet)

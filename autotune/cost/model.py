@@ -23,9 +23,9 @@ from typing import Any
 
 from autotune.cost.prices import PriceQuote
 from autotune.cost.records import CostSection
+from profilers.contract.bill import saving_share
 from profilers.contract.study import energy_per_sample, usd_per_million
 from profilers.contract.summaries import ProfileSummary, TrialEntry, TuningSummary
-from profilers.contract.verdict import verdict_of
 
 #: Hours in a month: 365 days × 24 hours / 12 months.
 HOURS_PER_MONTH = 730.0
@@ -156,8 +156,9 @@ def study_cost_section(
     Each trial is billed for its ``world_size`` devices at ``quote``'s price (recomputed from its
     throughput, so a study run without a price, or at another one, is priced the same way). None
     when the study has no best trial. A saving is claimed only when the study's verdict is to apply
-    the best configuration (:func:`profilers.contract.verdict.verdict_of`); otherwise the baseline's
-    cost is shown beside it with no saving.
+    the best configuration, and it is the verdict's (re-measured) speedup's, over the devices each
+    configuration holds (:func:`profilers.contract.bill.saving_share`, the figure the study's bill
+    pays back with); otherwise the baseline's cost is shown beside it with no saving.
     """
     best = study.best
     if best is None:
@@ -176,7 +177,7 @@ def study_cost_section(
         per_million=_trial_cost(best, quote, study.price_per_gpu_hour),
         joules=_number(best.joules_per_sample),
         baseline=baseline,
-        claim_saving=verdict_of(study).action == "apply",
+        share=saving_share(study),
     )
 
 
@@ -191,16 +192,23 @@ def _section(
     per_million: float | None,
     joules: float | None,
     baseline: tuple[float | None, int] | None,
-    claim_saving: bool = True,
+    share: float | bool | None = True,
 ) -> CostSection:
+    """The cost section at ``quote``'s price.
+
+    ``share``: True, the saving of ``per_million`` against the baseline's; a number, the share of
+    the baseline's cost saved (a study's verdict's); None, no saving claimed.
+    """
     price = quote.usd_per_gpu_hour
     monthly = usd_per_month(devices, price, duty_cycle)
     base_cost, saving = None, None
     if baseline is not None:
         base_cost, base_devices = baseline
-        if claim_saving and base_cost is not None and base_cost > 0 and per_million is not None:
-            base_monthly = usd_per_month(base_devices, price, duty_cycle)
+        base_monthly = usd_per_month(base_devices, price, duty_cycle)
+        if share is True and base_cost is not None and base_cost > 0 and per_million is not None:
             saving = saving_vs_baseline(per_million, base_cost, base_monthly)
+        elif isinstance(share, float) and base_cost is not None and base_cost > 0:
+            saving = saving_vs_baseline(base_cost * (1 - share), base_cost, base_monthly)
     return CostSection(
         price_per_gpu_hour=price,
         price_source=quote.describe(),

@@ -30,6 +30,7 @@ from autotune.report.plan_cells import (
 )
 from autotune.report.sections import SECTION_TITLES
 from autotune.report.style import OTHER_STATUS_COLOUR, STATUS_COLOURS, metric_label
+from profilers.contract.bill import device_time, payback_time
 from profilers.contract.outcome import stop_reason_words
 from profilers.contract.plan_doc import PlanDocument
 from profilers.contract.verdict import VERDICT_LABELS
@@ -190,6 +191,11 @@ def _overview(o: Overview) -> str:
     if o.speedup is not None:
         sub = VERDICT_LABELS.get(o.verdict or "", "see the verdict")
         cards.append(("Speed-up vs baseline", f"{o.speedup:.2f}×", sub))
+    if o.bill is not None:
+        spent = format_usd(o.bill.usd) if o.bill.usd is not None else device_time(o.bill.device_hours)
+        back = o.bill.payback_training_hours
+        sub = f"pays back after {payback_time(back)} of training" if back is not None else "claims no saving"
+        cards.append(("Study cost", spent, sub))
     html = "".join(
         f'<div class="card"><div class="label">{esc(label)}</div><div class="value">{esc(value)}</div>'
         f'<div class="sub">{esc(sub)}</div></div>'
@@ -213,6 +219,9 @@ def _overview(o: Overview) -> str:
         out.append(f'<p class="verdict"><b>Verdict</b>: {esc(o.verdict_headline)}</p>')
     if o.placement:
         out.append(f'<p class="placement">How the trials ran: {esc(o.placement)}</p>')
+    if o.bill is not None:
+        words = f"{o.bill.cost_words()}; {o.bill.payback_words()}"
+        out.append(f'<p class="bill">Cost of the study: {esc(words)}</p>')
     if o.starved:
         out.append(f'<p class="load">Busy machine: {esc(o.starved)}</p>')
     if o.notes:
@@ -301,9 +310,7 @@ def _steps_stats(s: StepSection) -> str:
 
 
 def _steps(s: StepSection) -> str:
-    rows = [
-        [esc(r.phase), esc(format_pct(r.share)), esc(format_seconds(r.median_s))] for r in s.phase_rows()
-    ]
+    rows = [[esc(r.phase), esc(format_pct(r.share)), esc(format_seconds(r.median_s))] for r in s.phase_rows()]
     out = _table(["Phase", "Share of step", "Median per step"], rows, frozenset({1, 2}))
     if len(s.per_rank_median_s) > 1:
         ranks = [[esc(r), esc(format_seconds(v))] for r, v in sorted(s.per_rank_median_s.items())]

@@ -20,6 +20,7 @@ from autotune.report.jsonout import render_json
 from autotune.report.markdown import render_markdown
 from autotune.report.sections import AdviceSection, CostSection, Report
 from autotune.report.trace_report import run_gpu_time, trace_report
+from profilers.contract.bill import study_bill
 from profilers.contract.rundir import RunData, load_run
 from profilers.contract.summaries import ProfileSummary
 from profilers.contract.traces import is_trace_path
@@ -35,8 +36,9 @@ class CostOptions:
     price_per_gpu_hour: float | None = None
     provider: str | None = None
     prices_file: Path | None = None
-    duty_cycle: float = 1.0
+    duty_cycle: float | None = None  # None: the study's usage (--usage-hours-per-day / 24), else 1
     dataset_samples: int | None = None
+    usage_hours_per_day: float | None = None  # a study's bill: None, the study's own
 
 
 def make_report(run_dir: str | Path, cost: CostOptions | None = None) -> Report:
@@ -58,6 +60,11 @@ def report_of(run: RunData, options: CostOptions) -> Report:
     if section is not None:
         advice = with_savings(advice, section)
     report = build_report(run, advice, cost=section, cost_missing=why)
+    if run.study is not None:
+        usage = options.usage_hours_per_day or run.study.usage_hours_per_day
+        price = section.price_per_gpu_hour if section is not None else None
+        bill = study_bill(run.study, price, section.price_source if section is not None else None, usage)
+        report = dataclasses.replace(report, overview=dataclasses.replace(report.overview, bill=bill))
     profile = run.profile if run.kind == "tune" else run
     if profile is None:
         return dataclasses.replace(report, missing={**report.missing, "gpu_time": "no run data"})
@@ -85,17 +92,24 @@ def price_run(run: RunData, options: CostOptions) -> tuple[CostSection | None, s
     quote = resolve_price(gpu_name, provider=options.provider, explicit=explicit, table=table)
     if quote is None:
         return None, unavailable_reason(gpu_name, options.provider, table)
+    duty = duty_cycle(run, options)
     if run.study is not None:
-        section = study_cost_section(run.study, quote, options.duty_cycle, options.dataset_samples)
+        section = study_cost_section(run.study, quote, duty, options.dataset_samples)
         if section is None:
             return None, "no trial of the study finished ok, so there is no throughput to price"
     else:
-        section = cost_section(
-            run.figures or ProfileSummary.empty(), quote, options.duty_cycle, options.dataset_samples
-        )
+        section = cost_section(run.figures or ProfileSummary.empty(), quote, duty, options.dataset_samples)
     if section.usd_per_million_samples is None and section.usd_per_million_tokens is None:
         return None, "the run has no measured throughput to price"
     return section, None
+
+
+def duty_cycle(run: RunData, options: CostOptions) -> float:
+    """The share of a month the job runs: as given, else a study's usage in hours a day / 24, else 1."""
+    if options.duty_cycle is not None:
+        return options.duty_cycle
+    usage = options.usage_hours_per_day or (run.study.usage_hours_per_day if run.study is not None else None)
+    return usage / 24 if usage else 1.0
 
 
 def with_savings(advice: AdviceSection, cost: CostSection) -> AdviceSection:

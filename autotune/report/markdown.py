@@ -111,6 +111,9 @@ def _overview(report: Report) -> list[str]:
             rows.append(("verdict", md_text(o.verdict_headline)))
         if o.placement is not None:
             rows.append(("trials", md_text(o.placement)))
+        if o.bill is not None:
+            rows.append(("study cost", md_text(o.bill.cost_words())))
+            rows.append(("saving and payback", md_text(o.bill.payback_words())))
         if o.starved is not None:
             rows.append(("busy machine", md_text(o.starved)))
     if o.outcome is not None and o.outcome != "finished":

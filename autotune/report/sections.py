@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from autotune.advice.records import AdviceSection
 from autotune.cost.records import CostSection
+from profilers.contract.bill import StudyBill
 from profilers.contract.plan_doc import PlanDocument
 from profilers.contract.trial_view import TrialView
 
@@ -73,6 +74,8 @@ class Overview:
     verdict_headline: str | None = None
     outcome: str | None = None  # profile: how the run ended (profilers.contract.outcome), when known
     load: str | None = None  # profile: other processes' CPU during its measured steps (contract.load)
+    #: Study: what it cost and when it pays back, at the report's price (contract.bill).
+    bill: StudyBill | None = None
 
     @property
     def kind_label(self) -> str:

@@ -215,6 +215,8 @@ class Progress:
             self.console.print(prior)
         if summary.process_spread is not None and summary.process_spread.processes:
             self.console.print(f"Baseline: {summary.process_spread.sentence()}")
+        if summary.bill is not None:
+            self.console.print(f"Cost: {summary.bill.sentence()}")
         from profilers.contract.verdict import verdict_of
 
         verdict = verdict_of(summary)

@@ -42,6 +42,7 @@ class StoredStudy:
     ray_resource: str | None = None
     ray_storage: str = "shipped"
     anchor_every: int = 4  # studies from before the anchors run them from their resume on
+    usage_hours_per_day: float | None = None
 
     @classmethod
     def of(cls, meta: Mapping[str, Any]) -> StoredStudy:

@@ -123,6 +123,8 @@ class TuneConfig:
     #: ``anchor_every``-th one, in that trial's slot: the anchors each search ratio is taken against, and
     #: the between-process spread its interval carries (profilers.contract.spread); 0 turns it off.
     anchor_every: int = 4
+    #: Hours a day the team trains, for the study's bill: when its saving pays it back (contract.bill).
+    usage_hours_per_day: float | None = None
 
     def info(self) -> dict[str, Any]:
         """What is stored with the study, so ``resume`` can rebuild the settings."""
@@ -142,6 +144,7 @@ class TuneConfig:
             "ray_resource": self.ray_resource,
             "ray_storage": self.ray_storage,
             "anchor_every": self.anchor_every,
+            "usage_hours_per_day": self.usage_hours_per_day,
         }
 
 

@@ -16,6 +16,7 @@ from autotune.search.records import Trial
 from autotune.tuner.confirm import ANCHOR, ConfirmRun, anchors, verdict
 from autotune.tuner.host_load import machine_cores
 from autotune.tuner.trial_facts import TrialMetrics, facts, metrics
+from profilers.contract.bill import device_hours, study_bill
 from profilers.contract.load import too_busy
 from profilers.contract.schema import TUNE_SUMMARY_SCHEMA
 from profilers.contract.spread import AnchorRun, SearchRatio, midpoint, process_spread, search_ratio
@@ -24,6 +25,7 @@ from profilers.contract.summaries import TuningSummary
 from profilers.contract.verdict import study_verdict
 
 if TYPE_CHECKING:
+    from autotune.cost.prices import PriceQuote
     from autotune.search.study import Study
     from autotune.tuner.tune import TuneConfig
 
@@ -67,10 +69,16 @@ def trial_ratio(trial: Trial, anchor_list: Sequence[AnchorRun]) -> SearchRatio:
     return search_ratio(rate, f.throughput_ci95, midpoint(f.started_at, f.ended_at), anchor_list, f.anchor)
 
 
-def trial_entry(trial: Trial, anchor_list: Sequence[AnchorRun] = ()) -> dict[str, Any]:
-    """One trial as ``summary.json`` lists it (``anchor_list``: the baseline's processes)."""
+def trial_entry(
+    trial: Trial, anchor_list: Sequence[AnchorRun] = (), price_per_gpu_hour: float | None = None
+) -> dict[str, Any]:
+    """One trial as ``summary.json`` lists it (``anchor_list``: the baseline's processes).
+
+    ``price_per_gpu_hour``: what its device-hours cost (the study's bill, contract.bill).
+    """
     m, f = metrics(trial), facts(trial)
     ratio = trial_ratio(trial, anchor_list)
+    held = device_hours(trial.duration_s, f.world_size) if trial.status != "skipped" else 0.0
     return {
         "id": trial.id,
         "baseline": trial.baseline,
@@ -85,6 +93,9 @@ def trial_entry(trial: Trial, anchor_list: Sequence[AnchorRun] = ()) -> dict[str
         "joules_per_sample": m.joules_per_sample,
         "world_size": f.world_size,
         "duration_s": trial.duration_s,
+        # what running it cost the study: its wall time on its devices, at the study's price
+        "device_hours": held,
+        "cost_usd": None if held is None or price_per_gpu_hour is None else held * price_per_gpu_hour,
         "stop_reason": f.stop_reason,
         "throughput_ci95": None if f.throughput_ci95 is None else list(f.throughput_ci95),
         "stable": f.stable,
@@ -129,6 +140,8 @@ def tune_summary(
     best = study.best if ok and not no_effect else None
     anchor_list = anchor_runs(baseline, anchors(confirmations), config.parallel)
     spread = process_spread(anchor_list)
+    quote = study_price(config, baseline)
+    price = quote.usd_per_gpu_hour if quote is not None else None
     settings = config.settings
     out: dict[str, Any] = {
         "schema": TUNE_SUMMARY_SCHEMA,
@@ -147,13 +160,13 @@ def tune_summary(
         "n_trials": config.n_trials,
         "trials_run": study.n_run,
         "status_counts": {s: n for s in _statuses(trials) if (n := sum(t.status == s for t in trials))},
-        "baseline": None if baseline is None else trial_entry(baseline, anchor_list),
-        "best": None if best is None else _best_entry(best, baseline, anchor_list, confirmations),
+        "baseline": None if baseline is None else trial_entry(baseline, anchor_list, price),
+        "best": None if best is None else _best_entry(best, baseline, anchor_list, confirmations, price),
         "pareto": _pareto(ok) if config.multi_objective else None,
         "stopped": stopped,
         # the study found that what it tunes changes nothing (a knob never read): no best, no advice
         "no_effect": no_effect,
-        "trials": [trial_entry(t, anchor_list) for t in trials],
+        "trials": [trial_entry(t, anchor_list, price) for t in trials],
         "anchor_every": config.anchor_every,
         "parallel": config.parallel,
         "executor": config.executor,
@@ -172,15 +185,41 @@ def tune_summary(
             "threads_per_rank": settings.threads_per_rank,
             "device_kind": None if baseline is None else facts(baseline).device_kind,
         },
+        "usage_hours_per_day": config.usage_hours_per_day,
     }
-    out["verdict"] = study_verdict(TuningSummary.parse(out, "the study's summary")).to_dict()
+    record = TuningSummary.parse(out, "the study's summary")
+    out["verdict"] = study_verdict(record).to_dict()
+    source = quote.describe() if quote is not None else None
+    out["bill"] = study_bill(record, price, source, config.usage_hours_per_day).to_dict()
     return out
 
 
+def study_price(config: TuneConfig, baseline: Trial | None) -> PriceQuote | None:
+    """The price of the study's device-hours (None on a CPU or an unknown GPU).
+
+    ``--price-per-gpu-hour``, else the built-in table's for the GPU the baseline ran on.
+    """
+    explicit = config.scoring.price_per_gpu_hour
+    f = facts(baseline) if baseline is not None else None
+    name = f.device_name if f is not None and f.device_kind == "cuda" else None
+    if explicit is None and name is None:
+        return None
+    from autotune.cost.prices import PriceTableError, load_prices, resolve_price
+
+    try:
+        return resolve_price(name, explicit=explicit, table=load_prices())
+    except (PriceTableError, ValueError):  # an unreadable table prices nothing: the hours still count
+        return None
+
+
 def _best_entry(
-    best: Trial, baseline: Trial | None, anchor_list: Sequence[AnchorRun], confirmations: Sequence[ConfirmRun]
+    best: Trial,
+    baseline: Trial | None,
+    anchor_list: Sequence[AnchorRun],
+    confirmations: Sequence[ConfirmRun],
+    price_per_gpu_hour: float | None,
 ) -> dict[str, Any]:
-    entry = trial_entry(best, anchor_list)
+    entry = trial_entry(best, anchor_list, price_per_gpu_hour)
     mine, base = metrics(best), TrialMetrics() if baseline is None else metrics(baseline)
     cost, base_cost = mine.usd_per_million_samples, base.usd_per_million_samples
     entry["cost_saving_vs_baseline"] = 1 - cost / base_cost if cost is not None and base_cost else None

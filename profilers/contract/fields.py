@@ -448,6 +448,8 @@ TUNE_SUMMARY_FIELDS: tuple[FieldDoc, ...] = (
             "every trial: `id`, `baseline`, `params`, `status`, `objective`, `throughput` "
             "(samples/s), `tokens_per_s`, `peak_memory_bytes`, `step_time_s`, "
             "`usd_per_million_samples`, `joules_per_sample`, `world_size`, `duration_s`, "
+            "`device_hours` and `cost_usd` (what running it cost the study: its wall time on its "
+            "devices, at the bill's price; 0 for a skipped trial), "
             "`stop_reason`, `throughput_ci95` (its 95% interval), `stable`, `other_load_cores` "
             "(other processes' CPU while it measured, in cores), `load_cores` (the cores that figure is "
             "over: the trial's slot when `--parallel` pinned it, else the machine's), `starved_share` "
@@ -490,6 +492,21 @@ TUNE_SUMMARY_FIELDS: tuple[FieldDoc, ...] = (
             "anchors that finished ok): `processes`, `low_samples_per_s`, `high_samples_per_s`, "
             "`log_sd` (sd of their log throughputs; null with one) and `beyond_own_intervals` (two "
             "of them disagree beyond their own 95% intervals: the machine's speed moved)"
+        ),
+    ),
+    FieldDoc(
+        ("usage_hours_per_day", "bill"),
+        (
+            "`--usage-hours-per-day` (null: not said), and what the study cost and when it pays "
+            "back: `device_hours` (every trial, anchor and re-measurement, each its wall time on "
+            "its devices), `trials_device_hours`, `remeasure_device_hours`, `processes`, "
+            "`processes_without_time`, `price_per_gpu_hour` and `price_source` (`--price-per-gpu-hour`, "
+            "else the built-in table's price of the baseline's GPU; null on a CPU), `usd`, "
+            "`saving_share` (the share of the baseline's device-time per sample the best saves: "
+            "1 − devices ratio / the verdict's speedup; null unless the verdict applies it), "
+            "`saving_device_hours_per_hour` (per hour of training), `saving_usd_per_day` (at the "
+            "usage, 24 h when not said), `payback_training_hours`, `payback_days` (at the usage "
+            "said) and `pays_back_in_month`"
         ),
     ),
     FieldDoc(

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from profilers.contract.figures import (
     DeviceEntry,
@@ -45,6 +45,9 @@ from profilers.contract.json_checks import (
 from profilers.contract.load import RunLoad, load_from
 from profilers.contract.schema import PHASES, STATUSES
 from profilers.contract.spread import ProcessSpread
+
+if TYPE_CHECKING:
+    from profilers.contract.bill import StudyBill
 
 
 class _ReadsAsItsDict(Mapping[str, Any]):
@@ -189,6 +192,7 @@ class Confirmation:
     samples_per_s: float | None = None
     other_load_cores: float | None = None
     load_cores: int | None = None  # the cores other_load_cores is over
+    duration_s: float | None = None  # its wall time (the study's bill counts it)
 
 
 @dataclass(frozen=True)
@@ -234,6 +238,13 @@ def _spread(data: Any, where: str) -> ProcessSpread | None:
     return ProcessSpread(**checked_fields(ProcessSpread, data, where)) if data else None
 
 
+def _bill(data: Any, where: str) -> StudyBill | None:
+    """``bill``, checked; None when missing (a study from before it was kept)."""
+    from profilers.contract.bill import StudyBill
+
+    return StudyBill.parse(data, where)
+
+
 @dataclass(frozen=True)
 class TuningSummary:
     """A tuning study's summary.json: its trials, best and baseline checked (``raw``: the whole)."""
@@ -277,6 +288,10 @@ class TuningSummary:
     executor: str | None = None  # "local" or "ray"
     #: The baseline's throughput over its separate processes (None in studies from before anchors).
     process_spread: ProcessSpread | None = field(default=None, metadata=nested(_spread))
+    #: Hours a day the team trains, as said to the study (--usage-hours-per-day; None: not said).
+    usage_hours_per_day: float | None = None
+    #: What the study cost and when it pays back, as written (contract.bill.study_bill).
+    bill: StudyBill | None = field(default=None, metadata=nested(_bill))
 
     @classmethod
     def of(cls, summary: TuningSummary | Mapping[str, Any], where: str = "summary.json") -> TuningSummary:

@@ -106,3 +106,31 @@ def test_the_dashboard_says_a_finished_runs_outcome_and_load_as_the_report_does(
     assert items[0] == ("outcome", report.outcome)
     assert report.outcome == "crashed in step 13: RuntimeError: boom"
     assert dict(items)["machine load"] == report.load and report.load is not None
+
+
+def test_the_dashboard_shows_the_studys_bill_as_the_report_prices_it(tmp_path: Path) -> None:
+    """One bill (profilers.contract.bill): the dashboard's line is the study's summary.json, the
+    report's is priced again at the report's options; at the study's own price and usage, the same."""
+    from autotune.report.make import CostOptions, report_of
+    from profilers.contract.bill import study_bill
+    from profilers.contract.rundir import RunData
+    from profilers.contract.summaries import TuningSummary
+    from tests.profilers.test_bill import study
+
+    raw = study(speedup=2.0).to_json()
+    raw.update(kind="tune", schema=1, metric="samples_per_s", price_per_gpu_hour=4.0, usage_hours_per_day=8.0)
+    stored = study_bill(TuningSummary.parse(raw, "summary.json"), 4.0, "--price-per-gpu-hour", 8.0)
+    raw["bill"] = stored.to_dict()
+    report = report_of(RunData(tmp_path, "tune", raw, trials=tuple(raw["trials"])), CostOptions())
+    dashboard = study_info(raw, raw["trials"], None)
+    assert report.overview.bill == stored
+    assert dashboard.bill == stored.sentence()
+    assert "pays back after 6.2 h of training (0.775 days at 8 h a day)" in stored.sentence()
+    # the report at another usage says its own payback, from the same study
+    other = report_of(
+        RunData(tmp_path, "tune", raw, trials=tuple(raw["trials"])), CostOptions(usage_hours_per_day=2)
+    )
+    assert (
+        other.overview.bill is not None
+        and other.overview.bill.payback_days == stored.payback_training_hours / 2
+    )  # type: ignore[operator]

@@ -65,17 +65,54 @@ def stored_trials(run_dir: Path) -> list[dict]:
     return [json.loads(r[0]) for r in rows]
 
 
+def check_bill(summary: dict, terminal: str, run_dir: Path) -> None:
+    """The study's bill: every process's wall time on its devices at $3, a confirmed saving paying it
+    back at 8 h a day; the same sentence on the terminal and in the report (the dashboard's: tests/tui)."""
+    bill = summary["bill"]
+    runs = summary["trials"] + summary["anchors"] + summary["confirmations"]
+    seconds = sum(r["duration_s"] for r in runs)  # one rank each
+    assert bill["processes"] == 4 + 1 + 10 and bill["processes_without_time"] == 0
+    assert bill["device_hours"] == pytest.approx(seconds / 3600)
+    assert bill["usd"] == pytest.approx(3 * seconds / 3600) and bill["price_source"] == "--price-per-gpu-hour"
+    assert sum(t["cost_usd"] for t in summary["trials"]) == pytest.approx(3 * bill["trials_device_hours"])
+    share = 1 - 1 / summary["verdict"]["speedup"]  # one device each: the re-measured speedup's saving
+    assert bill["saving_share"] == pytest.approx(share) and share > 0.5
+    assert bill["saving_usd_per_day"] == pytest.approx(share * 8 * 3)
+    assert bill["payback_training_hours"] == pytest.approx(bill["device_hours"] / share)
+    assert bill["payback_days"] == pytest.approx(bill["payback_training_hours"] / 8)
+    assert bill["pays_back_in_month"] is True  # a minute of CPU against a 2× speed-up
+    from autotune.report.markdown import md_text
+    from profilers.contract.summaries import TuningSummary
+
+    sentence = TuningSummary.parse(summary, "summary.json").bill.sentence()
+    assert f"Cost: {sentence}" in " ".join(terminal.split())
+    for fmt in ("md", "json"):
+        report = subprocess.run(
+            [sys.executable, "-m", "autotune", "report", str(run_dir), "--format", fmt, "--output", "-"],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert report.returncode == 0, report.stderr
+        if fmt == "json":  # priced again at the same price and usage: the same figures
+            assert json.loads(report.stdout)["overview"]["bill"] == pytest.approx(bill)
+        else:
+            parsed = TuningSummary.parse(summary, "summary.json").bill
+            assert md_text(parsed.cost_words()) in report.stdout
+            assert md_text(parsed.payback_words()) in report.stdout
+
+
 @pytest.mark.slow
 def test_unmodified_script_tuned_through_its_arguments_beats_its_baseline(tmp_path):
     run_dir = tmp_path / "study"
     space = space_file(tmp_path, BATCH_SPACE)
     out = tune(
         "--space", space, "--trials", "4", "--searcher", "grid", "--run-dir", str(run_dir), *FAST,
-        "--confirm-rounds", "5", UNMODIFIED,  # 5 rounds: t(4); 3 (t(2) = 4.3) held 1 beside two busy loops
+        "--confirm-rounds", "5", "--price-per-gpu-hour", "3", "--usage-hours-per-day", "8",
+        UNMODIFIED,  # 5 rounds: t(4); 3 (t(2) = 4.3) held 1 beside two busy loops
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     summary = json.loads((run_dir / "summary.json").read_text())
     trials = summary["trials"]
+    check_bill(summary, out.stderr, run_dir)
     assert [t["id"] for t in trials] == [0, 1, 2, 3]
     assert trials[0]["baseline"] and trials[0]["params"] == {}
     assert all(t["status"] == "ok" for t in trials), [t["error"] for t in trials]

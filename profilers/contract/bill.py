@@ -1,0 +1,190 @@
+"""What a tuning study cost, what its best configuration saves, and when the one pays back the other.
+
+A study runs processes that hold devices: its trials (the baseline included, and those that failed
+or were stopped early), the anchors (the baseline's configuration run again during the search) and
+the re-measurements of the best against the baseline. Each is billed for its wall time on every
+device it held (its ranks), as the cost model bills a run (:mod:`autotune.cost.model`):
+
+    device-hours = Σ duration_s × devices / 3600,  dollars = device-hours × price per device-hour
+
+What the study found is worth, per hour the team trains its baseline's work, the share of the
+baseline's device-time the best configuration saves on the same samples:
+
+    saving share = 1 − (devices_best / devices_base) / speedup
+
+with ``speedup`` the verdict's headline (re-measured when the study re-measured,
+:func:`profilers.contract.verdict.study_verdict`), claimed only when the verdict is to apply the
+configuration; otherwise nothing is saved and the study does not pay back. The payback time is in
+hours of training (the study's device-hours over the device-hours an hour of training saves: no
+price needed), and in days at the team's usage (``--usage-hours-per-day``; unsaid, no days are
+given and the month's check takes a full day, 24 h). A study that cannot pay back within a month
+(365 / 12 = 30.4 days) of that usage says so.
+
+The terminal, summary.json (``bill``), the report and the dashboard all take these figures from
+:func:`study_bill`. Pure Python (the dashboard imports it).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from profilers.contract.summaries import TuningSummary
+
+#: Days in a month: 365 / 12, the month of the cost model (730 hours).
+DAYS_PER_MONTH = 365 / 12
+#: Hours in a day of training when the team did not say its usage: the most a day can hold.
+FULL_DAY_HOURS = 24.0
+
+
+@dataclass(frozen=True, slots=True)
+class StudyBill:
+    """What a study spent and what it found is worth (see the module's doc)."""
+
+    device_hours: float  # every process the study ran, × the devices it held
+    trials_device_hours: float  # of which the trials' (the baseline included)
+    remeasure_device_hours: float  # of which the anchors' and the re-measurements'
+    processes: int  # the processes counted
+    processes_without_time: int  # processes with no wall time recorded (left out of the hours)
+    price_per_gpu_hour: float | None  # USD per device-hour, None without a price
+    price_source: str | None
+    usd: float | None  # device_hours × price
+    #: Share of the baseline's device-time the best configuration saves per sample (0-1; None when
+    #: the verdict claims no saving).
+    saving_share: float | None
+    saving_device_hours_per_hour: float | None  # per hour the baseline's work trains
+    usage_hours_per_day: float | None  # the team's, as said (None: not said)
+    saving_usd_per_day: float | None  # at the usage (a full day when not said), with a price
+    payback_training_hours: float | None  # hours of training that pay the study back
+    payback_days: float | None  # at the usage said
+    #: Whether the study pays back within a month of training at the usage (24 h a day when not said);
+    #: False also when the verdict claims no saving.
+    pays_back_in_month: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (summary.json's ``bill``, the report's)."""
+        return asdict(self)
+
+    @classmethod
+    def parse(cls, data: Any, where: str) -> StudyBill | None:
+        """``bill`` of a summary, checked; None when missing (a study from before it was kept)."""
+        from profilers.contract.json_checks import checked_fields
+
+        return cls(**checked_fields(cls, data, where)) if data else None
+
+    def cost_words(self) -> str:
+        """What it cost: "0.42 device-hours ($1.30 at $3.10/device-hour) over 14 processes"."""
+        hours = device_time(self.device_hours)
+        usd = (
+            f" (${self.usd:,.2f} at ${self.price_per_gpu_hour:,.2f}/device-hour)"
+            if self.usd is not None
+            else ""
+        )
+        missing = (
+            f"; {self.processes_without_time} without a recorded time left out"
+            if self.processes_without_time
+            else ""
+        )
+        return f"{hours}{usd} over {self.processes} processes{missing}"
+
+    def payback_words(self) -> str:
+        """When the study pays back, or why it does not, in one sentence."""
+        if self.saving_share is None or self.payback_training_hours is None:
+            return "it claims no saving, so it does not pay back"
+        per = f"saves {self.saving_share:.0%} of the baseline's device-time per sample"
+        if self.saving_usd_per_day is not None:
+            day = self.usage_hours_per_day or FULL_DAY_HOURS
+            per += f", ${self.saving_usd_per_day:,.2f} a day at {day:g} h a day"
+        back = f"pays back after {payback_time(self.payback_training_hours)} of training"
+        if self.payback_days is not None:
+            back += f" ({self.payback_days:.3g} days at {self.usage_hours_per_day:g} h a day)"
+        if not self.pays_back_in_month:
+            usage = self.usage_hours_per_day or FULL_DAY_HOURS
+            back += f"; it does not pay back within a month of training {usage:g} h a day"
+        return f"{per}; {back}"
+
+    def sentence(self) -> str:
+        """Both: what it cost, and when it pays back."""
+        return f"the study used {self.cost_words()}; {self.payback_words()}"
+
+
+def device_hours(duration_s: float | None, devices: int) -> float | None:
+    """A process's device-hours: its wall time on every device it held; None without a time."""
+    if duration_s is None or not math.isfinite(duration_s) or duration_s < 0:
+        return None
+    return duration_s * max(1, devices) / 3600.0
+
+
+def saving_share(study: TuningSummary) -> float | None:
+    """Share of the baseline's device-time per sample the best saves, when the verdict applies it."""
+    from profilers.contract.verdict import verdict_of
+
+    verdict = verdict_of(study)
+    best, base = study.best, study.baseline
+    if verdict.action != "apply" or best is None or base is None or not verdict.speedup:
+        return None
+    return 1.0 - (max(1, best.world_size) / max(1, base.world_size)) / verdict.speedup
+
+
+def study_bill(
+    study: TuningSummary,
+    price_per_gpu_hour: float | None = None,
+    price_source: str | None = None,
+    usage_hours_per_day: float | None = None,
+) -> StudyBill:
+    """The bill of ``study`` at a price per device-hour (None: hours only) and the team's usage."""
+    trial_times = [device_hours(t.duration_s, t.world_size) for t in study.trials if t.status != "skipped"]
+    base_devices = study.baseline.world_size if study.baseline is not None else 1
+    again = [*study.anchors, *study.confirmations]
+    best_devices = study.best.world_size if study.best is not None else base_devices
+    again_times = [
+        device_hours(c.duration_s, best_devices if c.role == "best" else base_devices) for c in again
+    ]
+    trial_hours = sum(h for h in trial_times if h is not None)
+    again_hours = sum(h for h in again_times if h is not None)
+    total = trial_hours + again_hours
+    missing = sum(h is None for h in [*trial_times, *again_times])
+    usd = total * price_per_gpu_hour if price_per_gpu_hour is not None else None
+    share = saving_share(study)
+    per_hour = share * base_devices if share is not None and share > 0 else None
+    day = usage_hours_per_day or FULL_DAY_HOURS
+    saving_day = per_hour * day * price_per_gpu_hour if per_hour and price_per_gpu_hour is not None else None
+    payback_h = total / per_hour if per_hour else None
+    payback_days = payback_h / usage_hours_per_day if payback_h is not None and usage_hours_per_day else None
+    in_month = payback_h is not None and payback_h <= day * DAYS_PER_MONTH
+    return StudyBill(
+        device_hours=total,
+        trials_device_hours=trial_hours,
+        remeasure_device_hours=again_hours,
+        processes=len(trial_times) + len(again_times),
+        processes_without_time=missing,
+        price_per_gpu_hour=price_per_gpu_hour,
+        price_source=price_source if price_per_gpu_hour is not None else None,
+        usd=usd,
+        saving_share=share if per_hour else None,
+        saving_device_hours_per_hour=per_hour,
+        usage_hours_per_day=usage_hours_per_day,
+        saving_usd_per_day=saving_day,
+        payback_training_hours=payback_h,
+        payback_days=payback_days,
+        pays_back_in_month=in_month,
+    )
+
+
+def device_time(hours: float) -> str:
+    """Device-time in words: "3.2 device-hours", "12 device-minutes", "40 device-seconds"."""
+    if hours >= 1:
+        return f"{hours:.3g} device-hours"
+    if hours * 60 >= 1:
+        return f"{hours * 60:.2g} device-minutes"
+    return f"{hours * 3600:.2g} device-seconds"
+
+
+def payback_time(hours: float) -> str:
+    """Hours of training in words: "3.2 h", "45 min", "2.1 days"."""
+    if hours < 1:
+        return f"{hours * 60:.2g} min"
+    if hours < 48:
+        return f"{hours:.3g} h"
+    return f"{hours / 24:.3g} days"
