@@ -110,7 +110,11 @@ def add_tune_parser(sub: Any, number: Any) -> None:
     )
     p.add_argument("--trial-timeout", type=positive, default=600.0, help="seconds per trial (600)")
     p.add_argument(
-        "--early-stop", type=fraction, default=0.5, help="stop a trial below this share of the best, 0 = off"
+        "--early-stop",
+        type=fraction,
+        default=0.5,
+        help="stop a losing trial early: below the best's lower bound less the spread between processes, "
+        "or below this share of the best until that spread is measured; 0 = off (0.5)",
     )
     p.add_argument(
         "--loss-tolerance", type=positive_or_zero(number), default=0.1, help="loss drift vs fp32, 0 = off"

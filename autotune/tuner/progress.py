@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from autotune.search.records import Trial
 from autotune.search.space import Value
+from autotune.tuner.early_stop import STOPPED_LOSING, stop_words
 from autotune.tuner.trial_facts import facts, metrics
 from profilers.contract.load import too_busy
 from profilers.contract.spread import ratio_span
@@ -161,8 +162,9 @@ class Progress:
             mem = f" · peak {memory / 2**20:,.0f} MiB" if memory else ""
             value = _number(trial.value)
             line = f"ok {value} {self.metric}{ratio}{mem} · {trial.duration_s:.1f} s{best}"
-            if fact.stop_reason == "below_threshold":
-                line += " [dim](stopped early: clearly below the best)[/dim]"
+            if fact.stop_reason == STOPPED_LOSING:
+                why = stop_words(fact.stop_floor, fact.stop_rule, fact.stop_best_id, fact.measured_steps)
+                line += f" [dim]({why})[/dim]"
             elif fact.stable is False:
                 line += f" [yellow](not stable: {_spread(fact.throughput_ci95, rate)})[/yellow]"
             line += _load(fact.other_load_cores, fact.load_cores)

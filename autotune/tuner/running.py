@@ -79,12 +79,15 @@ class RunningTrials:
         ranks: int,
         trial: tuple[TrialSettings, Space | None, dict[str, Value], Path, float | None],
         anchor: tuple[Path, Callable[[Ran], None]] | None = None,
+        stop_below_now: Callable[[], float | None] | None = None,
     ) -> tuple[TrialOutcome, dict[str, Any]]:
         """Run one trial (settings, space, params, run directory, stop-below) where it goes; its facts.
 
         ``anchor``: (folder, ended) first runs the baseline's configuration (no parameter set) into
         that folder, in the same slot (the same devices and cores; on Ray, a task of its own), so that
         it is measured where and how the trials it anchors are; ``ended`` gets it before the trial starts.
+        ``stop_below_now``: the stop-below again once that anchor ended (its spread counts), in place
+        of the trial's.
         """
         settings, space, params, run_dir, stop_below = trial
         if self.ray is not None:
@@ -94,8 +97,9 @@ class RunningTrials:
                 anchor_outcome, placed = self.ray.run(trial_id, ranks, settings, None, {}, anchor[0], None)
                 node, devices = placed.get("node"), placed.get("devices")
                 anchor[1](Ran(anchor_outcome, began, time.time(), self.ray.name, node, devices))
+                stop_below = stop_below_now() if stop_below_now is not None else stop_below
             started_at = time.time()
-            outcome, where = self.ray.run(trial_id, ranks, *trial)
+            outcome, where = self.ray.run(trial_id, ranks, settings, space, params, run_dir, stop_below)
             facts = {"executor": self.ray.name, **where, "started_at": started_at, "ended_at": time.time()}
             return outcome, facts
         with self.devices(ranks) as lease:
@@ -106,6 +110,7 @@ class RunningTrials:
                 ran = run_trial(settings, None, {}, anchor[0], None, env, note)
                 devices = lease.label if lease is not None else None
                 anchor[1](Ran(ran, began, time.time(), EXECUTOR, self.node, devices))
+                stop_below = stop_below_now() if stop_below_now is not None else stop_below
             started_at = time.time()
             outcome = run_trial(settings, space, params, run_dir, stop_below, env, note)
             self.ended(trial_id)

@@ -58,6 +58,11 @@ class TrialFacts:
     plan_predicted: float | None = None  # the plan prior's objective for it
     impossible: bool = False  # a configuration that cannot exist (a batch split that does not divide)
     same_as_baseline: bool = False
+    #: Stopped early as losing (autotune.tuner.early_stop): the floor it fell below, how it was set
+    #: ("spread" or "share") and the trial it was measured against.
+    stop_floor: float | None = None
+    stop_rule: str | None = None
+    stop_best_id: int | None = None
 
     @classmethod
     def of(cls, attrs: Mapping[str, Any]) -> TrialFacts:

@@ -42,6 +42,7 @@ from autotune.tuner import confirm
 from autotune.tuner.anchors import Anchors
 from autotune.tuner.confirm import ConfirmRun
 from autotune.tuner.devices import usable_cpus
+from autotune.tuner.early_stop import STOPPED_LOSING, StopFloor, stop_floor
 from autotune.tuner.host_load import free_cores
 from autotune.tuner.memory_model import MemoryModel
 from autotune.tuner.objectives import Scoring
@@ -74,7 +75,7 @@ from autotune.tuner.tune_checks import (
 )
 from autotune.tuner.tune_summary import tune_summary, write_json
 from profilers.contract.schema import SUMMARY_NAME, TRIALS_DIR, TUNE_LOCK_NAME, resolve_trial_dir
-from profilers.contract.spread import AnchorRun, midpoint, nearest_anchor
+from profilers.contract.spread import AnchorRun, midpoint, nearest_anchor, process_spread
 from profilers.contract.summaries import ProfileSummary, TuningSummary
 
 STORE_NAME = "run.db"
@@ -533,18 +534,29 @@ class Tuner:
         precision = KnobValues.of(params).precision
         if self.on_start is not None:
             self.on_start(trial_id, study.n_run + len(study.running), self.config.n_trials, params)
-        stop_below = self._stop_below(world_size)
+        floors = [self._stop_floor(world_size)]
+
+        def floor_now() -> float | None:  # again once the slot's anchor ended: its spread counts
+            floors.append(self._stop_floor(world_size))
+            return floors[-1].samples_per_s if floors[-1] is not None else None
+
+        stop_below = floors[0].samples_per_s if floors[0] is not None else None
         trial = (self.config.settings, study.space, params, self._trial_dir(trial_id), stop_below)
         anchor = self._anchors.claim(study.trials, world_size)
         try:
             first = None
             if anchor is not None:
                 first = (self._anchors.folder(anchor), self._anchors.ended(anchor, trial_id))
-            outcome, where = self._running.run(study, trial_id, world_size, trial, first)
+            outcome, where = self._running.run(study, trial_id, world_size, trial, first, floor_now)
         finally:
             if anchor is not None:
                 self._anchors.release(anchor)
         fact = replace(self._facts(outcome, world_size), **where)
+        floor = floors[-1]
+        if floor is not None and fact.stop_reason == STOPPED_LOSING:
+            fact = replace(
+                fact, stop_floor=floor.samples_per_s, stop_rule=floor.rule, stop_best_id=floor.best_id
+            )
         if outcome.status != "ok":
             crashed = outcome.status == "crashed" and precision is not None
             if crashed and _refuses(outcome.error, str(precision)):
@@ -603,14 +615,14 @@ class Tuner:
             device_name=summary.device.name,
         )
 
-    def _stop_below(self, world_size: int) -> float | None:
-        """The throughput under which a new trial stops early, from the best trial so far."""
+    def _stop_floor(self, world_size: int) -> StopFloor | None:
+        """The throughput under which a new trial stops early (autotune.tuner.early_stop)."""
         assert self.study is not None
-        if self.config.early_stop_ratio <= 0 or not any(t.ok for t in self.study.trials):
-            return None
-        best = self.study.best
-        assert best.value is not None
-        return self.config.scoring.throughput_floor(best.value, world_size, self.config.early_stop_ratio)
+        spread = process_spread(self.anchors())
+        maximize = self.study.direction == "maximize"
+        return stop_floor(
+            self.config.scoring, self.study.trials, world_size, spread, self.config.early_stop_ratio, maximize
+        )
 
     def _plan_traces(self, space: Space) -> PlanTraces:
         if self._plans is None or self._plans.space != space:

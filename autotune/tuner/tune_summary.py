@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from autotune.search.records import Trial
 from autotune.tuner.confirm import ANCHOR, ConfirmRun, anchors, verdict
+from autotune.tuner.early_stop import reference_trials
 from autotune.tuner.host_load import machine_cores
 from autotune.tuner.trial_facts import TrialMetrics, facts, metrics
 from profilers.contract.bill import device_hours, study_bill
@@ -97,6 +98,10 @@ def trial_entry(
         "device_hours": held,
         "cost_usd": None if held is None or price_per_gpu_hour is None else held * price_per_gpu_hour,
         "stop_reason": f.stop_reason,
+        # stopped early as losing (tuner.early_stop): the floor it fell below, how set, against which trial
+        "stop_floor_samples_per_s": f.stop_floor,
+        "stop_rule": f.stop_rule,
+        "stop_best_id": f.stop_best_id,
         "throughput_ci95": None if f.throughput_ci95 is None else list(f.throughput_ci95),
         "stable": f.stable,
         "other_load_cores": f.other_load_cores,
@@ -230,7 +235,7 @@ def _best_entry(
 def _pareto(ok: list[Trial]) -> list[int]:
     """Ids of the trials on the front of throughput (max), peak memory (min) and cost (min)."""
     points: dict[int, tuple[float, ...]] = {}
-    for t in ok:
+    for t in reference_trials(ok):  # a trial stopped early as losing is never a result
         m = metrics(t)
         rate, memory, cost = m.samples_per_s, m.peak_memory_bytes, m.usd_per_million_samples
         if not rate:

@@ -102,6 +102,11 @@ class TrialEntry(_ReadsAsItsDict):
     usd_per_million_samples: float | None = None  # at the study's price, when it had one
     joules_per_sample: float | None = None  # the GPUs' energy over its samples (NVML)
     stop_reason: str | None = None  # why its step budget ended it (stopping.STOP_REASONS)
+    #: Stopped early as losing: the floor it fell below, "spread" or "share", and the trial it was
+    #: measured against (autotune.tuner.early_stop).
+    stop_floor_samples_per_s: float | None = None
+    stop_rule: str | None = None
+    stop_best_id: int | None = None
     throughput_ci95: tuple[float | None, float | None] | None = None  # samples/s; an open end is None
     stable: bool | None = None  # its steps' spread within the study's bound
     other_load_cores: float | None = None  # other processes' CPU while it ran
