@@ -71,7 +71,9 @@ def add_tune_parser(sub: Any, number: Any) -> None:
     p.add_argument(
         "--trials", type=positive_int, help="trials in all, baseline included (12; on --resume: as stored)"
     )
-    p.add_argument("--searcher", choices=("bayes", "random", "grid"), default="bayes", help="(bayes)")
+    p.add_argument(
+        "--searcher", choices=("bayes", "structured", "random", "grid"), default="bayes", help="(bayes)"
+    )
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed of the searcher (0)")
     p.add_argument(
         "--objective", choices=("throughput", "cost", "energy"), help="what to optimize (throughput)"

@@ -469,10 +469,18 @@ SEARCHERS: dict[str, type[Searcher]] = {
 }
 
 
+def _register_structured() -> None:
+    from autotune.search.structured import StructuredSearcher  # imports this module: registered after
+
+    SEARCHERS["structured"] = StructuredSearcher
+
+
 def make_searcher(
     name: str, space: Space, seed: int = 0, direction: Direction = "maximize", **options: Any
 ) -> Searcher:
-    """The searcher called ``name`` ("bayes", "random" or "grid"); ``options`` go to its constructor."""
+    """The searcher called ``name`` ("bayes", "structured", "random" or "grid"); ``options`` go to it."""
+    if "structured" not in SEARCHERS:
+        _register_structured()
     try:
         cls = SEARCHERS[name]
     except KeyError:

@@ -55,7 +55,7 @@ Objective = Callable[[dict[str, Value]], "float | Mapping[str, float | None] | M
 class Study:
     """A search for the configuration of ``space`` that maximizes (or minimizes) an objective.
 
-    ``searcher``: "bayes", "random", "grid" or a ``Searcher`` built on the same space (its own
+    ``searcher``: "bayes", "structured", "random", "grid" or a ``Searcher`` built on the same space (its own
     seed then applies). ``objective``: the key of the objective when the function returns a dict
     of metrics. ``storage``: a path (``*.db``: SQLite run store, else JSON Lines) or a
     ``TrialStorage`` to persist trials to and resume from; resuming checks that the space,

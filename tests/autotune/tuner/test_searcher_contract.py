@@ -43,6 +43,9 @@ FACTORIES: dict[str, Callable[..., Searcher]] = {
         space, seed, direction, n_initial_points=3, n_candidates=300
     ),
     "random": lambda space, seed=0, direction="maximize": RandomSearcher(space, seed, direction),
+    "structured": lambda space, seed=0, direction="maximize": make_searcher(
+        "structured", space, seed, direction, n_candidates=300
+    ),
     "grid": lambda space, seed=0, direction="maximize": GridSearcher(
         space, seed, direction, points_per_dim=16
     ),
