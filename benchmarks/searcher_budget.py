@@ -124,8 +124,14 @@ def run_autotune(land: Landscape, variant: str, seed: int, budget: int) -> list[
     return trace
 
 
+#: Wall-clock seconds an Optuna study may take before it is stopped (``--optuna-cap``).
+OPTUNA_CAP_S = [60.0]
+#: Optuna studies stopped by the cap, by sampler.
+CAPPED: dict[str, int] = {}
+
+
 def run_optuna(land: Landscape, name: str, seed: int, budget: int) -> list[float]:
-    """As ``run_autotune`` with an Optuna sampler through its ask/tell interface."""
+    """As ``run_autotune`` with an Optuna sampler through its ask/tell interface (capped in time)."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
@@ -144,7 +150,11 @@ def run_optuna(land: Landscape, name: str, seed: int, budget: int) -> list[float
         )
     seen: dict[tuple[object, ...], float | None] = {}
     best, trace, repeats = -math.inf, list[float](), 0
+    deadline = time.perf_counter() + OPTUNA_CAP_S[0]
     while len(trace) < budget and len(seen) < counted(land):
+        if time.perf_counter() > deadline:
+            CAPPED[name] = CAPPED.get(name, 0) + 1
+            break
         trial = study.ask(dists)
         params = {n: axes[n][int(trial.params[n])] for n in axes}
         key = land.space.key(params)
@@ -174,7 +184,9 @@ def main() -> None:
     parser.add_argument("--searchers", default="structured,bayes,random,tpe,gp")
     parser.add_argument("--landscapes", default="", help="comma-separated names (default: all)")
     parser.add_argument("--per-landscape", action="store_true", help="also print each landscape's figures")
+    parser.add_argument("--optuna-cap", type=float, default=60.0, help="seconds per Optuna study")
     args = parser.parse_args()
+    OPTUNA_CAP_S[0] = args.optuna_cap
 
     chosen = [s for s in args.searchers.split(",") if s]
     try:
@@ -221,7 +233,8 @@ def main() -> None:
                 if args.per_landscape:
                     cells = "  ".join(f"{local[(s, t)]:>2}" for s in SHARES for t in TOLERANCES)
                     print(f"  {name:<10} {land.name:<32} {size:>4}  {cells}")
-        print(f"({name}: {time.perf_counter() - t0:.0f} s)")
+        capped = f", {CAPPED[name]} studies capped at {args.optuna_cap:.0f} s" if name in CAPPED else ""
+        print(f"({name}: {time.perf_counter() - t0:.0f} s{capped})")
     header = f"{'group':<9} {'searcher':<10} " + " ".join(
         f"{f'{t:.0%} @{s:.0%}':>8}" for s in SHARES for t in TOLERANCES
     )

@@ -23,15 +23,24 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Any
+import re
+from typing import Any, NamedTuple
 
 from autotune.search.params import Choice, Float, Int
-from autotune.search.searchers import SCORE_ALL_LIMIT, Direction, Observation, Searcher
+from autotune.search.searchers import SCORE_ALL_LIMIT, Direction, Observation, Searcher, derive_seed
 from autotune.search.space import Space, Value
 
 #: Length scales (in the unit features) and additive weights tried by marginal likelihood.
 _LENGTH_SCALES = (0.25, 0.5, 1.0)
 _ADDITIVE = (0.0, 0.5, 0.9)
+#: An ``Int`` with more values than this is moved along a grid of ``_GRID_LEVELS`` levels.
+_MAX_LEVELS = 64
+_GRID_LEVELS = 9
+_BATCH_NAME = re.compile(r"batch", re.IGNORECASE)
+_PRECISION_NAME = re.compile(r"precision|dtype|amp|mixed", re.IGNORECASE)
+#: The order of the coordinate moves, by (ordered, role).
+_ORDER = [(False, None), (True, None), (True, "batch"), (False, "precision")]
+_REDUCED = re.compile(r"16|half|mixed|amp", re.IGNORECASE)
 
 
 def _numeric(values: tuple[Any, ...]) -> bool:
@@ -71,12 +80,81 @@ class Encoder:
         return out
 
 
-class StructuredSearcher(Searcher):
-    """Space-filling start, then an additive-plus-joint GP on log(objective) with learned feasibility.
+class Knob(NamedTuple):
+    """One parameter as the start design sees it.
 
-    ``n_initial_points``: configurations of the maximin design before the model (at least 1; the
-    model also waits for two feasible trials). ``n_candidates``: random untried configurations
-    scored per ask when the space is too large (or infinite) to score every untried one.
+    ``levels``: its values in increasing order when ``ordered`` (an ``Int``, a ``Float`` as a
+    grid, a ``Choice`` of numbers), else in declaration order; ``role``: ``"batch"`` (a batch-size
+    knob: largest first), ``"precision"`` (a precision knob: reduced precision first) or None.
+    """
+
+    name: str
+    levels: tuple[Value, ...]
+    ordered: bool
+    role: str | None
+
+
+def knobs(space: Space) -> list[Knob]:
+    """The space's parameters as :class:`Knob`, in the space's order."""
+    out = []
+    for name, p in space.params.items():
+        if isinstance(p, Choice) and not _numeric(p.choices):
+            levels: tuple[Value, ...] = tuple(p.choices)
+            role = "precision" if _PRECISION_NAME.search(name) and _preferred(levels) else None
+            out.append(Knob(name, levels, False, role))
+            continue
+        if isinstance(p, Choice):
+            levels = tuple(sorted(p.choices, key=float))
+        elif isinstance(p, Int) and p.size <= _MAX_LEVELS:
+            levels = tuple(p.values())
+        else:
+            levels = tuple(p.grid(_GRID_LEVELS))
+        role = "batch" if _BATCH_NAME.search(name) and len(levels) > 1 else None
+        out.append(Knob(name, levels, True, role))
+    return out
+
+
+def _preferred(levels: tuple[Value, ...]) -> list[Value]:
+    """A precision knob's values, fastest first: bf16, then other reduced precisions, then the rest."""
+
+    def rank(v: Value) -> int:
+        text = str(v).lower()
+        if "bf16" in text:
+            return 0
+        if _REDUCED.search(text) or v is True:
+            return 1
+        return 3 if v is False or "32" in text or "full" in text else 2
+
+    return sorted(levels, key=rank) if any(rank(v) < 2 for v in levels) else []
+
+
+class StructuredSearcher(Searcher):
+    """A start from what holds for training knobs, coordinate moves, then a GP with learned feasibility.
+
+    1. The first configuration puts each batch-size knob (a name with "batch") at its largest value
+       (throughput per device grows with the batch up to the memory cliff), each precision knob at
+       reduced precision (bf16 first), every other ordered knob at its middle level and every other
+       categorical knob at a seeded choice. While no trial has been feasible, the next steps the
+       batch knobs down one level per failure (the memory cliff), as Lightning's batch-size finder
+       does from the other side.
+    2. Coordinate moves around the incumbent (the best feasible trial): one knob at a time, first
+       the knobs the start knew nothing about (categorical, then ordered), then batch, then
+       precision, change that knob alone to an untried level (a seeded one for a categorical; for
+       an ordered one the level farthest along that line). Memory changes with the other knobs, so
+       a move also lifts each batch knob halfway up to the largest level not known to fail there;
+       a batch knob itself bisects upward below its lowest failure, else steps down once. A better
+       result moves the incumbent and opens every knob again.
+    3. Once every knob has been moved around the incumbent: a Gaussian process on log(objective)
+       with a joint + additive kernel (length scale and mixing by marginal likelihood); the next
+       configuration maximises expected improvement times the probability of being feasible,
+       learned from the out-of-memory trials by a kernel-weighted model.
+
+    ``start``: ``"roles"`` (1–2 above) or ``"maximin"`` (a seeded space-filling start of
+    ``n_initial_points``, then 3: the previous design). ``n_candidates``: random untried
+    configurations scored per ask when the space is too large to score every untried one.
+    ``middle`` (benchmark variants): where an unnamed ordered knob starts, ``"mid"`` (the upper
+    middle level), ``"lowmid"``, ``"high"`` or ``"random"``; ``region`` > 0 limits the model's
+    candidates to that distance (in features) from the incumbent.
     """
 
     name = "structured"
@@ -87,17 +165,28 @@ class StructuredSearcher(Searcher):
         seed: int = 0,
         direction: Direction = "maximize",
         *,
+        start: str = "roles",
         n_initial_points: int = 2,
         n_candidates: int = 2000,
+        middle: str = "mid",
+        region: float = 0.0,
     ) -> None:
         super().__init__(space, seed, direction)
+        if start not in ("roles", "maximin"):
+            raise ValueError(f"start must be 'roles' or 'maximin', got {start!r}")
         if not isinstance(n_initial_points, int) or n_initial_points < 1:
             raise ValueError(f"n_initial_points must be an integer >= 1, got {n_initial_points!r}")
         if n_candidates < 1:
             raise ValueError(f"n_candidates must be >= 1, got {n_candidates!r}")
+        self.start = start
         self.n_initial_points = n_initial_points
         self.n_candidates = n_candidates
+        self.middle = middle
+        self.region = float(region)
         self.encoder = Encoder(space)
+        self.knobs = knobs(space)
+
+    # ------------------------------------------------------------------ candidates
 
     def _candidates(self, rng: random.Random) -> list[dict[str, Value]]:
         size = self.space.size
@@ -113,13 +202,115 @@ class StructuredSearcher(Searcher):
     def _suggest(self) -> dict[str, Value]:
         rng = self._rng()
         usable = [o for o in self._history if self.space.contains(o.params) and not o.impossible]
+        feasible = [o for o in usable if o.feasible and o.value is not None]
+        if self.start == "roles":
+            planned = self._planned(usable, feasible, rng)
+            if planned is not None:
+                return planned
         candidates = self._candidates(rng)
         if not candidates:
             return self._random_untried(rng)
-        feasible = [o for o in usable if o.feasible and o.value is not None]
-        if len(usable) < self.n_initial_points or len(feasible) < 2:
+        if len(feasible) < 2 or (self.start == "maximin" and len(usable) < self.n_initial_points):
             return self._maximin(usable, candidates, rng)
+        if self.region > 0:
+            near = self._near(self._incumbent(feasible), candidates)
+            candidates = near or candidates
         return self._model(usable, feasible, candidates)
+
+    # ------------------------------------------------------------------ start and coordinate moves
+
+    def anchor(self) -> dict[str, Value]:
+        """The first configuration (see the class docstring); a function of the seed only."""
+        rng = random.Random(derive_seed(self.name, self.seed, "anchor"))
+        params: dict[str, Value] = {}
+        for k in self.knobs:
+            if k.role == "batch":
+                params[k.name] = k.levels[-1]
+            elif k.role == "precision":
+                params[k.name] = _preferred(k.levels)[0]
+            elif k.ordered and self.middle == "mid":
+                params[k.name] = k.levels[len(k.levels) // 2]
+            elif k.ordered and self.middle == "lowmid":
+                params[k.name] = k.levels[(len(k.levels) - 1) // 2]
+            elif k.ordered and self.middle == "high":
+                params[k.name] = k.levels[-1]
+            else:
+                params[k.name] = rng.choice(k.levels)
+        return params
+
+    def _planned(
+        self, usable: list[Observation], feasible: list[Observation], rng: random.Random
+    ) -> dict[str, Value] | None:
+        """The start or the next coordinate move, or None when the model takes over."""
+        if not feasible:
+            params = self.anchor()
+            for k in self.knobs:
+                if k.role == "batch":  # bisect (in levels) between the smallest and the failures
+                    tops = [_level(k, o.params[k.name]) for o in usable]
+                    params[k.name] = k.levels[min([len(k.levels) - 1, *tops]) // 2 if usable else -1]
+            if not usable or any(k.role == "batch" for k in self.knobs):
+                return None if self.is_seen(params) else params
+            return None
+        incumbent = self._incumbent(feasible).params
+        order = sorted(range(len(self.knobs)), key=lambda i: _ORDER.index(self.knobs[i][2:]))
+        batch = [k for k in self.knobs if k.role == "batch"]
+        for i in order:
+            k = self.knobs[i]
+            options = [
+                v for v in k.levels if v != incumbent[k.name] and not self._seen_with(incumbent, k.name, v)
+            ]
+            if k.role == "batch":  # up to the cliff first (bisecting), then one step down once
+                line = [o for o in usable if _differs_in(o.params, incumbent, k.name, {k.name})]
+                here = _level(k, incumbent[k.name])
+                cliff = min([len(k.levels), *(_level(k, o.params[k.name]) for o in line if not o.feasible)])
+                up = [v for v in options if here < _level(k, v) < cliff]
+                if up:
+                    return {**incumbent, k.name: k.levels[(here + max(_level(k, v) for v in up) + 1) // 2]}
+                if any(o.feasible for o in line):
+                    continue
+            else:
+                loose = {k.name, *(b.name for b in batch)}
+                if any(_differs_in(o.params, incumbent, k.name, loose) for o in usable):
+                    continue  # this knob has been moved around the incumbent
+            if not options:
+                continue
+            move = {**incumbent, k.name: self._move(k, incumbent[k.name], options, rng)}
+            if k.role != "batch":  # memory changes with the knob: a larger batch not known to fail
+                lifted = dict(move)
+                for b in batch:
+                    lifted[b.name] = _lifted(b, lifted, usable)
+                if not self.is_seen(lifted):
+                    return lifted
+            return move
+        return None
+
+    def _move(self, k: Knob, current: Value, options: list[Value], rng: random.Random) -> Value:
+        if k.role == "precision":
+            ranked = _preferred(k.levels)
+            return min(options, key=ranked.index)
+        if not k.ordered:
+            return rng.choice(options)
+        pos = {v: i for i, v in enumerate(k.levels)}
+        here = _level(k, current)
+        if k.role == "batch":  # one step down
+            return min(options, key=lambda v: (pos[v] > here, abs(pos[v] - here)))
+        return max(options, key=lambda v: (abs(pos[v] - here), pos[v]))
+
+    def _seen_with(self, params: dict[str, Value], name: str, value: Value) -> bool:
+        return self.is_seen({**params, name: value})
+
+    def _incumbent(self, feasible: list[Observation]) -> Observation:
+        sign = 1.0 if self.direction == "maximize" else -1.0
+        return max(feasible, key=lambda o: sign * float(o.value or 0.0))
+
+    def _near(self, best: Observation, candidates: list[dict[str, Value]]) -> list[dict[str, Value]]:
+        x0 = self.encoder.encode(best.params)
+        out = []
+        for p in candidates:
+            x = self.encoder.encode(p)
+            if math.sqrt(sum((a - b) ** 2 for a, b in zip(x, x0, strict=True))) <= self.region:
+                out.append(p)
+        return out
 
     def _maximin(
         self, usable: list[Observation], candidates: list[dict[str, Value]], rng: random.Random
@@ -191,3 +382,32 @@ class StructuredSearcher(Searcher):
             p_ok = (w @ ok + 0.5) / (w.sum(1) + 1.0)
             ei = ei * p_ok
         return candidates[int(np.argmax(ei))]
+
+
+def _level(knob: Knob, value: Value) -> int:
+    """The position of ``value`` among an ordered knob's levels (the nearest one, off the grid)."""
+    if value in knob.levels:
+        return knob.levels.index(value)
+    x = float(value)
+    return min(range(len(knob.levels)), key=lambda i: abs(float(knob.levels[i]) - x))
+
+
+def _differs_in(a: dict[str, Value], b: dict[str, Value], name: str, loose: set[str]) -> bool:
+    """Whether ``a`` differs from ``b`` in ``name`` and, besides, at most in ``loose``."""
+    return a[name] != b[name] and all(a[n] == b[n] for n in b if n not in loose)
+
+
+def _lifted(knob: Knob, params: dict[str, Value], usable: list[Observation]) -> Value:
+    """A batch knob's level for ``params`` after another knob moved (memory changed with it).
+
+    Halfway (in levels) from its level up to the largest level below every failure seen with
+    ``params``' other values.
+    """
+    failed = [
+        _level(knob, o.params[knob.name])
+        for o in usable
+        if not o.feasible and all(o.params[n] == v for n, v in params.items() if n != knob.name)
+    ]
+    here = _level(knob, params[knob.name])
+    top = min([len(knob.levels), *failed]) - 1
+    return knob.levels[(here + top + 1) // 2] if top > here else params[knob.name]

@@ -3,6 +3,7 @@
 import json
 import math
 import statistics
+import time
 
 import pytest
 import torch
@@ -172,12 +173,13 @@ def test_bad_budget_options_are_one_clear_error():
 FAST = {"quiet": True, "deep_profile": False, "count_flops": False, "warmup_steps": 3}
 
 
-def train(steps, nan_at=None, log=None):
+def train(steps, nan_at=None, log=None, wait_s=0.0):
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 4))
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     x, y = torch.randn(32, 32), torch.randint(0, 4, (32,))
     for i in range(1, steps + 1):
+        time.sleep(wait_s)  # a data loader's wait
         loss = nn.functional.cross_entropy(model(x), y)
         if nan_at is not None and i >= nan_at:
             loss = loss * float("nan")
@@ -188,12 +190,12 @@ def train(steps, nan_at=None, log=None):
             log.append(i)
 
 
-def profiled(tmp_path, steps, nan_at=None, **options):
+def profiled(tmp_path, steps, nan_at=None, wait_s=0.0, **options):
     done = []
     stopped = False
     try:
         with autotune.profile(run_dir=tmp_path / "run", **FAST, **options) as prof:
-            train(steps, nan_at, done)
+            train(steps, nan_at, done, wait_s)
     except StepBudgetReached:
         stopped = True
     return prof.summary, done, stopped
@@ -221,9 +223,11 @@ def test_without_the_flag_a_nan_loss_is_only_counted(tmp_path):
 
 
 def test_stable_within_stops_a_steady_loop_before_max_steps(tmp_path):
-    # Loose: this tiny step (~0.5 ms) varies by about 100% on a shared 2-core machine, which needs
-    # (1.96 * 1 / 0.3)^2 = 43 steps to pin its mean to 30%.
-    s, done, stopped = profiled(tmp_path, 5000, stable_within=0.3, max_steps=3000)
+    # A step that waits 4 ms (a sleeper is woken on time beside busy processes) and computes ~0.5 ms.
+    # One stall of 300 ms keeps the mean's interval wider than 30% for 1.96 * 300 / (0.3 * 4.5 n + 300)
+    # > 1, i.e. until n = 370 steps (1.7 s); a stall among ~0.5 ms steps alone kept it open past
+    # 1,000 steps, so the loop waits.
+    s, done, stopped = profiled(tmp_path, 5000, wait_s=0.004, stable_within=0.3, max_steps=3000)
     assert stopped
     assert s["stop_reason"] == "stable"
     assert 3 + 8 <= s["steps"] < 3000

