@@ -182,7 +182,9 @@ def device_time(hours: float) -> str:
 
 
 def payback_time(hours: float) -> str:
-    """Hours of training in words: "3.2 h", "45 min", "2.1 days"."""
+    """Hours of training in words: "41 s", "45 min", "3.2 h", "2.1 days"."""
+    if hours * 60 < 1:
+        return f"{hours * 3600:.2g} s"
     if hours < 1:
         return f"{hours * 60:.2g} min"
     if hours < 48:
