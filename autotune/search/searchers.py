@@ -199,6 +199,18 @@ class Searcher(abc.ABC):
             return None
         return [p for p in self.space.points() if self.space.key(p) not in self._seen]
 
+    def _candidates(self, rng: random.Random, n_candidates: int) -> list[dict[str, Value]]:
+        """Every untried configuration of a small finite space, else up to ``n_candidates`` random ones."""
+        size = self.space.size
+        if size is not None and size <= SCORE_ALL_LIMIT:
+            return self._untried_points() or []
+        found: dict[tuple[Any, ...], dict[str, Value]] = {}
+        for _ in range(n_candidates):
+            p = self.space.sample(rng)
+            if not self.is_seen(p):
+                found.setdefault(self.space.key(p), p)
+        return list(found.values())
+
     def _random_untried(self, rng: random.Random) -> dict[str, Value]:
         """A draw from the prior that has not been tried (uniform over the untried as a fallback)."""
         params = self.space.sample(rng)
@@ -381,7 +393,7 @@ class BayesSearcher(Searcher):
     def _prior_suggest(self, usable: list[Observation], rng: random.Random) -> dict[str, Value]:
         """The untried configuration best by prediction, corrected by the GP of the residuals."""
         assert self.prior is not None
-        candidates = self._candidates(rng)
+        candidates = self._candidates(rng, self.n_candidates)
         if not candidates:
             return self._random_untried(rng)
         maximize = self.direction == "maximize"
@@ -424,18 +436,6 @@ class BayesSearcher(Searcher):
             random_state=derive_seed(self.name, self.seed, len(self._history), "skopt"),
             avoid_duplicates=False,
         )
-
-    def _candidates(self, rng: random.Random) -> list[dict[str, Value]]:
-        """Every untried configuration of a small finite space, else ``n_candidates`` random ones."""
-        size = self.space.size
-        if size is not None and size <= SCORE_ALL_LIMIT:
-            return self._untried_points() or []
-        found: dict[tuple[Any, ...], dict[str, Value]] = {}
-        for _ in range(self.n_candidates):
-            p = self.space.sample(rng)
-            if not self.is_seen(p):
-                found.setdefault(self.space.key(p), p)
-        return list(found.values())
 
     def _best_of(
         self,

@@ -27,7 +27,7 @@ import re
 from typing import Any, NamedTuple
 
 from autotune.search.params import Choice, Float, Int
-from autotune.search.searchers import SCORE_ALL_LIMIT, Direction, Observation, Searcher, derive_seed
+from autotune.search.searchers import Direction, Observation, Searcher, derive_seed
 from autotune.search.space import Space, Value
 
 #: Length scales (in the unit features) and additive weights tried by marginal likelihood.
@@ -186,19 +186,6 @@ class StructuredSearcher(Searcher):
         self.encoder = Encoder(space)
         self.knobs = knobs(space)
 
-    # ------------------------------------------------------------------ candidates
-
-    def _candidates(self, rng: random.Random) -> list[dict[str, Value]]:
-        size = self.space.size
-        if size is not None and size <= SCORE_ALL_LIMIT:
-            return self._untried_points() or []
-        found: dict[tuple[Any, ...], dict[str, Value]] = {}
-        for _ in range(self.n_candidates):
-            p = self.space.sample(rng)
-            if not self.is_seen(p):
-                found.setdefault(self.space.key(p), p)
-        return list(found.values())
-
     def _suggest(self) -> dict[str, Value]:
         rng = self._rng()
         usable = [o for o in self._history if self.space.contains(o.params) and not o.impossible]
@@ -207,7 +194,7 @@ class StructuredSearcher(Searcher):
             planned = self._planned(usable, feasible, rng)
             if planned is not None:
                 return planned
-        candidates = self._candidates(rng)
+        candidates = self._candidates(rng, self.n_candidates)
         if not candidates:
             return self._random_untried(rng)
         if len(feasible) < 2 or (self.start == "maximin" and len(usable) < self.n_initial_points):
