@@ -100,6 +100,10 @@ def counted(land: Landscape) -> int:
     return sum(not land.skipped(p) for p in land.space.points())
 
 
+#: The plan's prediction of each measured grid, traced once per run.
+_PLANS: dict[str, Callable[[dict[str, Value]], float | None]] = {}
+
+
 def run_autotune(land: Landscape, variant: str, seed: int, budget: int) -> list[float]:
     """The best value after each evaluation (-inf while none was feasible).
 
@@ -110,7 +114,12 @@ def run_autotune(land: Landscape, variant: str, seed: int, budget: int) -> list[
     for item in filter(None, opts.split(";")):
         key, _, raw = item.partition("=")
         options[key] = int(raw) if raw.lstrip("-").isdigit() else raw
+    name, _, with_plan = name.partition("+")
     searcher = make_searcher(name, land.space, seed, "maximize", **options)
+    if with_plan == "plan" and land.plan is not None:  # the plan's prediction, as autotune tune gives it
+        if land.name not in _PLANS:
+            _PLANS[land.name] = land.plan()
+        searcher.prior = _PLANS[land.name]  # type: ignore[attr-defined]
     best, trace = -math.inf, list[float]()
     while len(trace) < budget and not searcher.done:
         params = searcher.ask()
@@ -232,10 +241,10 @@ def main() -> None:
                     hits[name][group][k] += v
                 if args.per_landscape:
                     cells = "  ".join(f"{local[(s, t)]:>2}" for s in SHARES for t in TOLERANCES)
-                    print(f"  {name:<10} {land.name:<32} {size:>4}  {cells}")
+                    print(f"  {name:<16} {land.name:<32} {size:>4}  {cells}")
         capped = f", {CAPPED[name]} studies capped at {args.optuna_cap:.0f} s" if name in CAPPED else ""
         print(f"({name}: {time.perf_counter() - t0:.0f} s{capped})")
-    header = f"{'group':<9} {'searcher':<10} " + " ".join(
+    header = f"{'group':<9} {'searcher':<16} " + " ".join(
         f"{f'{t:.0%} @{s:.0%}':>8}" for s in SHARES for t in TOLERANCES
     )
     print("\nshare of studies within 2% / 5% of the optimum at 10% / 20% of the grid")
@@ -252,7 +261,7 @@ def main() -> None:
                 for t in TOLERANCES:
                     total = sum(hits[name].get(g, {}).get((s, t), 0) for g in parts)
                     row.append(f"{total / studies:>8.0%}")
-            print(f"{group:<9} {name:<10} " + " ".join(row))
+            print(f"{group:<9} {name:<16} " + " ".join(row))
     print(f"({time.perf_counter() - started:.0f} s)")
 
 

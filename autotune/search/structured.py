@@ -27,7 +27,8 @@ import re
 from typing import Any, NamedTuple
 
 from autotune.search.params import Choice, Float, Int
-from autotune.search.searchers import Direction, Observation, Searcher, derive_seed
+from autotune.search.prior import Prior, best_predicted
+from autotune.search.searchers import ENUMERATE_LIMIT, Direction, Observation, Searcher, derive_seed
 from autotune.search.space import Space, Value
 
 #: Length scales (in the unit features) and additive weights tried by marginal likelihood.
@@ -152,7 +153,9 @@ class StructuredSearcher(Searcher):
     ``start``: ``"roles"`` (1–2 above) or ``"maximin"`` (a seeded space-filling start of
     ``n_initial_points``, then 3: the previous design). ``n_candidates``: random untried
     configurations scored per ask when the space is too large to score every untried one.
-    ``middle`` (benchmark variants): where an unnamed ordered knob starts, ``"mid"`` (the upper
+    ``prior``: a prediction of each configuration's objective (the plan's, as
+    :class:`~autotune.search.searchers.BayesSearcher` takes it): its best configuration is asked
+    first, once, and the search goes on from what it measured. ``middle`` (benchmark variants): where an unnamed ordered knob starts, ``"mid"`` (the upper
     middle level), ``"lowmid"``, ``"high"`` or ``"random"``; ``region`` > 0 limits the model's
     candidates to that distance (in features) from the incumbent.
     """
@@ -170,6 +173,7 @@ class StructuredSearcher(Searcher):
         n_candidates: int = 2000,
         middle: str = "mid",
         region: float = 0.0,
+        prior: Prior | None = None,
     ) -> None:
         super().__init__(space, seed, direction)
         if start not in ("roles", "maximin"):
@@ -185,11 +189,16 @@ class StructuredSearcher(Searcher):
         self.region = float(region)
         self.encoder = Encoder(space)
         self.knobs = knobs(space)
+        self.prior = prior
 
     def _suggest(self) -> dict[str, Value]:
         rng = self._rng()
         usable = [o for o in self._history if self.space.contains(o.params) and not o.impossible]
         feasible = [o for o in usable if o.feasible and o.value is not None]
+        if self.prior is not None:  # the prediction's best configuration, asked once, first
+            pick = self._predicted_best(rng)
+            if pick is not None and not self.is_seen(pick):
+                return pick
         if self.start == "roles":
             planned = self._planned(usable, feasible, rng)
             if planned is not None:
@@ -270,6 +279,15 @@ class StructuredSearcher(Searcher):
                     return lifted
             return move
         return None
+
+    def _predicted_best(self, rng: random.Random) -> dict[str, Value] | None:
+        """The configuration ``prior`` predicts best: of the whole space when it can be listed."""
+        assert self.prior is not None
+        size = self.space.size
+        listed = size is not None and size <= ENUMERATE_LIMIT
+        pool = list(self.space.points()) if listed else self._candidates(rng, self.n_candidates)
+        best = best_predicted(self.prior, pool, self.direction == "maximize")
+        return None if best is None else dict(best)
 
     def _move(self, k: Knob, current: Value, options: list[Value], rng: random.Random) -> Value:
         if k.role == "precision":

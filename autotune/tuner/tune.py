@@ -36,6 +36,7 @@ from autotune.knob_values import KnobValues
 from autotune.search.records import Infeasible, Measured, Trial
 from autotune.search.searchers import BayesSearcher
 from autotune.search.space import Space, Value
+from autotune.search.structured import StructuredSearcher
 from autotune.search.storage import SqliteStorage
 from autotune.search.study import Study
 from autotune.tuner import confirm
@@ -631,7 +632,7 @@ class Tuner:
 
     def _use_plan_prior(self, study: Study, baseline: Trial) -> None:
         """Give the Bayesian searcher the plan's prediction of every configuration (see plan_prior)."""
-        if not self.config.plan_prior or not isinstance(study.searcher, BayesSearcher):
+        if not self.config.plan_prior or not isinstance(study.searcher, BayesSearcher | StructuredSearcher):
             return
         self._prior, self.prior_note = prior_for_study(
             self._plan_traces(study.space), self.config.scoring, facts(baseline), baseline.value,

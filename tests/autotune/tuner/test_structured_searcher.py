@@ -93,3 +93,31 @@ def test_same_seed_same_asks_and_replay():
     rebuilt = StructuredSearcher(SPACE, 4)
     rebuilt.replay(original.history)
     assert rebuilt.ask() == original.ask()
+
+
+def test_a_prediction_is_asked_first_once_then_the_search_goes_on_from_what_was_measured():
+    """The plan's prediction (here: right about the layout, one batch level too high): its best is
+    asked first; once measured out of memory, the search bisects down from there as without it."""
+
+    def predicted(p: dict[str, Value]) -> float:
+        mb = p["micro_batch"]
+        assert isinstance(mb, int)
+        return mb * (2.0 if p["precision"] == "bf16" else 1.0) * (1.5 if p["layout"] == "ddp" else 1.0)
+
+    searcher = StructuredSearcher(SPACE, 0, prior=predicted)
+    first = searcher.ask()
+    assert first == {"micro_batch": 64, "precision": "bf16", "layout": "ddp"}  # the prediction's best
+    searcher.tell(first, None, feasible=False)
+    asked = [first]
+    for _ in range(5):
+        p = searcher.ask()
+        assert p not in asked  # asked once: never again
+        v = throughput(p)
+        searcher.tell(p, v, feasible=v is not None)
+        asked.append(p)
+    assert max(throughput(p) or 0.0 for p in asked) == 2.4
+    # once its pick is measured, the prediction changes nothing: the same asks as without it
+    again, plain = StructuredSearcher(SPACE, 0, prior=predicted), StructuredSearcher(SPACE, 0)
+    for searcher in (again, plain):
+        searcher.tell(first, None, feasible=False)
+    assert again.ask() == plain.ask() == {"micro_batch": 8, "precision": "bf16", "layout": "ddp"}
