@@ -155,9 +155,10 @@ class StructuredSearcher(Searcher):
     configurations scored per ask when the space is too large to score every untried one.
     ``prior``: a prediction of each configuration's objective (the plan's, as
     :class:`~autotune.search.searchers.BayesSearcher` takes it): its best configuration is asked
-    first, once, and the search goes on from what it measured. ``middle`` (benchmark variants): where an unnamed ordered knob starts, ``"mid"`` (the upper
-    middle level), ``"lowmid"``, ``"high"`` or ``"random"``; ``region`` > 0 limits the model's
-    candidates to that distance (in features) from the incumbent.
+    first, once, and the search goes on from what it measured. ``middle`` (benchmark variants):
+    where an unnamed ordered knob starts, ``"mid"`` (the upper middle level), ``"lowmid"``,
+    ``"high"`` or ``"random"``; ``region`` > 0 limits the model's candidates to that distance (in
+    features) from the incumbent.
     """
 
     name = "structured"

@@ -36,8 +36,8 @@ from autotune.knob_values import KnobValues
 from autotune.search.records import Infeasible, Measured, Trial
 from autotune.search.searchers import BayesSearcher
 from autotune.search.space import Space, Value
-from autotune.search.structured import StructuredSearcher
 from autotune.search.storage import SqliteStorage
+from autotune.search.structured import StructuredSearcher
 from autotune.search.study import Study
 from autotune.tuner import confirm
 from autotune.tuner.anchors import Anchors
