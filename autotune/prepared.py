@@ -62,8 +62,11 @@ class Prepared:
     activation_checkpointing: bool = False
     compile: bool = False
     reshard_after_forward: bool = True
-    #: The autocast dtype (None for fp32 and tf32).
+    #: The autocast dtype (None for fp32 and tf32, and for bf16 under fsdp: see ``param_dtype``).
     autocast_dtype: torch.dtype | None = None
+    #: Under fsdp with bf16: FSDP's MixedPrecisionPolicy computes in this dtype (bf16 parameters
+    #: gathered, fp32 gradient reduction and master shards, the output in fp32), without autocast.
+    param_dtype: torch.dtype | None = None
     #: Whether TF32 matmuls are really on (tf32 asked for on an Ampere or newer CUDA device).
     tf32: bool = False
     #: Blocks (of the largest ``nn.ModuleList``) checkpointed or sharded one by one; 0 when neither.
@@ -292,14 +295,22 @@ def _ensure_process_group(layout: str, device: torch.device) -> bool:
     return True
 
 
-def _fully_shard(model: nn.Module, optimizer: torch.optim.Optimizer | None, reshard: bool) -> int:
+def _fully_shard(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer | None,
+    reshard: bool,
+    param_dtype: torch.dtype | None = None,
+) -> int:
     """FSDP2: shard each block, then the root; point ``optimizer`` at the new (DTensor) parameters.
 
-    Returns how many blocks were sharded one by one.
+    ``param_dtype`` (bf16): FSDP's mixed precision, as torchtitan trains: parameters gathered and
+    computed in it, gradients reduced in fp32 into fp32 shards (the master weights), the root's
+    output cast to fp32 for the loss. Returns how many blocks were sharded one by one.
     """
+    import torch
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     if optimizer is not None and optimizer.state:
         raise ValueError("layout 'fsdp' replaces the parameters: prepare the optimizer before its first step")
@@ -307,9 +318,13 @@ def _fully_shard(model: nn.Module, optimizer: torch.optim.Optimizer | None, resh
     device_type = next(model.parameters()).device.type
     mesh = init_device_mesh(device_type, (dist.get_world_size(),))
     blocks = _blocks(model) or ()
+    policy = MixedPrecisionPolicy(
+        param_dtype=param_dtype, reduce_dtype=torch.float32 if param_dtype else None
+    )
     for block in blocks:
-        fully_shard(block, mesh=mesh, reshard_after_forward=reshard)
-    fully_shard(model, mesh=mesh, reshard_after_forward=reshard)
+        fully_shard(block, mesh=mesh, reshard_after_forward=reshard, mp_policy=policy)
+    root = MixedPrecisionPolicy(param_dtype, policy.reduce_dtype, torch.float32 if param_dtype else None)
+    fully_shard(model, mesh=mesh, reshard_after_forward=reshard, mp_policy=root)
     if optimizer is not None:
         new = dict(model.named_parameters())
         for group in optimizer.param_groups:
@@ -340,7 +355,9 @@ def prepare(
     on each block, then the root), then ``torch.compile``. ``ddp`` and ``fsdp`` use the initialized
     process group or create one from torchrun's variables (gloo on CPU, NCCL on CUDA). Under fsdp
     the optimizer is pointed at the sharded parameters in place, so create it before its first
-    step. fp16 autocast runs on CPU too (slow without native fp16 matmuls), with a GradScaler.
+    step. fp16 autocast runs on CPU too (slow without native fp16 matmuls), with a GradScaler. bf16
+    under fsdp is FSDP's mixed-precision policy (bf16 parameters and compute, fp32 reduction and
+    master weights, as torchtitan trains), not autocast.
     """
     import torch
     from torch.nn.parallel import DistributedDataParallel
@@ -367,10 +384,14 @@ def prepare(
     model.to(dev)
     blocks = _checkpoint_blocks(model) if knobs["activation_checkpointing"] else 0
     wrapped: nn.Module = model
+    param_dtype = None
     if layout_ == "ddp":
         wrapped = DistributedDataParallel(model, device_ids=[dev.index] if dev.type == "cuda" else None)
     elif layout_ == "fsdp":
-        blocks = _fully_shard(model, optimizer, knobs["reshard_after_forward"]) or blocks
+        # bf16 under FSDP is its mixed-precision policy, not autocast (fp16 keeps autocast and a scaler)
+        param_dtype = dtype if dtype == torch.bfloat16 else None
+        dtype = None if param_dtype is not None else dtype
+        blocks = _fully_shard(model, optimizer, knobs["reshard_after_forward"], param_dtype) or blocks
     sync_root = wrapped
     if knobs["compile"]:
         wrapped = torch.compile(wrapped)  # type: ignore[assignment]
@@ -381,6 +402,7 @@ def prepare(
         device=dev,
         **knobs,
         autocast_dtype=dtype,
+        param_dtype=param_dtype,
         tf32=tf32,
         blocks=blocks,
         rank=rank,

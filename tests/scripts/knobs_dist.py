@@ -23,6 +23,7 @@ CASES = {
     "ddp": ({"layout": "ddp"}, 4),
     "fsdp_ckpt": ({"layout": "fsdp", "activation_checkpointing": True}, 8),
     "fsdp_fp16_keep": ({"layout": "fsdp", "precision": "fp16", "reshard_after_forward": False}, 4),
+    "fsdp_bf16": ({"layout": "fsdp", "precision": "bf16"}, 4),
 }
 
 
@@ -58,10 +59,11 @@ def reference(precision: str) -> tuple[list[float], list[float]]:
     """Plain torch, one process, the whole global batch per step."""
     model, opt = fresh()
     fp16 = precision == "fp16"
+    low = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision, torch.float32)
     scaler = torch.amp.GradScaler("cpu", enabled=fp16)
     losses = []
     for x, y in zip(*data(), strict=True):
-        with torch.autocast("cpu", dtype=torch.float16, enabled=fp16):
+        with torch.autocast("cpu", dtype=low, enabled=low != torch.float32):
             loss = nn.functional.mse_loss(model(x), y)
         scaler.scale(loss).backward()
         scaler.step(opt)
@@ -71,9 +73,14 @@ def reference(precision: str) -> tuple[list[float], list[float]]:
     return losses, torch.cat([p.detach().flatten() for p in model.parameters()]).tolist()
 
 
-def run(knobs: dict, micro: int) -> tuple[autotune.Prepared, list[float], list[float]]:
+def run(knobs: dict, micro: int) -> tuple[autotune.Prepared, list[float], list[float], str]:
     model, opt = fresh()
     prep = autotune.prepare(model, opt, **knobs)
+    seen: list[str] = []  # the dtype a block's weight has while it computes
+    first_block = model.blocks[0][0]
+    first_block.register_forward_pre_hook(
+        lambda m, args: seen.append(str(m.weight.dtype)) if not seen else None
+    )
     plan = autotune.batch_plan(GLOBAL_BATCH, micro_batch=micro)
     assert plan.world_size == dist.get_world_size() == prep.world_size
     assert plan.micro_batch * plan.grad_accum * plan.world_size == GLOBAL_BATCH
@@ -92,14 +99,14 @@ def run(knobs: dict, micro: int) -> tuple[autotune.Prepared, list[float], list[f
         dist.all_reduce(total)
         losses.append(total.item() / plan.world_size)
     params = [p.full_tensor() if hasattr(p, "full_tensor") else p for p in prep.model.parameters()]
-    return prep, losses, torch.cat([p.detach().flatten() for p in params]).tolist()
+    return prep, losses, torch.cat([p.detach().flatten() for p in params]).tolist(), seen[0]
 
 
 def main() -> int:
     out: dict[str, dict] = {}
     first = None
     for name, (knobs, micro) in CASES.items():
-        prep, losses, params = run(knobs, micro)
+        prep, losses, params, computed_in = run(knobs, micro)
         first = first or prep
         ref_losses, ref_params = reference(knobs.get("precision", "fp32"))
         out[name] = {
@@ -112,6 +119,10 @@ def main() -> int:
             "reshard_after_forward": prep.reshard_after_forward,
             "scaler": prep.scaler is not None,
             "fsdp_params": sum(type(p).__name__ == "DTensor" for p in prep.model.parameters()),
+            "computed_in": computed_in,
+            "master_dtype": str(next(prep.model.parameters()).dtype),
+            "autocast": str(prep.autocast_dtype),
+            "param_dtype": str(prep.param_dtype),
         }
     rank = dist.get_rank()
     assert first is not None
