@@ -295,6 +295,15 @@ def _ensure_process_group(layout: str, device: torch.device) -> bool:
     return True
 
 
+def _buffers_beside_parameters(model: nn.Module) -> bool:
+    """Whether a module holds floating-point buffers and parameters of its own (BatchNorm)."""
+    for module in model.modules():
+        own_buffers = any(b.is_floating_point() for b in module.buffers(recurse=False))
+        if own_buffers and any(True for _ in module.parameters(recurse=False)):
+            return True
+    return False
+
+
 def _fully_shard(
     model: nn.Module,
     optimizer: torch.optim.Optimizer | None,
@@ -388,8 +397,12 @@ def prepare(
     if layout_ == "ddp":
         wrapped = DistributedDataParallel(model, device_ids=[dev.index] if dev.type == "cuda" else None)
     elif layout_ == "fsdp":
-        # bf16 under FSDP is its mixed-precision policy, not autocast (fp16 keeps autocast and a scaler)
-        param_dtype = dtype if dtype == torch.bfloat16 else None
+        # bf16 under FSDP is its mixed-precision policy, not autocast (fp16 keeps autocast and a scaler);
+        # a module whose fp32 buffers meet its bf16 parameters (BatchNorm's running statistics: FSDP
+        # casts parameters, never buffers) cannot run so, and keeps autocast
+        param_dtype = dtype if dtype == torch.bfloat16 and not _buffers_beside_parameters(model) else None
+        if dtype == torch.bfloat16 and param_dtype is None:
+            _warn_once("bf16 under fsdp runs as autocast: the model keeps fp32 buffers beside parameters")
         dtype = None if param_dtype is not None else dtype
         blocks = _fully_shard(model, optimizer, knobs["reshard_after_forward"], param_dtype) or blocks
     sync_root = wrapped

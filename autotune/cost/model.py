@@ -158,15 +158,22 @@ def study_cost_section(
     when the study has no best trial. A saving is claimed only when the study's verdict is to apply
     the best configuration, and it is the verdict's (re-measured) speedup's, over the devices each
     configuration holds (:func:`profilers.contract.bill.saving_share`, the figure the study's bill
-    pays back with); otherwise the baseline's cost is shown beside it with no saving.
+    pays back with), and the best's cost per million samples is then the re-measured one, the
+    baseline's less that saving (the search's own figure is biased upward: it is in the trials'
+    table); otherwise the baseline's cost is shown beside the search's figure with no saving.
     """
     best = study.best
     if best is None:
         return None
     baseline = None
     base = study.baseline
+    per_million = _trial_cost(best, quote, study.price_per_gpu_hour)
+    share = saving_share(study)
     if base is not None and base.ok:
-        baseline = (_trial_cost(base, quote, study.price_per_gpu_hour), base.world_size)
+        base_cost = _trial_cost(base, quote, study.price_per_gpu_hour)
+        baseline = (base_cost, base.world_size)
+        if share is not None and base_cost:
+            per_million = base_cost * (1 - share)
     return _section(
         quote,
         duty_cycle,
@@ -174,10 +181,10 @@ def study_cost_section(
         devices=best.world_size,
         samples_per_s=_number(best.throughput),
         tokens_per_s=_number(best.tokens_per_s),
-        per_million=_trial_cost(best, quote, study.price_per_gpu_hour),
+        per_million=per_million,
         joules=_number(best.joules_per_sample),
         baseline=baseline,
-        share=saving_share(study),
+        share=share,
     )
 
 

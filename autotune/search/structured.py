@@ -191,13 +191,14 @@ class StructuredSearcher(Searcher):
         self.encoder = Encoder(space)
         self.knobs = knobs(space)
         self.prior = prior
+        self._pick: tuple[Prior, dict[str, Value] | None] | None = None  # the prior's pick, once
 
     def _suggest(self) -> dict[str, Value]:
         rng = self._rng()
         usable = [o for o in self._history if self.space.contains(o.params) and not o.impossible]
         feasible = [o for o in usable if o.feasible and o.value is not None]
         if self.prior is not None:  # the prediction's best configuration, asked once, first
-            pick = self._predicted_best(rng)
+            pick = self._predicted_best()
             if pick is not None and not self.is_seen(pick):
                 return pick
         if self.start == "roles":
@@ -281,14 +282,25 @@ class StructuredSearcher(Searcher):
             return move
         return None
 
-    def _predicted_best(self, rng: random.Random) -> dict[str, Value] | None:
-        """The configuration ``prior`` predicts best: of the whole space when it can be listed."""
-        assert self.prior is not None
+    def _predicted_best(self) -> dict[str, Value] | None:
+        """The configuration ``prior`` predicts best, worked out once per prior and kept.
+
+        Of the whole space when it can be listed, else of ``n_candidates`` draws seeded by the seed
+        alone: one pick, whatever was told since (a function of the seed and the prior only).
+        """
+        prior = self.prior
+        assert prior is not None
+        if self._pick is not None and self._pick[0] is prior:
+            return self._pick[1]
         size = self.space.size
-        listed = size is not None and size <= ENUMERATE_LIMIT
-        pool = list(self.space.points()) if listed else self._candidates(rng, self.n_candidates)
-        best = best_predicted(self.prior, pool, self.direction == "maximize")
-        return None if best is None else dict(best)
+        if size is not None and size <= ENUMERATE_LIMIT:
+            pool = list(self.space.points())
+        else:
+            draws = random.Random(derive_seed(self.name, self.seed, "prior"))
+            pool = [self.space.sample(draws) for _ in range(self.n_candidates)]
+        found = best_predicted(prior, pool, self.direction == "maximize")
+        self._pick = (prior, None if found is None else dict(found))
+        return self._pick[1]
 
     def _move(self, k: Knob, current: Value, options: list[Value], rng: random.Random) -> Value:
         if k.role == "precision":

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from autotune.search.records import Trial
 from autotune.search.space import Value
-from autotune.tuner.early_stop import STOPPED_LOSING, stop_words
+from autotune.tuner.early_stop import STOPPED_LOSING, best_result, stop_words
 from autotune.tuner.trial_facts import facts, metrics
 from profilers.contract.load import too_busy
 from profilers.contract.spread import ratio_span
@@ -157,7 +157,9 @@ class Progress:
         rate, fact = metrics(trial).samples_per_s, facts(trial)
         if trial.ok:
             ratio = self._ratio(trial)
-            best = " [bold green]highest so far[/bold green]" if study.best.id == trial.id else ""
+            top = best_result(study.trials, study.direction == "maximize")
+            highest = top is not None and top.id == trial.id
+            best = " [bold green]highest so far[/bold green]" if highest else ""
             memory = metrics(trial).peak_memory_bytes
             mem = f" · peak {memory / 2**20:,.0f} MiB" if memory else ""
             value = _number(trial.value)

@@ -43,7 +43,7 @@ from autotune.tuner import confirm
 from autotune.tuner.anchors import Anchors
 from autotune.tuner.confirm import ConfirmRun
 from autotune.tuner.devices import usable_cpus
-from autotune.tuner.early_stop import STOPPED_LOSING, StopFloor, stop_floor
+from autotune.tuner.early_stop import STOPPED_LOSING, StopFloor, best_result, stop_floor
 from autotune.tuner.host_load import free_cores
 from autotune.tuner.memory_model import MemoryModel
 from autotune.tuner.objectives import Scoring
@@ -420,9 +420,10 @@ class Tuner:
     def _confirm(self, study: Study) -> None:
         """Re-measure the best trial's configuration against the baseline, interleaved."""
         rounds = self.config.confirm_rounds
-        if rounds <= 0 or not any(t.ok for t in study.trials) or study.best.baseline:
+        best = best_result(study.trials, study.direction == "maximize")
+        if rounds <= 0 or best is None or best.baseline:
             return
-        best, path = study.best, self.run_dir / STORE_NAME
+        path = self.run_dir / STORE_NAME
         have = confirm.done(confirm.stored(path), best.id)
         for r, role in confirm.plan(rounds):
             if (r, role) in have:

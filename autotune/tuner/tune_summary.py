@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from autotune.search.records import Trial
 from autotune.tuner.confirm import ANCHOR, ConfirmRun, anchors, verdict
-from autotune.tuner.early_stop import reference_trials
+from autotune.tuner.early_stop import best_result, reference_trials
 from autotune.tuner.host_load import machine_cores
 from autotune.tuner.trial_facts import TrialMetrics, facts, metrics
 from profilers.contract.bill import device_hours, study_bill
@@ -142,7 +142,7 @@ def tune_summary(
     trials = study.trials
     baseline = trials[0] if trials and trials[0].baseline else None
     ok = [t for t in trials if t.ok]
-    best = study.best if ok and not no_effect else None
+    best = best_result(trials, study.direction == "maximize") if not no_effect else None
     anchor_list = anchor_runs(baseline, anchors(confirmations), config.parallel)
     spread = process_spread(anchor_list)
     quote = study_price(config, baseline)

@@ -50,8 +50,8 @@ class StudyBill:
     price_per_gpu_hour: float | None  # USD per device-hour, None without a price
     price_source: str | None
     usd: float | None  # device_hours × price
-    #: Share of the baseline's device-time the best configuration saves per sample (0-1; None when
-    #: the verdict claims no saving).
+    #: Share of the baseline's device-time the best configuration saves per sample (below 0: it costs
+    #: more, faster on more devices; None when the verdict claims no saving).
     saving_share: float | None
     saving_device_hours_per_hour: float | None  # per hour the baseline's work trains
     usage_hours_per_day: float | None  # the team's, as said (None: not said)
@@ -71,7 +71,16 @@ class StudyBill:
         """``bill`` of a summary, checked; None when missing (a study from before it was kept)."""
         from profilers.contract.json_checks import checked_fields
 
-        return cls(**checked_fields(cls, data, where)) if data else None
+        if not data:
+            return None
+        fields = checked_fields(cls, data, where)
+        needed = ("device_hours", "trials_device_hours", "remeasure_device_hours", "processes")
+        if any(fields.get(name) is None for name in needed):
+            return None  # written by another version: the views leave it out
+        try:
+            return cls(**fields)
+        except TypeError:
+            return None
 
     def cost_words(self) -> str:
         """What it cost: "0.42 device-hours ($1.30 at $3.10/device-hour) over 14 processes"."""
@@ -90,6 +99,11 @@ class StudyBill:
 
     def payback_words(self) -> str:
         """When the study pays back, or why it does not, in one sentence."""
+        if self.saving_share is not None and self.saving_share <= 0:
+            return (
+                f"the best costs {-self.saving_share:.0%} more device-time per sample than the baseline "
+                "(it is faster on more devices), so the study never pays back"
+            )
         if self.saving_share is None or self.payback_training_hours is None:
             return "it claims no saving, so it does not pay back"
         per = f"saves {self.saving_share:.0%} of the baseline's device-time per sample"
@@ -162,7 +176,7 @@ def study_bill(
         price_per_gpu_hour=price_per_gpu_hour,
         price_source=price_source if price_per_gpu_hour is not None else None,
         usd=usd,
-        saving_share=share if per_hour else None,
+        saving_share=share,
         saving_device_hours_per_hour=per_hour,
         usage_hours_per_day=usage_hours_per_day,
         saving_usd_per_day=saving_day,

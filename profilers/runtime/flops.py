@@ -406,6 +406,17 @@ def _force_close(mode: Any) -> None:
             log.debug("could not close the module tracker", exc_info=True)
 
 
+def _fsdp_param_dtype(module: object | None) -> Any:
+    """The dtype FSDP2's mixed-precision policy computes ``module`` in (``fully_shard``), or None."""
+    state_of = getattr(module, "_get_fsdp_state", None)
+    if state_of is None:
+        return None
+    try:
+        return state_of()._mp_policy.param_dtype
+    except Exception:  # another torch's internals: the first parameter's dtype decides
+        return None
+
+
 def detect_precision(module: object | None = None) -> str:
     """Name the compute precision in use now: ``"bf16"``, ``"fp16"``, ``"tf32"`` or ``"fp32"``.
 
@@ -413,7 +424,8 @@ def detect_precision(module: object | None = None) -> str:
 
     1. ``"bf16"``/``"fp16"`` when autocast is on with that dtype for the module's device type
        (the first parameter's device; with no module, CUDA then CPU autocast is checked);
-    2. else the dtype of the module's first parameter when it is bf16 or fp16;
+    2. else the dtype FSDP2's mixed-precision policy computes the module in (``fully_shard`` with
+       ``MixedPrecisionPolicy(param_dtype=...)``), or its first parameter's, when bf16 or fp16;
     3. else ``"tf32"`` when running on CUDA (the module is on CUDA, or with no module CUDA is
        initialized), the device is Ampere or newer, and TF32 matmuls are enabled
        (``torch.backends.cuda.matmul.fp32_precision == "tf32"``, ``allow_tf32``, or
@@ -434,9 +446,10 @@ def detect_precision(module: object | None = None) -> str:
         if dtype is torch.float16:
             return "fp16"
     if param is not None:
-        if param.dtype is torch.bfloat16:
+        dtype = _fsdp_param_dtype(module) or param.dtype  # FSDP2 computes in its policy's dtype
+        if dtype is torch.bfloat16:
             return "bf16"
-        if param.dtype is torch.float16:
+        if dtype is torch.float16:
             return "fp16"
     if device_type is not None:
         on_cuda = device_type == "cuda"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -437,6 +438,18 @@ def test_two_ranks_match_one_process_on_the_same_global_batch(dist_run, case):
     assert (rank0["autocast"], rank0["param_dtype"]) == (
         ("None", "torch.bfloat16") if bf16 else ("torch.float16" if fp16 else "None", "None")
     )
+    # what the profiler says of the model between steps: FSDP's policy computes in bf16 whenever it
+    # runs, while fp16 is autocast's, only inside the step's context
+    assert rank0["detected"] == ("bf16" if bf16 else "fp32")
+
+
+@pytest.mark.slow
+def test_bf16_under_fsdp_keeps_autocast_for_a_model_whose_buffers_stay_fp32(dist_run):
+    """FSDP casts parameters, never buffers: BatchNorm's fp32 running statistics beside bf16 weights
+    fail its first forward, so such a model trains under autocast, as before the policy."""
+    bn = dist_run[0]["batchnorm_bf16"]
+    assert (bn["autocast"], bn["param_dtype"]) == ("torch.bfloat16", "None")
+    assert math.isfinite(bn["loss"])
 
 
 @pytest.mark.slow  # inductor compiles C++ with gcc: about 15-25 s on 2 cores with a cold cache

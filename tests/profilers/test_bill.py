@@ -120,3 +120,12 @@ def test_the_bill_round_trips_through_summary_json():
 )
 def test_device_time_in_words(hours, words):
     assert device_time(hours) == words
+
+
+def test_faster_on_more_devices_but_dearer_per_sample_never_pays_back():
+    """2 devices at 1.6× the throughput: each sample takes 2 / 1.6 = 1.25 of the baseline's device-time."""
+    bill = study_bill(study(speedup=1.6, best_world=2), 4.0, "x", 8)
+    assert bill.saving_share == pytest.approx(-0.25)
+    assert bill.payback_training_hours is None and bill.saving_usd_per_day is None
+    assert bill.pays_back_in_month is False
+    assert "the best costs 25% more device-time per sample than the baseline" in bill.sentence()

@@ -16,6 +16,7 @@ import torch.distributed as dist
 from torch import nn
 
 import autotune
+from profilers.runtime.flops import detect_precision
 
 STEPS, GLOBAL_BATCH, DIM = 6, 16, 16
 CASES = {
@@ -102,6 +103,20 @@ def run(knobs: dict, micro: int) -> tuple[autotune.Prepared, list[float], list[f
     return prep, losses, torch.cat([p.detach().flatten() for p in params]).tolist(), seen[0]
 
 
+def batchnorm_under_fsdp_bf16() -> dict:
+    """A model with BatchNorm (fp32 running statistics beside its weight) under fsdp and bf16."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(DIM, DIM), nn.BatchNorm1d(DIM), nn.Linear(DIM, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    prep = autotune.prepare(model, opt, layout="fsdp", precision="bf16")
+    x = torch.randn(8, DIM)
+    with prep.autocast():
+        loss = prep.model(x).float().pow(2).mean()
+    prep.backward(loss)
+    prep.step()
+    return {"loss": loss.item(), "autocast": str(prep.autocast_dtype), "param_dtype": str(prep.param_dtype)}
+
+
 def main() -> int:
     out: dict[str, dict] = {}
     first = None
@@ -123,7 +138,9 @@ def main() -> int:
             "master_dtype": str(next(prep.model.parameters()).dtype),
             "autocast": str(prep.autocast_dtype),
             "param_dtype": str(prep.param_dtype),
+            "detected": detect_precision(prep.model),
         }
+    out["batchnorm_bf16"] = batchnorm_under_fsdp_bf16()
     rank = dist.get_rank()
     assert first is not None
     first.close()

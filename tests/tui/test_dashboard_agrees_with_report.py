@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from autotune.report.build import build_report
 from autotune.report.jsonout import render_json
 from tests.autotune.report.test_markdown_json import EVIL, hostile_advice, hostile_study
@@ -125,6 +127,12 @@ def test_the_dashboard_shows_the_studys_bill_as_the_report_prices_it(tmp_path: P
     dashboard = study_info(raw, raw["trials"], None)
     assert report.overview.bill == stored
     assert dashboard.bill == stored.sentence()
+    # the cost section claims the bill's saving, and its best's cost is the baseline's less it
+    cost = report.cost
+    assert cost is not None and cost.saving_pct == pytest.approx(100 * stored.saving_share)  # type: ignore[operator]
+    assert cost.usd_per_million_samples + cost.saving_usd_per_million_samples == pytest.approx(  # type: ignore[operator]
+        cost.baseline_usd_per_million_samples
+    )
     from html import escape
 
     from autotune.report.html import render_html

@@ -121,3 +121,21 @@ def test_a_prediction_is_asked_first_once_then_the_search_goes_on_from_what_was_
     for searcher in (again, plain):
         searcher.tell(first, None, feasible=False)
     assert again.ask() == plain.ask() == {"micro_batch": 8, "precision": "bf16", "layout": "ddp"}
+
+
+def test_on_a_space_too_large_to_list_the_prediction_is_still_asked_once():
+    """A prediction that always prefers the largest batch: its pick comes first, then the search
+    moves on (no draw of fresh candidates makes a new "best predicted" every ask)."""
+    from autotune.search import Float
+
+    space = Space(micro_batch=Int(1, 4096), lr=Float(1e-5, 1e-1, log=True), precision=Choice("fp32", "bf16"))
+    assert space.size is None
+    searcher = StructuredSearcher(space, 0, prior=lambda p: float(p["micro_batch"]), n_candidates=200)  # type: ignore[arg-type]
+    asked = []
+    for _ in range(6):
+        p = searcher.ask()
+        asked.append(p)
+        searcher.tell(p, 1.0 + len(asked) / 10)
+    biggest = [p for p in asked if p["micro_batch"] == asked[0]["micro_batch"]]
+    assert asked[0]["micro_batch"] > 3000 and len(biggest) <= 2, asked  # the pick once (a move may keep it)
+    assert len({(p["micro_batch"], p["precision"]) for p in asked}) >= 4
