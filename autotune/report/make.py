@@ -20,8 +20,8 @@ from autotune.report.jsonout import render_json
 from autotune.report.markdown import render_markdown
 from autotune.report.sections import AdviceSection, CostSection, Report
 from autotune.report.trace_report import run_gpu_time, trace_report
-from profilers.contract.bill import study_bill
 from profilers.contract.rundir import RunData, load_run
+from profilers.contract.study_cost import study_bill
 from profilers.contract.summaries import ProfileSummary
 from profilers.contract.traces import is_trace_path
 

@@ -7,6 +7,7 @@ model-based configuration.
 """
 
 from autotune.search.records import Infeasible, Measured, StudyRecord, Trial
+from autotune.search.registry import make_searcher
 from autotune.search.searchers import (
     BayesSearcher,
     GridSearcher,
@@ -14,7 +15,6 @@ from autotune.search.searchers import (
     RandomSearcher,
     Searcher,
     SearchExhausted,
-    make_searcher,
 )
 from autotune.search.space import Choice, Float, Int, Space
 from autotune.search.storage import JsonlStorage, SqliteStorage, TrialStorage

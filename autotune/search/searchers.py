@@ -3,7 +3,8 @@
 A searcher only proposes configurations and learns from outcomes; it knows nothing of how a trial
 runs (the study, a trial runner) or how the objective is scored. Three searchers share one
 interface, ``Searcher``: ``BayesSearcher`` (scikit-optimize, Gaussian process), ``RandomSearcher``
-and ``GridSearcher``; ``make_searcher(name, ...)`` picks one by name.
+and ``GridSearcher`` (and :mod:`autotune.search.structured`); ``make_searcher(name, ...)``
+(:mod:`autotune.search.registry`) picks one by name.
 
 Every ``ask()`` is a pure function of the seed and the told history: nothing else is kept between
 calls. So ``replay(history)`` on a fresh searcher (how a study resumes: nothing is pickled) gives
@@ -460,29 +461,3 @@ class BayesSearcher(Searcher):
             scores = gaussian_ei(x, model, y_opt=best_loss)
         best = max(range(len(candidates)), key=lambda i: float(scores[i]))  # first of equals: deterministic
         return candidates[best]
-
-
-SEARCHERS: dict[str, type[Searcher]] = {
-    "bayes": BayesSearcher,
-    "random": RandomSearcher,
-    "grid": GridSearcher,
-}
-
-
-def _register_structured() -> None:
-    from autotune.search.structured import StructuredSearcher  # imports this module: registered after
-
-    SEARCHERS["structured"] = StructuredSearcher
-
-
-def make_searcher(
-    name: str, space: Space, seed: int = 0, direction: Direction = "maximize", **options: Any
-) -> Searcher:
-    """The searcher called ``name`` ("bayes", "structured", "random" or "grid"); ``options`` go to it."""
-    if "structured" not in SEARCHERS:
-        _register_structured()
-    try:
-        cls = SEARCHERS[name]
-    except KeyError:
-        raise ValueError(f"unknown searcher {name!r}; choose one of: {', '.join(SEARCHERS)}") from None
-    return cls(space, seed, direction, **options)

@@ -30,7 +30,8 @@ from typing import Any
 
 from autotune.search.params import is_number
 from autotune.search.records import INFEASIBLE_STATUSES, Infeasible, Measured, StudyRecord, Trial
-from autotune.search.searchers import Direction, Searcher, SearchExhausted, make_searcher
+from autotune.search.registry import make_searcher
+from autotune.search.searchers import Direction, Searcher, SearchExhausted
 from autotune.search.space import Space, Value
 from autotune.search.storage import JsonlStorage, SqliteStorage, TrialStorage, claim_store, open_storage
 from profilers.contract.schema import STATUSES

@@ -30,12 +30,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from autotune.search.records import Trial
-from autotune.tuner.objectives import Scoring
 from autotune.tuner.trial_facts import facts, metrics
-from profilers.contract.spread import ProcessSpread
 from profilers.contract.summarize import t975
+
+if TYPE_CHECKING:
+    from autotune.tuner.objectives import Scoring
+    from profilers.contract.spread import ProcessSpread
 
 #: The stop reason of a trial stopped as losing (profilers.runtime.stopping).
 STOPPED_LOSING = "below_threshold"

@@ -12,21 +12,22 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autotune.cost.prices import PriceQuote, PriceTableError, load_prices, resolve_price
 from autotune.search.records import Trial
 from autotune.tuner.confirm import ANCHOR, ConfirmRun, anchors, verdict
 from autotune.tuner.early_stop import best_result, reference_trials
 from autotune.tuner.host_load import machine_cores
 from autotune.tuner.trial_facts import TrialMetrics, facts, metrics
-from profilers.contract.bill import device_hours, study_bill
+from profilers.contract.bill import device_hours
 from profilers.contract.load import too_busy
 from profilers.contract.schema import TUNE_SUMMARY_SCHEMA
 from profilers.contract.spread import AnchorRun, SearchRatio, midpoint, process_spread, search_ratio
 from profilers.contract.study import pareto_front
+from profilers.contract.study_cost import study_bill
 from profilers.contract.summaries import TuningSummary
 from profilers.contract.verdict import study_verdict
 
 if TYPE_CHECKING:
-    from autotune.cost.prices import PriceQuote
     from autotune.search.study import Study
     from autotune.tuner.tune import TuneConfig
 
@@ -209,8 +210,6 @@ def study_price(config: TuneConfig, baseline: Trial | None) -> PriceQuote | None
     name = f.device_name if f is not None and f.device_kind == "cuda" else None
     if explicit is None and name is None:
         return None
-    from autotune.cost.prices import PriceTableError, load_prices, resolve_price
-
     try:
         return resolve_price(name, explicit=explicit, table=load_prices())
     except (PriceTableError, ValueError):  # an unreadable table prices nothing: the hours still count

@@ -21,7 +21,8 @@ given and the month's check takes a full day, 24 h). A study that cannot pay bac
 (365 / 12 = 30.4 days) of that usage says so.
 
 The terminal, summary.json (``bill``), the report and the dashboard all take these figures from
-:func:`study_bill`. Pure Python (the dashboard imports it).
+:func:`profilers.contract.study_cost.study_bill`; this module holds the record and its words.
+Pure Python (the dashboard imports it).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from profilers.contract.summaries import TuningSummary
+from profilers.contract.json_checks import checked_fields
 
 #: Days in a month: 365 / 12, the month of the cost model (730 hours).
 DAYS_PER_MONTH = 365 / 12
@@ -69,8 +70,6 @@ class StudyBill:
     @classmethod
     def parse(cls, data: Any, where: str) -> StudyBill | None:
         """``bill`` of a summary, checked; None when missing (a study from before it was kept)."""
-        from profilers.contract.json_checks import checked_fields
-
         if not data:
             return None
         fields = checked_fields(cls, data, where)
@@ -128,62 +127,6 @@ def device_hours(duration_s: float | None, devices: int) -> float | None:
     if duration_s is None or not math.isfinite(duration_s) or duration_s < 0:
         return None
     return duration_s * max(1, devices) / 3600.0
-
-
-def saving_share(study: TuningSummary) -> float | None:
-    """Share of the baseline's device-time per sample the best saves, when the verdict applies it."""
-    from profilers.contract.verdict import verdict_of
-
-    verdict = verdict_of(study)
-    best, base = study.best, study.baseline
-    if verdict.action != "apply" or best is None or base is None or not verdict.speedup:
-        return None
-    return 1.0 - (max(1, best.world_size) / max(1, base.world_size)) / verdict.speedup
-
-
-def study_bill(
-    study: TuningSummary,
-    price_per_gpu_hour: float | None = None,
-    price_source: str | None = None,
-    usage_hours_per_day: float | None = None,
-) -> StudyBill:
-    """The bill of ``study`` at a price per device-hour (None: hours only) and the team's usage."""
-    trial_times = [device_hours(t.duration_s, t.world_size) for t in study.trials if t.status != "skipped"]
-    base_devices = study.baseline.world_size if study.baseline is not None else 1
-    again = [*study.anchors, *study.confirmations]
-    best_devices = study.best.world_size if study.best is not None else base_devices
-    again_times = [
-        device_hours(c.duration_s, best_devices if c.role == "best" else base_devices) for c in again
-    ]
-    trial_hours = sum(h for h in trial_times if h is not None)
-    again_hours = sum(h for h in again_times if h is not None)
-    total = trial_hours + again_hours
-    missing = sum(h is None for h in [*trial_times, *again_times])
-    usd = total * price_per_gpu_hour if price_per_gpu_hour is not None else None
-    share = saving_share(study)
-    per_hour = share * base_devices if share is not None and share > 0 else None
-    day = usage_hours_per_day or FULL_DAY_HOURS
-    saving_day = per_hour * day * price_per_gpu_hour if per_hour and price_per_gpu_hour is not None else None
-    payback_h = total / per_hour if per_hour else None
-    payback_days = payback_h / usage_hours_per_day if payback_h is not None and usage_hours_per_day else None
-    in_month = payback_h is not None and payback_h <= day * DAYS_PER_MONTH
-    return StudyBill(
-        device_hours=total,
-        trials_device_hours=trial_hours,
-        remeasure_device_hours=again_hours,
-        processes=len(trial_times) + len(again_times),
-        processes_without_time=missing,
-        price_per_gpu_hour=price_per_gpu_hour,
-        price_source=price_source if price_per_gpu_hour is not None else None,
-        usd=usd,
-        saving_share=share,
-        saving_device_hours_per_hour=per_hour,
-        usage_hours_per_day=usage_hours_per_day,
-        saving_usd_per_day=saving_day,
-        payback_training_hours=payback_h,
-        payback_days=payback_days,
-        pays_back_in_month=in_month,
-    )
 
 
 def device_time(hours: float) -> str:

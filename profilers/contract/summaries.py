@@ -15,8 +15,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from profilers.contract.bill import StudyBill
 from profilers.contract.figures import (
     DeviceEntry,
     Envelope,
@@ -45,9 +46,6 @@ from profilers.contract.json_checks import (
 from profilers.contract.load import RunLoad, load_from
 from profilers.contract.schema import PHASES, STATUSES
 from profilers.contract.spread import ProcessSpread
-
-if TYPE_CHECKING:
-    from profilers.contract.bill import StudyBill
 
 
 class _ReadsAsItsDict(Mapping[str, Any]):
@@ -245,8 +243,6 @@ def _spread(data: Any, where: str) -> ProcessSpread | None:
 
 def _bill(data: Any, where: str) -> StudyBill | None:
     """``bill``, checked; None when missing (a study from before it was kept)."""
-    from profilers.contract.bill import StudyBill
-
     return StudyBill.parse(data, where)
 
 
@@ -295,7 +291,7 @@ class TuningSummary:
     process_spread: ProcessSpread | None = field(default=None, metadata=nested(_spread))
     #: Hours a day the team trains, as said to the study (--usage-hours-per-day; None: not said).
     usage_hours_per_day: float | None = None
-    #: What the study cost and when it pays back, as written (contract.bill.study_bill).
+    #: What the study cost and when it pays back, as written (contract.study_cost.study_bill).
     bill: StudyBill | None = field(default=None, metadata=nested(_bill))
 
     @classmethod

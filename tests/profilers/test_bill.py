@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from profilers.contract.bill import DAYS_PER_MONTH, device_time, study_bill
+from profilers.contract.bill import DAYS_PER_MONTH, device_time
+from profilers.contract.study_cost import study_bill
 from profilers.contract.summaries import TuningSummary
 
 

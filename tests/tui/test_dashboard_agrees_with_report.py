@@ -114,8 +114,8 @@ def test_the_dashboard_shows_the_studys_bill_as_the_report_prices_it(tmp_path: P
     """One bill (profilers.contract.bill): the dashboard's line is the study's summary.json, the
     report's is priced again at the report's options; at the study's own price and usage, the same."""
     from autotune.report.make import CostOptions, report_of
-    from profilers.contract.bill import study_bill
     from profilers.contract.rundir import RunData
+    from profilers.contract.study_cost import study_bill
     from profilers.contract.summaries import TuningSummary
     from tests.profilers.test_bill import study
 
