@@ -157,7 +157,7 @@ def study_cost_section(
     throughput, so a study run without a price, or at another one, is priced the same way). None
     when the study has no best trial. A saving is claimed only when the study's verdict is to apply
     the best configuration, and it is the verdict's (re-measured) speedup's, over the devices each
-    configuration holds (:func:`profilers.contract.bill.saving_share`, the figure the study's bill
+    configuration holds (:func:`profilers.contract.study_cost.saving_share`, the figure the study's bill
     pays back with), and the best's cost per million samples is then the re-measured one, the
     baseline's less that saving (the search's own figure is biased upward: it is in the trials'
     table); otherwise the baseline's cost is shown beside the search's figure with no saving.
@@ -184,7 +184,7 @@ def study_cost_section(
         per_million=per_million,
         joules=_number(best.joules_per_sample),
         baseline=baseline,
-        share=share,
+        claim_saving=share is not None,
     )
 
 
@@ -199,23 +199,16 @@ def _section(
     per_million: float | None,
     joules: float | None,
     baseline: tuple[float | None, int] | None,
-    share: float | bool | None = True,
+    claim_saving: bool = True,
 ) -> CostSection:
-    """The cost section at ``quote``'s price.
-
-    ``share``: True, the saving of ``per_million`` against the baseline's; a number, the share of
-    the baseline's cost saved (a study's verdict's); None, no saving claimed.
-    """
     price = quote.usd_per_gpu_hour
     monthly = usd_per_month(devices, price, duty_cycle)
     base_cost, saving = None, None
     if baseline is not None:
         base_cost, base_devices = baseline
-        base_monthly = usd_per_month(base_devices, price, duty_cycle)
-        if share is True and base_cost is not None and base_cost > 0 and per_million is not None:
+        if claim_saving and base_cost is not None and base_cost > 0 and per_million is not None:
+            base_monthly = usd_per_month(base_devices, price, duty_cycle)
             saving = saving_vs_baseline(per_million, base_cost, base_monthly)
-        elif isinstance(share, float) and base_cost is not None and base_cost > 0:
-            saving = saving_vs_baseline(base_cost * (1 - share), base_cost, base_monthly)
     return CostSection(
         price_per_gpu_hour=price,
         price_source=quote.describe(),

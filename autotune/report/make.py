@@ -61,9 +61,9 @@ def report_of(run: RunData, options: CostOptions) -> Report:
         advice = with_savings(advice, section)
     report = build_report(run, advice, cost=section, cost_missing=why)
     if run.study is not None:
-        usage = options.usage_hours_per_day or run.study.usage_hours_per_day
         price = section.price_per_gpu_hour if section is not None else None
-        bill = study_bill(run.study, price, section.price_source if section is not None else None, usage)
+        source = section.price_source if section is not None else None
+        bill = study_bill(run.study, price, source, usage_hours_per_day(run, options))
         report = dataclasses.replace(report, overview=dataclasses.replace(report.overview, bill=bill))
     profile = run.profile if run.kind == "tune" else run
     if profile is None:
@@ -104,11 +104,16 @@ def price_run(run: RunData, options: CostOptions) -> tuple[CostSection | None, s
     return section, None
 
 
+def usage_hours_per_day(run: RunData, options: CostOptions) -> float | None:
+    """Hours a day the job trains: as given, else as its study was told, else None (not said)."""
+    return options.usage_hours_per_day or (run.study.usage_hours_per_day if run.study is not None else None)
+
+
 def duty_cycle(run: RunData, options: CostOptions) -> float:
-    """The share of a month the job runs: as given, else a study's usage in hours a day / 24, else 1."""
+    """The share of a month the job runs: as given, else the usage in hours a day / 24, else 1."""
     if options.duty_cycle is not None:
         return options.duty_cycle
-    usage = options.usage_hours_per_day or (run.study.usage_hours_per_day if run.study is not None else None)
+    usage = usage_hours_per_day(run, options)
     return usage / 24 if usage else 1.0
 
 

@@ -155,10 +155,7 @@ class StructuredSearcher(Searcher):
     configurations scored per ask when the space is too large to score every untried one.
     ``prior``: a prediction of each configuration's objective (the plan's, as
     :class:`~autotune.search.searchers.BayesSearcher` takes it): its best configuration is asked
-    first, once, and the search goes on from what it measured. ``middle`` (benchmark variants):
-    where an unnamed ordered knob starts, ``"mid"`` (the upper middle level), ``"lowmid"``,
-    ``"high"`` or ``"random"``; ``region`` > 0 limits the model's candidates to that distance (in
-    features) from the incumbent.
+    first, once, and the search goes on from what it measured.
     """
 
     name = "structured"
@@ -172,8 +169,6 @@ class StructuredSearcher(Searcher):
         start: str = "roles",
         n_initial_points: int = 2,
         n_candidates: int = 2000,
-        middle: str = "mid",
-        region: float = 0.0,
         prior: Prior | None = None,
     ) -> None:
         super().__init__(space, seed, direction)
@@ -186,8 +181,6 @@ class StructuredSearcher(Searcher):
         self.start = start
         self.n_initial_points = n_initial_points
         self.n_candidates = n_candidates
-        self.middle = middle
-        self.region = float(region)
         self.encoder = Encoder(space)
         self.knobs = knobs(space)
         self.prior = prior
@@ -210,9 +203,6 @@ class StructuredSearcher(Searcher):
             return self._random_untried(rng)
         if len(feasible) < 2 or (self.start == "maximin" and len(usable) < self.n_initial_points):
             return self._maximin(usable, candidates, rng)
-        if self.region > 0:
-            near = self._near(self._incumbent(feasible), candidates)
-            candidates = near or candidates
         return self._model(usable, feasible, candidates)
 
     # ------------------------------------------------------------------ start and coordinate moves
@@ -226,12 +216,8 @@ class StructuredSearcher(Searcher):
                 params[k.name] = k.levels[-1]
             elif k.role == "precision":
                 params[k.name] = _preferred(k.levels)[0]
-            elif k.ordered and self.middle == "mid":
+            elif k.ordered:  # the upper middle level
                 params[k.name] = k.levels[len(k.levels) // 2]
-            elif k.ordered and self.middle == "lowmid":
-                params[k.name] = k.levels[(len(k.levels) - 1) // 2]
-            elif k.ordered and self.middle == "high":
-                params[k.name] = k.levels[-1]
             else:
                 params[k.name] = rng.choice(k.levels)
         return params
@@ -320,15 +306,6 @@ class StructuredSearcher(Searcher):
     def _incumbent(self, feasible: list[Observation]) -> Observation:
         sign = 1.0 if self.direction == "maximize" else -1.0
         return max(feasible, key=lambda o: sign * float(o.value or 0.0))
-
-    def _near(self, best: Observation, candidates: list[dict[str, Value]]) -> list[dict[str, Value]]:
-        x0 = self.encoder.encode(best.params)
-        out = []
-        for p in candidates:
-            x = self.encoder.encode(p)
-            if math.sqrt(sum((a - b) ** 2 for a, b in zip(x, x0, strict=True))) <= self.region:
-                out.append(p)
-        return out
 
     def _maximin(
         self, usable: list[Observation], candidates: list[dict[str, Value]], rng: random.Random

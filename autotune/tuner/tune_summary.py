@@ -194,9 +194,10 @@ def tune_summary(
         "usage_hours_per_day": config.usage_hours_per_day,
     }
     record = TuningSummary.parse(out, "the study's summary")
-    out["verdict"] = study_verdict(record).to_dict()
+    decided = study_verdict(record)
+    out["verdict"] = decided.to_dict()
     source = quote.describe() if quote is not None else None
-    out["bill"] = study_bill(record, price, source, config.usage_hours_per_day).to_dict()
+    out["bill"] = study_bill(record, price, source, config.usage_hours_per_day, decided).to_dict()
     return out
 
 

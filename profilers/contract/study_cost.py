@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from profilers.contract.bill import DAYS_PER_MONTH, FULL_DAY_HOURS, StudyBill, device_hours
 from profilers.contract.summaries import TuningSummary
-from profilers.contract.verdict import verdict_of
+from profilers.contract.verdict import StudyVerdict, verdict_of
 
 
-def saving_share(study: TuningSummary) -> float | None:
-    """Share of the baseline's device-time per sample the best saves, when the verdict applies it."""
-    verdict = verdict_of(study)
+def saving_share(study: TuningSummary, verdict: StudyVerdict | None = None) -> float | None:
+    """Share of the baseline's device-time per sample the best saves, when the verdict applies it.
+
+    ``verdict``: the study's, when the caller already has it (else read or derived from ``study``).
+    """
+    verdict = verdict if verdict is not None else verdict_of(study)
     best, base = study.best, study.baseline
     if verdict.action != "apply" or best is None or base is None or not verdict.speedup:
         return None
@@ -25,8 +28,12 @@ def study_bill(
     price_per_gpu_hour: float | None = None,
     price_source: str | None = None,
     usage_hours_per_day: float | None = None,
+    verdict: StudyVerdict | None = None,
 ) -> StudyBill:
-    """The bill of ``study`` at a price per device-hour (None: hours only) and the team's usage."""
+    """The bill of ``study`` at a price per device-hour (None: hours only) and the team's usage.
+
+    ``verdict``: the study's, when the caller already has it (else read or derived from ``study``).
+    """
     trial_times = [device_hours(t.duration_s, t.world_size) for t in study.trials if t.status != "skipped"]
     base_devices = study.baseline.world_size if study.baseline is not None else 1
     again = [*study.anchors, *study.confirmations]
@@ -39,7 +46,7 @@ def study_bill(
     total = trial_hours + again_hours
     missing = sum(h is None for h in [*trial_times, *again_times])
     usd = total * price_per_gpu_hour if price_per_gpu_hour is not None else None
-    share = saving_share(study)
+    share = saving_share(study, verdict)
     per_hour = share * base_devices if share is not None and share > 0 else None
     day = usage_hours_per_day or FULL_DAY_HOURS
     saving_day = per_hour * day * price_per_gpu_hour if per_hour and price_per_gpu_hour is not None else None
