@@ -168,7 +168,7 @@ def predicted_tokens_per_s(
     spec = gpu_spec(anchor.gpu)
     assert spec is not None, anchor.gpu
     if hopper is not None and is_hopper(anchor):
-        spec = dataclasses.replace(spec, compute_scale=hopper)
+        spec = dataclasses.replace(spec, sheet=dataclasses.replace(spec.sheet, compute_scale=hopper))
     layout = Layout(anchor.layout, anchor.gpus, 0, nodes=anchor.nodes, inter_node_gb_s=anchor.inter_node_gb_s)
     seconds = layout.step_s(
         spec, step, anchor.micro_batch, anchor.accumulation, eff,  # type: ignore[arg-type]
@@ -213,7 +213,7 @@ def memory_table(anchors: list[Anchor], models: dict[str, object], units: dict[s
         layout = Layout(a.layout, a.gpus, units[a.name], nodes=a.nodes, inter_node_gb_s=a.inter_node_gb_s)
         peak, _ = layout.memory(models[a.name], a.micro_batch, a.accumulation)  # type: ignore[arg-type]
         planned = peak / 2**30
-        gpu = a.gpu_memory_gib or spec.memory_bytes / 2**30
+        gpu = a.gpu_memory_gib or spec.sheet.memory_bytes / 2**30
         fits = planned <= gpu
         fitting += fits
         published = f"{a.memory_gib:9.1f}" if a.memory_gib else f"{'-':>9s}"
@@ -341,7 +341,7 @@ def main() -> None:
             f"{pct(most.tokens_per_s_per_gpu, one.tokens_per_s_per_gpu)}, predicted {pct(pn, p1)}"
         )
     spec = gpu_spec("H100-SXM")
-    scale = spec.compute_scale if spec else "?"
+    scale = spec.sheet.compute_scale if spec else "?"
     print(f"shipped: {shipped}, H100 compute scale {scale}, overlap {OVERLAP[1]}")
     ranking([a for a in ANCHORS if a in every], models, shipped)
     if not args.only:

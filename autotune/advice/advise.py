@@ -75,7 +75,7 @@ def _why_not_fp32(run: RunData) -> str | None:
     name, precision = facts.device(run).name, facts.summary_figures(run).precision
     if precision == "fp32" and match_device(str(name or "")) is None:
         return (
-            f"precision: no peak figures for {name!r} in profilers/runtime/flops.py, "
+            f"precision: no peak figures for {name!r} in profilers/hardware/peaks.py, "
             "so its tensor cores are unknown"
         )
     return None if precision else "precision: the run did not record its precision"

@@ -113,7 +113,7 @@ BY_KEY: dict[str, Threshold] = {
         1.0,
         "x",
         f"{_TB}: AMP recommendation on compute capability ≥ 7.0 (Volta and newer: tensor cores); peaks from "
-        "profilers/runtime/flops.py (NVIDIA datasheets)",
+        "profilers/hardware/peaks.py (NVIDIA datasheets)",
     ),
     "precision_no_tensor_cores.share": Threshold(
         "precision_no_tensor_cores",

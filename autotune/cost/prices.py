@@ -22,6 +22,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from profilers.hardware.gpus import match_gpu_model
+
 BUILTIN_FILE = "prices.toml"
 TABLE_SCHEMA = 1
 #: Provider and source of a price given on the command line.
@@ -32,29 +34,6 @@ _REQUIRED = ("gpu", "provider", "usd_per_gpu_hour", "date", "source")
 _OPTIONAL = ("sku", "seen_via")
 _TOP_LEVEL = ("schema", "default_provider", "price")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-
-#: NVML/torch device name patterns -> table GPU key, first match wins (GH200 before H200, L40S
-#: before L40 before L4, A10G before A10, the H100 variants before plain H100).
-GPU_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
-    (re.compile(pattern, re.IGNORECASE), key)
-    for pattern, key in (
-        (r"\bGH200\b", "GH200"),
-        (r"\bH200\b", "H200"),
-        (r"\bH100\b.*\bNVL\b", "H100-NVL"),
-        (r"\bH100\b.*\bPCIE\b", "H100-PCIe"),
-        (r"\bH100\b", "H100-SXM"),  # "NVIDIA H100 80GB HBM3", "NVIDIA H100 SXM5 80GB"
-        (r"\bA100\b.*\b80\s*GB\b", "A100-80GB"),  # "NVIDIA A100-SXM4-80GB", "NVIDIA A100 80GB PCIe"
-        (r"\bA100\b", "A100-40GB"),  # "NVIDIA A100-SXM4-40GB", "NVIDIA A100-PCIE-40GB"
-        (r"\bL40S\b", "L40S"),
-        (r"\bL40\b", "L40"),
-        (r"\bL4\b", "L4"),
-        (r"\bA10G\b", "A10G"),
-        (r"\bA10\b", "A10"),
-        (r"\bV100S?\b", "V100"),  # "Tesla V100-SXM2-16GB", "Tesla V100S-PCIE-32GB"
-        (r"\bT4\b", "T4"),  # "Tesla T4"
-    )
-)
-
 
 class PriceTableError(ValueError):
     """A price table that cannot be used; the message is one line naming the file and the problem."""
@@ -116,25 +95,24 @@ class PriceTable:
 
 
 def canonical_gpu(name: str) -> str:
-    """The table key for a GPU or device name ("NVIDIA H100 PCIe" -> "H100-PCIe"), else ``name``."""
-    for pattern, key in GPU_PATTERNS:
-        if pattern.search(name):
-            return key
-    return name.strip()
+    """The key a GPU or device name is priced under ("NVIDIA H100 PCIe" -> "H100-PCIe"), else ``name``."""
+    model = match_gpu_model(name)
+    return model.market if model is not None else name.strip()
 
 
 def match_gpu(device_name: str | None, table: PriceTable | None = None) -> str | None:
     """The table key of an NVML/torch device name, or None for no name or an unknown GPU.
 
-    Known GPUs are matched by :data:`GPU_PATTERNS`; a name no pattern knows matches a table
-    entry whose ``gpu`` is exactly that name (case-insensitively), so a price file can price
+    Known GPUs are priced under their row's market key in the one GPU table
+    (:func:`profilers.hardware.gpus.match_gpu_model`); a name the table does not know matches a
+    price entry whose ``gpu`` is exactly that name (case-insensitively), so a price file can price
     any GPU by its device name.
     """
     if not device_name or not device_name.strip():
         return None
-    for pattern, key in GPU_PATTERNS:
-        if pattern.search(device_name):
-            return key
+    model = match_gpu_model(device_name)
+    if model is not None:
+        return model.market
     if table is not None:
         wanted = device_name.strip().casefold()
         for gpu in table.gpus():

@@ -252,7 +252,7 @@ class Layout:
         gathered = params * (0.5 if step.precision in ("bf16", "fp16") else 1.0)
         seconds = accumulation * ring * (2 * gathered + params) / link
         if self.offload:  # each micro-batch: the shard to the GPU twice, its gradients back
-            seconds += accumulation * 3 * params / self.dp / (spec.host_link_gb_s * 1e9)
+            seconds += accumulation * 3 * params / self.dp / (spec.sheet.host_link_gb_s * 1e9)
         return seconds
 
     def tp_comm_s(self, spec: GpuSpec, step: StepModel, micro_batch: int) -> float:
@@ -263,7 +263,7 @@ class Layout:
         per_block = 6 if step.checkpointing and not step.selective else 4
         ring = 2 * (self.tp - 1) / self.tp
         volume = step.block_io.at(micro_batch) * _element_bytes(step.precision)
-        return per_block * step.blocks * ring * volume / (spec.link_gb_s * 1e9)
+        return per_block * step.blocks * ring * volume / (spec.sheet.link_gb_s * 1e9)
 
     def pp_comm_s(self, spec: GpuSpec, step: StepModel, micro_batch: int) -> float:
         """Seconds a stage spends sending one micro-batch's activations on and their gradients back."""
@@ -271,7 +271,7 @@ class Layout:
             return 0.0
         volume = step.block_io.at(micro_batch) * _element_bytes(step.precision) / self.tp
         # over several nodes some stage boundary crosses them: each GPU sends its share on its adapter
-        link = min(spec.link_gb_s, self.inter_node_gb_s) if self.nodes > 1 else spec.link_gb_s
+        link = min(spec.sheet.link_gb_s, self.inter_node_gb_s) if self.nodes > 1 else spec.sheet.link_gb_s
         return 2 * volume / (link * 1e9)
 
     def _ring_gb_s(self, spec: GpuSpec, size: int, stride: int) -> float:
@@ -284,9 +284,9 @@ class Layout:
         """
         per_node = self.gpus // self.nodes
         if self.nodes == 1 or size * stride <= per_node:
-            return spec.link_gb_s
+            return spec.sheet.link_gb_s
         in_each_node = max(1, per_node // stride)
-        return min(spec.link_gb_s, self.inter_node_gb_s * in_each_node)
+        return min(spec.sheet.link_gb_s, self.inter_node_gb_s * in_each_node)
 
 
 def exposed_comm_s(comm_s: float, compute_s: float, units: int, overlap: float) -> float:

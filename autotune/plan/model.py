@@ -60,7 +60,7 @@ class Efficiency:
 #: mosaicml/llm-foundry's benchmark table (MPT 125M to 13B, FSDP, bf16, flash attention, 8 × A100
 #: 40/80GB and H100) and torchtitan's Llama 3.1 8B on 8 H100s, each traced under FSDP's
 #: mixed-precision policy and with its loss as it ran (llm-foundry's fused cross-entropy), with Hopper's
-#: :attr:`~autotune.plan.gpus.GpuSpec.compute_scale`, and torchtitan's runs with their selective
+#: :attr:`~profilers.hardware.gpus.GpuSheet.compute_scale`, and torchtitan's runs with their selective
 #: checkpointing: median error 4.1% on runs left out of the fit. They are effective values of an
 #: optimised stack: attention FLOPs are counted for the whole score matrix while flash attention
 #: skips the masked half, and the memory efficiency is over the bytes of the bf16 eager ops traced.
@@ -283,7 +283,8 @@ class StepModel:
         if parts is None:
             return None
         micro_s, opt_s = parts
-        shared = self.optimizer_bytes / (spec.bandwidth_gb_s * 1e9 * eff.memory) * (1 - 1 / max(shards, 1))
+        bw = spec.sheet.bandwidth_gb_s * 1e9
+        shared = self.optimizer_bytes / (bw * eff.memory) * (1 - 1 / max(shards, 1))
         host_micro_s, host_opt_s = self.host_micro_and_optimizer_s(micro_batch, eff)
         return accumulation * max(micro_s, host_micro_s) + max(opt_s - shared, host_opt_s)
 
@@ -303,8 +304,8 @@ class StepModel:
         tflops = None if peak is None else peak.tflops(_PEAK_PRECISION[self.precision])
         if not tflops:
             return None
-        flops_per_s = tflops * 1e12 * spec.compute_scale
-        bw = spec.bandwidth_gb_s * 1e9
+        flops_per_s = tflops * 1e12 * spec.sheet.compute_scale
+        bw = spec.sheet.bandwidth_gb_s * 1e9
         m = micro_batch
 
         def roof(k: str, efficiency: float) -> float:

@@ -340,7 +340,7 @@ def predict_all(
                     micro = micro_batches(global_batch, layout.dp, extra_micro_batches)
                 except ValueError:
                     continue
-                budget = spec.memory_bytes / (1 + headroom)
+                budget = spec.sheet.memory_bytes / (1 + headroom)
                 # by accumulation and optimization: held gradients, a pipeline's in flight
                 largest: dict[tuple[int, str], int] = {}
                 has_fp8 = bool(spec.peak and spec.peak.tflops("fp8"))
@@ -571,7 +571,7 @@ def _predict(
     if memory_ratio != 1.0:  # the published effect, an estimate, as a category of its own
         by_category["published_effect"] = round(peak * memory_ratio) - peak
         peak += by_category["published_effect"]
-    budget = spec.memory_bytes / (1 + headroom)
+    budget = spec.sheet.memory_bytes / (1 + headroom)
     host = layout.host_bytes(step, micro_batch)
     slow, expected, fast = (
         None if s is None else s * time_ratio
@@ -583,10 +583,10 @@ def _predict(
     why = None
     if expected is None:
         why = f"{spec.key} has no {step.precision} tensor cores"
-    elif layout.offload and host > spec.host_memory_gib * 2**30 / (1 + headroom):
+    elif layout.offload and host > spec.sheet.host_memory_gib * 2**30 / (1 + headroom):
         why = (
             f"offload needs {host / 2**30:.0f} GiB of host memory per GPU, "
-            f"over {spec.host_memory_gib / (1 + headroom):.0f} GiB"
+            f"over {spec.sheet.host_memory_gib / (1 + headroom):.0f} GiB"
         )
     elif peak > budget:
         why = (

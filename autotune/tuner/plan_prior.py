@@ -28,7 +28,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from autotune.cost.prices import match_gpu
 from autotune.fmt import format_number
 from autotune.knob_values import KnobValues
 from autotune.plan.gpus import gpu_spec
@@ -40,6 +39,7 @@ from autotune.tuner.trial_facts import TrialFacts
 from autotune.tuner.trials import trial_world_size
 from autotune.tuner.tune_checks import ranks_per_replica
 from profilers.contract.study import usd_per_million
+from profilers.hardware.gpus import match_gpu_model
 
 #: Combinations of the non-batch parameters the prior will trace at most (each trace takes seconds).
 MAX_COMBINATIONS = 24
@@ -247,8 +247,8 @@ def make_prior(
     if combinations is None or combinations > MAX_COMBINATIONS:
         return None, f"no plan prior: over {MAX_COMBINATIONS} combinations of the other parameters to trace"
     if device_kind == "cuda":
-        key = match_gpu(device_name)
-        spec = gpu_spec(key) if key else None
+        model = match_gpu_model(device_name)
+        spec = gpu_spec(model.key) if model else None
         if spec is None:
             return None, f"no plan prior: {device_name or 'this GPU'} is not in the plan's GPU table"
         prior = PlanPrior(plans, objective, spec.key, None, price_per_gpu_hour, global_batch)

@@ -12,11 +12,9 @@ from torch import nn
 from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 from torch.utils.flop_counter import FlopCounterMode
 
+from profilers.hardware.peaks import DEVICE_PEAKS, PRECISIONS, DevicePeak
 from profilers.runtime import flops
 from profilers.runtime.flops import (
-    DEVICE_PEAKS,
-    PRECISIONS,
-    DevicePeak,
     FlopCounter,
     detect_precision,
     match_device,

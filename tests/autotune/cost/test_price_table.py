@@ -12,7 +12,6 @@ import pytest
 
 from autotune.cost.prices import (
     EXPLICIT_SOURCE,
-    GPU_PATTERNS,
     PriceEntry,
     PriceTable,
     PriceTableError,
@@ -23,6 +22,7 @@ from autotune.cost.prices import (
     resolve_price,
     unavailable_reason,
 )
+from profilers.hardware.gpus import market_keys
 
 #: GPUs the brief asks the built-in table to price.
 REQUIRED_GPUS = (
@@ -123,8 +123,14 @@ def test_unknown_or_cpu_names_match_nothing(device_name):
 
 
 def test_table_keys_match_themselves():
-    for _, key in GPU_PATTERNS:
+    keys = market_keys()
+    assert len(keys) >= 14
+    for key in keys:
         assert match_gpu(key) == key
+
+
+def test_every_built_in_price_is_listed_under_a_key_of_the_gpu_table():
+    assert set(builtin_prices().gpus()) <= set(market_keys())
 
 
 # ---- choosing a price --------------------------------------------------------------------------

@@ -75,7 +75,7 @@ def test_tensor_parallel_splits_weights_state_and_activations_and_pays_its_all_r
             assert split[key] == pytest.approx(full[key] / 2, abs=1), (phase, key)
         assert split["framework_reserve"] == full["framework_reserve"]
     volume = 4 * gpt_bf16.block_io.at(4) * 2  # bytes of the block's output in bf16
-    expected = 4 * gpt_bf16.blocks * 2 * (1 / 2) * volume / 4 / (h100.link_gb_s * 1e9)
+    expected = 4 * gpt_bf16.blocks * 2 * (1 / 2) * volume / 4 / (h100.sheet.link_gb_s * 1e9)
     assert tp2.tp_comm_s(h100, gpt_bf16, 4) == pytest.approx(expected)
     micro_s, opt_s = gpt_bf16.micro_and_optimizer_s(h100, 4, GPU_SIDE)
     assert tp2.step_s(h100, gpt_bf16, 4, 1, GPU_SIDE) == pytest.approx(micro_s / 2 + expected + opt_s / 2)
@@ -93,7 +93,7 @@ def test_a_pipeline_holds_a_stage_and_the_micro_batches_in_flight_and_pays_its_b
     assert in_flight["activations"] == pytest.approx(full["activations"], abs=1)
     micro_s, opt_s = gpt_bf16.micro_and_optimizer_s(h100, 4, GPU_SIDE)
     send = pp2.pp_comm_s(h100, gpt_bf16, 4)
-    assert send == pytest.approx(2 * gpt_bf16.block_io.at(4) * 2 / (h100.link_gb_s * 1e9))
+    assert send == pytest.approx(2 * gpt_bf16.block_io.at(4) * 2 / (h100.sheet.link_gb_s * 1e9))
     for m in (1, 8):  # (M + p - 1) slots of half a micro-batch each: the bubble is (p-1)/(M+p-1)
         expected = (m + 1) * (micro_s / 2 + send) + opt_s / 2
         assert pp2.step_s(h100, gpt_bf16, 4, m, GPU_SIDE) == pytest.approx(expected)
@@ -119,7 +119,7 @@ def test_a_step_peaking_in_the_optimizer_scales_to_its_backward_peak():
     predicted = scaled(small, 4096)
     assert predicted.peak_phase == large.peak_phase
     assert predicted.peak_bytes == pytest.approx(large.peak_bytes, rel=0.05)
-    budget = gpu_spec("L4").memory_bytes / 1.1
+    budget = gpu_spec("L4").sheet.memory_bytes / 1.1
     from_scaled = StepModel.fit(small, scaled(small, 4)).largest_micro_batch(budget, gpu=True)
     from_traces = StepModel.fit(trace_step(*workload, 2048, "fp32", False), large).largest_micro_batch(
         budget, gpu=True

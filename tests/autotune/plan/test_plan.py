@@ -125,8 +125,8 @@ def test_the_plan_ranks_what_fits_cheapest_first_and_says_why_the_rest_does_not(
 def test_every_priced_gpu_has_its_peaks_and_bandwidth():
     for spec in GPUS:
         assert spec.peak is not None and spec.peak.fp32_tflops, spec.key
-        assert spec.bandwidth_gb_s > 0 and spec.memory_bytes > 0 and spec.source
-    assert gpu_spec("h100-sxm") is gpu_spec("H100-SXM")
+        assert spec.sheet.bandwidth_gb_s > 0 and spec.sheet.memory_bytes > 0 and spec.sheet.source
+    assert gpu_spec("h100-sxm") == gpu_spec("H100-SXM")
 
 
 @pytest.mark.slow
@@ -177,7 +177,7 @@ def test_layouts_over_several_gpus_add_buckets_shard_state_and_pay_for_the_colle
 
     assert fsdp == pytest.approx(max(sharded(phase) for phase in step.phases_at(None)), abs=8)
     comm = Layout("ddp", 4, unit).comm_s(h100, step, 4, 2)
-    assert comm == pytest.approx(2 * 0.75 * a.parameter_bytes / (h100.link_gb_s * 1e9))
+    assert comm == pytest.approx(2 * 0.75 * a.parameter_bytes / (h100.sheet.link_gb_s * 1e9))
     assert Layout("fsdp", 4, unit).comm_s(h100, step, 4, 2) == pytest.approx(
         2 * 3 * 0.75 * a.parameter_bytes / 450e9
     )
