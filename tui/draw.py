@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from profilers.contract.schema import TrialStatus
 from rich.console import Group, RenderableType
 from rich.padding import Padding
 from rich.table import Table
@@ -17,15 +18,15 @@ from rich.text import Text
 
 #: Colour of each trial status (and of a trial still running).
 STATUS_STYLES: dict[str, str] = {
-    "ok": "green",
-    "infeasible": "dark_orange",
-    "oom": "red",
-    "timeout": "magenta",
-    "diverged": "yellow",
-    "crashed": "bold red",
-    "skipped": "dim",
-    "busy": "dark_khaki",
-    "running": "cyan",
+    TrialStatus.OK: "green",
+    TrialStatus.INFEASIBLE: "dark_orange",
+    TrialStatus.OOM: "red",
+    TrialStatus.TIMEOUT: "magenta",
+    TrialStatus.DIVERGED: "yellow",
+    TrialStatus.CRASHED: "bold red",
+    TrialStatus.SKIPPED: "dim",
+    TrialStatus.BUSY: "dark_khaki",
+    "running": "cyan",  # a trial the study store lists as started, without its end
 }
 #: Colour of each step phase.
 PHASE_STYLES: dict[str, str] = {

@@ -14,12 +14,12 @@ from dataclasses import dataclass
 
 from profilers.contract.records import RankDevice, RankRow
 from profilers.contract.run_meta import RunMeta
-from profilers.contract.schema import OPTIONAL_PHASES, PHASES
+from profilers.contract.schema import OPTIONAL_PHASES, PHASES, TrialStatus
 from profilers.contract.schema import run_state as state_of
 from profilers.contract.study import convergence, placement_line, starved_line
 from profilers.contract.summaries import ProfileSummary, TrialEntry, TuningSummary
 from profilers.contract.trial_view import TrialView, space_names, study_best_id, trial_views
-from profilers.contract.verdict import verdict_of
+from profilers.contract.verdict import VerdictStatus, verdict_of
 
 from tui.store import GPU_FIELDS, HOST_FIELDS, StoreReader
 
@@ -292,7 +292,7 @@ def trials_info(
         convergence_statuses=statuses,
         effects=param_effects(rows, names, direction),
         speedup=verdict.speedup if best else None,
-        verdict=verdict.headline if best or verdict.status == "no_effect" else None,
+        verdict=verdict.headline if best or verdict.status == VerdictStatus.NO_EFFECT else None,
         best_label=verdict.best_label.lower(),
         placement=placement_line(trials, study.parallel, study.executor, study.threads_per_rank),
         starved=starved_line(study, trials),
@@ -310,11 +310,11 @@ def param_effects(rows: list[TrialView], names: list[str], direction: str) -> tu
     for name in names:
         groups: dict[str, list[TrialView]] = {}
         for r in rows:
-            if name in r.params and r.status != "skipped":
+            if name in r.params and r.status != TrialStatus.SKIPPED:
                 groups.setdefault(str(r.params[name]), []).append(r)
         for value in sorted(groups, key=_natural):
             group = groups[value]
-            ok = sorted(r.objective for r in group if r.status == "ok" and r.objective is not None)
+            ok = sorted(r.objective for r in group if r.status == TrialStatus.OK and r.objective is not None)
             top = (min(ok) if direction == "minimize" else max(ok)) if ok else None
             median = statistics.median(ok) if ok else None
             out.append(ParamEffect(name, value, len(group), len(ok), top, median))

@@ -6,6 +6,7 @@ from collections import Counter
 from typing import Any
 
 from profilers.contract.outcome import stop_reason_words
+from profilers.contract.schema import TrialStatus
 from profilers.contract.trial_view import TrialView
 from rich.text import Text
 from textual import on
@@ -184,7 +185,8 @@ class TrialsPane(Vertical):
     def _summary(self, info: TrialsInfo, shown: int) -> Text:
         counts = Counter(r.status for r in info.rows)
         text = Text()
-        ran = sum(r.status != "skipped" for r in info.rows)  # skipped trials do not count, as in tune
+        # skipped trials do not count, as in tune
+        ran = sum(r.status != TrialStatus.SKIPPED for r in info.rows)
         planned = f" of {info.n_trials}" if info.n_trials else ""
         text.append(f"{ran}{planned} trials run", style="bold")
         text.append(" (" + ", ".join(f"{n} {s}" for s, n in counts.items()) + ")" if counts else "")

@@ -22,10 +22,11 @@ from autotune.tuner.memory_model import study_batch_param
 from autotune.tuner.presets import PRESETS, preset_args
 from profilers.contract.lenient import read_fields
 from profilers.contract.rundir import RunData
+from profilers.contract.schema import TrialStatus
 from profilers.contract.study import ran_with, starved_line
 from profilers.contract.summaries import TrialEntry
 from profilers.contract.summarize import ratio_interval
-from profilers.contract.verdict import VERDICT_LABELS, verdict_of
+from profilers.contract.verdict import VERDICT_LABELS, VerdictStatus, verdict_of
 
 REDUCED = ("bf16", "fp16")
 FULL = ("fp32", "tf32")
@@ -81,12 +82,13 @@ def apply_tuned(run: RunData) -> Recommendation | None:
         return None
     study = run.study
     verdict = verdict_of(study)
-    if verdict.status == "no_effect":
+    if verdict.status == VerdictStatus.NO_EFFECT:
         return _keep(verdict.headline, [f"the study stopped: {study.stopped}"], verdict.status, {})
-    if verdict.status == "too_busy":
+    if verdict.status == VerdictStatus.TOO_BUSY:
         busy = starved_line(study)
         return Recommendation(
-            "apply_tuned", "low", f"Measure again with the machine calmer: {VERDICT_LABELS['too_busy']}",
+            "apply_tuned", "low",
+            f"Measure again with the machine calmer: {VERDICT_LABELS[VerdictStatus.TOO_BUSY]}",
             (f"verdict: {verdict.headline}", *([busy] if busy else [])),
             (verdict.firmer,), None, measured=True, figures={"verdict": verdict.status},
         )  # fmt: skip
@@ -134,13 +136,13 @@ def apply_tuned(run: RunData) -> Recommendation | None:
         "search_speedup": search,
         "speedup_ci95": list(verdict.speedup_ci95) if verdict.speedup_ci95 else None,
         "verdict": verdict.status,
-        "confirmed": verdict.status == "confirmed",
+        "confirmed": verdict.status == VerdictStatus.CONFIRMED,
         "peak_memory_bytes": best.peak_memory_bytes,
         "baseline_peak_memory_bytes": base.peak_memory_bytes,
         "cost_saving_vs_baseline": saving,
     }
     if verdict.action == "keep":
-        extra = [f"do not {apply}"] if verdict.status == "slower" else []
+        extra = [f"do not {apply}"] if verdict.status == VerdictStatus.SLOWER else []
         extra += [verdict.firmer] if verdict.firmer else []
         return _keep(verdict.headline, evidence, verdict.status, figures, extra)
     if verdict.action == "measure again":
@@ -268,7 +270,8 @@ def precision_study(run: RunData) -> Recommendation | None:
     study = run.study
     if study is None:
         return None
-    trials = [t for t in run.trials if _precision(t) in REDUCED and t.status in ("ok", "diverged")]
+    ran = (TrialStatus.OK, TrialStatus.DIVERGED)
+    trials = [t for t in run.trials if _precision(t) in REDUCED and t.status in ran]
     if not trials:
         return None
     base_precision = _precision(study.baseline) if study.baseline is not None else None
@@ -289,7 +292,7 @@ def precision_study(run: RunData) -> Recommendation | None:
     ratios: list[float] = []
     for t in trials:
         what = f"trial {t.id} ({_label(t.params)}, {_precision(t)})"
-        if t.status == "diverged":
+        if t.status == TrialStatus.DIVERGED:
             evidence.append(f"{what} diverged: {t.error}")
             continue
         twin, rate = _twin(t, run), t.throughput or 0.0
@@ -301,7 +304,7 @@ def precision_study(run: RunData) -> Recommendation | None:
     verdict = pair_verdict(ratios)
     if verdict.summary:
         evidence.append(verdict.summary)
-    diverged = sum(t.status == "diverged" for t in trials)
+    diverged = sum(t.status == TrialStatus.DIVERGED for t in trials)
     ok = len(trials) - diverged
     prec = prec_of(trials)
     if diverged:
@@ -343,14 +346,14 @@ def precision_study(run: RunData) -> Recommendation | None:
 
 def prec_of(trials: Sequence[TrialEntry]) -> str:
     """The reduced precision the study's ok trials ran in (the first's), bf16 when none did."""
-    return next((p for t in trials if t.status == "ok" and (p := _precision(t))), "bf16")
+    return next((p for t in trials if t.status == TrialStatus.OK and (p := _precision(t))), "bf16")
 
 
 def oom_boundary(run: RunData) -> Recommendation | None:
     """Trials that ran out of memory: the largest batch that fit next to the smallest that did not."""
     if run.kind != "tune":
         return None
-    ooms = [t for t in run.trials if t.status == "oom"]
+    ooms = [t for t in run.trials if t.status == TrialStatus.OOM]
     if len(ooms) <= limit("oom_boundary.trials"):
         return None
     batch = study_batch_param(run.study.space if run.study is not None else {})
@@ -365,10 +368,10 @@ def oom_boundary(run: RunData) -> Recommendation | None:
     fits = []
     for key, rows in groups.items():
         assert batch is not None  # groups are made only when the study has a batch parameter
-        bad = [t.params[batch] for t in rows if t.status == "oom"]
+        bad = [t.params[batch] for t in rows if t.status == TrialStatus.OOM]
         if not bad:
             continue
-        good = [t for t in rows if t.status == "ok" and t.params[batch] < min(bad)]
+        good = [t for t in rows if t.status == TrialStatus.OK and t.params[batch] < min(bad)]
         largest = max(good, key=lambda t: t.params[batch], default=None)
         where = "" if key == "the script's own defaults" else f" with {key}"
         if largest is None:

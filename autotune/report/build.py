@@ -34,7 +34,7 @@ from profilers.contract.outcome import outcome_sentence, stop_reason_words
 from profilers.contract.plan_doc import PlanDocument
 from profilers.contract.records import DeviceSample, RankDevice, phase_timed
 from profilers.contract.rundir import THINNED_POINTS, RunData
-from profilers.contract.schema import PHASES, PLAN_NAME
+from profilers.contract.schema import PHASES, PLAN_NAME, TrialStatus
 from profilers.contract.study import (
     convergence,
     pareto_front,
@@ -307,7 +307,7 @@ def sweep_section(run: RunData) -> SweepSection | None:
     for trial in run.trials:
         params = ran_with(trial)
         batch = params.get(name)
-        if trial.status == "skipped" or not isinstance(batch, int | float):
+        if trial.status == TrialStatus.SKIPPED or not isinstance(batch, int | float):
             continue
         label = " · ".join(str(params.get(k, "?")) for k in others) or "all"
         groups.setdefault(label, []).append(
@@ -319,7 +319,7 @@ def sweep_section(run: RunData) -> SweepSection | None:
                 status=trial.status,
             )
         )
-    if not any(p.status == "ok" for points in groups.values() for p in points):
+    if not any(p.status == TrialStatus.OK for points in groups.values() for p in points):
         return None
     series = tuple(
         SweepSeries(label=label, points=tuple(sorted(points, key=lambda p: (p.batch, p.trial_id))))

@@ -33,7 +33,7 @@ from autotune.report.style import OTHER_STATUS_COLOUR, STATUS_COLOURS, metric_la
 from profilers.contract.bill import device_time, payback_time
 from profilers.contract.outcome import stop_reason_words
 from profilers.contract.plan_doc import PlanDocument
-from profilers.contract.verdict import VERDICT_LABELS
+from profilers.contract.verdict import VERDICT_LABELS, VerdictStatus
 
 if TYPE_CHECKING:
     from autotune.advice.records import Recommendation
@@ -211,7 +211,7 @@ def _overview(o: Overview) -> str:
     ]
     if o.load:
         out.append(f'<p class="load">Machine load: {esc(o.load)}</p>')
-    if o.best_params is None and o.verdict == "no_effect":
+    if o.best_params is None and o.verdict == VerdictStatus.NO_EFFECT:
         out.append('<p class="best">Best configuration: none: nothing the study tuned had an effect</p>')
     elif o.best_params:
         out.append(f'<p class="best">{esc(o.best_label)} configuration: {format_params(o.best_params)}</p>')

@@ -15,6 +15,7 @@ from autotune.report.sections import SECTION_TITLES, Report
 from autotune.report.style import metric_label
 from profilers.contract.outcome import stop_reason_words
 from profilers.contract.plan_doc import PlanDocument
+from profilers.contract.verdict import VerdictStatus
 
 _MD_SPECIAL = str.maketrans(
     {
@@ -103,7 +104,7 @@ def _overview(report: Report) -> list[str]:
     if o.load:
         rows.append(("machine load", md_text(o.load)))
     if o.kind == "tune":
-        if o.best_params is None and o.verdict == "no_effect":
+        if o.best_params is None and o.verdict == VerdictStatus.NO_EFFECT:
             rows.append(("best configuration", "none: nothing the study tuned had an effect"))
         else:
             rows.append((f"{o.best_label.lower()} configuration", _params(o.best_params)))

@@ -14,6 +14,7 @@ from autotune.advice.records import AdviceSection
 from autotune.cost.records import CostSection
 from profilers.contract.bill import StudyBill
 from profilers.contract.plan_doc import PlanDocument
+from profilers.contract.schema import TrialStatus
 from profilers.contract.trial_view import TrialView
 
 if TYPE_CHECKING:  # the dashboard reads these records from report.json and loads no profilers module
@@ -165,7 +166,7 @@ class SweepPoint:
     batch: float  # the micro-batch (or the first batch-like parameter)
     samples_per_s: float | None
     peak_memory_bytes: int | None
-    status: str
+    status: TrialStatus
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-#: Trial status -> colour, shared by the trial table and the convergence chart.
+from profilers.contract.schema import TrialStatus
+
+#: Trial status -> colour, shared by the trial table and the convergence chart (every status has one).
 STATUS_COLOURS: dict[str, str] = {
-    "ok": "#1a7f37",
-    "oom": "#d97706",
-    "diverged": "#cf222e",
-    "skipped": "#8c959f",
-    "failed": "#8250df",
-    "timeout": "#9a6700",
-    "busy": "#bf8700",
+    TrialStatus.OK: "#1a7f37",
+    TrialStatus.INFEASIBLE: "#8250df",
+    TrialStatus.OOM: "#d97706",
+    TrialStatus.TIMEOUT: "#9a6700",
+    TrialStatus.DIVERGED: "#cf222e",
+    TrialStatus.CRASHED: "#a40e26",
+    TrialStatus.SKIPPED: "#8c959f",
+    TrialStatus.BUSY: "#bf8700",
 }
 OTHER_STATUS_COLOUR = "#57606a"
 #: The objective metrics of a study as axis and column titles, with their units.

@@ -9,10 +9,10 @@ from typing import Any
 from autotune.search.searchers import Observation
 from autotune.search.space import Value
 from profilers.contract.lenient import read_fields
-from profilers.contract.schema import STATUSES
+from profilers.contract.schema import STATUSES, TrialStatus
 
 #: Statuses an ``Infeasible`` exception may carry.
-INFEASIBLE_STATUSES = ("infeasible", "oom", "timeout", "diverged", "skipped", "crashed", "busy")
+INFEASIBLE_STATUSES = tuple(s for s in TrialStatus if s != TrialStatus.OK)
 
 
 class Infeasible(Exception):
@@ -27,7 +27,7 @@ class Infeasible(Exception):
     def __init__(
         self,
         reason: str,
-        status: str = "infeasible",
+        status: TrialStatus = TrialStatus.INFEASIBLE,
         attrs: Mapping[str, Any] | None = None,
         duration_s: float | None = None,
     ) -> None:
@@ -69,7 +69,7 @@ class Trial:
 
     id: int
     params: dict[str, Value]
-    status: str
+    status: TrialStatus
     value: float | None
     metrics: dict[str, float | None]
     duration_s: float
@@ -80,7 +80,7 @@ class Trial:
     @property
     def ok(self) -> bool:
         """Whether the trial produced an objective value."""
-        return self.status == "ok"
+        return self.status == TrialStatus.OK
 
     @property
     def baseline(self) -> bool:
@@ -100,8 +100,8 @@ class Trial:
         params = self.params or self.point
         if not params:
             return None
-        impossible = self.status == "busy" or (
-            self.status == "skipped" and bool(self.attrs.get("impossible"))
+        impossible = self.status == TrialStatus.BUSY or (
+            self.status == TrialStatus.SKIPPED and bool(self.attrs.get("impossible"))
         )
         return Observation(dict(params), self.value, self.ok, impossible)
 
@@ -116,7 +116,7 @@ class Trial:
             trial = cls(
                 id=int(data["id"]),
                 params=dict(data["params"]),
-                status=str(data["status"]),
+                status=TrialStatus(data["status"]),
                 value=None if data["value"] is None else float(data["value"]),
                 metrics=dict(data["metrics"]),
                 duration_s=float(data["duration_s"]),

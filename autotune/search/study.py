@@ -34,7 +34,7 @@ from autotune.search.registry import make_searcher
 from autotune.search.searchers import Direction, Searcher, SearchExhausted
 from autotune.search.space import Space, Value
 from autotune.search.storage import JsonlStorage, SqliteStorage, TrialStorage, claim_store, open_storage
-from profilers.contract.schema import STATUSES
+from profilers.contract.schema import STATUSES, TrialStatus
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ class Study:
     @property
     def n_run(self) -> int:
         """Trials that ran (every trial but the "skipped" ones): what ``n_trials`` counts."""
-        return sum(t.status != "skipped" for t in self._trials)
+        return sum(t.status != TrialStatus.SKIPPED for t in self._trials)
 
     @property
     def best(self) -> Trial:
@@ -277,7 +277,7 @@ class Study:
         self, trial: Trial, callbacks: Sequence[Callable[[Study, Trial], None]], skips: list[int]
     ) -> None:
         self.record(trial)
-        skips[0] = skips[0] + 1 if trial.status == "skipped" else 0
+        skips[0] = skips[0] + 1 if trial.status == TrialStatus.SKIPPED else 0
         for callback in callbacks:
             callback(self, trial)
 
@@ -286,7 +286,7 @@ class Study:
         value: float | None = None
         metrics: dict[str, float | None] = {}
         attrs: dict[str, Any] = {}
-        status, error = "ok", None
+        status, error = TrialStatus.OK, None
         start = time.perf_counter()
         own_s: float | None = None  # the trial's own run, when the objective says it
         self._local.trial_id = trial_id
@@ -295,21 +295,21 @@ class Study:
         except Infeasible as exc:
             status, error, attrs, own_s = exc.status, exc.reason, exc.attrs, exc.duration_s
         except Exception as exc:
-            status, error = "crashed", f"{type(exc).__name__}: {exc}"
+            status, error = TrialStatus.CRASHED, f"{type(exc).__name__}: {exc}"
         finally:
             self._local.trial_id = None
-        if status == "ok":
+        if status == TrialStatus.OK:
             if isinstance(result, Measured):
                 attrs, own_s, result = dict(result.attrs), result.duration_s, result.metrics
             try:
                 value, metrics = self._parse_result(result)
             except ValueError as exc:
-                status, error = "crashed", str(exc)
+                status, error = TrialStatus.CRASHED, str(exc)
             else:
                 if not math.isfinite(value):
-                    status, error, value = "diverged", f"the objective is {value}", None
+                    status, error, value = TrialStatus.DIVERGED, f"the objective is {value}", None
         duration_s = time.perf_counter() - start if own_s is None else own_s
-        if status == "crashed":
+        if status == TrialStatus.CRASHED:
             log.warning("trial %d crashed: %s", trial_id, error)
         return Trial(trial_id, params, status, value, metrics, duration_s, error, _json_safe(attrs))
 

@@ -17,7 +17,7 @@ from autotune.tuner import confirm
 from autotune.tuner.confirm import ConfirmRun
 from autotune.tuner.running import Ran
 from autotune.tuner.tune_summary import anchor_line, anchor_runs
-from profilers.contract.schema import TRIALS_DIR
+from profilers.contract.schema import TRIALS_DIR, TrialStatus
 from profilers.contract.spread import AnchorRun
 
 
@@ -52,7 +52,7 @@ class Anchors:
             return None
         with self._lock:
             if self._started == 0:  # the first trial of this process: count what is stored
-                self._started = sum(1 for t in trials if not t.baseline and t.status != "skipped")
+                self._started = sum(1 for t in trials if not t.baseline and t.status != TrialStatus.SKIPPED)
             ordinal, self._started = self._started, self._started + 1
             taken = {a.round for a in confirm.anchors(confirm.stored(self.store))} | self._in_flight
             if len(taken) >= 1 + ordinal // self.every or self.baseline_ranks > ranks:

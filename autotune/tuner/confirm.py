@@ -18,7 +18,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from profilers.contract.lenient import member
 from profilers.contract.reader import Snapshot
+from profilers.contract.schema import TrialStatus
 from profilers.contract.summarize import ratio_interval
 
 if TYPE_CHECKING:
@@ -45,7 +47,7 @@ class ConfirmRun:
     best_id: int  # the best trial this round re-measures against the baseline
     round: int  # 0-based
     role: str  # "baseline", "best" or "anchor"
-    status: str  # a trial status ("ok", "crashed"...)
+    status: TrialStatus
     samples_per_s: float | None
     samples_per_s_ci95: list[float | None] | None
     other_load_cores: float | None
@@ -79,7 +81,7 @@ class ConfirmRun:
         A run on a machine too busy to measure it (:attr:`TrialOutcome.busy`) is "busy", with no figure
         to compare: the verdict and the anchors leave it out.
         """
-        ok = outcome.status == "ok" and outcome.throughput is not None and not outcome.busy
+        ok = outcome.status == TrialStatus.OK and outcome.throughput is not None and not outcome.busy
         ci = outcome.figures.throughput.samples_per_s_ci95
         try:
             run_dir = str(outcome.run_dir.resolve().relative_to(study_dir.resolve()))
@@ -87,7 +89,7 @@ class ConfirmRun:
             run_dir = str(outcome.run_dir)
         lines = [line for line in (outcome.error or "").splitlines() if line.strip()]
         error = outcome.busy_reason() if outcome.busy else (lines[0] if lines else "no error message")
-        status = "busy" if outcome.busy else outcome.status
+        status = TrialStatus.BUSY if outcome.busy else outcome.status
         return cls(
             *key, status, outcome.throughput if ok else None,
             list(ci) if ok and ci is not None else None, outcome.other_load_cores, outcome.duration_s,
@@ -98,8 +100,11 @@ class ConfirmRun:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ConfirmRun:
         """Back from :meth:`to_dict` (ValueError for a damaged record)."""
+        status = member(TrialStatus, data.get("status"))
+        if status is None:
+            raise ValueError(f"a damaged confirmation record: status {data.get('status')!r}")
         try:
-            return cls(**data)
+            return cls(**{**data, "status": status})
         except TypeError as exc:
             raise ValueError(f"a damaged confirmation record: {exc}") from None
 
@@ -143,8 +148,9 @@ def verdict(runs: Iterable[ConfirmRun], best_id: int) -> Verdict:
     """The speedup of ``best_id`` over the baseline from its rounds (ok pairs only)."""
     by_round: dict[int, dict[str, float]] = {}
     for run in runs:
-        if run.best_id == best_id and run.role in ROLES and run.status == "ok" and run.samples_per_s:
-            by_round.setdefault(run.round, {})[run.role] = run.samples_per_s
+        rate = run.samples_per_s if run.status == TrialStatus.OK else None
+        if run.best_id == best_id and run.role in ROLES and rate:
+            by_round.setdefault(run.round, {})[run.role] = rate
     ratios = tuple(r["best"] / r["baseline"] for _, r in sorted(by_round.items()) if len(r) == 2)
     if not ratios:
         return Verdict(0, (), None, None, False)

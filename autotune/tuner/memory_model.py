@@ -21,6 +21,7 @@ from typing import Any
 from autotune.search.params import Choice, Int
 from autotune.search.records import Trial
 from autotune.search.space import Space, Value
+from profilers.contract.schema import TrialStatus
 
 GIB = 2**30
 
@@ -60,7 +61,7 @@ class MemoryModel:
         size = float(params[batch])
         others = {k: v for k, v in params.items() if k != batch}
         same = [t for t in trials if t.params and {k: v for k, v in t.params.items() if k != batch} == others]
-        failed = [t for t in same if t.status == "oom" and float(t.params[batch]) <= size]
+        failed = [t for t in same if t.status == TrialStatus.OOM and float(t.params[batch]) <= size]
         if failed:
             first = min(failed, key=lambda t: float(t.params[batch]))
             return (

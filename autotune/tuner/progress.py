@@ -14,8 +14,10 @@ from autotune.search.space import Value
 from autotune.tuner.early_stop import STOPPED_LOSING, best_result, stop_words
 from autotune.tuner.trial_facts import facts, metrics
 from profilers.contract.load import too_busy
+from profilers.contract.schema import TrialStatus
 from profilers.contract.spread import ratio_span
 from profilers.contract.summaries import SearchPrior, TuningSummary
+from profilers.contract.verdict import VerdictStatus, verdict_of
 
 if TYPE_CHECKING:
     from autotune.tuner.tune import Tuner
@@ -68,10 +70,10 @@ def verdict_line(summary: TuningSummary | dict[str, Any]) -> str:
     """The study's verdict for people (:func:`profilers.contract.verdict.study_verdict`), marked up."""
     from rich.markup import escape
 
-    from profilers.contract.verdict import verdict_of
-
     verdict = verdict_of(summary)
-    colour = {"confirmed": "bold green", "slower": "red", "no_result": "red"}.get(verdict.status, "yellow")
+    colour = "bold green" if verdict.status == VerdictStatus.CONFIRMED else "yellow"
+    if verdict.status in (VerdictStatus.SLOWER, VerdictStatus.NO_RESULT):
+        colour = "red"
     line = f"[{colour}]Verdict[/{colour}]: {escape(verdict.headline)}"
     if verdict.firmer:
         line += f"\n  for a firmer answer, {escape(verdict.firmer)}"
@@ -143,7 +145,7 @@ class Progress:
         what = f"confirm {round_ + 1} of {rounds}: {role}"
         if run is None:
             self.console.print(f"[dim]{what} …[/dim]")
-        elif run.status == "ok" and run.samples_per_s:
+        elif run.status == TrialStatus.OK and run.samples_per_s:
             load = _load(run.other_load_cores, run.load_cores)
             self.console.print(f"{what}: {_number(run.samples_per_s)} samples/s{load}")
         else:
@@ -201,7 +203,7 @@ class Progress:
         counts = ", ".join(f"{n} {s}" for s, n in statuses.items())
         confirmations = len(summary.confirmations)
         again = f", {confirmations} re-measurements" if confirmations else ""
-        skipped = statuses.get("skipped")
+        skipped = statuses.get(TrialStatus.SKIPPED)
         note = f"; the {skipped} skipped took trial ids but never ran" if skipped else ""
         runs = f"{summary.trials_run} trials run ({counts}){again}"
         self.console.print(f"{runs} in {elapsed:.0f} s{note}")
@@ -221,10 +223,9 @@ class Progress:
             self.console.print(f"Baseline: {summary.process_spread.sentence()}")
         if summary.bill is not None:
             self.console.print(f"Cost: {summary.bill.sentence()}")
-        from profilers.contract.verdict import verdict_of
 
         verdict = verdict_of(summary)
-        if verdict.status == "no_effect":
+        if verdict.status == VerdictStatus.NO_EFFECT:
             self.console.print("[yellow]No best[/yellow]: nothing the study tuned changed what was measured")
             self.console.print("  " + verdict_line(summary))
             return

@@ -34,6 +34,7 @@ from typing import Any
 
 from autotune.search.space import Space, Value
 from autotune.tuner.trials import TrialOutcome, TrialSettings, run_trial
+from profilers.contract.schema import TrialStatus
 
 #: Seconds a task may take beyond the trial's own time limit (start-up on a cold node, shipping).
 GRACE_S = 120.0
@@ -184,11 +185,12 @@ class RayExecutor:
             result = ray.get(ref, timeout=limit_s)
         except ray.exceptions.GetTimeoutError:
             ray.cancel(ref, force=True)
-            return self._failed("timeout", run_dir, started, f"no result within {settings.timeout_s:g} s"), {}
+            late = f"no result within {settings.timeout_s:g} s"
+            return self._failed(TrialStatus.TIMEOUT, run_dir, started, late), {}
         except ray.exceptions.RayError as exc:  # the node was lost, the task was cancelled or failed
             detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             reason = f"the Ray task failed: {type(exc).__name__}: {detail}"
-            return self._failed("crashed", run_dir, started, reason), {}
+            return self._failed(TrialStatus.CRASHED, run_dir, started, reason), {}
         finally:
             with self._lock:
                 self._refs.pop(trial_id, None)
@@ -210,7 +212,7 @@ class RayExecutor:
             self._ray.cancel(ref, force=True)
 
     @staticmethod
-    def _failed(status: str, run_dir: Path, started: float, error: str) -> TrialOutcome:
+    def _failed(status: TrialStatus, run_dir: Path, started: float, error: str) -> TrialOutcome:
         run_dir.mkdir(parents=True, exist_ok=True)
         return TrialOutcome(status, run_dir, time.monotonic() - started, None, error)
 

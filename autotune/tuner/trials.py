@@ -37,7 +37,7 @@ from autotune.tuner.objectives import Scoring
 from autotune.tuner.presets import preset_args
 from profilers.contract.load import MIN_LOAD_READINGS, load_profile, too_busy
 from profilers.contract.rundir import read_load_profile
-from profilers.contract.schema import SUMMARY_NAME
+from profilers.contract.schema import SUMMARY_NAME, TrialStatus
 from profilers.contract.summaries import ProfileSummary, SummaryError
 from profilers.runtime.kineto_chatter import is_kineto_chatter
 from profilers.runtime.options import option_args
@@ -101,7 +101,7 @@ class TrialSettings:
 class TrialOutcome:
     """What one trial measured, or why it has no measurement."""
 
-    status: str  # "ok", "oom", "crashed", "timeout", "diverged" or "infeasible" (schema.STATUSES)
+    status: TrialStatus
     run_dir: Path
     duration_s: float
     summary: ProfileSummary | None = None  # the trial run's summary.json, parsed
@@ -125,7 +125,7 @@ class TrialOutcome:
     @property
     def busy(self) -> bool:
         """Whether it finished ok on a machine too busy to measure it (its figures never compared)."""
-        return self.status == "ok" and too_busy(self.starved_share)
+        return self.status == TrialStatus.OK and too_busy(self.starved_share)
 
     def busy_reason(self) -> str:
         """Why its figures are left out, in one line (for a :attr:`busy` outcome)."""
@@ -365,10 +365,11 @@ def _run_once(
     duration_s = time.monotonic() - started
     summary, unreadable = _read_summary(run_dir)
     status, error = classify(code, timed_out, _tail(log_path), summary, settings)
-    if unreadable is not None and status != "timeout":
-        status, error = "crashed", unreadable
+    if unreadable is not None and status != TrialStatus.TIMEOUT:
+        status, error = TrialStatus.CRASHED, unreadable
     pinned = TRIAL_CPUS_ENV in (device_env or {})
-    starved = _starved_share(run_dir, summary, settings, params, load, pinned) if status == "ok" else None
+    ok = status == TrialStatus.OK
+    starved = _starved_share(run_dir, summary, settings, params, load, pinned) if ok else None
     others, over = _other_load(summary, load)
     return TrialOutcome(status, run_dir, duration_s, summary, error, others, starved, over)
 
@@ -424,31 +425,33 @@ def _other_load(summary: ProfileSummary | None, load: OtherLoad) -> tuple[float 
 
 def classify(
     code: int, timed_out: bool, log_tail: str, summary: ProfileSummary | None, settings: TrialSettings
-) -> tuple[str, str | None]:
+) -> tuple[TrialStatus, str | None]:
     """(status, error) of a finished trial process."""
     if timed_out:
-        return "timeout", f"no result within {settings.timeout_s:g} s; {log_tail}".strip()
+        return TrialStatus.TIMEOUT, f"no result within {settings.timeout_s:g} s; {log_tail}".strip()
     if code != 0:
-        status = "oom" if any(marker in log_tail for marker in _OOM_MARKERS) else "crashed"
+        oom = any(marker in log_tail for marker in _OOM_MARKERS)
+        status = TrialStatus.OOM if oom else TrialStatus.CRASHED
         cause = error_line(log_tail)
         return status, f"{cause} (exit status {code})\n{log_tail}".strip()
     if summary is None or not summary.measured_steps:
         return (
-            "crashed",
+            TrialStatus.CRASHED,
             f"the script ended without measured steps (summary: {summary is not None}); {log_tail}",
         )
     if summary.loss.non_finite_steps:
-        return "diverged", f"the loss is NaN or infinite from step {summary.loss.first_non_finite_step}"
+        first = summary.loss.first_non_finite_step
+        return TrialStatus.DIVERGED, f"the loss is NaN or infinite from step {first}"
     peak = summary.peak_memory_bytes
     budget = settings.memory_budget_bytes
     if budget is not None and peak is not None and peak > budget:
-        return "oom", f"peak memory {peak} bytes is over the budget of {budget} bytes"
+        return TrialStatus.OOM, f"peak memory {peak} bytes is over the budget of {budget} bytes"
     step = summary.step_time.median_s
     limit = settings.max_step_time_s
     if limit is not None and step is not None and step > limit:
         over = f"over the limit of {format_number(limit, 6)} s"
-        return "infeasible", f"median step time {format_number(step)} s is {over}"
-    return "ok", None
+        return TrialStatus.INFEASIBLE, f"median step time {format_number(step)} s is {over}"
+    return TrialStatus.OK, None
 
 
 def study_objective(
@@ -467,13 +470,13 @@ def study_objective(
     def objective(params: dict[str, Value]) -> dict[str, float | None]:
         counter["n"] += 1
         outcome = run_trial(settings, space, params, trials_dir / f"trial-{counter['n']:04d}")
-        if outcome.status != "ok":
+        if outcome.status != TrialStatus.OK:
             raise Infeasible(outcome.error or outcome.status, status=outcome.status)
         if outcome.busy:  # measured the machine's other processes: never compared
-            raise Infeasible(outcome.busy_reason(), status="busy")
+            raise Infeasible(outcome.busy_reason(), status=TrialStatus.BUSY)
         metrics = scoring.metrics(outcome.figures, trial_world_size(settings, params))
         if metrics["objective"] is None:
-            raise Infeasible(f"the trial measured no {scoring.metric}", status="crashed")
+            raise Infeasible(f"the trial measured no {scoring.metric}", status=TrialStatus.CRASHED)
         return metrics
 
     return objective

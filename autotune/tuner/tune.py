@@ -75,7 +75,7 @@ from autotune.tuner.tune_checks import (
     same_everywhere,
 )
 from autotune.tuner.tune_summary import tune_summary, write_json
-from profilers.contract.schema import SUMMARY_NAME, TRIALS_DIR, TUNE_LOCK_NAME, resolve_trial_dir
+from profilers.contract.schema import SUMMARY_NAME, TRIALS_DIR, TUNE_LOCK_NAME, TrialStatus, resolve_trial_dir
 from profilers.contract.spread import AnchorRun, midpoint, nearest_anchor, process_spread
 from profilers.contract.summaries import ProfileSummary, TuningSummary
 
@@ -453,7 +453,7 @@ class Tuner:
         world_size = trial_world_size(self.config.settings, {})
         where = where or self._running.facts(None, started_at)
         attrs = replace(self._facts(outcome, world_size), **where).to_attrs()
-        if outcome.status != "ok":
+        if outcome.status != TrialStatus.OK:
             return Trial(0, {}, outcome.status, None, {}, outcome.duration_s, outcome.error, attrs, point)
         metrics = self.config.scoring.metrics(outcome.figures, world_size)
         value = metrics["objective"]
@@ -464,8 +464,8 @@ class Tuner:
                     "it measured no energy: --objective energy needs NVML's energy counter or power "
                     "readings, from an NVIDIA GPU with its driver (see autotune doctor)"
                 )
-            return Trial(0, {}, "crashed", None, metrics, outcome.duration_s, error, attrs, point)
-        return Trial(0, {}, "ok", value, metrics, outcome.duration_s, None, attrs, point)
+            return Trial(0, {}, TrialStatus.CRASHED, None, metrics, outcome.duration_s, error, attrs, point)
+        return Trial(0, {}, TrialStatus.OK, value, metrics, outcome.duration_s, None, attrs, point)
 
     def _run_alone(
         self, trial_id: int, space: Space | None, params: dict[str, Value], run_dir: Path
@@ -506,7 +506,7 @@ class Tuner:
             # The baseline measured this configuration already: told to the searcher as never to be
             # asked again (its value is the baseline's, which the searcher has).
             raise Infeasible(
-                f"the baseline's own configuration, measured as trial {base.id}", "skipped",
+                f"the baseline's own configuration, measured as trial {base.id}", TrialStatus.SKIPPED,
                 attrs=TrialFacts(world_size=world_size, impossible=True, same_as_baseline=True).to_attrs(),
             )  # fmt: skip
         impossible = model_parallel_problem(params, world_size) or batch_split_problem(
@@ -514,18 +514,19 @@ class Tuner:
         )
         if impossible is not None:
             cannot = TrialFacts(world_size=world_size, impossible=True)
-            raise Infeasible(impossible, "skipped", attrs=cannot.to_attrs())
+            raise Infeasible(impossible, TrialStatus.SKIPPED, attrs=cannot.to_attrs())
         precision = KnobValues.of(params).precision
         refused = _refused_precisions(study.trials)
         if precision is not None and precision in refused:
             raise Infeasible(
                 f"precision={precision} is not for this machine: trial {refused[precision]} was refused it",
-                "skipped", attrs=TrialFacts(world_size=world_size, impossible=True).to_attrs(),
+                TrialStatus.SKIPPED, attrs=TrialFacts(world_size=world_size, impossible=True).to_attrs(),
             )  # fmt: skip
         with self._plan_lock:
             skip = self._predicted_oom(params)
         if skip is not None:
-            raise Infeasible(skip, status="skipped", attrs=TrialFacts(world_size=world_size).to_attrs())
+            attrs = TrialFacts(world_size=world_size).to_attrs()
+            raise Infeasible(skip, status=TrialStatus.SKIPPED, attrs=attrs)
 
     def _evaluate(self, params: dict[str, Value]) -> Measured:
         """Run one trial (in a worker thread when trials run at once) and score it."""
@@ -559,8 +560,8 @@ class Tuner:
             fact = replace(
                 fact, stop_floor=floor.samples_per_s, stop_rule=floor.rule, stop_best_id=floor.best_id
             )
-        if outcome.status != "ok":
-            crashed = outcome.status == "crashed" and precision is not None
+        if outcome.status != TrialStatus.OK:
+            crashed = outcome.status == TrialStatus.CRASHED and precision is not None
             if crashed and _refuses(outcome.error, str(precision)):
                 fact = replace(fact, refused_precision=str(precision))  # never proposed again in this study
                 if self.on_note is not None:
@@ -569,14 +570,14 @@ class Tuner:
             reason = outcome.error or outcome.status
             raise Infeasible(reason, outcome.status, fact.to_attrs(), outcome.duration_s)
         if outcome.busy:  # measured the other processes, not the configuration: never compared
-            raise Infeasible(outcome.busy_reason(), "busy", fact.to_attrs(), outcome.duration_s)
+            raise Infeasible(outcome.busy_reason(), TrialStatus.BUSY, fact.to_attrs(), outcome.duration_s)
         metrics = self.config.scoring.metrics(outcome.figures, world_size)
         if metrics["objective"] is None:
             measured_none = f"the trial measured no {self.config.scoring.metric}"
-            raise Infeasible(measured_none, "crashed", fact.to_attrs(), outcome.duration_s)
+            raise Infeasible(measured_none, TrialStatus.CRASHED, fact.to_attrs(), outcome.duration_s)
         drift = self._drift(study, params, outcome)
         if drift is not None:
-            raise Infeasible(drift, "diverged", fact.to_attrs(), outcome.duration_s)
+            raise Infeasible(drift, TrialStatus.DIVERGED, fact.to_attrs(), outcome.duration_s)
         if self._prior is not None:
             with self._plan_lock:  # the plan's traces are this process's: one thread at a time
                 fact = replace(fact, plan_predicted=self._prior.predict(params))

@@ -20,7 +20,7 @@ from autotune.tuner.host_load import machine_cores
 from autotune.tuner.trial_facts import TrialMetrics, facts, metrics
 from profilers.contract.bill import device_hours
 from profilers.contract.load import too_busy
-from profilers.contract.schema import TUNE_SUMMARY_SCHEMA
+from profilers.contract.schema import TUNE_SUMMARY_SCHEMA, TrialStatus
 from profilers.contract.spread import AnchorRun, SearchRatio, midpoint, process_spread, search_ratio
 from profilers.contract.study import pareto_front
 from profilers.contract.study_cost import study_bill
@@ -59,7 +59,7 @@ def anchor_line(run: ConfirmRun) -> str:
     """What the terminal says of one anchor as it ends."""
     what = f"anchor {run.round}: the baseline's configuration again"
     where = f" (in trial {run.best_id}'s slot)"
-    if run.status == "ok" and run.samples_per_s:
+    if run.status == TrialStatus.OK and run.samples_per_s:
         return f"{what}: {run.samples_per_s:,.0f} samples/s{where}"
     return f"{what}: {run.status}: {run.error}{where}"
 
@@ -80,7 +80,7 @@ def trial_entry(
     """
     m, f = metrics(trial), facts(trial)
     ratio = trial_ratio(trial, anchor_list)
-    held = device_hours(trial.duration_s, f.world_size) if trial.status != "skipped" else 0.0
+    held = device_hours(trial.duration_s, f.world_size) if trial.status != TrialStatus.SKIPPED else 0.0
     return {
         "id": trial.id,
         "baseline": trial.baseline,

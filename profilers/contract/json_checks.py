@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from profilers.contract.lenient import READERS
+from profilers.contract.lenient import READERS, member
 
 
 class SummaryError(ValueError):
@@ -172,6 +172,15 @@ def checked_fields(record: type, data: Any, where: str, skip: Iterable[str] = ()
         key = f.metadata.get("key") or f.name
         if "parse" in f.metadata:
             out[f.name] = f.metadata["parse"](data.get(key), inner_where(where, key))
+            continue
+        if "member_of" in f.metadata:
+            kind, raw = f.metadata["member_of"], data.get(key)
+            if raw is None:
+                continue  # a missing one keeps its default
+            if member(kind, raw) is None:
+                known = ", ".join(m.value for m in kind)
+                raise SummaryError(f"{where}: {key!r} is {raw!r}, none of {known}"[:300])
+            out[f.name] = kind(raw)
             continue
         value = checked_value(data, key, where, str(f.type))
         required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING

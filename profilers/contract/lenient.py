@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
+from enum import StrEnum
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+E = TypeVar("E", bound=StrEnum)
 
 
 def number(value: Any) -> float | None:
@@ -87,6 +89,20 @@ READERS: dict[str, Callable[[Any], Any]] = {
 }
 
 
+def member_of(kind: type[StrEnum]) -> dict[str, Any]:
+    """A field's metadata: it holds a member of the string enum ``kind``, stored as its string.
+
+    :func:`read_fields` leaves out a value that is no member (the field keeps its default);
+    ``json_checks.checked_fields`` refuses it, naming the members.
+    """
+    return {"member_of": kind}
+
+
+def member(kind: type[E], raw: Any) -> E | None:
+    """``raw`` as a member of the string enum ``kind``, or None when it is none of its strings."""
+    return kind(raw) if isinstance(raw, str) and raw in kind._value2member_map_ else None
+
+
 def records_of(record: type, key: str | None = None) -> dict[str, Any]:
     """A field's metadata for :func:`read_fields`: it holds a list of ``record`` (under ``key``)."""
     return {"records": record, "key": key}
@@ -114,6 +130,8 @@ def read_fields(record: type, stored: Mapping[str, Any], skip: tuple[str, ...] =
         if "record" in f.metadata:
             one = f.metadata["record"]
             value = one(**read_fields(one, raw)) if isinstance(raw, Mapping) else None
+        elif "member_of" in f.metadata:
+            value = member(f.metadata["member_of"], raw)
         else:
             value = READERS[str(f.type)](raw) if inner is None else read_records(inner, raw)
         if value is not None:
@@ -149,6 +167,8 @@ def read_records(record: type[T], stored: Any) -> tuple[T, ...]:
 __all__ = [
     "READERS",
     "integer",
+    "member",
+    "member_of",
     "number",
     "pair",
     "read_fields",

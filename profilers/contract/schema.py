@@ -10,6 +10,7 @@ of version N or lower, and refuses a newer one with one clear line.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 
 from profilers.contract.records import SAMPLE_FIELDS
@@ -34,14 +35,28 @@ PHASES: tuple[str, ...] = ("data", "forward", "backward", "optimizer", "eval", "
 #: Phases shown only when a run had some (most runs never evaluate inside training).
 OPTIONAL_PHASES = frozenset({"eval"})
 
-#: Statuses of a trial; all but "ok" are told to the searcher as infeasible. "skipped" trials were
-#: never run (a model predicted they would fail) and do not count toward a study's trial total.
-#: "busy" trials ran short of CPU on a machine too busy to measure, and again when measured a second
-#: time (or the machine stayed busy): their figures are kept, never compared, and no model learns
-#: from them.
-STATUSES: tuple[str, ...] = (
-    "ok", "infeasible", "oom", "timeout", "diverged", "crashed", "skipped", "busy"
-)  # fmt: skip
+class TrialStatus(StrEnum):
+    """How a trial (or one process of a study: an anchor, a re-measurement) ended.
+
+    All but ``OK`` are told to the searcher as infeasible. ``SKIPPED`` trials were never run (a
+    model predicted they would fail) and do not count toward a study's trial total. ``BUSY`` trials
+    ran short of CPU on a machine too busy to measure, and again when measured a second time (or the
+    machine stayed busy): their figures are kept, never compared, and no model learns from them.
+    A member is its JSON string (``"ok"``), as summary.json and the study store write it.
+    """
+
+    OK = "ok"
+    INFEASIBLE = "infeasible"  # the objective said it cannot run
+    OOM = "oom"  # out of memory
+    TIMEOUT = "timeout"
+    DIVERGED = "diverged"  # a non-finite loss
+    CRASHED = "crashed"
+    SKIPPED = "skipped"
+    BUSY = "busy"
+
+
+#: Every trial status's JSON string, in the enum's order.
+STATUSES: tuple[str, ...] = tuple(s.value for s in TrialStatus)
 
 #: States of a run as a reader sees it: "waiting" (nothing recorded yet), "running", "finished"
 #: (its summary is written), "stopped" (its process is gone without a summary), "unfinished" (no
@@ -210,6 +225,7 @@ __all__ = [
     "TRIALS_DIR",
     "TUNE_LOCK_NAME",
     "TUNE_SUMMARY_SCHEMA",
+    "TrialStatus",
     "resolve_trial_dir",
     "run_state",
     "throttle_reason_names",

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from profilers.contract.load import too_busy
+from profilers.contract.schema import TrialStatus
 from profilers.contract.summaries import GpuFigures, TrialEntry, TuningSummary
 
 SECONDS_PER_HOUR = 3600.0
@@ -89,7 +90,7 @@ def convergence(
     statuses: list[str] = []
     current: float | None = None
     for trial in sorted(trials, key=lambda t: t.id):
-        if trial.status == "skipped":
+        if trial.status == TrialStatus.SKIPPED:
             continue
         value = trial_objective(trial)
         if value is not None and (current is None or (value > current if maximize else value < current)):
@@ -118,7 +119,7 @@ def placement_line(
     """
     if parallel is None:
         return None
-    ran = [t for t in trials if t.status != "skipped"]
+    ran = [t for t in trials if t.status != TrialStatus.SKIPPED]
     nodes = sorted({t.node for t in ran if t.node})
     on = "Ray" if executor == "ray" else "this machine"
     where = f"{on} ({', '.join(nodes)})" if nodes else on
@@ -143,12 +144,12 @@ def starved_line(study: TuningSummary, trials: Sequence[TrialEntry] | None = Non
     ``trials``: the study's trials when newer than its summary's (a store read while it runs).
     """
     trials = study.trials if trials is None else trials
-    ran = [t for t in trials if t.status in ("ok", "busy")]
-    calmer = [t for t in ran if t.status == "ok" and not too_busy(t.starved_share)]
+    ran = [t for t in trials if t.status in (TrialStatus.OK, TrialStatus.BUSY)]
+    calmer = [t for t in ran if t.status == TrialStatus.OK and not too_busy(t.starved_share)]
     again = [t.id for t in calmer if t.busy_before is not None]
-    left = [t.id for t in ran if t.status == "busy"]
-    kept = [t.id for t in ran if t.status == "ok" and too_busy(t.starved_share)]
-    busy_runs = [r for r in (*study.anchors, *study.confirmations) if r.status == "busy"]
+    left = [t.id for t in ran if t.status == TrialStatus.BUSY]
+    kept = [t.id for t in ran if t.status == TrialStatus.OK and too_busy(t.starved_share)]
+    busy_runs = [r for r in (*study.anchors, *study.confirmations) if r.status == TrialStatus.BUSY]
     if not (again or left or kept or busy_runs):
         return None
     parts = []
@@ -157,13 +158,13 @@ def starved_line(study: TuningSummary, trials: Sequence[TrialEntry] | None = Non
     if left:
         parts.append(f"{_trials(left)} left out, never compared (busy)")
     if kept:  # the baseline: a study cannot go on without one
-        anchored = any(a.status == "ok" for a in study.anchors)
+        anchored = any(a.status == TrialStatus.OK for a in study.anchors)
         against = "the anchors measured calmer" if anchored else "it, so they read high"
         baseline = f" (the baseline: the search's ratios are taken against {against})" if kept == [0] else ""
         parts.append(f"{_trials(kept)} kept as measured{baseline}")
     line = ""
     if parts:
-        told = [t for t in ran if t.starved_share is not None or t.status == "busy"]
+        told = [t for t in ran if t.starved_share is not None or t.status == TrialStatus.BUSY]
         over = (
             f"{len(told)} trials"
             if len(told) == len(ran)

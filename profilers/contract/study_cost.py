@@ -7,6 +7,7 @@ the saving is the verdict's (:mod:`profilers.contract.verdict`). Pure Python.
 from __future__ import annotations
 
 from profilers.contract.bill import DAYS_PER_MONTH, FULL_DAY_HOURS, StudyBill, device_hours
+from profilers.contract.schema import TrialStatus
 from profilers.contract.summaries import TuningSummary
 from profilers.contract.verdict import StudyVerdict, verdict_of
 
@@ -34,7 +35,8 @@ def study_bill(
 
     ``verdict``: the study's, when the caller already has it (else read or derived from ``study``).
     """
-    trial_times = [device_hours(t.duration_s, t.world_size) for t in study.trials if t.status != "skipped"]
+    ran = [t for t in study.trials if t.status != TrialStatus.SKIPPED]
+    trial_times = [device_hours(t.duration_s, t.world_size) for t in ran]
     base_devices = study.baseline.world_size if study.baseline is not None else 1
     again = [*study.anchors, *study.confirmations]
     best_devices = study.best.world_size if study.best is not None else base_devices

@@ -43,8 +43,9 @@ from profilers.contract.json_checks import (
     optional_dict,
     optional_int,
 )
+from profilers.contract.lenient import member_of
 from profilers.contract.load import RunLoad, load_from
-from profilers.contract.schema import PHASES, STATUSES
+from profilers.contract.schema import PHASES, STATUSES, TrialStatus
 from profilers.contract.spread import ProcessSpread
 
 
@@ -72,7 +73,7 @@ class TrialEntry(_ReadsAsItsDict):
     """One trial of a tuning summary, checked (see the module's doc)."""
 
     id: int
-    status: str  # one of schema.STATUSES
+    status: TrialStatus
     raw: dict[str, Any] = field(repr=False, compare=False)
     params: dict[str, Any] = field(default_factory=dict)  # what the study set (empty for the baseline)
     objective: float | None = None
@@ -132,7 +133,7 @@ class TrialEntry(_ReadsAsItsDict):
         fields = checked_fields(cls, data, where, skip=("id", "status", "raw"))
         if not math.isfinite(fields.get("objective", 0.0)):
             del fields["objective"]
-        return cls(id=trial_id, status=str(status), raw=data, **fields)
+        return cls(id=trial_id, status=TrialStatus(status), raw=data, **fields)
 
     @classmethod
     def parse_optional(cls, data: Any, where: str) -> TrialEntry | None:
@@ -166,7 +167,7 @@ class TrialEntry(_ReadsAsItsDict):
     @property
     def ok(self) -> bool:
         """The trial ran and measured its objective."""
-        return self.status == "ok"
+        return self.status == TrialStatus.OK
 
 
 #: A summary trial entry's keys from a stored trial record: (entry key, part of the record, its key).
@@ -191,7 +192,8 @@ class Confirmation:
 
     round: int = 0
     role: str = ""  # "baseline" or "best"
-    status: str = ""
+    #: how the run ended (one written without its status reads as crashed: never compared)
+    status: TrialStatus = field(default=TrialStatus.CRASHED, metadata=member_of(TrialStatus))
     samples_per_s: float | None = None
     other_load_cores: float | None = None
     load_cores: int | None = None  # the cores other_load_cores is over

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from profilers.contract.schema import TrialStatus
 from profilers.contract.study import best_trial_id, ran_with
 from profilers.contract.summaries import TrialEntry, TuningSummary
 
@@ -31,7 +32,7 @@ class TrialView:
     baseline: bool
     best: bool
     params: dict[str, Any]  # what it ran with: the study's values, else what its code read
-    status: str  # one of schema.STATUSES
+    status: TrialStatus
     objective: float | None
     samples_per_s: float | None  # job-wide throughput
     peak_memory_bytes: float | None

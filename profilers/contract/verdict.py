@@ -19,61 +19,72 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
+from enum import StrEnum
 from typing import Any
 
-from profilers.contract.lenient import read_fields
+from profilers.contract.lenient import member_of, read_fields
 from profilers.contract.load import load_band_cores
+from profilers.contract.schema import TrialStatus
 from profilers.contract.spread import ratio_span
 from profilers.contract.summaries import TrialEntry, TuningSummary
 
-#: Every ``verdict.status``.
-VERDICTS = (
-    "confirmed",  # re-measured, interval above 1, load within the band
-    "different_load",  # re-measured, but under a load outside the band of the search's
-    "more_cores",  # re-measured above 1, but on a CPU only with more cores: per core not faster
-    "within_noise",  # re-measured, the interval holds 1
-    "slower",  # re-measured, the interval lies below 1
-    "measured_once",  # one re-measured round: no interval
-    "not_measured_again",  # --confirm-rounds 0, or the re-measurement failed
-    "small_gain",  # re-measured above 1, but by no more than APPLY_MIN_SPEEDUP: not worth a change
-    "baseline_best",  # no configuration beat the baseline
-    "no_effect",  # the study stopped: what it tunes changes nothing (a knob never read)
-    "too_busy",  # every search trial was left out: the machine was too busy to measure them
-    "no_result",  # no trial finished ok
-)
+
+class VerdictStatus(StrEnum):
+    """What a study's re-measurement found of its best configuration (``verdict.status``).
+
+    A member is its JSON string (``"confirmed"``), as summary.json writes it.
+    """
+
+    CONFIRMED = "confirmed"  # re-measured, interval above 1, load within the band
+    DIFFERENT_LOAD = "different_load"  # re-measured, but under a load outside the band of the search's
+    MORE_CORES = "more_cores"  # re-measured above 1, but on a CPU only with more cores: per core not faster
+    WITHIN_NOISE = "within_noise"  # re-measured, the interval holds 1
+    SLOWER = "slower"  # re-measured, the interval lies below 1
+    MEASURED_ONCE = "measured_once"  # one re-measured round: no interval
+    NOT_MEASURED_AGAIN = "not_measured_again"  # --confirm-rounds 0, or the re-measurement failed
+    SMALL_GAIN = "small_gain"  # re-measured above 1, but by no more than APPLY_MIN_SPEEDUP
+    BASELINE_BEST = "baseline_best"  # no configuration beat the baseline
+    NO_EFFECT = "no_effect"  # the study stopped: what it tunes changes nothing (a knob never read)
+    TOO_BUSY = "too_busy"  # every search trial was left out: the machine was too busy to measure them
+    NO_RESULT = "no_result"  # no trial finished ok
+
+
+#: Every ``verdict.status``'s JSON string.
+VERDICTS: tuple[str, ...] = tuple(v.value for v in VerdictStatus)
+_V = VerdictStatus
 #: Each status in a few words (a title's caveat, a card's caption): the one wording of each.
-VERDICT_LABELS = {
-    "confirmed": "confirmed",
-    "different_load": "measured under different load",
-    "more_cores": "faster only with more cores",
-    "within_noise": "within the noise",
-    "slower": "slower when measured again",
-    "measured_once": "measured again only once",
-    "not_measured_again": "in the search, not measured again",
-    "small_gain": "a gain too small to act on",
-    "baseline_best": "the baseline was best",
-    "no_effect": "nothing tuned had an effect",
-    "too_busy": "the machine was too busy to measure",
-    "no_result": "no result",
+VERDICT_LABELS: dict[str, str] = {
+    _V.CONFIRMED: "confirmed",
+    _V.DIFFERENT_LOAD: "measured under different load",
+    _V.MORE_CORES: "faster only with more cores",
+    _V.WITHIN_NOISE: "within the noise",
+    _V.SLOWER: "slower when measured again",
+    _V.MEASURED_ONCE: "measured again only once",
+    _V.NOT_MEASURED_AGAIN: "in the search, not measured again",
+    _V.SMALL_GAIN: "a gain too small to act on",
+    _V.BASELINE_BEST: "the baseline was best",
+    _V.NO_EFFECT: "nothing tuned had an effect",
+    _V.TOO_BUSY: "the machine was too busy to measure",
+    _V.NO_RESULT: "no result",
 }
 #: A tuned configuration is worth applying only above this speedup (per core when the cores differ):
 #: this project's trials are measured to ±5% (``autotune tune --stable-within 0.05``).
 APPLY_MIN_SPEEDUP = 1.05
 #: What a verdict tells the team to do; the one place each status is mapped to it.
-ACTIONS = {
-    "confirmed": "apply",
-    "different_load": "measure again",
-    "measured_once": "measure again",
-    "not_measured_again": "measure again",
-    "more_cores": "keep",
-    "within_noise": "keep",
-    "slower": "keep",
-    "small_gain": "keep",
-    "baseline_best": "keep",
-    "no_effect": "keep",
-    "too_busy": "measure again",
-    "no_result": "",
+ACTIONS: dict[str, str] = {
+    _V.CONFIRMED: "apply",
+    _V.DIFFERENT_LOAD: "measure again",
+    _V.MEASURED_ONCE: "measure again",
+    _V.NOT_MEASURED_AGAIN: "measure again",
+    _V.MORE_CORES: "keep",
+    _V.WITHIN_NOISE: "keep",
+    _V.SLOWER: "keep",
+    _V.SMALL_GAIN: "keep",
+    _V.BASELINE_BEST: "keep",
+    _V.NO_EFFECT: "keep",
+    _V.TOO_BUSY: "measure again",
+    _V.NO_RESULT: "",
 }
 FIRMER = (
     "measure again: autotune tune --resume --run-dir {run_dir} --confirm-rounds 6, "
@@ -85,7 +96,7 @@ FIRMER = (
 class StudyVerdict:
     """What a study claims of its best configuration against the baseline."""
 
-    status: str  # one of VERDICTS
+    status: VerdictStatus = field(metadata=member_of(VerdictStatus))
     #: The headline speedup: the re-measured geometric mean when re-measured, else the search's.
     speedup: float | None
     speedup_ci95: tuple[float, float] | None
@@ -157,35 +168,35 @@ def study_verdict(summary: TuningSummary | Mapping[str, Any]) -> StudyVerdict:
     summary = TuningSummary.of(summary)
     best, base = summary.best, summary.baseline
     firmer = FIRMER.format(run_dir=summary.run_dir or "DIR")
-    blank = StudyVerdict("no_result", None, None, None, 0, None, None, None, None, None, False,
+    blank = StudyVerdict(_V.NO_RESULT, None, None, None, 0, None, None, None, None, None, False,
                          "no trial finished ok against a baseline", "")  # fmt: skip
     if summary.no_effect:
-        return replace(blank, status="no_effect", headline=(
+        return replace(blank, status=_V.NO_EFFECT, headline=(
             "no best: what the study tunes changed nothing (see why it stopped), so every trial measured "
             "the same configuration; keep the current settings"
         ))  # fmt: skip
     if best is None or base is None or not base.ok:
         return blank
     if best.id == base.id:
-        searched = [t for t in summary.trials if not t.baseline and t.status != "skipped"]
-        busy = sum(t.status == "busy" for t in searched)
+        searched = [t for t in summary.trials if not t.baseline and t.status != TrialStatus.SKIPPED]
+        busy = sum(t.status == TrialStatus.BUSY for t in searched)
         if busy and busy == len(searched):
             again = (
                 "measure again with a new study (another --run-dir) when the machine is calmer, or with a "
                 "longer --calm-wait; a resumed study does not run its busy trials again"
             )
-            return replace(blank, status="too_busy", firmer=again, headline=(
+            return replace(blank, status=_V.TOO_BUSY, firmer=again, headline=(
                 "no configuration measured: the machine was too busy to measure "
                 f"{f'any of the {busy} trials' if busy != 1 else 'the one trial'} of the search (left out, "
                 "never compared); keep the current settings until measured with the machine calmer"
             ))  # fmt: skip
         left = f"; {busy} more left out, the machine too busy to measure {'them' if busy != 1 else 'it'}"
         headline = "no configuration beat the baseline (the script's own settings were the best measured)"
-        return replace(blank, status="baseline_best", headline=headline + (left if busy else ""))
+        return replace(blank, status=_V.BASELINE_BEST, headline=headline + (left if busy else ""))
     search, search_ci = _finite(best.speedup_vs_baseline), best.speedup_vs_baseline_ci95
     rounds, geomean, ci = best.speedup_confirmation_rounds, _finite(best.speedup_geomean), best.speedup_ci95
     machine = summary.machine_cores
-    confirmed = [c for c in summary.confirmations if c.status == "ok"]
+    confirmed = [c for c in summary.confirmations if c.status == TrialStatus.OK]
     confirm_load = _mean([_scaled(c.other_load_cores, c.load_cores, machine) for c in confirmed])
     search_load = _mean([_scaled(t.other_load_cores, t.load_cores, machine) for t in (best, base)])
     band = load_band_cores(summary.machine_cores)
@@ -207,22 +218,22 @@ def study_verdict(summary: TuningSummary | Mapping[str, Any]) -> StudyVerdict:
     in_search = _in_search(search, search_ci, summary)
     if rounds == 0 or geomean is None:
         headline = f"{in_search}, not measured again (a search's best is biased upward)"
-        return replace(figures, status="not_measured_again", headline=headline + cores_note)
+        return replace(figures, status=_V.NOT_MEASURED_AGAIN, headline=headline + cores_note)
     if ci is None:
         headline = f"{_x(geomean)} when measured again once ({in_search}): no interval from one round"
-        return replace(figures, status="measured_once", headline=headline + cores_note)
+        return replace(figures, status=_V.MEASURED_ONCE, headline=headline + cores_note)
     span = f"{_x(geomean)} (95% interval {ci[0]:.2f}–{ci[1]:.2f}×, {rounds} interleaved rounds)"
     if ci[1] < 1:
-        status, headline = "slower", f"slower when measured again: {span}; {in_search}"
+        status, headline = _V.SLOWER, f"slower when measured again: {span}; {in_search}"
     elif ci[0] <= 1:
-        status, headline = "within_noise", f"within the noise: {span}; {in_search}"
+        status, headline = _V.WITHIN_NOISE, f"within the noise: {span}; {in_search}"
     elif (
         band is not None
         and search_load is not None
         and confirm_load is not None
         and (abs(confirm_load - search_load) > band)
     ):
-        status = "different_load"
+        status = _V.DIFFERENT_LOAD
         headline = (
             f"measured under different load: {span}, with other processes busy on {confirm_load:.1f} cores "
             f"against {search_load:.1f} during the search (band ±{band:.1f})"
@@ -230,7 +241,7 @@ def study_verdict(summary: TuningSummary | Mapping[str, Any]) -> StudyVerdict:
     elif per_core is not None and cores_ratio is not None and cores_ratio > 1 and per_core <= 1:
         # the baseline's processes had fewer cores (threads per process are the same in every
         # trial): the gain is the cores, which the script given all of them may take anyway
-        return replace(figures, status="more_cores", headline=(
+        return replace(figures, status=_V.MORE_CORES, headline=(
             f"faster only with more cores: {span}, with {_plain(cores_ratio)}× the baseline's CPU cores, "
             f"so per core {_x(per_core)} the baseline; the gain is the cores, not the configuration"
         ), firmer=(
@@ -238,15 +249,15 @@ def study_verdict(summary: TuningSummary | Mapping[str, Any]) -> StudyVerdict:
             "with OMP_NUM_THREADS set to the cores, then autotune compare it with the best trial"
         ))  # fmt: skip
     elif _gain(geomean, per_core, cores_ratio) <= APPLY_MIN_SPEEDUP:
-        status = "small_gain"
+        status = _V.SMALL_GAIN
         headline = (
             f"a gain too small to act on: {span}, at most {_x(APPLY_MIN_SPEEDUP)} "
             f"(what a change must gain); {in_search}"
         )
         return replace(figures, status=status, headline=headline + cores_note, firmer="")
     else:
-        return replace(figures, status="confirmed", recommend=True, headline=f"confirmed: {span}{cores_note}",
-                       firmer="")  # fmt: skip
+        return replace(figures, status=_V.CONFIRMED, recommend=True,
+                       headline=f"confirmed: {span}{cores_note}", firmer="")  # fmt: skip
     return replace(figures, status=status, headline=headline + cores_note)
 
 

@@ -161,3 +161,52 @@ def test_the_search_priors_checks_are_typed_and_their_median_error_is_one_figure
     assert TuningSummary.parse({"trials": []}, "s").search_prior is None
     with pytest.raises(SummaryError, match=r"search_prior.predicted_vs_measured\[0\] must be an object"):
         TuningSummary.parse({"trials": [], "search_prior": {"predicted_vs_measured": [3]}}, "s")
+
+
+def test_a_trials_status_is_its_enum_in_code_and_its_string_in_json():
+    import json
+
+    from profilers.contract.schema import STATUSES, TrialStatus
+
+    trial = Trial(4, {"micro_batch": 8}, TrialStatus.BUSY, None, {}, 2.0, "too busy")
+    stored = json.loads(json.dumps(trial.to_dict()))
+    assert stored["status"] == "busy"
+    back = Trial.from_dict(stored)
+    assert back.status is TrialStatus.BUSY and back == trial
+    with pytest.raises(ValueError, match="malformed trial record"):
+        Trial.from_dict({**stored, "status": "exploded"})
+    entry = TrialEntry.parse({"id": 4, "status": "oom"}, "summary.json")
+    assert entry.status is TrialStatus.OOM and not entry.ok
+    with pytest.raises(SummaryError, match="unknown status 'exploded'"):
+        TrialEntry.parse({"id": 4, "status": "exploded"}, "summary.json")
+    assert STATUSES == tuple(s.value for s in TrialStatus) and len(STATUSES) == 8
+
+
+def test_a_re_measurements_and_a_verdicts_status_read_as_members_or_refused():
+    from profilers.contract.schema import TrialStatus
+    from profilers.contract.summaries import Confirmation
+    from profilers.contract.verdict import VerdictStatus
+
+    summary = TuningSummary.parse(
+        {"trials": [], "best": None, "baseline": None, "stopped": None,
+         "confirmations": [{"round": 0, "role": "best", "status": "busy", "samples_per_s": None}]},
+        "summary.json",
+    )  # fmt: skip
+    assert summary.confirmations == (Confirmation(0, "best", TrialStatus.BUSY),)
+    with pytest.raises(SummaryError, match="'status' is 'lost', none of ok, infeasible"):
+        TuningSummary.parse(
+            {"trials": [], "best": None, "baseline": None, "stopped": None,
+             "confirmations": [{"round": 0, "role": "best", "status": "lost"}]},
+            "summary.json",
+        )  # fmt: skip
+    blank = study_verdict(summary)
+    assert blank.status is VerdictStatus.NO_RESULT and blank.to_dict()["status"] == "no_result"
+
+
+def test_every_trial_status_has_its_colour_in_the_report_and_the_dashboard():
+    from autotune.report.style import STATUS_COLOURS
+    from profilers.contract.schema import TrialStatus
+    from tui.draw import STATUS_STYLES
+
+    assert set(TrialStatus) <= set(STATUS_COLOURS) and set(TrialStatus) <= set(STATUS_STYLES)
+    assert len(set(STATUS_COLOURS.values())) == len(STATUS_COLOURS)  # no two statuses look alike

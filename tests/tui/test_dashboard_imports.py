@@ -51,8 +51,8 @@ def test_importing_the_app_loads_no_torch_pynvml_or_autotune_and_of_profilers_on
 
 
 def test_tui_may_import_no_profilers_module_but_the_contract() -> None:
-    """tui/ruff.toml bans profilers' two other packages by prefix (a ban of "profilers" would ban the
-    contract too): profilers/ holds nothing but the three packages, each banned but the contract."""
+    """tui/ruff.toml bans profilers' other packages by prefix (a ban of "profilers" would ban the
+    contract too): profilers/ holds nothing but these four packages, each banned but the contract."""
     import tomllib
 
     config = tomllib.loads((ROOT / "tui" / "ruff.toml").read_text())
@@ -62,7 +62,7 @@ def test_tui_may_import_no_profilers_module_but_the_contract() -> None:
         for p in (ROOT / "profilers").iterdir()
         if (p.suffix == ".py" and p.stem != "__init__") or (p.is_dir() and (p / "__init__.py").exists())
     }
-    assert modules == {"contract", "runtime", "traces"}
+    assert modules == {"contract", "hardware", "runtime", "traces"}
     assert {f"profilers.{m}" for m in modules - {"contract"}} <= set(banned)
     assert "profilers.contract" not in banned and "profilers" not in banned
 
