@@ -105,7 +105,7 @@ def apply_tuned(run: RunData) -> Recommendation | None:
             f"(anchor {best.anchor})"
         )
     evidence = [
-        f"trial {best.id} ({_label(params)}) measured {best.throughput or 0:,.1f} samples/s "
+        f"trial {best.id} ({_label(params)}) measured {best.samples_per_s or 0:,.1f} samples/s "
         f"against {against} in the search" + (f" ({search:.2f}x)" if search is not None else ""),
         f"peak memory {gib(best.peak_memory_bytes)} against the baseline's {gib(base.peak_memory_bytes)}",
     ]
@@ -128,8 +128,8 @@ def apply_tuned(run: RunData) -> Recommendation | None:
     apply = _apply_line(study, base, params)
     figures = {
         "best_trial": best.id,
-        "samples_per_s": best.throughput,
-        "baseline_samples_per_s": base.throughput,
+        "samples_per_s": best.samples_per_s,
+        "baseline_samples_per_s": base.samples_per_s,
         "anchor": best.anchor,  # the process of the baseline's configuration the search ratio is over
         "anchor_samples_per_s": anchor_rate,
         "speedup": speedup,
@@ -295,10 +295,10 @@ def precision_study(run: RunData) -> Recommendation | None:
         if t.status == TrialStatus.DIVERGED:
             evidence.append(f"{what} diverged: {t.error}")
             continue
-        twin, rate = _twin(t, run), t.throughput or 0.0
+        twin, rate = _twin(t, run), t.samples_per_s or 0.0
         line = f"{what} {check}: {rate:,.1f} samples/s"
-        if twin is not None and twin.throughput:
-            ratios.append(rate / twin.throughput)
+        if twin is not None and twin.samples_per_s:
+            ratios.append(rate / twin.samples_per_s)
             line += f", {ratios[-1]:.2f}x trial {twin.id} in {_precision(twin) or 'fp32'}"
         evidence.append(line)
     verdict = pair_verdict(ratios)

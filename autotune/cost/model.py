@@ -179,7 +179,7 @@ def study_cost_section(
         duty_cycle,
         dataset_samples,
         devices=best.world_size,
-        samples_per_s=_number(best.throughput),
+        samples_per_s=_number(best.samples_per_s),
         tokens_per_s=_number(best.tokens_per_s),
         per_million=per_million,
         joules=_number(best.joules_per_sample),
@@ -233,7 +233,7 @@ def _trial_cost(trial: TrialEntry, quote: PriceQuote, study_price: float | None)
     From its throughput when the summary has it; else its recorded cost rescaled from the
     study's price to ``quote``'s.
     """
-    rate = _number(trial.throughput)
+    rate = _number(trial.samples_per_s)
     if rate:
         return usd_per_million_samples(rate, trial.world_size, quote.usd_per_gpu_hour)
     recorded = _number(trial.usd_per_million_samples)

@@ -170,7 +170,7 @@ def overview_section(run: RunData, notes: tuple[str, ...]) -> Overview:
             run_dir=str(run.run_dir),
             finished=run.finished,
             step_time_median_s=best.step_time_s if best else None,
-            samples_per_s=best.throughput if best else None,
+            samples_per_s=best.samples_per_s if best else None,
             tokens_per_s=best.tokens_per_s if best else None,
             peak_memory_bytes=best.peak_memory_bytes if best else None,
             precision=figures.precision if figures else None,
@@ -314,7 +314,7 @@ def sweep_section(run: RunData) -> SweepSection | None:
             SweepPoint(
                 trial_id=trial.id,
                 batch=float(batch),
-                samples_per_s=trial.throughput,
+                samples_per_s=trial.samples_per_s,
                 peak_memory_bytes=trial.peak_memory_bytes,
                 status=trial.status,
             )
@@ -355,7 +355,7 @@ def pareto_section(run: RunData, price_per_gpu_hour: float | None) -> ParetoSect
         return None
     points: list[tuple[TrialEntry, float, float]] = []
     for trial in run.trials:
-        rate = trial.throughput
+        rate = trial.samples_per_s
         usd = usd_per_million(rate, trial.world_size, price_per_gpu_hour) if rate else None
         if not trial.ok or usd is None or rate is None:
             continue

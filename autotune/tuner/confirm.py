@@ -133,16 +133,6 @@ class Verdict:
     speedup_ci95: tuple[float, float] | None  # its 95% interval (2 rounds or more)
     confirmed: bool  # the interval's low end is above 1
 
-    def entry(self) -> dict[str, Any]:
-        """The keys ``best`` gains in summary.json."""
-        return {
-            "speedup_confirmation_rounds": self.rounds,
-            "speedup_ratios": list(self.ratios),
-            "speedup_geomean": self.speedup,
-            "speedup_ci95": list(self.speedup_ci95) if self.speedup_ci95 else None,
-            "confirmed": self.confirmed,
-        }
-
 
 def verdict(runs: Iterable[ConfirmRun], best_id: int) -> Verdict:
     """The speedup of ``best_id`` over the baseline from its rounds (ok pairs only)."""

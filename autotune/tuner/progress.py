@@ -235,8 +235,8 @@ class Progress:
         label = verdict.best_label
         self.console.print(f"[bold]{label}[/bold] (trial {best.id}): {_format_params(best.params)}")
         parts = [f"{summary.metric} {_number(best.objective)} in the search"]
-        if base is not None and base.throughput:
-            parts.append(f"baseline {_number(base.throughput)} samples/s")
+        if base is not None and base.samples_per_s:
+            parts.append(f"baseline {_number(base.samples_per_s)} samples/s")
         if best.cost_saving_vs_baseline is not None:
             parts.append(f"{100 * best.cost_saving_vs_baseline:.0f}% cheaper per sample")
         self.console.print("  " + verdict_line(summary))

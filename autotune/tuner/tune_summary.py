@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +24,7 @@ from profilers.contract.schema import TUNE_SUMMARY_SCHEMA, TrialStatus
 from profilers.contract.spread import AnchorRun, SearchRatio, midpoint, process_spread, search_ratio
 from profilers.contract.study import pareto_front
 from profilers.contract.study_cost import study_bill
-from profilers.contract.summaries import TuningSummary
+from profilers.contract.summaries import BestEntry, TrialEntry, TuningSummary
 from profilers.contract.verdict import study_verdict
 
 if TYPE_CHECKING:
@@ -73,58 +73,27 @@ def trial_ratio(trial: Trial, anchor_list: Sequence[AnchorRun]) -> SearchRatio:
 
 def trial_entry(
     trial: Trial, anchor_list: Sequence[AnchorRun] = (), price_per_gpu_hour: float | None = None
-) -> dict[str, Any]:
+) -> TrialEntry:
     """One trial as ``summary.json`` lists it (``anchor_list``: the baseline's processes).
 
-    ``price_per_gpu_hour``: what its device-hours cost (the study's bill, contract.bill).
+    What the study stored of it, read as a summary reads a stored trial
+    (:meth:`TrialEntry.from_stored`), with what the summary works out: its ratio to its anchor, and
+    what its device-hours cost at ``price_per_gpu_hour`` (the study's bill, contract.bill). Read
+    back from what it writes, as every reader of the summary will read it.
     """
-    m, f = metrics(trial), facts(trial)
+    where = f"the study's trial {trial.id}"
+    entry = TrialEntry.from_stored(trial.to_dict(), where)
     ratio = trial_ratio(trial, anchor_list)
-    held = device_hours(trial.duration_s, f.world_size) if trial.status != TrialStatus.SKIPPED else 0.0
-    return {
-        "id": trial.id,
-        "baseline": trial.baseline,
-        "params": trial.params,
-        "status": trial.status,
-        "objective": trial.value,
-        "throughput": m.samples_per_s,
-        "tokens_per_s": m.tokens_per_s,
-        "peak_memory_bytes": m.peak_memory_bytes,
-        "step_time_s": m.step_time_s,
-        "usd_per_million_samples": m.usd_per_million_samples,
-        "joules_per_sample": m.joules_per_sample,
-        "world_size": f.world_size,
-        "duration_s": trial.duration_s,
-        # what running it cost the study: its wall time on its devices, at the study's price
-        "device_hours": held,
-        "cost_usd": None if held is None or price_per_gpu_hour is None else held * price_per_gpu_hour,
-        "stop_reason": f.stop_reason,
-        # stopped early as losing (tuner.early_stop): the floor it fell below, how set, against which trial
-        "stop_floor_samples_per_s": f.stop_floor,
-        "stop_rule": f.stop_rule,
-        "stop_best_id": f.stop_best_id,
-        "throughput_ci95": None if f.throughput_ci95 is None else list(f.throughput_ci95),
-        "stable": f.stable,
-        "other_load_cores": f.other_load_cores,
-        "load_cores": f.load_cores,
-        "starved_share": f.starved_share,
-        "busy_before": f.busy_before,
-        "threads_per_rank": f.threads_per_rank,
-        "precision": f.precision,  # what the profiler saw the model run in
-        "params_used": f.params_used,
-        "run_dir": f.run_dir,
-        # where and when it ran (autotune.tuner.running): "local", this host, "cuda:0" / "cpu:1"
-        "executor": f.executor,
-        "node": f.node,
-        "devices": f.devices,
-        "started_at": f.started_at,
-        "ended_at": f.ended_at,
-        "error": trial.error,
-        # its throughput over the nearest anchor's, with the between-process spread (contract.spread)
-        "speedup_vs_baseline": ratio.ratio,
-        "speedup_vs_baseline_ci95": list(ratio.ci95) if ratio.ci95 else None,
-        "anchor": ratio.anchor,
-    }
+    held = device_hours(trial.duration_s, entry.world_size) if trial.status != TrialStatus.SKIPPED else 0.0
+    written = replace(
+        entry,
+        device_hours=held,
+        cost_usd=None if held is None or price_per_gpu_hour is None else held * price_per_gpu_hour,
+        speedup_vs_baseline=ratio.ratio,
+        speedup_vs_baseline_ci95=ratio.ci95,
+        anchor=ratio.anchor,
+    )
+    return TrialEntry.parse(written.to_json(), where)
 
 
 def tune_summary(
@@ -148,6 +117,7 @@ def tune_summary(
     spread = process_spread(anchor_list)
     quote = study_price(config, baseline)
     price = quote.usd_per_gpu_hour if quote is not None else None
+    best_entry = None if best is None else _best_entry(best, baseline, anchor_list, confirmations, price)
     settings = config.settings
     out: dict[str, Any] = {
         "schema": TUNE_SUMMARY_SCHEMA,
@@ -166,13 +136,13 @@ def tune_summary(
         "n_trials": config.n_trials,
         "trials_run": study.n_run,
         "status_counts": {s: n for s in _statuses(trials) if (n := sum(t.status == s for t in trials))},
-        "baseline": None if baseline is None else trial_entry(baseline, anchor_list, price),
-        "best": None if best is None else _best_entry(best, baseline, anchor_list, confirmations, price),
+        "baseline": None if baseline is None else trial_entry(baseline, anchor_list, price).to_json(),
+        "best": None if best_entry is None else best_entry.to_json(),
         "pareto": _pareto(ok) if config.multi_objective else None,
         "stopped": stopped,
         # the study found that what it tunes changes nothing (a knob never read): no best, no advice
         "no_effect": no_effect,
-        "trials": [trial_entry(t, anchor_list, price) for t in trials],
+        "trials": [trial_entry(t, anchor_list, price).to_json() for t in trials],
         "anchor_every": config.anchor_every,
         "parallel": config.parallel,
         "executor": config.executor,
@@ -223,13 +193,22 @@ def _best_entry(
     anchor_list: Sequence[AnchorRun],
     confirmations: Sequence[ConfirmRun],
     price_per_gpu_hour: float | None,
-) -> dict[str, Any]:
+) -> BestEntry:
+    """The best trial's entry, with its cost against the baseline's and its re-measured speedup."""
     entry = trial_entry(best, anchor_list, price_per_gpu_hour)
     mine, base = metrics(best), TrialMetrics() if baseline is None else metrics(baseline)
     cost, base_cost = mine.usd_per_million_samples, base.usd_per_million_samples
-    entry["cost_saving_vs_baseline"] = 1 - cost / base_cost if cost is not None and base_cost else None
-    entry.update(verdict(confirmations, best.id).entry())
-    return entry
+    again = verdict(confirmations, best.id)
+    written = BestEntry(
+        **{f.name: getattr(entry, f.name) for f in fields(TrialEntry)},
+        cost_saving_vs_baseline=1 - cost / base_cost if cost is not None and base_cost else None,
+        speedup_confirmation_rounds=again.rounds,
+        speedup_ratios=again.ratios,
+        speedup_geomean=again.speedup,
+        speedup_ci95=again.speedup_ci95,
+        confirmed=again.confirmed,
+    )
+    return BestEntry.parse(written.to_json(), f"the study's best trial {best.id}")
 
 
 def _pareto(ok: list[Trial]) -> list[int]:

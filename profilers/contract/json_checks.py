@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
+from enum import Enum
 from typing import Any
 
 from profilers.contract.lenient import READERS, member
@@ -189,6 +190,45 @@ def checked_fields(record: type, data: Any, where: str, skip: Iterable[str] = ()
     return out
 
 
+#: A field's metadata: the record keeps it for itself (a parsed document's ``raw``), never writes it.
+NOT_WRITTEN: dict[str, Any] = {"written": False}
+
+
+def json_value(value: Any) -> Any:
+    """``value`` as JSON holds it (records, tuples, members, mappings and lists made plain)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return record_json(value)
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, tuple | list):
+        return [json_value(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): json_value(v) for k, v in value.items()}
+    return value
+
+
+def record_json(record: Any) -> dict[str, Any]:
+    """The JSON object of the dataclass ``record``, written as :func:`checked_fields` reads it back.
+
+    Each field under the key its metadata gives (:func:`stored_as`), else its name; a field marked
+    :data:`NOT_WRITTEN` is left out; values as :func:`json_value` writes them.
+
+    >>> @dataclasses.dataclass
+    ... class Loss:
+    ...     first: float | None
+    ...     phases: tuple[str, ...] = dataclasses.field(default=(), metadata=stored_as("phase_names"))
+    >>> record_json(Loss(2.0, ("forward",)))
+    {'first': 2.0, 'phase_names': ['forward']}
+    >>> Loss(**checked_fields(Loss, record_json(Loss(2.0, ("forward",))), "loss"))
+    Loss(first=2.0, phases=('forward',))
+    """
+    return {
+        f.metadata.get("key") or f.name: json_value(getattr(record, f.name))
+        for f in dataclasses.fields(record)
+        if f.metadata.get("written", True)
+    }
+
+
 def checked_records(record: type, data: Any, where: str) -> tuple[Any, ...]:
     """Each object of the JSON list ``data`` (null: none) read as ``record`` by :func:`checked_fields`."""
     if data is None:
@@ -205,6 +245,7 @@ def str_list(entry: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
 
 __all__ = [
     "CHECKED_READERS",
+    "NOT_WRITTEN",
     "SummaryError",
     "checked_fields",
     "checked_object",
@@ -212,6 +253,7 @@ __all__ = [
     "checked_value",
     "inner_where",
     "is_number",
+    "json_value",
     "nested",
     "nested_records",
     "optional_dict",
@@ -219,6 +261,7 @@ __all__ = [
     "optional_list",
     "optional_number",
     "optional_str",
+    "record_json",
     "stored_as",
     "str_list",
 ]

@@ -12,10 +12,11 @@ summary.json's dict went.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 from profilers.contract.bill import StudyBill
 from profilers.contract.figures import (
@@ -33,6 +34,7 @@ from profilers.contract.figures import (
     TopOp,
 )
 from profilers.contract.json_checks import (
+    NOT_WRITTEN,
     SummaryError,
     checked_fields,
     checked_object,
@@ -42,6 +44,8 @@ from profilers.contract.json_checks import (
     nested_records,
     optional_dict,
     optional_int,
+    record_json,
+    stored_as,
 )
 from profilers.contract.lenient import member_of
 from profilers.contract.load import RunLoad, load_from
@@ -68,58 +72,91 @@ class _ReadsAsItsDict(Mapping[str, Any]):
         return dict(self.raw)
 
 
+def _stored(part: str, name: str, **more: Any) -> dict[str, Any]:
+    """A trial entry field's metadata: where a study store's trial record holds it.
+
+    ``part``: the record itself, its ``metrics`` or its ``attrs``; ``name``: its key there.
+    """
+    return {"stored": (part, name), **more}
+
+
 @dataclass(frozen=True)
 class TrialEntry(_ReadsAsItsDict):
-    """One trial of a tuning summary, checked (see the module's doc)."""
+    """One trial of a tuning summary, checked (see the module's doc).
 
-    id: int
-    status: TrialStatus
-    raw: dict[str, Any] = field(repr=False, compare=False)
-    params: dict[str, Any] = field(default_factory=dict)  # what the study set (empty for the baseline)
-    objective: float | None = None
-    throughput: float | None = None  # samples/s, job-wide
-    peak_memory_bytes: int | None = None
-    step_time_s: float | None = None
-    run_dir: str | None = None  # relative to the study (schema.resolve_trial_dir)
-    error: str | None = None
-    params_used: dict[str, Any] = field(default_factory=dict)  # what its code read, with the values it used
-    tokens_per_s: float | None = None
-    world_size: int = 1  # ranks the trial ran on
+    Written by the tuner as this record (:meth:`to_json`) and read back by :meth:`parse`; a field's
+    metadata says where a study store's trial record holds it (:meth:`from_stored`, the one mapping
+    of a stored trial to its entry). The fields without are worked out when the summary is written.
+    """
+
+    id: int = field(metadata=_stored("record", "id"))
+    status: TrialStatus = field(metadata=_stored("record", "status", **member_of(TrialStatus)))
+    raw: dict[str, Any] = field(repr=False, compare=False, metadata=NOT_WRITTEN)
+    baseline: bool = False  # the run of the script's own defaults (no params)
+    #: what the study set (empty for the baseline)
+    params: dict[str, Any] = field(default_factory=dict, metadata=_stored("record", "params"))
+    objective: float | None = field(default=None, metadata=_stored("record", "value"))
+    #: samples/s, job-wide (summary.json's key: ``throughput``)
+    samples_per_s: float | None = field(
+        default=None, metadata=_stored("metrics", "samples_per_s", **stored_as("throughput"))
+    )
+    tokens_per_s: float | None = field(default=None, metadata=_stored("metrics", "tokens_per_s"))
+    peak_memory_bytes: int | None = field(default=None, metadata=_stored("metrics", "peak_memory_bytes"))
+    step_time_s: float | None = field(default=None, metadata=_stored("metrics", "step_time_s"))
+    #: at the study's price, when it had one
+    usd_per_million_samples: float | None = field(
+        default=None, metadata=_stored("metrics", "usd_per_million_samples")
+    )
+    #: the GPUs' energy over its samples (NVML)
+    joules_per_sample: float | None = field(default=None, metadata=_stored("metrics", "joules_per_sample"))
+    world_size: int = field(default=1, metadata=_stored("attrs", "world_size"))  # ranks it ran on
+    duration_s: float | None = field(default=None, metadata=_stored("record", "duration_s"))  # wall time
+    #: What running it cost the study: its wall time on its devices, and that at the study's price.
+    device_hours: float | None = None
+    cost_usd: float | None = None
+    #: why its step budget ended it (stopping.STOP_REASONS)
+    stop_reason: str | None = field(default=None, metadata=_stored("attrs", "stop_reason"))
+    #: Stopped early as losing: the floor it fell below, "spread" or "share", and the trial it was
+    #: measured against (autotune.tuner.early_stop).
+    stop_floor_samples_per_s: float | None = field(default=None, metadata=_stored("attrs", "stop_floor"))
+    stop_rule: str | None = field(default=None, metadata=_stored("attrs", "stop_rule"))
+    stop_best_id: int | None = field(default=None, metadata=_stored("attrs", "stop_best_id"))
+    #: samples/s; an open end is None
+    throughput_ci95: tuple[float | None, float | None] | None = field(
+        default=None, metadata=_stored("attrs", "throughput_ci95")
+    )
+    #: its steps' spread within the study's bound
+    stable: bool | None = field(default=None, metadata=_stored("attrs", "stable"))
+    #: other processes' CPU while it ran
+    other_load_cores: float | None = field(default=None, metadata=_stored("attrs", "other_load_cores"))
+    #: the cores other_load_cores is over (its slot's when pinned)
+    load_cores: int | None = field(default=None, metadata=_stored("attrs", "load_cores"))
+    #: share of its measured steps it ran short of CPU (contract.load)
+    starved_share: float | None = field(default=None, metadata=_stored("attrs", "starved_share"))
+    #: its first run's starved share, when that run was too busy to measure and it ran again once calmer
+    busy_before: float | None = field(default=None, metadata=_stored("attrs", "busy_before"))
+    threads_per_rank: int | None = field(default=None, metadata=_stored("attrs", "threads_per_rank"))
+    #: what its model ran in, as the profiler saw it
+    precision: str | None = field(default=None, metadata=_stored("attrs", "precision"))
+    #: what its code read, with the values it used
+    params_used: dict[str, Any] = field(default_factory=dict, metadata=_stored("attrs", "params_used"))
+    #: relative to the study (schema.resolve_trial_dir)
+    run_dir: str | None = field(default=None, metadata=_stored("attrs", "run_dir"))
+    #: Where and when it ran: "local" or "ray", the host, its devices ("cuda:0", "cpu:1"), unix seconds.
+    executor: str | None = field(default=None, metadata=_stored("attrs", "executor"))
+    node: str | None = field(default=None, metadata=_stored("attrs", "node"))
+    devices: str | None = field(default=None, metadata=_stored("attrs", "devices"))
+    started_at: float | None = field(default=None, metadata=_stored("attrs", "started_at"))
+    ended_at: float | None = field(default=None, metadata=_stored("attrs", "ended_at"))
+    error: str | None = field(default=None, metadata=_stored("record", "error"))
     #: Its throughput over the nearest anchor's (a process of the baseline's configuration), in the
     #: search, and that ratio's 95% interval with the spread between processes (contract.spread).
     speedup_vs_baseline: float | None = None
     speedup_vs_baseline_ci95: tuple[float, float] | None = None
     anchor: int | None = None  # the anchor it was taken against (0: the baseline trial)
-    #: Where it ran: "local" or "ray", the host, and its devices ("cuda:0", "cpu:1").
-    executor: str | None = None
-    node: str | None = None
-    devices: str | None = None
-    baseline: bool = False  # the run of the script's own defaults
-    cost_saving_vs_baseline: float | None = None  # 0-1, per sample at the study's price, in the search
-    precision: str | None = None  # what its model ran in, as the profiler saw it
-    duration_s: float | None = None  # the trial's wall time
-    usd_per_million_samples: float | None = None  # at the study's price, when it had one
-    joules_per_sample: float | None = None  # the GPUs' energy over its samples (NVML)
-    stop_reason: str | None = None  # why its step budget ended it (stopping.STOP_REASONS)
-    #: Stopped early as losing: the floor it fell below, "spread" or "share", and the trial it was
-    #: measured against (autotune.tuner.early_stop).
-    stop_floor_samples_per_s: float | None = None
-    stop_rule: str | None = None
-    stop_best_id: int | None = None
-    throughput_ci95: tuple[float | None, float | None] | None = None  # samples/s; an open end is None
-    stable: bool | None = None  # its steps' spread within the study's bound
-    other_load_cores: float | None = None  # other processes' CPU while it ran
-    starved_share: float | None = None  # share of its measured steps it ran short of CPU (contract.load)
-    #: Its first run's starved share, when that run was too busy to measure and it ran again once calmer.
-    busy_before: float | None = None
-    load_cores: int | None = None  # the cores other_load_cores is over (its slot's when pinned)
-    #: The best trial's re-measurement against the baseline (autotune.tuner.confirm.Verdict.entry).
-    speedup_confirmation_rounds: int = 0
-    speedup_geomean: float | None = None
-    speedup_ci95: tuple[float, float] | None = None
 
     @classmethod
-    def parse(cls, data: Any, where: str) -> TrialEntry:
+    def parse(cls, data: Any, where: str) -> Self:
         """The entry ``data`` (a summary's dict), or SummaryError naming ``where`` and the field."""
         if not isinstance(data, dict):
             raise SummaryError(f"{where}: a trial entry must be an object, not {type(data).__name__}")
@@ -136,7 +173,7 @@ class TrialEntry(_ReadsAsItsDict):
         return cls(id=trial_id, status=TrialStatus(status), raw=data, **fields)
 
     @classmethod
-    def parse_optional(cls, data: Any, where: str) -> TrialEntry | None:
+    def parse_optional(cls, data: Any, where: str) -> Self | None:
         """The entry ``data``, checked; None for null (a study with no best trial yet)."""
         return None if data is None else cls.parse(data, where)
 
@@ -151,18 +188,34 @@ class TrialEntry(_ReadsAsItsDict):
     def from_stored(cls, record: Any, where: str) -> TrialEntry:
         """A study store's trial record (the search library's ``Trial.to_dict``) as a summary's entry.
 
-        What a study's run.db holds before its summary.json lists the trial (the dashboard follows a
-        study from its first trial); SummaryError naming ``where`` for a record it cannot read.
+        Each field from where its metadata says the record holds it; the figures worked out when a
+        summary is written (speedups, the bill) are not in a record and stay unset. What a study's
+        run.db holds before its summary.json lists the trial (the dashboard follows a study from its
+        first trial), and what the tuner's summary starts each entry from; SummaryError naming
+        ``where`` for a record it cannot read.
         """
         if not isinstance(record, dict):
             raise SummaryError(f"{where}: a trial record must be an object, not {type(record).__name__}")
+        parts = {
+            "record": record,
+            "metrics": optional_dict(record, "metrics", where),
+            "attrs": optional_dict(record, "attrs", where),
+        }
         params = optional_dict(record, "params", where)
-        metrics = optional_dict(record, "metrics", where)
-        attrs = optional_dict(record, "attrs", where)
-        entry = {"baseline": not params, "params": params}
-        for key, source, name in _STORED_TRIAL_FIELDS:
-            entry[key] = {"record": record, "metrics": metrics, "attrs": attrs}[source].get(name)
+        entry: dict[str, Any] = {"baseline": not params}
+        for f in dataclasses.fields(cls):
+            if "stored" in f.metadata:
+                part, key = f.metadata["stored"]
+                entry[f.metadata.get("key") or f.name] = parts[part].get(key)
         return cls.parse(entry, where)
+
+    def to_json(self) -> dict[str, Any]:
+        """The entry as summary.json holds it.
+
+        Every field (:func:`json_checks.record_json`), and the keys of a newer writer that this
+        version read but does not know.
+        """
+        return {**self.raw, **record_json(self)}
 
     @property
     def ok(self) -> bool:
@@ -170,20 +223,17 @@ class TrialEntry(_ReadsAsItsDict):
         return self.status == TrialStatus.OK
 
 
-#: A summary trial entry's keys from a stored trial record: (entry key, part of the record, its key).
-_STORED_TRIAL_FIELDS = (
-    ("id", "record", "id"),
-    ("status", "record", "status"),
-    ("objective", "record", "value"),
-    ("duration_s", "record", "duration_s"),
-    ("error", "record", "error"),
-    ("throughput", "metrics", "samples_per_s"),
-    ("peak_memory_bytes", "metrics", "peak_memory_bytes"),
-    ("step_time_s", "metrics", "step_time_s"),
-    ("world_size", "attrs", "world_size"),
-    ("stop_reason", "attrs", "stop_reason"),
-    ("run_dir", "attrs", "run_dir"),
-)
+@dataclass(frozen=True)
+class BestEntry(TrialEntry):
+    """A tuning summary's ``best``: its trial entry with what comparing it to the baseline found."""
+
+    cost_saving_vs_baseline: float | None = None  # 0-1, per sample at the study's price, in the search
+    #: The best trial's re-measurement against the baseline (autotune.tuner.confirm.Verdict).
+    speedup_confirmation_rounds: int = 0
+    speedup_ratios: tuple[float | None, ...] | None = None  # best over baseline, per round
+    speedup_geomean: float | None = None
+    speedup_ci95: tuple[float, float] | None = None
+    confirmed: bool | None = None  # the interval's low end is above 1
 
 
 @dataclass(frozen=True)
@@ -253,7 +303,7 @@ class TuningSummary:
     """A tuning study's summary.json: its trials, best and baseline checked (``raw``: the whole)."""
 
     trials: tuple[TrialEntry, ...] = field(metadata=nested(TrialEntry.parse_list))
-    best: TrialEntry | None = field(metadata=nested(TrialEntry.parse_optional))
+    best: BestEntry | None = field(metadata=nested(BestEntry.parse_optional))
     baseline: TrialEntry | None = field(metadata=nested(TrialEntry.parse_optional))
     stopped: str | None
     raw: dict[str, Any] = field(repr=False, compare=False)
@@ -308,7 +358,7 @@ class TuningSummary:
     def anchor_rate(self, entry: TrialEntry) -> float | None:
         """The samples/s of the anchor ``entry``'s search ratio was taken against (0: the baseline)."""
         if not entry.anchor:
-            return self.baseline.throughput if self.baseline is not None else None
+            return self.baseline.samples_per_s if self.baseline is not None else None
         return next((a.samples_per_s for a in self.anchors if a.round == entry.anchor), None)
 
     @classmethod

@@ -64,7 +64,7 @@ def trial_view(entry: TrialEntry, best_id: int | None, names: Iterable[str] | No
         params=ran_with(entry, shown),
         status=entry.status,
         objective=entry.objective,
-        samples_per_s=_number(entry.throughput),
+        samples_per_s=_number(entry.samples_per_s),
         peak_memory_bytes=_number(entry.peak_memory_bytes),
         step_time_s=_number(entry.step_time_s),
         world_size=entry.world_size if "world_size" in entry.raw else None,

@@ -57,7 +57,7 @@ def test_a_studys_trial_entries_are_typed_and_still_read_as_the_summarys(study_r
         assert dict(entry) == raw  # every key the tuner wrote, as written
         assert (entry.id, entry.status, entry.params) == (raw["id"], raw["status"], raw["params"])
         assert entry.get("speedup_vs_baseline") == raw.get("speedup_vs_baseline")
-        assert entry.throughput == raw["throughput"] and entry.ok == (raw["status"] == "ok")
+        assert entry.samples_per_s == raw["throughput"] and entry.ok == (raw["status"] == "ok")
 
 
 @pytest.mark.slow  # the study_run fixture runs a real study

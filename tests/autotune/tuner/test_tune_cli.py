@@ -520,26 +520,35 @@ def test_kill_9_with_trials_in_flight_then_resume_stops_them_and_runs_them_again
 def test_kill_9_during_a_re_measurement_then_resume_stops_it_before_running_it_again(tmp_path):
     """A study killed while it re-measures the baseline left that process running, and --resume ran
     the same re-measurement again into the same folder beside it: each measured the other."""
-    run_dir = tmp_path / "study"
     one = '[space.batch_size]\ntype = "choice"\nchoices = [128]\narg = "--batch-size={value}"\n'
     space = space_file(tmp_path, one)
     # 3,000 steps a run: each re-measurement runs for a second or more, time enough to be killed in
     slow = ["--trial-steps", "3000", "--stable-within", "0", "--warmup-steps", "2", "--trial-timeout", "120",
-            "--no-plan-prior", "--confirm-rounds", "1", "--anchor-every", "0"]  # fmt: skip
-    args = ["--space", space, "--trials", "2", "--run-dir", str(run_dir), *slow]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "autotune", "tune", *args, UNMODIFIED],
-        env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    running = run_dir / ".running"
-    try:
+            "--no-plan-prior", "--confirm-rounds", "1", "--anchor-every", "0", "--calm-wait", "0"]  # fmt: skip
+    # A re-measurement starts only when the search trial was measured and beat the baseline; on a
+    # machine too busy to measure it that trial is left out as "busy" and the study ends without one.
+    # That is the load, not what is tested here: such a study is started again (three at most).
+    for attempt in range(3):
+        run_dir = tmp_path / f"study-{attempt}"
+        args = ["--space", space, "--trials", "2", "--run-dir", str(run_dir), *slow]
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "autotune", "tune", *args, UNMODIFIED],
+            env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        running = run_dir / ".running"
         end = time.monotonic() + 180
-        while time.monotonic() < end and not list(running.glob("confirm-*.json")):
-            assert proc.poll() is None, proc.communicate()
+        while time.monotonic() < end and not list(running.glob("confirm-*.json")) and proc.poll() is None:
             time.sleep(0.1)
-    finally:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.communicate()
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            break
+        _, stderr = proc.communicate()
+        summary = json.loads((run_dir / "summary.json").read_text())
+        statuses = [t["status"] for t in summary["trials"]]
+        assert "busy" in statuses, f"the study ended without a re-measurement: {statuses}\n{stderr}"
+    else:
+        pytest.fail("three studies in a row had their search trial measured busy: no re-measurement to kill")
     [claim_file] = list(running.glob("confirm-*.json"))
     pgid = json.loads(claim_file.read_text())["pgid"]
     assert _alive(pgid)  # the re-measurement runs on without its tuner

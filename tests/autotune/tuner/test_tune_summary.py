@@ -168,3 +168,27 @@ def test_the_summary_is_valid_json_and_replaced_atomically(tmp_path: Path) -> No
     write_json(path, {"second": math.pi})
     assert _strict(path.read_text()) == {"second": math.pi}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["summary.json"]
+
+
+def test_a_written_trial_entry_has_exactly_the_keys_its_reference_names(tmp_path: Path) -> None:
+    # the record writes every field it reads (one type both ways); the docs' table names each key
+    import re
+
+    from profilers.contract.fields import TUNE_SUMMARY_FIELDS
+
+    def named(key: str) -> set[str]:
+        doc = next(d for d in TUNE_SUMMARY_FIELDS if d.keys == (key,))
+        return set(re.findall(r"`([a-z_0-9]+)`", doc.meaning))
+
+    study = Study(SPACE, searcher="random")
+    study.record(measured(0, {}, 400.0, 1e9, "throughput"))
+    study.record(measured(1, {"micro_batch": 8}, 1000.0, 1e9, "throughput"))
+    out = json.loads(json.dumps(tune_summary(study, config(), tmp_path, None)))
+    entry_keys = set(out["trials"][1])
+    assert entry_keys <= named("trials") and "throughput" in entry_keys and "samples_per_s" not in entry_keys
+    assert set(out["best"]) - entry_keys <= named("best")
+    assert set(out["best"]) - entry_keys == {
+        "cost_saving_vs_baseline", "speedup_confirmation_rounds", "speedup_ratios", "speedup_geomean",
+        "speedup_ci95", "confirmed",
+    }  # fmt: skip
+    assert out["trials"][1]["status"] == "ok" and out["status_counts"] == {"ok": 2}
