@@ -38,3 +38,11 @@ def test_the_trials_screen_says_how_the_trials_ran_and_how_much_ran_short_of_cpu
     assert info.placement is not None and "up to 2 at once" in info.placement
     # never measured again: the top trial is the search's highest, not a best to apply
     assert info.best_label == "highest in the search"
+
+
+def test_every_trial_status_has_its_colour_on_the_dashboard() -> None:
+    from profilers.contract.schema import TrialStatus
+    from tui.draw import STATUS_STYLES
+
+    assert set(TrialStatus) <= set(STATUS_STYLES)
+    assert STATUS_STYLES["busy"] == STATUS_STYLES[TrialStatus.BUSY]  # a stored string finds its member's

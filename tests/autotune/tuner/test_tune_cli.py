@@ -524,7 +524,8 @@ def test_kill_9_during_a_re_measurement_then_resume_stops_it_before_running_it_a
     space = space_file(tmp_path, one)
     # 3,000 steps a run: each re-measurement runs for a second or more, time enough to be killed in
     slow = ["--trial-steps", "3000", "--stable-within", "0", "--warmup-steps", "2", "--trial-timeout", "120",
-            "--no-plan-prior", "--confirm-rounds", "1", "--anchor-every", "0", "--calm-wait", "0"]  # fmt: skip
+            "--no-plan-prior", "--confirm-rounds", "1", "--anchor-every", "0",
+            "--calm-wait", "0"]  # fmt: skip
     # A re-measurement starts only when the search trial was measured and beat the baseline; on a
     # machine too busy to measure it that trial is left out as "busy" and the study ends without one.
     # That is the load, not what is tested here: such a study is started again (three at most).
