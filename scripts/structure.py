@@ -35,6 +35,12 @@ START_UPS: dict[str, str] = {
 }
 
 
+#: What tui/ may import of autotune at module level: the formatting helpers and the records it shows
+#: (no torch, no plotly, nothing of the tuner). The report it builds on demand is imported where it
+#: is built (a function-local import, with its reason).
+TUI_IMPORTS_OF_AUTOTUNE = ("autotune.fmt", "autotune.advice.records")
+
+
 def modules() -> dict[str, Path]:
     """Dotted module name to its file, for every module of the three packages."""
     out = {}
@@ -66,6 +72,19 @@ def imports(path: Path, name: str) -> Iterator[tuple[str, bool, int]]:
             # too, but that is no dependency on what the package holds)
             for alias in node.names:
                 yield f"{base}.{alias.name}", id(node) in top, node.lineno
+
+
+def tui_imports_of_autotune(all_modules: dict[str, Path]) -> list[tuple[str, int, str, bool]]:
+    """(tui module, line, autotune module, whether at module level) of every import of autotune in tui/."""
+    out = []
+    for name, path in all_modules.items():
+        if name.split(".")[0] != "tui":
+            continue
+        for target, top, line in imports(path, name):
+            project = _project_module(all_modules, target)
+            if project.split(".")[0] == "autotune":
+                out.append((name, line, project, top))
+    return sorted(out)
 
 
 def package_of(module: str) -> str:

@@ -59,3 +59,15 @@ def test_a_local_import_with_no_reason_is_found(tmp_path):
     assert reasons == {"import heavy": "third-party: torch", "import plain": "start-up: start"}
     reasons = {r[3]: r[0] for r in s.local_import_reasons(mods, {"start": {"light", "plain", "json"}})}
     assert reasons["import plain"] == "none"
+
+
+def test_tui_imports_of_autotune_only_its_declared_light_part_at_module_level():
+    # the formatting helpers and the records it shows, at the top; the report builders where a
+    # report is built (function-local, each with its reason as every other)
+    s = structure()
+    found = s.tui_imports_of_autotune(s.modules())
+    at_top = {target for _, _, target, top in found if top}
+    assert at_top == set(s.TUI_IMPORTS_OF_AUTOTUNE)
+    local = [(m, line, target) for m, line, target, top in found if not top]
+    assert [x for x in local if x[2] in s.TUI_IMPORTS_OF_AUTOTUNE] == []  # those belong at the top
+    assert {target.rsplit(".", 1)[0] for _, _, target in local} <= {"autotune.report"}, local

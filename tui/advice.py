@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from autotune.fmt import format_bytes, format_si
 from rich.console import Group
 from rich.text import Text
 from textual.app import ComposeResult
@@ -131,8 +132,6 @@ class RunPane(VerticalScroll):
     def _redraw(self) -> None:
         if not self.is_mounted or self.facts is None:
             return
-        from autotune.fmt import format_bytes, format_si
-
         facts = self.facts
         items: list[tuple[str, str]] = [("name", facts.name), ("kind", facts.kind), ("state", facts.state)]
         if self.environment is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from autotune.fmt import format_pct, format_rate, format_seconds, format_si, format_usd
 from profilers.contract.schema import TrialStatus
 from rich.console import Group, RenderableType
 from rich.padding import Padding
@@ -55,8 +56,6 @@ SEVERITY_STYLES: dict[str, str] = {
 
 def metric_value(metric: str, value: object) -> str:
     """An objective in its unit: samples/s, $ per million samples or J per sample."""
-    from autotune.fmt import format_rate, format_usd
-
     if metric == "usd_per_million_samples":
         return format_usd(value)
     if metric == "joules_per_sample":
@@ -75,15 +74,11 @@ def metric_header(metric: str) -> str:
 
 def metric_number(metric: str, value: object) -> str:
     """An objective without its unit, for narrow columns."""
-    from autotune.fmt import format_rate, format_usd
-
     return format_usd(value) if metric == "usd_per_million_samples" else format_rate(value, "").strip()
 
 
 def phase_bar(phases: Sequence[tuple[str, float]], width: int) -> RenderableType:
     """One stacked bar of the phases' shares, and under it each phase's mean time and share."""
-    from autotune.fmt import format_pct, format_seconds
-
     total = sum(v for _p, v in phases)
     if total <= 0:
         return Text("no steps yet", style="dim")
@@ -108,8 +103,6 @@ def phase_bar(phases: Sequence[tuple[str, float]], width: int) -> RenderableType
 
 
 def _short_number(value: float) -> str:
-    from autotune.fmt import format_rate, format_si
-
     return format_si(value, "").strip() if abs(value) >= 1000 else format_rate(value, "").strip()
 
 

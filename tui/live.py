@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from autotune.fmt import format_bytes, format_pct, format_rate, format_seconds, format_si
 from profilers.contract.load import load_line
 from profilers.contract.outcome import outcome_sentence, stop_reason_words
 from profilers.contract.summaries import ProfileSummary
@@ -33,8 +34,6 @@ HOST_ROWS = (
 
 def metric_text(field: str, value: float | None, total: float | None) -> str:
     """A device reading in its unit (power in W, clocks in Hz, memory against the total)."""
-    from autotune.fmt import format_bytes, format_pct, format_si
-
     if value is None:
         return "n/a"
     if field in ("gpu_util_pct", "cpu_util_pct", "process_cpu_pct"):
@@ -50,8 +49,6 @@ def metric_text(field: str, value: float | None, total: float | None) -> str:
 
 def summary_items(summary: ProfileSummary | None) -> list[tuple[str, str]]:
     """The headline figures of a finished run's summary.json, formatted."""
-    from autotune.fmt import format_bytes, format_pct, format_rate, format_seconds
-
     if summary is None:
         return []
     step = summary.step_time
@@ -227,8 +224,6 @@ class LivePane(Vertical):
         if info is None:
             self.watch_placeholder(self.placeholder)
             return
-        from autotune.fmt import format_rate, format_seconds
-
         status = Text()
         if info.following:
             status.append("following ", style="dim")

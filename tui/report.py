@@ -22,15 +22,13 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from autotune.advice.records import AdviceSection
 from profilers.contract.lenient import read_fields, record_of
 from profilers.contract.run_meta import RunMeta
 
 from tui.model import RunFacts
-
-if TYPE_CHECKING:
-    from autotune.advice.records import AdviceSection
 
 REPORT_NAME = "report.html"
 #: Exception types whose message is already one line for the user.
@@ -47,8 +45,6 @@ class ReportView:
 
 def report_view(data: Mapping[str, Any]) -> ReportView:
     """The view of a report.json document (read leniently: what it lacks reads as empty)."""
-    from autotune.advice.records import AdviceSection
-
     document = _ReportDocument(**read_fields(_ReportDocument, data))
     return ReportView(document.overview.name, AdviceSection.from_json(document.advice))
 

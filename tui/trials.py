@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from autotune.fmt import format_bytes, format_rate, format_seconds
 from profilers.contract.outcome import stop_reason_words
 from profilers.contract.schema import TrialStatus
 from profilers.contract.trial_view import TrialView
@@ -219,8 +220,6 @@ class TrialsPane(Vertical):
         return text
 
     def _fill_table(self, table: DataTable[Any], info: TrialsInfo, rows: list[TrialView]) -> None:
-        from autotune.fmt import format_bytes, format_rate, format_seconds
-
         rate = [] if info.metric == "samples_per_s" else ["samples_per_s"]
         keys = [
             "id",

@@ -1,7 +1,8 @@
 """What the dashboard imports, how fast it opens, and that it never writes into a run directory.
 
-- Importing ``tui.app`` loads no torch, no pynvml and no ``autotune``, and of ``profilers`` only the
-  run directory's contract (``profilers.contract``, torch-free).
+- Importing ``tui.app`` loads no torch, no pynvml, of ``profilers`` only the run directory's contract
+  (``profilers.contract``, torch-free), and of ``autotune`` only the light part it declares (the
+  formatting helpers and the records it shows).
 - Drawing the Live, Trials and Run screens formats numbers with ``autotune.fmt`` (``import
   autotune`` imports its public API lazily), and the Run screen's environment comes from the
   report layer: after drawing them torch and pynvml are still absent, and of ``profilers`` only the
@@ -36,7 +37,18 @@ def _python(code: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_importing_the_app_loads_no_torch_pynvml_or_autotune_and_of_profilers_only_the_contract() -> None:
+def test_importing_the_app_loads_of_the_project_only_the_contract_and_the_declared_light_part() -> None:
+    # of autotune, only what importing its declared light part loads (the formatting helpers and
+    # the records it shows: scripts/structure.py TUI_IMPORTS_OF_AUTOTUNE)
+    light = _python(
+        f"""
+        import json, sys
+        import {", ".join(structure_module().TUI_IMPORTS_OF_AUTOTUNE)}
+        print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] == "autotune")))
+        """
+    )
+    assert light.returncode == 0, light.stderr
+    allowed = set(json.loads(light.stdout))
     out = _python(
         f"""
         import json, sys
@@ -46,8 +58,22 @@ def test_importing_the_app_loads_no_torch_pynvml_or_autotune_and_of_profilers_on
     )
     assert out.returncode == 0, out.stderr
     loaded = json.loads(out.stdout)
-    assert loaded, "the dashboard reads runs through profilers.contract"
-    assert all(m == "profilers" or m.startswith("profilers.contract") for m in loaded), loaded
+    assert any(m.startswith("profilers.contract") for m in loaded), "it reads runs through the contract"
+    profilers = [m for m in loaded if m.split(".")[0] == "profilers"]
+    assert all(m == "profilers" or m.startswith("profilers.contract") for m in profilers), profilers
+    autotune = {m for m in loaded if m.split(".")[0] == "autotune"}
+    assert autotune and autotune <= allowed, sorted(autotune - allowed)
+    assert not any(m.split(".")[0] in ("torch", "pynvml") for m in loaded), loaded
+
+
+def structure_module():  # type: ignore[no-untyped-def]
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("structure", ROOT / "scripts" / "structure.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_tui_may_import_no_profilers_module_but_the_contract() -> None:
