@@ -71,3 +71,18 @@ def test_tui_imports_of_autotune_only_its_declared_light_part_at_module_level():
     local = [(m, line, target) for m, line, target, top in found if not top]
     assert [x for x in local if x[2] in s.TUI_IMPORTS_OF_AUTOTUNE] == []  # those belong at the top
     assert {target.rsplit(".", 1)[0] for _, _, target in local} <= {"autotune.report"}, local
+
+
+def test_the_report_and_the_advice_read_studies_without_the_tuners_internals():
+    # they read what a study wrote (profilers.contract) and the search's public records, never the
+    # tuner's modules: the tuner may change how it decides without changing what they show
+    s = structure()
+    all_modules = s.modules()
+    reaching = sorted(
+        (name, target)
+        for name, path in all_modules.items()
+        if name.startswith(("autotune.report", "autotune.advice"))
+        for target, _, _ in s.imports(path, name)
+        if target.startswith("autotune.tuner")
+    )
+    assert reaching == []

@@ -18,8 +18,8 @@ from autotune.advice.rules import gib
 from autotune.advice.thresholds import limit, severity_for
 from autotune.fmt import format_number
 from autotune.knob_values import KnobValues
-from autotune.tuner.memory_model import study_batch_param
-from autotune.tuner.presets import PRESETS, preset_args
+from autotune.presets import PRESETS, preset_args
+from autotune.search.space import study_batch_param
 from profilers.contract.lenient import read_fields
 from profilers.contract.rundir import RunData
 from profilers.contract.schema import TrialStatus

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autotune.cli.support import check_module
+from autotune.presets import PRESETS
 from autotune.search.space import Space
-from autotune.tuner.presets import PRESETS
 from autotune.tuner.progress import Progress
 from profilers.contract.schema import TRIALS_DIR
 

@@ -27,7 +27,7 @@ from autotune.report.sections import (
     TimelineSection,
     TrialSection,
 )
-from autotune.tuner.memory_model import study_batch_param
+from autotune.search.space import study_batch_param
 from profilers.contract.figures import DeviceEntry
 from profilers.contract.load import load_line
 from profilers.contract.outcome import outcome_sentence, stop_reason_words

@@ -21,7 +21,17 @@ from typing import Any
 from autotune.search.params import Choice, ChoiceValue, Float, Int, Param, Value, is_int
 from autotune.search.space_toml import params_from_dict, space_tables
 
-__all__ = ["Choice", "ChoiceValue", "Float", "Int", "Param", "Space", "Value"]
+__all__ = [
+    "Choice",
+    "ChoiceValue",
+    "Float",
+    "Int",
+    "Param",
+    "Space",
+    "Value",
+    "batch_param",
+    "study_batch_param",
+]
 
 
 @dataclass(frozen=True, init=False)
@@ -214,3 +224,33 @@ class Space:
         env. ``source`` names the origin (a file path) in error messages.
         """
         return cls(**params_from_dict(tables, source))
+
+
+def batch_param(space: Space) -> str | None:
+    """The space's batch parameter, or None when it has none.
+
+    ``micro_batch``, else the first whose name holds "batch", taking whole numbers (integers, or a
+    choice of integers). What the tuner's memory model scales peak memory against, the plan prior
+    traces in, and the report and advice show a study by.
+    """
+
+    def whole(name: str) -> bool:
+        p = space[name]
+        if isinstance(p, Choice):
+            return all(isinstance(c, int) and not isinstance(c, bool) for c in p.choices)
+        return isinstance(p, Int)
+
+    if "micro_batch" in space.names and whole("micro_batch"):
+        return "micro_batch"
+    return next((n for n in space.names if "batch" in n.lower() and whole(n)), None)
+
+
+def study_batch_param(space: Mapping[str, Any]) -> str | None:
+    """A study's batch parameter (``space``: its summary's, as :meth:`Space.to_dict` wrote it).
+
+    None for no or an unreadable space.
+    """
+    try:
+        return batch_param(Space.from_dict(dict(space)))
+    except (ValueError, TypeError):
+        return None

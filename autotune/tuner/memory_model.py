@@ -16,28 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from autotune.search.params import Choice, Int
 from autotune.search.records import Trial
-from autotune.search.space import Space, Value
+from autotune.search.space import Space, Value, batch_param
 from profilers.contract.schema import TrialStatus
 
 GIB = 2**30
-
-
-def batch_param(space: Space) -> str | None:
-    """The parameter peak memory is modelled against (integers, or a choice of integers), or None."""
-
-    def whole(name: str) -> bool:
-        p = space[name]
-        if isinstance(p, Choice):
-            return all(isinstance(c, int) and not isinstance(c, bool) for c in p.choices)
-        return isinstance(p, Int)
-
-    if "micro_batch" in space.names and whole("micro_batch"):
-        return "micro_batch"
-    return next((n for n in space.names if "batch" in n.lower() and whole(n)), None)
 
 
 @dataclass(frozen=True)
@@ -101,14 +85,3 @@ def _line(points: Sequence[tuple[float, float]]) -> tuple[float, float] | None:
     sxy = sum((x - mean_x) * (y - mean_y) for x, y in points)
     slope = sxy / sxx
     return mean_y - slope * mean_x, slope
-
-
-def study_batch_param(space: Mapping[str, Any]) -> str | None:
-    """A study's batch parameter (``space``: its summary's), as its memory model picks it.
-
-    None for no or an unreadable space.
-    """
-    try:
-        return batch_param(Space.from_dict(dict(space)))
-    except (ValueError, TypeError):
-        return None

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from autotune.knob_values import KnobValues
-from autotune.search.space import Space, Value
-from autotune.tuner.memory_model import GIB, batch_param
+from autotune.search.space import Space, Value, batch_param
+from autotune.tuner.memory_model import GIB
 from autotune.tuner.trials import TrialSettings, trial_env, trial_world_size
 
 #: Parameters that change the micro-batch, not what is traced: one trace serves them all.

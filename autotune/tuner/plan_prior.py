@@ -31,9 +31,8 @@ from typing import Any
 from autotune.fmt import format_number
 from autotune.knob_values import KnobValues
 from autotune.plan.gpus import gpu_spec
-from autotune.search.space import Value
+from autotune.search.space import Value, batch_param
 from autotune.tuner.host_load import machine_cores
-from autotune.tuner.memory_model import batch_param
 from autotune.tuner.plan_memory import SCALED, PlanTraces, Traced
 from autotune.tuner.trial_facts import TrialFacts
 from autotune.tuner.trials import trial_world_size

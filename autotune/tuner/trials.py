@@ -29,12 +29,12 @@ from typing import Any
 from autotune.fmt import format_number
 from autotune.knob_values import KnobValues
 from autotune.knobs import PARAM_ENV_PREFIX, param_env_var
+from autotune.presets import preset_args
 from autotune.search.space import Space, Value
 from autotune.search.study import Infeasible
 from autotune.tuner.devices import TRIAL_CPUS_ENV, usable_cpus
 from autotune.tuner.host_load import OtherLoad, machine_cores, wait_for_calm
 from autotune.tuner.objectives import Scoring
-from autotune.tuner.presets import preset_args
 from profilers.contract.load import MIN_LOAD_READINGS, load_profile, too_busy
 from profilers.contract.rundir import read_load_profile
 from profilers.contract.schema import SUMMARY_NAME, TrialStatus
@@ -83,7 +83,7 @@ class TrialSettings:
     min_measured_steps: int = 8
     #: A trial whose median step time exceeds this is infeasible.
     max_step_time_s: float | None = None
-    #: A framework preset (autotune.tuner.presets) that turns params into the script's own flags.
+    #: A framework preset (autotune.presets) that turns params into the script's own flags.
     preset: str | None = None
     #: The preset's global batch, in samples per rank per optimizer step (the baseline's).
     preset_per_rank: int | None = None

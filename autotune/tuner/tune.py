@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.knob_values import KnobValues
+from autotune.presets import preset_space
 from autotune.search.records import Infeasible, Measured, Trial
 from autotune.search.searchers import BayesSearcher
 from autotune.search.space import Space, Value
@@ -49,7 +50,6 @@ from autotune.tuner.memory_model import MemoryModel
 from autotune.tuner.objectives import Scoring
 from autotune.tuner.plan_memory import PlanMemory, PlanTraces
 from autotune.tuner.plan_prior import PlanPrior, prior_for_study
-from autotune.tuner.presets import preset_space
 from autotune.tuner.ray_executor import RayExecutor
 from autotune.tuner.running import RunningTrials
 from autotune.tuner.stale_runs import noted_group, stop_stale_runs

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from autotune.search import Choice, Float, Int, Space, Trial
-from autotune.search.space import Value
-from autotune.tuner.memory_model import MemoryModel, batch_param
+from autotune.search.space import Value, batch_param
+from autotune.tuner.memory_model import MemoryModel
 
 GIB = 2**30
 SPACE = Space(micro_batch=Int(1, 256, power_of_two=True), precision=Choice("fp32", "bf16"))

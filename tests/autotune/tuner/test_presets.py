@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.tuner.presets import preset_args, preset_space
+from autotune.presets import preset_args, preset_space
 
 
 def test_the_hf_preset_splits_the_global_batch_and_maps_precision_to_its_flags():
