@@ -23,8 +23,9 @@ from pathlib import Path
 
 from autotune.demo.target import demo_space
 from autotune.demo.tuning import BASELINE_MICRO_BATCH, TRIAL_STEPS
+from autotune.tuner.config import TuneConfig
 from autotune.tuner.trials import TrialSettings
-from autotune.tuner.tune import TuneConfig, Tuner
+from autotune.tuner.tune import Tuner
 
 
 def study(root: Path, name: str, trials: int, model: str, early_stop: float) -> dict:

@@ -13,7 +13,7 @@ MODULES = (
     "autotune.search.space",
     "autotune.search.records",
     "autotune.search.study",
-    "autotune.tuner.stored_study",
+    "autotune.tuner.config",
     "autotune.tuner.trial_facts",
     "profilers.contract.fields",
     "profilers.runtime.launch_env",

@@ -12,6 +12,7 @@ import argparse
 import re
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +23,8 @@ from autotune.tuner.progress import Progress
 from profilers.contract.schema import TRIALS_DIR
 
 if TYPE_CHECKING:
-    pass
+    from autotune.tuner.config import TuneConfig
+    from autotune.tuner.trials import TrialSettings
 
 DEFAULT_TRIALS = 12
 #: The baseline runs again before the first search trial and every this many after (TuneConfig.anchor_every).
@@ -172,10 +174,9 @@ def positive_or_zero(number: Any) -> Any:
 
 def cmd_tune(args: argparse.Namespace, usage_error: type[Exception]) -> int:
     """Run ``autotune tune``; bad input raises ``usage_error`` (one line, exit 2)."""
-    from autotune.tuner.devices import visible_gpus
-    from autotune.tuner.objectives import Scoring
+    from autotune.tuner.config import stored_config
     from autotune.tuner.trials import TrialSettings
-    from autotune.tuner.tune import TuneConfig, TuneError, stored_config
+    from autotune.tuner.tune import TuneError
     from autotune.tuner.tune_checks import check_space
 
     stored = None
@@ -230,40 +231,10 @@ def cmd_tune(args: argparse.Namespace, usage_error: type[Exception]) -> int:
             check_space(space)
         except (OSError, ValueError) as exc:
             raise usage_error(f"--space {args.space}: {exc}") from None
-    objective = args.objective or (stored.objective if stored is not None else "throughput")
-    price = args.price_per_gpu_hour or (stored.price_per_gpu_hour if stored is not None else None)
     try:
-        scoring = Scoring(objective, price)  # type: ignore[arg-type]  # checked by Scoring
-    except ValueError as exc:
+        config = _config(args, settings, stored, space)
+    except ValueError as exc:  # the scoring: an objective it cannot score, a price it cannot take
         raise usage_error(str(exc)) from None
-    config = TuneConfig(
-        settings=settings,
-        space=space,
-        n_trials=args.trials or (stored.n_trials if stored is not None else None) or DEFAULT_TRIALS,
-        searcher=args.searcher if stored is None else (stored.searcher or args.searcher),
-        seed=args.seed if stored is None else stored.seed,
-        scoring=scoring,
-        multi_objective=args.multi_objective or (stored is not None and stored.multi_objective),
-        early_stop_ratio=args.early_stop if stored is None else stored.early_stop_ratio,
-        loss_tolerance=args.loss_tolerance if stored is None else stored.loss_tolerance,
-        layouts=args.nproc_per_node is not None and args.nproc_per_node > 1,
-        # what the trials run on: GPUs to give out one each under --parallel, else the CPU's cores
-        device_kind="cuda" if visible_gpus() else "cpu",
-        confirm_rounds=args.confirm_rounds
-        if args.confirm_rounds is not None
-        else (stored.confirm_rounds if stored else 3),
-        anchor_every=args.anchor_every
-        if args.anchor_every is not None
-        else (stored.anchor_every if stored else DEFAULT_ANCHOR_EVERY),
-        # a resumed study keeps the search it started with (studies before the prior had none)
-        plan_prior=not args.no_plan_prior if stored is None else stored.plan_prior,
-        parallel=args.parallel or (stored.parallel if stored else 0),  # 0: 1, or what a Ray cluster holds
-        executor=args.executor or (stored.executor if stored else "local"),
-        ray_address=args.ray_address or (stored.ray_address if stored else None),
-        ray_resource=args.ray_resource or (stored.ray_resource if stored else None),
-        ray_storage=args.ray_storage or (stored.ray_storage if stored else "shipped"),
-        usage_hours_per_day=args.usage_hours_per_day or (stored.usage_hours_per_day if stored else None),
-    )
     run_dir = args.run_dir or default_run_dir(args.runs_root, args.name or _name(settings))
     progress = Progress(quiet=args.quiet)
     try:
@@ -304,6 +275,75 @@ def _saved_where(run_dir: Path) -> str:
     if (baseline / "summary.json").is_file():
         return f"No study was saved; the baseline's own profile is in {baseline} (autotune report {baseline})"
     return f"No study was saved; the trial logs are in {run_dir / TRIALS_DIR}"
+
+
+#: The options a resumed study takes from the command line (given): how many trials, re-measured how,
+#: run where, billed how. The rest (the search, its seed, the early stop, the loss tolerance, the
+#: plan prior) stays what the study started with.
+CHANGEABLE_ON_RESUME = {
+    "n_trials": "trials",
+    "multi_objective": "multi_objective",
+    "confirm_rounds": "confirm_rounds",
+    "anchor_every": "anchor_every",
+    "parallel": "parallel",
+    "executor": "executor",
+    "ray_address": "ray_address",
+    "ray_resource": "ray_resource",
+    "ray_storage": "ray_storage",
+    "usage_hours_per_day": "usage_hours_per_day",
+}
+
+
+def _given(value: Any) -> bool:
+    """An option given on the command line: not the parser's None, nor a flag left off (0 is given)."""
+    return value is not None and value is not False
+
+
+def _config(
+    args: argparse.Namespace, settings: TrialSettings, stored: TuneConfig | None, space: Space | None
+) -> TuneConfig:
+    """The study's configuration: the options as given, or, resumed, the stored study's.
+
+    A resumed study takes the options given now that it may change (:data:`CHANGEABLE_ON_RESUME`).
+    ValueError from the scoring (an objective without the price it needs).
+    """
+    from autotune.tuner.config import TuneConfig
+    from autotune.tuner.devices import visible_gpus
+    from autotune.tuner.objectives import Scoring
+
+    asked = TuneConfig(
+        settings=settings,
+        n_trials=args.trials or DEFAULT_TRIALS,
+        searcher=args.searcher,
+        seed=args.seed,
+        multi_objective=args.multi_objective,
+        early_stop_ratio=args.early_stop,
+        loss_tolerance=args.loss_tolerance,
+        confirm_rounds=3 if args.confirm_rounds is None else args.confirm_rounds,
+        anchor_every=DEFAULT_ANCHOR_EVERY if args.anchor_every is None else args.anchor_every,
+        plan_prior=not args.no_plan_prior,
+        parallel=args.parallel or 0,  # 0: one, or as many as a Ray cluster holds
+        executor=args.executor or "local",
+        ray_address=args.ray_address,
+        ray_resource=args.ray_resource,
+        ray_storage=args.ray_storage or "shipped",
+        usage_hours_per_day=args.usage_hours_per_day,
+    )
+    base = asked
+    if stored is not None:
+        given = [n for n, opt in CHANGEABLE_ON_RESUME.items() if _given(getattr(args, opt))]
+        base = replace(stored, **{name: getattr(asked, name) for name in given})
+    scoring = Scoring(
+        args.objective or base.scoring.objective, args.price_per_gpu_hour or base.scoring.price_per_gpu_hour
+    )
+    return replace(
+        base,
+        space=space,
+        scoring=scoring,
+        layouts=args.nproc_per_node is not None and args.nproc_per_node > 1,
+        # what the trials run on: GPUs to give out one each under --parallel, else the CPU's cores
+        device_kind="cuda" if visible_gpus() else "cpu",
+    )
 
 
 def _check_script(args: argparse.Namespace, usage_error: type[Exception]) -> None:

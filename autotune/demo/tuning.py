@@ -15,9 +15,10 @@ from pathlib import Path
 from rich.console import Console
 
 from autotune.demo.target import demo_space
+from autotune.tuner.config import TuneConfig
 from autotune.tuner.progress import Progress
 from autotune.tuner.trials import TrialSettings
-from autotune.tuner.tune import TuneConfig, TuneError
+from autotune.tuner.tune import TuneError
 from profilers.contract.summaries import TuningSummary
 
 #: Trials of the demo study, the baseline included.

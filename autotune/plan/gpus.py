@@ -36,15 +36,17 @@ GPUS: tuple[GpuSpec, ...] = tuple(GpuSpec(model, sheet) for model, sheet in plan
 
 
 def gpu_spec(key: str) -> GpuSpec | None:
-    """The planned GPU of table key ``key`` (case-insensitive), or None.
-
-    A variant without a sheet is planned as its market row, the part sold under its name (a bare
-    ``H100`` as the ``H100-SXM``): the key, peaks and sheet of the plan's rows are that row's.
-    """
+    """The planned GPU of table key ``key`` (case-insensitive): one with a sheet, else None."""
     model = gpu_model(key)
-    if model is not None and model.sheet is None:
-        model = gpu_model(model.market)
     return None if model is None or model.sheet is None else GpuSpec(model, model.sheet)
 
 
-__all__ = ["GPUS", "GpuSpec", "gpu_spec"]
+def planned_as(model: GpuModel) -> GpuSpec | None:
+    """The GPU a device of row ``model`` is planned as: itself with its sheet, else its market row.
+
+    A bare ``H100`` as the ``H100-SXM``, an A100 PCIe card as the SXM part of its memory.
+    """
+    return gpu_spec(model.key) or gpu_spec(model.market)
+
+
+__all__ = ["GPUS", "GpuSpec", "gpu_spec", "planned_as"]

@@ -32,7 +32,8 @@ class Infeasible(Exception):
         duration_s: float | None = None,
     ) -> None:
         if status not in INFEASIBLE_STATUSES:
-            raise ValueError(f"status must be one of {INFEASIBLE_STATUSES}, got {status!r}")
+            known = ", ".join(s.value for s in INFEASIBLE_STATUSES)
+            raise ValueError(f"status must be one of {known}, got {status!r}")
         super().__init__(reason)
         self.reason = reason
         self.status = status

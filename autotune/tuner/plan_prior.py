@@ -30,7 +30,7 @@ from typing import Any
 
 from autotune.fmt import format_number
 from autotune.knob_values import KnobValues
-from autotune.plan.gpus import gpu_spec
+from autotune.plan.gpus import gpu_spec, planned_as
 from autotune.search.space import Value, batch_param
 from autotune.tuner.host_load import machine_cores
 from autotune.tuner.plan_memory import SCALED, PlanTraces, Traced
@@ -247,7 +247,7 @@ def make_prior(
         return None, f"no plan prior: over {MAX_COMBINATIONS} combinations of the other parameters to trace"
     if device_kind == "cuda":
         model = match_gpu_model(device_name)
-        spec = gpu_spec(model.key) if model else None
+        spec = planned_as(model) if model else None
         if spec is None:
             return None, f"no plan prior: {device_name or 'this GPU'} is not in the plan's GPU table"
         prior = PlanPrior(plans, objective, spec.key, None, price_per_gpu_hour, global_batch)

@@ -28,7 +28,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -42,24 +42,22 @@ from autotune.search.structured import StructuredSearcher
 from autotune.search.study import Study
 from autotune.tuner import confirm
 from autotune.tuner.anchors import Anchors
+from autotune.tuner.config import TuneConfig
 from autotune.tuner.confirm import ConfirmRun
 from autotune.tuner.devices import usable_cpus
 from autotune.tuner.early_stop import STOPPED_LOSING, StopFloor, best_result, stop_floor
 from autotune.tuner.host_load import free_cores
 from autotune.tuner.memory_model import MemoryModel
-from autotune.tuner.objectives import Scoring
 from autotune.tuner.plan_memory import PlanMemory, PlanTraces
 from autotune.tuner.plan_prior import PlanPrior, prior_for_study
 from autotune.tuner.ray_executor import RayExecutor
 from autotune.tuner.running import RunningTrials
 from autotune.tuner.stale_runs import noted_group, stop_stale_runs
-from autotune.tuner.stored_study import StoredStudy
 from autotune.tuner.trial_facts import TrialFacts, facts, metrics
 from autotune.tuner.trials import (
     LOG_NAME,
     STOPPING,
     TrialOutcome,
-    TrialSettings,
     error_line,
     run_trial,
     study_threads,
@@ -75,79 +73,20 @@ from autotune.tuner.tune_checks import (
     same_everywhere,
 )
 from autotune.tuner.tune_summary import tune_summary, write_json
-from profilers.contract.schema import SUMMARY_NAME, TRIALS_DIR, TUNE_LOCK_NAME, TrialStatus, resolve_trial_dir
+from profilers.contract.schema import (
+    STORE_NAME,
+    SUMMARY_NAME,
+    TRIALS_DIR,
+    TUNE_LOCK_NAME,
+    TrialStatus,
+    resolve_trial_dir,
+)
 from profilers.contract.spread import AnchorRun, midpoint, nearest_anchor, process_spread
 from profilers.contract.summaries import ProfileSummary, TuningSummary
-
-STORE_NAME = "run.db"
 
 
 class TuneError(Exception):
     """The study cannot go on (bad input, a baseline that fails, ignored parameters); one line."""
-
-
-@dataclass(frozen=True)
-class TuneConfig:
-    """Everything a study needs besides its run directory.
-
-    ``space`` None: built from the knobs the baseline reads, for the device kind it ran on
-    (``device_kind`` is the fallback when its summary does not say). ``early_stop_ratio``: a trial whose
-    throughput estimate falls below this share of the best (cost: above best / ratio) stops early
-    (0 turns it off). ``loss_tolerance``: relative drift of the loss from the fp32 baseline's that
-    makes a lower-precision trial "diverged" (0 turns the check off; NaN/inf always does).
-    """
-
-    settings: TrialSettings
-    space: Space | None = None
-    n_trials: int = 12
-    searcher: str = "bayes"
-    seed: int = 0
-    scoring: Scoring = field(default_factory=Scoring)
-    multi_objective: bool = False
-    early_stop_ratio: float = 0.5
-    loss_tolerance: float = 0.1
-    device_kind: str = "cpu"
-    layouts: bool = False  # a derived space tries ddp/fsdp over settings.distributed_world_size
-    #: Rounds of re-measuring the best configuration against the baseline (autotune.tuner.confirm).
-    confirm_rounds: int = 3
-    #: The plan's predictions as the Bayesian search's prior mean (autotune.tuner.plan_prior).
-    plan_prior: bool = True
-    #: Trials of the search that run at once, each on devices of its own (autotune.tuner.running);
-    #: 0: one, or as many as the Ray cluster holds with ``executor`` "ray".
-    parallel: int = 1
-    #: "local", or "ray": each trial a Ray task on the cluster at ``ray_address``
-    #: (autotune.tuner.ray_executor).
-    executor: str = "local"
-    ray_address: str | None = None
-    ray_resource: str | None = None
-    ray_storage: str = "shipped"
-    #: The baseline's configuration runs again before the first search trial and then before every
-    #: ``anchor_every``-th one, in that trial's slot: the anchors each search ratio is taken against, and
-    #: the between-process spread its interval carries (profilers.contract.spread); 0 turns it off.
-    anchor_every: int = 4
-    #: Hours a day the team trains, for the study's bill: when its saving pays it back (contract.bill).
-    usage_hours_per_day: float | None = None
-
-    def info(self) -> dict[str, Any]:
-        """What is stored with the study, so ``resume`` can rebuild the settings."""
-        return {
-            "settings": {**asdict(self.settings), "extra_env": dict(self.settings.extra_env)},
-            "objective": self.scoring.objective,
-            "n_trials": self.n_trials,
-            "price_per_gpu_hour": self.scoring.price_per_gpu_hour,
-            "multi_objective": self.multi_objective,
-            "early_stop_ratio": self.early_stop_ratio,
-            "loss_tolerance": self.loss_tolerance,
-            "confirm_rounds": self.confirm_rounds,
-            "plan_prior": self.plan_prior,
-            "parallel": self.parallel,
-            "executor": self.executor,
-            "ray_address": self.ray_address,
-            "ray_resource": self.ray_resource,
-            "ray_storage": self.ray_storage,
-            "anchor_every": self.anchor_every,
-            "usage_hours_per_day": self.usage_hours_per_day,
-        }
 
 
 def _ray_executor(config: TuneConfig) -> Any:
@@ -157,15 +96,6 @@ def _ray_executor(config: TuneConfig) -> Any:
     return RayExecutor(  # imports ray: only for --executor ray
         config.ray_address, config.ray_resource, config.ray_storage, device_kind=config.device_kind
     )
-
-
-def stored_config(run_dir: Path) -> StoredStudy | None:
-    """The study stored in ``run_dir`` (None when it holds none; ValueError when unreadable)."""
-    store = run_dir / STORE_NAME
-    if not store.exists():
-        return None
-    meta, _ = SqliteStorage(store).read()
-    return None if meta is None else StoredStudy.of(meta)
 
 
 class Tuner:
@@ -258,7 +188,7 @@ class Tuner:
                 searcher=self.config.searcher,
                 seed=self.config.seed,
                 storage=storage,
-                info=self.config.info(),
+                info=self.config.to_info(),
             )
             self.study = study
             self._stop_stale(study)  # first: a killed study's trials must not run beside anything of ours

@@ -29,7 +29,7 @@ from profilers.contract.verdict import study_verdict
 
 if TYPE_CHECKING:
     from autotune.search.study import Study
-    from autotune.tuner.tune import TuneConfig
+    from autotune.tuner.config import TuneConfig
 
 
 def anchor_runs(baseline: Trial | None, stored: Sequence[ConfirmRun], parallel: int = 1) -> list[AnchorRun]:
@@ -78,11 +78,9 @@ def trial_entry(
 
     What the study stored of it, read as a summary reads a stored trial
     (:meth:`TrialEntry.from_stored`), with what the summary works out: its ratio to its anchor, and
-    what its device-hours cost at ``price_per_gpu_hour`` (the study's bill, contract.bill). Read
-    back from what it writes, as every reader of the summary will read it.
+    what its device-hours cost at ``price_per_gpu_hour`` (the study's bill, contract.bill).
     """
-    where = f"the study's trial {trial.id}"
-    entry = TrialEntry.from_stored(trial.to_dict(), where)
+    entry = TrialEntry.from_stored(trial.to_dict(), "the study's store")
     ratio = trial_ratio(trial, anchor_list)
     held = device_hours(trial.duration_s, entry.world_size) if trial.status != TrialStatus.SKIPPED else 0.0
     written = replace(
@@ -93,7 +91,7 @@ def trial_entry(
         speedup_vs_baseline_ci95=ratio.ci95,
         anchor=ratio.anchor,
     )
-    return TrialEntry.parse(written.to_json(), where)
+    return replace(written, raw=written.to_json())  # read as the summary's entry reads
 
 
 def tune_summary(
@@ -208,7 +206,7 @@ def _best_entry(
         speedup_ci95=again.speedup_ci95,
         confirmed=again.confirmed,
     )
-    return BestEntry.parse(written.to_json(), f"the study's best trial {best.id}")
+    return replace(written, raw=written.to_json())
 
 
 def _pareto(ok: list[Trial]) -> list[int]:

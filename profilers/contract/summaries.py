@@ -42,12 +42,11 @@ from profilers.contract.json_checks import (
     is_number,
     nested,
     nested_records,
-    optional_dict,
     optional_int,
     record_json,
     stored_as,
 )
-from profilers.contract.lenient import member_of
+from profilers.contract.lenient import READERS, member_of
 from profilers.contract.load import RunLoad, load_from
 from profilers.contract.schema import PHASES, STATUSES, TrialStatus
 from profilers.contract.spread import ProcessSpread
@@ -191,22 +190,26 @@ class TrialEntry(_ReadsAsItsDict):
         Each field from where its metadata says the record holds it; the figures worked out when a
         summary is written (speedups, the bill) are not in a record and stay unset. What a study's
         run.db holds before its summary.json lists the trial (the dashboard follows a study from its
-        first trial), and what the tuner's summary starts each entry from; SummaryError naming
-        ``where`` for a record it cannot read.
+        first trial), and what the tuner's summary starts each entry from. The store is the
+        project's own, read leniently as the tuner reads it (``TrialFacts``): a figure of another
+        type (an older version's) reads as missing, so one odd value never stops a study or hides
+        its trials; SummaryError naming ``where`` only for a record without its id or status.
         """
         if not isinstance(record, dict):
             raise SummaryError(f"{where}: a trial record must be an object, not {type(record).__name__}")
-        parts = {
-            "record": record,
-            "metrics": optional_dict(record, "metrics", where),
-            "attrs": optional_dict(record, "attrs", where),
-        }
-        params = optional_dict(record, "params", where)
+        parts: dict[str, dict[str, Any]] = {"record": record}
+        for part in ("metrics", "attrs"):
+            parts[part] = record[part] if isinstance(record.get(part), dict) else {}
+        params = record["params"] if isinstance(record.get("params"), dict) else {}
         entry: dict[str, Any] = {"baseline": not params}
         for f in dataclasses.fields(cls):
-            if "stored" in f.metadata:
-                part, key = f.metadata["stored"]
-                entry[f.metadata.get("key") or f.name] = parts[part].get(key)
+            if "stored" not in f.metadata:
+                continue
+            part, key = f.metadata["stored"]
+            value = parts[part].get(key)
+            if f.name not in ("id", "status") and value is not None:
+                value = READERS[str(f.type)](value)  # None when of another type
+            entry[f.metadata.get("key") or f.name] = value
         return cls.parse(entry, where)
 
     def to_json(self) -> dict[str, Any]:

@@ -82,25 +82,30 @@ _H = HOPPER_COMPUTE_SCALE
 
 # Rows in match order: the first whose pattern the name holds wins. Word boundaries keep "gh200"
 # from matching "h200", "a100" from "a10" and "l40s" from "l40"; the more specific name of one
-# family comes first (NVL before the rest, an A100 with its form factor and memory before one
-# without). Memory and bandwidth as NVIDIA's datasheets and product pages print them (the documents
-# of the compute peaks in :mod:`profilers.hardware.peaks`): capacity in GB as sold, bandwidth GB/s.
+# family comes first (an A100 with its form factor and memory before one without), or its pattern
+# leaves the others out (the H200 and H100 SXM rows are no NVL, the H100 PCIe no NVL), so the rows
+# with a sheet stay in the plan's order. Memory and bandwidth as NVIDIA's datasheets and product
+# pages print them (the documents of the compute peaks in :mod:`profilers.hardware.peaks`): capacity
+# in GB as sold, bandwidth GB/s.
 # fmt: off
 GPU_MODELS: tuple[GpuModel, ...] = (
     GpuModel("GH200", r"\bgh200\b", "NVIDIA GH200 480GB", "GH200", None),
-    GpuModel("H200-NVL", r"\bh200\b.*\bnvl\b", "NVIDIA H200 NVL", "H200", peaks.H200_NVL),
-    GpuModel("H200", r"\bh200\b", "NVIDIA H200", "H200", peaks.H200_SXM,  # "NVIDIA H200" is the SXM part
+    # "NVIDIA H200" is the SXM part
+    GpuModel("H200", r"\bh200\b(?!.*\bnvl\b)", "NVIDIA H200", "H200", peaks.H200_SXM,
              GpuSheet(141 * _GB, 4800.0, 450.0, _NVLINK_900, 64.0, 256, _H,
              "https://www.nvidia.com/en-us/data-center/h200/ (H200 SXM: 141 GB, 4.8 TB/s, NVLink 900 GB/s)")),
+    GpuModel("H200-NVL", r"\bh200\b.*\bnvl\b", "NVIDIA H200 NVL", "H200", peaks.H200_NVL),
+    GpuModel("H100-SXM", r"\bh100\b(?!.*\b(nvl|pcie|hbm2e)\b).*\b(hbm3|sxm\d?)\b", "NVIDIA H100 80GB HBM3",
+             "H100-SXM", peaks.H100_SXM,
+             GpuSheet(80 * _GB, 3350.0, 450.0, _NVLINK_900, 64.0, 256, _H,
+             f"{_H100_SHEET} (H100 SXM: 80 GB, 3.35 TB/s, NVLink 900 GB/s)")),
+    GpuModel("H100-PCIe", r"\bh100\b(?!.*\bnvl\b).*\b(pcie|hbm2e)\b", "NVIDIA H100 PCIe", "H100-PCIe",
+             peaks.H100_PCIE,
+             GpuSheet(80 * _GB, 2000.0, 64.0, _GEN5, None, 256, _H,
+             f"{_H100_SHEET} (H100 PCIe: 80 GB, 2 TB/s, PCIe Gen5 128 GB/s)")),
     GpuModel("H100-NVL", r"\bh100\b.*\bnvl\b", "NVIDIA H100 NVL", "H100-NVL", peaks.H100_NVL,
              GpuSheet(94 * _GB, 3900.0, 300.0, _NVLINK_600, 64.0, 256, _H,
              f"{_H100_SHEET} (H100 NVL: 94 GB, 3.9 TB/s, NVLink 600 GB/s)")),
-    GpuModel("H100-PCIe", r"\bh100\b.*\b(pcie|hbm2e)\b", "NVIDIA H100 PCIe", "H100-PCIe", peaks.H100_PCIE,
-             GpuSheet(80 * _GB, 2000.0, 64.0, _GEN5, None, 256, _H,
-             f"{_H100_SHEET} (H100 PCIe: 80 GB, 2 TB/s, PCIe Gen5 128 GB/s)")),
-    GpuModel("H100-SXM", r"\bh100\b.*\b(hbm3|sxm\d?)\b", "NVIDIA H100 80GB HBM3", "H100-SXM", peaks.H100_SXM,
-             GpuSheet(80 * _GB, 3350.0, 450.0, _NVLINK_900, 64.0, 256, _H,
-             f"{_H100_SHEET} (H100 SXM: 80 GB, 3.35 TB/s, NVLink 900 GB/s)")),
     # A bare "NVIDIA H100" has no peaks (they differ by 30% between form factors); priced as the SXM.
     GpuModel("H100", r"\bh100\b", "NVIDIA H100", "H100-SXM", None),
     GpuModel("A100-80GB", r"\ba100\b(?=.*\bsxm\d?\b)(?=.*\b80\s*gb\b)", "NVIDIA A100-SXM4-80GB", "A100-80GB",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from autotune.cost.prices import builtin_prices, canonical_gpu, match_gpu
-from autotune.plan.gpus import GPUS, gpu_spec
+from autotune.plan.gpus import GPUS, gpu_spec, planned_as
 from profilers.hardware import peaks
 from profilers.hardware.gpus import GPU_MODELS, gpu_model, market_keys, match_gpu_model
 from profilers.runtime.flops import match_device
@@ -28,12 +28,18 @@ def test_keys_are_unique_and_every_market_is_a_row_that_is_its_own_market():
 def test_a_row_with_a_sheet_is_planned_as_itself_and_one_without_as_its_market():
     assert {g.key for g in GPUS} == {m.key for m in GPU_MODELS if m.sheet is not None}
     assert len(GPUS) == 12
-    h100 = gpu_spec("H100")  # a bare H100: no form factor, planned (and priced) as the SXM part
-    assert h100 is not None and h100.key == "H100-SXM" and h100.peak is peaks.H100_SXM
-    pcie = gpu_spec("a100-pcie-80gb")
-    assert pcie is not None and pcie.key == "A100-80GB" and pcie.sheet.memory_bytes == 80 * 10**9
-    assert gpu_spec("GH200") is None and gpu_spec("L40") is None  # priced, no sheet here
-    assert gpu_spec("RTX 4090") is None
+    # --gpus names planned GPUs only; a device without a sheet is planned as its market row
+    for key in ("H100", "A100-PCIe-80GB", "H200-NVL", "GH200", "L40", "RTX 4090"):
+        assert gpu_spec(key) is None, key
+    h100 = match_gpu_model("NVIDIA H100")  # no form factor: planned (and priced) as the SXM part
+    assert h100 is not None and h100.peaks is None
+    as_sxm = planned_as(h100)
+    assert as_sxm is not None and as_sxm.key == "H100-SXM" and as_sxm.peak is peaks.H100_SXM
+    pcie = match_gpu_model("NVIDIA A100 80GB PCIe")
+    assert pcie is not None and planned_as(pcie) == gpu_spec("A100-80GB")
+    assert planned_as(gpu_model("GH200")) is None  # priced, no sheet here
+    assert [g.key for g in GPUS] == ["H200", "H100-SXM", "H100-PCIe", "H100-NVL", "A100-80GB", "A100-40GB",
+                                      "L40S", "L4", "A10G", "A10", "V100", "T4"]  # fmt: skip
 
 
 @pytest.mark.parametrize(

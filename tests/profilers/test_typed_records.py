@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from autotune.search.records import Trial
-from autotune.tuner.stored_study import StoredStudy
+from autotune.tuner.config import TuneConfig
 from autotune.tuner.trial_facts import TrialFacts, TrialMetrics, facts, metrics
 from profilers.contract.json_checks import SummaryError
 from profilers.contract.plan_doc import PlanDocument
@@ -49,13 +49,30 @@ def test_facts_of_an_older_study_read_missing_and_mistyped_values_as_defaults():
 def test_a_stored_study_keeps_its_settings_and_an_older_one_gets_that_versions_defaults():
     meta = {"searcher": "random", "seed": 7, "info": {"settings": {"script": "t.py", "script_args": ["-x"]},
             "objective": "cost", "price_per_gpu_hour": 2, "n_trials": 6, "parallel": 2}}  # fmt: skip
-    stored = StoredStudy.of(meta)
+    stored = TuneConfig.from_stored(meta)
     assert (stored.settings.script, stored.settings.script_args) == ("t.py", ("-x",))
-    assert (stored.searcher, stored.seed, stored.objective) == ("random", 7, "cost")
-    assert stored.price_per_gpu_hour == 2.0
+    assert (stored.searcher, stored.seed, stored.scoring.objective) == ("random", 7, "cost")
+    assert stored.scoring.price_per_gpu_hour == 2.0
     assert (stored.n_trials, stored.parallel, stored.plan_prior, stored.confirm_rounds) == (6, 2, False, 3)
     with pytest.raises(ValueError, match="the stored study's settings are unreadable"):
-        StoredStudy.of({"info": {"settings": {"script": "t.py", "no_such_setting": 1}}})
+        TuneConfig.from_stored({"info": {"settings": {"script": "t.py", "no_such_setting": 1}}})
+
+
+def test_a_study_stored_is_the_study_read_back():
+    # one record both ways: what to_info stores, from_stored gives back (the space, device kind and
+    # layouts are the resumed run's, not stored)
+    from autotune.tuner.objectives import Scoring
+    from autotune.tuner.trials import TrialSettings
+
+    config = TuneConfig(
+        TrialSettings("train.py", ("--epochs", "1"), max_steps=30), n_trials=9, searcher="structured",
+        seed=4, scoring=Scoring("cost", 2.5), multi_objective=True, early_stop_ratio=0.3,
+        loss_tolerance=0.2, confirm_rounds=5, plan_prior=False, parallel=2, executor="ray",
+        ray_address="auto", ray_resource="GPU", ray_storage="shared", anchor_every=3,
+        usage_hours_per_day=8.0,
+    )  # fmt: skip
+    meta = {"searcher": config.searcher, "seed": config.seed, "info": config.to_info()}
+    assert TuneConfig.from_stored(meta) == config
 
 
 def test_a_tuning_summary_gives_back_what_it_read_and_the_verdict_reads_the_record():

@@ -14,9 +14,10 @@ import pytest
 
 from autotune.advice.rules_tune import apply_tuned
 from autotune.search.records import Trial
+from autotune.tuner.config import TuneConfig
 from autotune.tuner.confirm import ConfirmRun, plan, store, stored, verdict
 from autotune.tuner.trials import TrialSettings, run_trial
-from autotune.tuner.tune import TuneConfig, Tuner
+from autotune.tuner.tune import Tuner
 from profilers.contract.rundir import load_run
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"

@@ -199,8 +199,9 @@ def test_a_study_started_beside_busy_processes_fits_its_threads_to_the_free_core
     """Threads beyond the cores other processes leave free collapse a step (two threads beside two
     busy loops on 2 cores: 497 and 52,000 samples/s from two processes of one configuration). As
     many busy loops as cores leave none free: one thread per process, and the note says why."""
+    from autotune.tuner.config import TuneConfig
     from autotune.tuner.trials import TrialSettings
-    from autotune.tuner.tune import TuneConfig, Tuner
+    from autotune.tuner.tune import Tuner
 
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     cores = len(os.sched_getaffinity(0))

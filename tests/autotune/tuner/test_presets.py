@@ -49,8 +49,9 @@ def test_the_hf_preset_on_a_cpu_passes_what_transformers_needs_for_bf16():
 def test_a_precision_the_machine_refuses_is_left_out_of_the_rest_of_the_study(tmp_path):
     from autotune.search import Choice, Int, Space, Study, Trial
     from autotune.search.records import Infeasible
+    from autotune.tuner.config import TuneConfig
     from autotune.tuner.trials import TrialSettings
-    from autotune.tuner.tune import TuneConfig, Tuner, _refuses
+    from autotune.tuner.tune import Tuner, _refuses
 
     refusal = "ValueError: Your setup doesn't support bf16/gpu. You need to assign use_cpu (exit status 1)"
     assert _refuses(refusal, "bf16") and not _refuses("ValueError: shapes do not match", "bf16")

@@ -355,8 +355,9 @@ def test_a_faster_trial_within_the_noise_is_still_the_same() -> None:
 def test_the_baselines_own_configuration_is_never_spent_as_a_trial(tmp_path) -> None:
     # seen: a study re-ran its baseline's micro-batch 4, fp32 as a trial, in two studies
     from autotune.search.records import Infeasible
+    from autotune.tuner.config import TuneConfig
     from autotune.tuner.trials import TrialSettings
-    from autotune.tuner.tune import TuneConfig, Tuner
+    from autotune.tuner.tune import Tuner
 
     space = Space(micro_batch=Int(1, 16, power_of_two=True), precision=Choice("fp32", "bf16"))
     study = Study(space, searcher="grid", seed=0)

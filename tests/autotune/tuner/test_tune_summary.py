@@ -10,9 +10,9 @@ from typing import Any, Literal
 import pytest
 
 from autotune.search import Int, Space, Study, Trial
+from autotune.tuner.config import TuneConfig
 from autotune.tuner.objectives import Scoring
 from autotune.tuner.trials import TrialSettings
-from autotune.tuner.tune import TuneConfig
 from autotune.tuner.tune_summary import trial_entry, tune_summary, write_json
 
 SPACE = Space(micro_batch=Int(1, 16, power_of_two=True))
@@ -192,3 +192,23 @@ def test_a_written_trial_entry_has_exactly_the_keys_its_reference_names(tmp_path
         "speedup_ci95", "confirmed",
     }  # fmt: skip
     assert out["trials"][1]["status"] == "ok" and out["status_counts"] == {"ok": 2}
+
+
+def test_a_stored_figure_of_another_type_reads_as_missing_and_the_summary_is_written(tmp_path: Path) -> None:
+    # the store is the project's own: a value an older version wrote as another type must not stop
+    # the study's summary (written after every trial) nor hide its trials on the dashboard
+    from profilers.contract.summaries import TrialEntry
+
+    odd = measured(1, {"micro_batch": 8}, 1000.0, 1e9, "throughput")
+    attrs = {**odd.attrs, "stable": "yes", "world_size": "2", "throughput_ci95": [1, 2, 3], "executor": 5}
+    odd = Trial(1, odd.params, "ok", odd.value, odd.metrics, odd.duration_s, None, attrs)
+    study = Study(SPACE, searcher="random")
+    study.record(measured(0, {}, 400.0, 1e9, "throughput"))
+    study.record(odd)
+    out = json.loads(json.dumps(tune_summary(study, config(), tmp_path, None)))
+    entry = out["trials"][1]
+    odd_ones = (entry["stable"], entry["world_size"], entry["throughput_ci95"], entry["executor"])
+    assert odd_ones == (None, 1, None, None)
+    assert entry["throughput"] == 1000.0 and entry["run_dir"] == "/runs/t/trial-0001"
+    stored = TrialEntry.from_stored(odd.to_dict(), "run.db")  # the dashboard's read of the store
+    assert stored.samples_per_s == 1000.0 and stored.stable is None
