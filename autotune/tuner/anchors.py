@@ -69,9 +69,8 @@ class Anchors:
         """What keeps anchor ``index`` (run in trial ``trial_id``'s slot) the moment it ends."""
 
         def keep(ran: Ran) -> None:
-            where = {"executor": ran.executor, "node": ran.node, "devices": ran.devices}
-            span = (ran.started_at, ran.ended_at)
-            record = ConfirmRun.of((trial_id, index, confirm.ANCHOR), ran.outcome, self.run_dir, span, where)
+            key = (trial_id, index, confirm.ANCHOR)
+            record = ConfirmRun.of(key, ran.outcome, self.run_dir, ran.placement)
             with self._lock:
                 confirm.store(self.store, record)
                 self._in_flight.discard(index)

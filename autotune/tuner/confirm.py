@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,6 +24,7 @@ from profilers.contract.schema import TrialStatus
 from profilers.contract.summarize import ratio_interval
 
 if TYPE_CHECKING:
+    from autotune.tuner.running import Placement
     from autotune.tuner.trials import TrialOutcome
 
 ROLES = ("baseline", "best")
@@ -73,10 +74,9 @@ class ConfirmRun:
         key: tuple[int, int, str],
         outcome: TrialOutcome,
         study_dir: Path,
-        span: tuple[float, float],
-        where: Mapping[str, Any],
+        placed: Placement,
     ) -> ConfirmRun:
-        """The record of one run: ``key`` (best id, round, role), its outcome, when and where it ran.
+        """The record of one run: ``key`` (best id, round, role), its outcome, where and when it ran.
 
         A run on a machine too busy to measure it (:attr:`TrialOutcome.busy`) is "busy", with no figure
         to compare: the verdict and the anchors leave it out.
@@ -93,8 +93,8 @@ class ConfirmRun:
         return cls(
             *key, status, outcome.throughput if ok else None,
             list(ci) if ok and ci is not None else None, outcome.other_load_cores, outcome.duration_s,
-            run_dir, None if ok else error, span[0], span[1], where.get("executor"), where.get("node"),
-            where.get("devices"), outcome.load_cores, outcome.starved_share, outcome.busy_before,
+            run_dir, None if ok else error, placed.started_at, placed.ended_at, placed.executor, placed.node,
+            placed.devices, outcome.load_cores, outcome.starved_share, outcome.busy_before,
         )  # fmt: skip
 
     @classmethod

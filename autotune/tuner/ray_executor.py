@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.search.space import Space, Value
+from autotune.tuner.running import Placement, TrialRequest
 from autotune.tuner.trials import TrialOutcome, TrialSettings, run_trial
 from profilers.contract.schema import TrialStatus
 
@@ -161,22 +162,14 @@ class RayExecutor:
             options["num_gpus"] = ranks
         return options
 
-    def run(
-        self,
-        trial_id: int,
-        ranks: int,
-        settings: TrialSettings,
-        space: Space | None,
-        params: dict[str, Value],
-        run_dir: Path,
-        stop_below: float | None,
-    ) -> tuple[TrialOutcome, dict[str, Any]]:
-        """Run one trial as a task and wait for it; (its outcome here, where it ran)."""
+    def run(self, trial_id: int, ranks: int, request: TrialRequest) -> tuple[TrialOutcome, Placement]:
+        """Run one trial as a task and wait for it; its outcome here, and where and when it ran."""
         ray = self._ray
+        settings, run_dir = request.settings, request.run_dir
         shared = str(run_dir) if self.storage == "shared" else None
-        started = time.monotonic()
+        started, started_at = time.monotonic(), time.time()
         task = self._task.options(**self._options(ranks))
-        ref = task.remote(settings, space, params, shared, stop_below, os.getcwd())
+        ref = task.remote(settings, request.space, request.params, shared, request.stop_below, os.getcwd())
         with self._lock:
             self._refs[trial_id] = ref
         try:
@@ -186,11 +179,11 @@ class RayExecutor:
         except ray.exceptions.GetTimeoutError:
             ray.cancel(ref, force=True)
             late = f"no result within {settings.timeout_s:g} s"
-            return self._failed(TrialStatus.TIMEOUT, run_dir, started, late), {}
+            return self._failed(TrialStatus.TIMEOUT, run_dir, started, late), self._placed(started_at)
         except ray.exceptions.RayError as exc:  # the node was lost, the task was cancelled or failed
             detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             reason = f"the Ray task failed: {type(exc).__name__}: {detail}"
-            return self._failed(TrialStatus.CRASHED, run_dir, started, reason), {}
+            return self._failed(TrialStatus.CRASHED, run_dir, started, reason), self._placed(started_at)
         finally:
             with self._lock:
                 self._refs.pop(trial_id, None)
@@ -202,7 +195,12 @@ class RayExecutor:
             run_dir.mkdir(parents=True, exist_ok=True)
             with tarfile.open(fileobj=io.BytesIO(result["archive"]), mode="r:gz") as tar:
                 tar.extractall(run_dir, filter="data")
-        return _moved(outcome, run_dir), where
+        placed = replace(self._placed(started_at), node=where.get("node"), devices=where.get("devices"))
+        return _moved(outcome, run_dir), placed
+
+    def _placed(self, started_at: float) -> Placement:
+        """A run of this executor's that started at ``started_at`` and ends now (its node not known)."""
+        return Placement(self.name, None, None, started_at, time.time())
 
     def cancel_all(self) -> None:
         """Cancel every running task (the study stops while they run)."""

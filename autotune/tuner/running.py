@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,16 +44,38 @@ class TrialClaim:
     devices: str | None = None  # "cuda:0", "cpu:1"
 
 
+@dataclass(frozen=True, slots=True)
+class TrialRequest:
+    """One run of the script a study asks for: how it runs, with which parameters, into which folder."""
+
+    settings: TrialSettings
+    space: Space | None  # None: the parameters are the script's own (the baseline's configuration)
+    params: dict[str, Value]
+    run_dir: Path
+    stop_below: float | None = None  # samples/s under which it stops as losing (tuner.early_stop)
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where and when a run ran, as a trial's entry and a re-measurement's record say it."""
+
+    executor: str | None = None  # "local" or "ray"
+    node: str | None = None  # the host
+    devices: str | None = None  # "cuda:0", "cpu:1", a Ray resource and its count
+    started_at: float | None = None  # unix seconds
+    ended_at: float | None = None
+
+    def facts(self) -> dict[str, Any]:
+        """The fields a trial's facts take from it (``TrialFacts``'s names)."""
+        return {f: getattr(self, f) for f in self.__slots__}
+
+
 @dataclass(frozen=True)
 class Ran:
-    """A run of the script in a trial's slot (an anchor), with when it ran (unix seconds)."""
+    """A run of the script in a trial's slot (an anchor), and where and when it ran."""
 
     outcome: TrialOutcome
-    started_at: float
-    ended_at: float
-    executor: str | None = None  # where it ran, as a trial's entry says it
-    node: str | None = None
-    devices: str | None = None
+    placement: Placement
 
 
 class RunningTrials:
@@ -77,44 +99,40 @@ class RunningTrials:
         study: Study,
         trial_id: int,
         ranks: int,
-        trial: tuple[TrialSettings, Space | None, dict[str, Value], Path, float | None],
+        request: TrialRequest,
         anchor: tuple[Path, Callable[[Ran], None]] | None = None,
         stop_below_now: Callable[[], float | None] | None = None,
-    ) -> tuple[TrialOutcome, dict[str, Any]]:
-        """Run one trial (settings, space, params, run directory, stop-below) where it goes; its facts.
+    ) -> tuple[TrialOutcome, Placement]:
+        """Run one trial where it goes; its outcome and where and when it ran.
 
         ``anchor``: (folder, ended) first runs the baseline's configuration (no parameter set) into
         that folder, in the same slot (the same devices and cores; on Ray, a task of its own), so that
         it is measured where and how the trials it anchors are; ``ended`` gets it before the trial starts.
         ``stop_below_now``: the stop-below again once that anchor ended (its spread counts), in place
-        of the trial's.
+        of the request's.
         """
-        settings, space, params, run_dir, stop_below = trial
+        first = None if anchor is None else TrialRequest(request.settings, None, {}, anchor[0])
         if self.ray is not None:
             study.claim_update(trial_id, executor=self.ray.name)
-            if anchor is not None:
-                began = time.time()
-                anchor_outcome, placed = self.ray.run(trial_id, ranks, settings, None, {}, anchor[0], None)
-                node, devices = placed.get("node"), placed.get("devices")
-                anchor[1](Ran(anchor_outcome, began, time.time(), self.ray.name, node, devices))
-                stop_below = stop_below_now() if stop_below_now is not None else stop_below
-            started_at = time.time()
-            outcome, where = self.ray.run(trial_id, ranks, settings, space, params, run_dir, stop_below)
-            facts = {"executor": self.ray.name, **where, "started_at": started_at, "ended_at": time.time()}
-            return outcome, facts
+            if anchor is not None and first is not None:
+                anchor[1](Ran(*self.ray.run(trial_id, ranks, first)))
+                if stop_below_now is not None:
+                    request = replace(request, stop_below=stop_below_now())
+            return self.ray.run(trial_id, ranks, request)
         with self.devices(ranks) as lease:
             env = lease.env if lease is not None else None
             note = self.spawned(study, trial_id, lease)
-            if anchor is not None:
+            if anchor is not None and first is not None:
                 began = time.time()
-                ran = run_trial(settings, None, {}, anchor[0], None, env, note)
-                devices = lease.label if lease is not None else None
-                anchor[1](Ran(ran, began, time.time(), EXECUTOR, self.node, devices))
-                stop_below = stop_below_now() if stop_below_now is not None else stop_below
+                ran = run_trial(first.settings, None, {}, first.run_dir, None, env, note)
+                anchor[1](Ran(ran, self.placement(lease, began)))
+                if stop_below_now is not None:
+                    request = replace(request, stop_below=stop_below_now())
             started_at = time.time()
-            outcome = run_trial(settings, space, params, run_dir, stop_below, env, note)
+            r = request
+            outcome = run_trial(r.settings, r.space, r.params, r.run_dir, r.stop_below, env, note)
             self.ended(trial_id)
-        return outcome, self.facts(lease, started_at)
+        return outcome, self.placement(lease, started_at)
 
     @contextmanager
     def devices(self, ranks: int) -> Iterator[Lease | None]:
@@ -141,15 +159,10 @@ class RunningTrials:
         with self._lock:
             self._groups.pop(trial_id, None)
 
-    def facts(self, lease: Lease | None, started_at: float) -> dict[str, Any]:
-        """Where and when a trial ran, for its entry."""
-        return {
-            "executor": EXECUTOR,
-            "node": self.node,
-            "devices": lease.label if lease is not None else None,
-            "started_at": started_at,
-            "ended_at": time.time(),
-        }
+    def placement(self, lease: Lease | None, started_at: float) -> Placement:
+        """Where and when a run here ran (ending now), on ``lease``'s devices when it had some."""
+        devices = lease.label if lease is not None else None
+        return Placement(EXECUTOR, self.node, devices, started_at, time.time())
 
     def stop_all(self) -> None:
         """Kill every running trial's process group, or cancel its Ray task (the study stops)."""

@@ -51,7 +51,7 @@ from autotune.tuner.memory_model import MemoryModel
 from autotune.tuner.plan_memory import PlanMemory, PlanTraces
 from autotune.tuner.plan_prior import PlanPrior, prior_for_study
 from autotune.tuner.ray_executor import RayExecutor
-from autotune.tuner.running import RunningTrials
+from autotune.tuner.running import Placement, RunningTrials, TrialRequest
 from autotune.tuner.stale_runs import noted_group, stop_stale_runs
 from autotune.tuner.trial_facts import TrialFacts, facts, metrics
 from autotune.tuner.trials import (
@@ -362,11 +362,10 @@ class Tuner:
                 self.on_confirm(None, r, role, rounds)
             run_dir = self.run_dir / TRIALS_DIR / confirm.run_dir_name((r, role), best.id)
             baseline = role == "baseline"
-            began = time.time()
             params = {} if baseline else best.params
-            outcome, where = self._run_alone(best.id, None if baseline else study.space, params, run_dir)
-            where = where or self._running.facts(None, began)
-            run = ConfirmRun.of((best.id, r, role), outcome, self.run_dir, (began, time.time()), where)
+            request = TrialRequest(self.config.settings, None if baseline else study.space, params, run_dir)
+            outcome, placed = self._run_alone(best.id, request)
+            run = ConfirmRun.of((best.id, r, role), outcome, self.run_dir, placed)
             confirm.store(path, run)
             self._write_summary()
             if self.on_confirm is not None:
@@ -377,12 +376,11 @@ class Tuner:
     def _run_baseline(self) -> Trial:
         if self.on_start is not None:
             self.on_start(0, 1, self.config.n_trials, {})
-        started_at = time.time()
-        outcome, where = self._run_alone(0, None, {}, self._trial_dir(0))
+        request = TrialRequest(self.config.settings, None, {}, self._trial_dir(0))
+        outcome, placed = self._run_alone(0, request)
         point = None  # set once the space is known
         world_size = trial_world_size(self.config.settings, {})
-        where = where or self._running.facts(None, started_at)
-        attrs = replace(self._facts(outcome, world_size), **where).to_attrs()
+        attrs = replace(self._facts(outcome, world_size), **placed.facts()).to_attrs()
         if outcome.status != TrialStatus.OK:
             return Trial(0, {}, outcome.status, None, {}, outcome.duration_s, outcome.error, attrs, point)
         metrics = self.config.scoring.metrics(outcome.figures, world_size)
@@ -397,23 +395,19 @@ class Tuner:
             return Trial(0, {}, TrialStatus.CRASHED, None, metrics, outcome.duration_s, error, attrs, point)
         return Trial(0, {}, TrialStatus.OK, value, metrics, outcome.duration_s, None, attrs, point)
 
-    def _run_alone(
-        self, trial_id: int, space: Space | None, params: dict[str, Value], run_dir: Path
-    ) -> tuple[TrialOutcome, dict[str, Any] | None]:
+    def _run_alone(self, trial_id: int, request: TrialRequest) -> tuple[TrialOutcome, Placement]:
         """Run the script once outside the search (the baseline, a re-measurement) where trials run.
 
-        On Ray, as a Ray task like the trials (its facts: where it ran); else here, with nothing else of
-        the study running (facts None: the caller's).
+        On Ray, as a Ray task like the trials; else here, with nothing else of the study running.
         """
-        settings = self.config.settings
         ray = self._running.ray
         if ray is None:
-            with noted_group(self.run_dir, self._running.node, run_dir.name) as note:
-                return run_trial(settings, space, params, run_dir, on_spawn=note), None
-        started_at = time.time()
-        ranks = trial_world_size(settings, params)
-        outcome, where = ray.run(trial_id, ranks, settings, space, params, run_dir, None)
-        return outcome, {"executor": ray.name, **where, "started_at": started_at, "ended_at": time.time()}
+            started_at = time.time()
+            with noted_group(self.run_dir, self._running.node, request.run_dir.name) as note:
+                run = request
+                outcome = run_trial(run.settings, run.space, run.params, run.run_dir, on_spawn=note)
+            return outcome, self._running.placement(None, started_at)
+        return ray.run(trial_id, trial_world_size(request.settings, request.params), request)
 
     def _stop_stale(self, study: Study) -> None:
         """A resumed study: stop the trials the stopped one left running; they run again."""
@@ -474,17 +468,18 @@ class Tuner:
             return floors[-1].samples_per_s if floors[-1] is not None else None
 
         stop_below = floors[0].samples_per_s if floors[0] is not None else None
-        trial = (self.config.settings, study.space, params, self._trial_dir(trial_id), stop_below)
+        run_dir = self._trial_dir(trial_id)
+        request = TrialRequest(self.config.settings, study.space, params, run_dir, stop_below)
         anchor = self._anchors.claim(study.trials, world_size)
         try:
             first = None
             if anchor is not None:
                 first = (self._anchors.folder(anchor), self._anchors.ended(anchor, trial_id))
-            outcome, where = self._running.run(study, trial_id, world_size, trial, first, floor_now)
+            outcome, placed = self._running.run(study, trial_id, world_size, request, first, floor_now)
         finally:
             if anchor is not None:
                 self._anchors.release(anchor)
-        fact = replace(self._facts(outcome, world_size), **where)
+        fact = replace(self._facts(outcome, world_size), **placed.facts())
         floor = floors[-1]
         if floor is not None and fact.stop_reason == STOPPED_LOSING:
             fact = replace(
