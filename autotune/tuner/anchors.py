@@ -14,7 +14,6 @@ from pathlib import Path
 
 from autotune.search.records import Trial
 from autotune.tuner import confirm
-from autotune.tuner.confirm import ConfirmRun
 from autotune.tuner.running import Ran
 from autotune.tuner.tune_summary import anchor_line, anchor_runs
 from profilers.contract.schema import TRIALS_DIR, TrialStatus
@@ -70,7 +69,7 @@ class Anchors:
 
         def keep(ran: Ran) -> None:
             key = (trial_id, index, confirm.ANCHOR)
-            record = ConfirmRun.of(key, ran.outcome, self.run_dir, ran.placement)
+            record = confirm.confirmation_of(key, ran.outcome, self.run_dir, ran.placement)
             with self._lock:
                 confirm.store(self.store, record)
                 self._in_flight.discard(index)

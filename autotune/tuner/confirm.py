@@ -14,13 +14,13 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from profilers.contract.lenient import member
 from profilers.contract.reader import Snapshot
 from profilers.contract.schema import TrialStatus
+from profilers.contract.summaries import Confirmation
 from profilers.contract.summarize import ratio_interval
 
 if TYPE_CHECKING:
@@ -37,76 +37,33 @@ CONFIRM_PREFIX = "confirm"
 ANCHOR_PREFIX = "anchor"
 
 
-@dataclass(frozen=True)
-class ConfirmRun:
-    """One re-measurement: of the baseline or of the best trial ``best_id``, in round ``round``.
+def confirmation_of(
+    key: tuple[int, int, str], outcome: TrialOutcome, study_dir: Path, placed: Placement
+) -> Confirmation:
+    """The record of one run: ``key`` (best id, round, role), its outcome, where and when it ran.
 
-    An anchor (``role`` "anchor") is the baseline's configuration run during the search: ``round`` is
-    its index (1, 2...; the baseline trial is anchor 0) and ``best_id`` the trial whose slot it ran in.
+    A run on a machine too busy to measure it (:attr:`TrialOutcome.busy`) is "busy", with no figure
+    to compare: the verdict and the anchors leave it out.
     """
-
-    best_id: int  # the best trial this round re-measures against the baseline
-    round: int  # 0-based
-    role: str  # "baseline", "best" or "anchor"
-    status: TrialStatus
-    samples_per_s: float | None
-    samples_per_s_ci95: list[float | None] | None
-    other_load_cores: float | None
-    duration_s: float
-    run_dir: str  # relative to the study
-    error: str | None = None
-    started_at: float | None = None  # unix seconds (None in studies from before it was kept)
-    ended_at: float | None = None
-    executor: str | None = None  # where it ran: "local" or "ray", the host, its devices
-    node: str | None = None
-    devices: str | None = None
-    load_cores: int | None = None  # the cores other_load_cores is over (its own when pinned)
-    starved_share: float | None = None  # share of its measured steps it ran short of CPU
-    busy_before: float | None = None  # its first run's starved share, when it ran again once calmer
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form (run.db and summary.json)."""
-        return asdict(self)
-
-    @classmethod
-    def of(
-        cls,
-        key: tuple[int, int, str],
-        outcome: TrialOutcome,
-        study_dir: Path,
-        placed: Placement,
-    ) -> ConfirmRun:
-        """The record of one run: ``key`` (best id, round, role), its outcome, where and when it ran.
-
-        A run on a machine too busy to measure it (:attr:`TrialOutcome.busy`) is "busy", with no figure
-        to compare: the verdict and the anchors leave it out.
-        """
-        ok = outcome.status == TrialStatus.OK and outcome.throughput is not None and not outcome.busy
-        ci = outcome.figures.throughput.samples_per_s_ci95
-        try:
-            run_dir = str(outcome.run_dir.resolve().relative_to(study_dir.resolve()))
-        except ValueError:
-            run_dir = str(outcome.run_dir)
-        lines = [line for line in (outcome.error or "").splitlines() if line.strip()]
-        error = outcome.busy_reason() if outcome.busy else (lines[0] if lines else "no error message")
-        status = TrialStatus.BUSY if outcome.busy else outcome.status
-        return cls(
-            *key, status, outcome.throughput if ok else None,
-            list(ci) if ok and ci is not None else None, outcome.other_load_cores, outcome.duration_s,
-            run_dir, None if ok else error, placed.started_at, placed.ended_at, placed.executor, placed.node,
-            placed.devices, outcome.load_cores, outcome.starved_share, outcome.busy_before,
-        )  # fmt: skip
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ConfirmRun:
-        """Back from :meth:`to_dict` (ValueError for a damaged record)."""
-        status = member(TrialStatus, data.get("status"))
-        if status is None:
-            raise ValueError(f"a damaged confirmation record: status {data.get('status')!r}")
-        try:
-            return cls(**{**data, "status": status})
-        except TypeError as exc:
-            raise ValueError(f"a damaged confirmation record: {exc}") from None
+    ok = outcome.status == TrialStatus.OK and outcome.throughput is not None and not outcome.busy
+    ci = outcome.figures.throughput.samples_per_s_ci95
+    try:
+        run_dir = str(outcome.run_dir.resolve().relative_to(study_dir.resolve()))
+    except ValueError:
+        run_dir = str(outcome.run_dir)
+    lines = [line for line in (outcome.error or "").splitlines() if line.strip()]
+    error = outcome.busy_reason() if outcome.busy else (lines[0] if lines else "no error message")
+    best_id, round_, role = key
+    return Confirmation(
+        best_id=best_id, round=round_, role=role,
+        status=TrialStatus.BUSY if outcome.busy else outcome.status,
+        samples_per_s=outcome.throughput if ok else None,
+        samples_per_s_ci95=ci if ok and ci is not None else None,
+        other_load_cores=outcome.other_load_cores, duration_s=outcome.duration_s, run_dir=run_dir,
+        error=None if ok else error, started_at=placed.started_at, ended_at=placed.ended_at,
+        executor=placed.executor, node=placed.node, devices=placed.devices,
+        load_cores=outcome.load_cores, starved_share=outcome.starved_share, busy_before=outcome.busy_before,
+    )  # fmt: skip
 
 
 def plan(rounds: int) -> list[tuple[int, str]]:
@@ -134,7 +91,7 @@ class Verdict:
     confirmed: bool  # the interval's low end is above 1
 
 
-def verdict(runs: Iterable[ConfirmRun], best_id: int) -> Verdict:
+def verdict(runs: Iterable[Confirmation], best_id: int) -> Verdict:
     """The speedup of ``best_id`` over the baseline from its rounds (ok pairs only)."""
     by_round: dict[int, dict[str, float]] = {}
     for run in runs:
@@ -154,32 +111,33 @@ def verdict(runs: Iterable[ConfirmRun], best_id: int) -> Verdict:
 _TABLE = "CREATE TABLE IF NOT EXISTS confirmations (seq INTEGER PRIMARY KEY, record TEXT NOT NULL)"
 
 
-def store(path: Path, run: ConfirmRun) -> None:
+def store(path: Path, run: Confirmation) -> None:
     """Append one re-measurement, committed before returning."""
     conn = sqlite3.connect(path, timeout=30.0, isolation_level=None)
     try:
         conn.execute("PRAGMA synchronous=FULL")
         conn.execute(_TABLE)
         with conn:
-            conn.execute("INSERT INTO confirmations (record) VALUES (?)", (json.dumps(run.to_dict()),))
+            conn.execute("INSERT INTO confirmations (record) VALUES (?)", (json.dumps(run.to_json()),))
     finally:
         conn.close()
 
 
-def stored(path: Path) -> list[ConfirmRun]:
+def stored(path: Path) -> list[Confirmation]:
     """Every re-measurement stored in ``path`` (none for a study without them)."""
     if not path.exists():
         return []
     with Snapshot(path) as snap:
-        return [ConfirmRun.from_dict(record) for record in snap.confirmation_records()]
+        records = snap.confirmation_records()
+    return [Confirmation.parse(record, f"{path}: a re-measurement") for record in records]
 
 
-def done(runs: Sequence[ConfirmRun], best_id: int) -> set[tuple[int, str]]:
+def done(runs: Sequence[Confirmation], best_id: int) -> set[tuple[int, str]]:
     """(round, role) already measured for ``best_id``."""
     return {(r.round, r.role) for r in runs if r.best_id == best_id and r.role in ROLES}
 
 
-def anchors(runs: Sequence[ConfirmRun]) -> list[ConfirmRun]:
+def anchors(runs: Sequence[Confirmation]) -> list[Confirmation]:
     """The study's anchors, in the order they were stored."""
     return [r for r in runs if r.role == ANCHOR]
 

@@ -43,7 +43,6 @@ from autotune.search.study import Study
 from autotune.tuner import confirm
 from autotune.tuner.anchors import Anchors
 from autotune.tuner.config import TuneConfig
-from autotune.tuner.confirm import ConfirmRun
 from autotune.tuner.devices import usable_cpus
 from autotune.tuner.early_stop import STOPPED_LOSING, StopFloor, best_result, stop_floor
 from autotune.tuner.host_load import free_cores
@@ -82,7 +81,7 @@ from profilers.contract.schema import (
     resolve_trial_dir,
 )
 from profilers.contract.spread import AnchorRun, midpoint, nearest_anchor, process_spread
-from profilers.contract.summaries import ProfileSummary, TuningSummary
+from profilers.contract.summaries import Confirmation, ProfileSummary, TuningSummary
 
 
 class TuneError(Exception):
@@ -114,7 +113,7 @@ class Tuner:
         resume: bool = False,
         on_start: Callable[[int, int, int, dict[str, Value]], None] | None = None,
         on_trial: Callable[[Study, Trial], None] | None = None,
-        on_confirm: Callable[[ConfirmRun | None, int, str, int], None] | None = None,
+        on_confirm: Callable[[Confirmation | None, int, str, int], None] | None = None,
         on_note: Callable[[str], None] | None = None,
     ) -> None:
         self.config = config
@@ -365,7 +364,7 @@ class Tuner:
             params = {} if baseline else best.params
             request = TrialRequest(self.config.settings, None if baseline else study.space, params, run_dir)
             outcome, placed = self._run_alone(best.id, request)
-            run = ConfirmRun.of((best.id, r, role), outcome, self.run_dir, placed)
+            run = confirm.confirmation_of((best.id, r, role), outcome, self.run_dir, placed)
             confirm.store(path, run)
             self._write_summary()
             if self.on_confirm is not None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from autotune.cost.prices import PriceQuote, PriceTableError, load_prices, resolve_price
 from autotune.search.records import Trial
-from autotune.tuner.confirm import ANCHOR, ConfirmRun, anchors, verdict
+from autotune.tuner.confirm import ANCHOR, Confirmation, anchors, verdict
 from autotune.tuner.early_stop import best_result, reference_trials
 from autotune.tuner.host_load import machine_cores
 from autotune.tuner.trial_facts import TrialMetrics, facts, metrics
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from autotune.tuner.config import TuneConfig
 
 
-def anchor_runs(baseline: Trial | None, stored: Sequence[ConfirmRun], parallel: int = 1) -> list[AnchorRun]:
+def anchor_runs(baseline: Trial | None, stored: Sequence[Confirmation], parallel: int = 1) -> list[AnchorRun]:
     """The baseline's processes: the baseline trial (anchor 0), then each stored anchor.
 
     With trials at once (``parallel`` > 1) the baseline trial ran alone: it counts in the spread but
@@ -55,7 +55,7 @@ def anchor_runs(baseline: Trial | None, stored: Sequence[ConfirmRun], parallel: 
     return out
 
 
-def anchor_line(run: ConfirmRun) -> str:
+def anchor_line(run: Confirmation) -> str:
     """What the terminal says of one anchor as it ends."""
     what = f"anchor {run.round}: the baseline's configuration again"
     where = f" (in trial {run.best_id}'s slot)"
@@ -99,7 +99,7 @@ def tune_summary(
     config: TuneConfig,
     run_dir: Path,
     stopped: str | None,
-    confirmations: Sequence[ConfirmRun] = (),
+    confirmations: Sequence[Confirmation] = (),
     no_effect: bool = False,
 ) -> dict[str, Any]:
     """The summary of ``study`` as it stands.
@@ -144,13 +144,13 @@ def tune_summary(
         "anchor_every": config.anchor_every,
         "parallel": config.parallel,
         "executor": config.executor,
-        "anchors": [c.to_dict() for c in confirmations if c.role == ANCHOR],
+        "anchors": [c.to_json() for c in confirmations if c.role == ANCHOR],
         "process_spread": asdict(spread),
         "confirm_rounds": config.confirm_rounds,
         "preset": settings.preset,
         "preset_per_rank": settings.preset_per_rank,
         "confirmations": [
-            c.to_dict()
+            c.to_json()
             for c in confirmations
             if best is not None and c.best_id == best.id and c.role != ANCHOR
         ],
@@ -189,7 +189,7 @@ def _best_entry(
     best: Trial,
     baseline: Trial | None,
     anchor_list: Sequence[AnchorRun],
-    confirmations: Sequence[ConfirmRun],
+    confirmations: Sequence[Confirmation],
     price_per_gpu_hour: float | None,
 ) -> BestEntry:
     """The best trial's entry, with its cost against the baseline's and its re-measured speedup."""

@@ -241,16 +241,42 @@ class BestEntry(TrialEntry):
 
 @dataclass(frozen=True)
 class Confirmation:
-    """One re-measurement of the best trial or the baseline (summary.json's ``confirmations``)."""
+    """One run of the baseline's or the best's configuration outside the search's trials.
 
-    round: int = 0
-    role: str = ""  # "baseline" or "best"
+    A re-measurement of the baseline or of the best trial ``best_id``, in round ``round`` (summary.json's
+    ``confirmations``); or an anchor (``role`` "anchor", summary.json's ``anchors``): the baseline's
+    configuration run during the search, ``round`` its index (1, 2...; the baseline trial is anchor
+    0) and ``best_id`` the trial whose slot it ran in. The study store keeps the same record.
+    """
+
+    best_id: int = 0  # the best trial this round re-measures against the baseline
+    round: int = 0  # 0-based
+    role: str = ""  # "baseline", "best" or "anchor"
     #: how the run ended (one written without its status reads as crashed: never compared)
     status: TrialStatus = field(default=TrialStatus.CRASHED, metadata=member_of(TrialStatus))
     samples_per_s: float | None = None
+    samples_per_s_ci95: tuple[float | None, float | None] | None = None
     other_load_cores: float | None = None
-    load_cores: int | None = None  # the cores other_load_cores is over
     duration_s: float | None = None  # its wall time (the study's bill counts it)
+    run_dir: str | None = None  # relative to the study
+    error: str | None = None
+    started_at: float | None = None  # unix seconds (None in studies from before it was kept)
+    ended_at: float | None = None
+    executor: str | None = None  # where it ran: "local" or "ray", the host, its devices
+    node: str | None = None
+    devices: str | None = None
+    load_cores: int | None = None  # the cores other_load_cores is over (its own when pinned)
+    starved_share: float | None = None  # share of its measured steps it ran short of CPU
+    busy_before: float | None = None  # its first run's starved share, when it ran again once calmer
+
+    @classmethod
+    def parse(cls, data: Any, where: str) -> Confirmation:
+        """The record ``data`` (a JSON object), or SummaryError naming ``where`` and the field."""
+        return cls(**checked_fields(cls, data, where))
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object :meth:`parse` reads (summary.json and the study store)."""
+        return record_json(self)
 
 
 @dataclass(frozen=True)

@@ -209,7 +209,7 @@ def test_a_re_measurements_and_a_verdicts_status_read_as_members_or_refused():
          "confirmations": [{"round": 0, "role": "best", "status": "busy", "samples_per_s": None}]},
         "summary.json",
     )  # fmt: skip
-    assert summary.confirmations == (Confirmation(0, "best", TrialStatus.BUSY),)
+    assert summary.confirmations == (Confirmation(round=0, role="best", status=TrialStatus.BUSY),)
     with pytest.raises(SummaryError, match="'status' is 'lost', none of ok, infeasible"):
         TuningSummary.parse(
             {"trials": [], "best": None, "baseline": None, "stopped": None,

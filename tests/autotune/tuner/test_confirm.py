@@ -15,7 +15,7 @@ import pytest
 from autotune.advice.rules_tune import apply_tuned
 from autotune.search.records import Trial
 from autotune.tuner.config import TuneConfig
-from autotune.tuner.confirm import ConfirmRun, plan, store, stored, verdict
+from autotune.tuner.confirm import Confirmation, plan, store, stored, verdict
 from autotune.tuner.trials import TrialSettings, run_trial
 from autotune.tuner.tune import Tuner
 from profilers.contract.rundir import load_run
@@ -24,8 +24,8 @@ SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
-def _run(best_id: int, round_: int, role: str, rate: float | None, status: str = "ok") -> ConfirmRun:
-    return ConfirmRun(best_id, round_, role, status, rate, None, 0.0, 1.0, f"trials/x-{round_}-{role}")
+def _run(best_id: int, round_: int, role: str, rate: float | None, status: str = "ok") -> Confirmation:
+    return Confirmation(best_id, round_, role, status, rate, None, 0.0, 1.0, f"trials/x-{round_}-{role}")
 
 
 def test_the_plan_interleaves_and_alternates_who_goes_first():

@@ -221,11 +221,11 @@ def test_an_anchor_index_is_never_one_stored_or_running(tmp_path):
 
     from autotune.tuner import confirm
     from autotune.tuner.anchors import Anchors
-    from autotune.tuner.confirm import ConfirmRun
+    from profilers.contract.summaries import Confirmation
 
     store = tmp_path / "run.db"
     for index in (2, 3):
-        run = ConfirmRun(index, index, "anchor", "ok", 100.0, None, 0.0, 1.0, f"trials/anchor-{index:02d}")
+        run = Confirmation(index, index, "anchor", "ok", 100.0, None, 0.0, 1.0, f"trials/anchor-{index:02d}")
         confirm.store(store, run)
     anchors = Anchors(tmp_path, store, every=1, baseline_ranks=1)
     searched = SimpleNamespace(baseline=False, status="ok")
