@@ -9,13 +9,15 @@ from io import StringIO
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autotune.cli.support import UsageError
+
 if TYPE_CHECKING:  # the parser is built for every command; the comparison loads only for `compare`
     from autotune.compare import Comparison, Delta, NameDelta, Side
 
 FORMATS = ("text", "md", "json")
 
 
-def add_compare_parser(sub: Any) -> None:
+def add_parser(sub: Any) -> None:
     """Register ``autotune compare``."""
     p = sub.add_parser(
         "compare",
@@ -55,8 +57,8 @@ def _pct(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def cmd_compare(args: argparse.Namespace, usage_error: type[Exception]) -> int:
-    """Compare and print; bad input raises ``usage_error`` (one line, exit 2).
+def run(args: argparse.Namespace) -> int:
+    """Compare and print; bad input raises UsageError (one line, exit 2).
 
     The exit status is the gate's (0 pass, 1 fail, 3 undecided) under ``--fail-if-slower``, else 0.
     """
@@ -67,13 +69,13 @@ def cmd_compare(args: argparse.Namespace, usage_error: type[Exception]) -> int:
         a, b = study_sides(args.a) if args.b is None else (side_of(args.a), side_of(args.b))
         comparison = compare(a, b, args.fail_if_slower)
     except (CompareError, TraceError) as exc:
-        raise usage_error(str(exc)) from None
+        raise UsageError(str(exc)) from None
     text = render(comparison, args.format)
     if args.output:
         try:
             Path(args.output).write_text(text, encoding="utf-8")
         except OSError as exc:
-            raise usage_error(f"cannot write {args.output}: {exc.strerror or exc}") from None
+            raise UsageError(f"cannot write {args.output}: {exc.strerror or exc}") from None
     else:
         sys.stdout.write(text)
     return comparison.gate.exit_code if comparison.gate is not None else 0
@@ -186,4 +188,4 @@ def _tables(c: Comparison) -> list[_Table]:
     return out
 
 
-__all__ = ["add_compare_parser", "cmd_compare", "render"]
+__all__ = ["add_parser", "render", "run"]

@@ -9,14 +9,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from autotune.cli.support import UsageError, number
 from autotune.plan.published import EAGER
 from profilers.contract.plan_doc import PlanDocument
 
 FORMATS = ("table", "json", "md", "html")
 
 
-def add_plan_parser(sub: Any, number: Any) -> None:
-    """Register ``autotune plan``; ``number`` is the CLI's checked-number argparse type factory."""
+def add_parser(sub: Any) -> None:
+    """Register ``autotune plan``."""
     p = sub.add_parser(
         "plan",
         help="predict memory, step time and $ of every configuration on every GPU (no GPU needed)",
@@ -109,21 +110,21 @@ def _misplaced(args: argparse.Namespace) -> str:
     )
 
 
-def cmd_plan(args: argparse.Namespace, usage_error: type[Exception]) -> int:
-    """Plan and print; bad input raises ``usage_error`` (one line, exit 2)."""
+def run(args: argparse.Namespace) -> int:
+    """Plan and print; bad input raises UsageError (one line, exit 2)."""
     from autotune.plan.plan import with_run
     from autotune.plan.script import NoStepError, ScriptError, plan_script
 
     if (args.demo is None) == (args.script is None):
-        raise usage_error("give a SCRIPT to plan, or --demo gpt|cnn")
+        raise UsageError("give a SCRIPT to plan, or --demo gpt|cnn")
     if args.script is not None and not Path(args.script).is_file():
-        raise usage_error(f"{args.script}: no such script")
+        raise UsageError(f"{args.script}: no such script")
     if sum(x is not None for x in (args.samples, args.tokens, args.epochs)) > 1:
-        raise usage_error("give the run as one of --samples, --tokens, or --epochs with --dataset-samples")
+        raise UsageError("give the run as one of --samples, --tokens, or --epochs with --dataset-samples")
     if args.global_batch is not None and args.global_batch % args.gpus:
-        raise usage_error(f"--global-batch {args.global_batch} does not split over --gpus {args.gpus}")
+        raise UsageError(f"--global-batch {args.global_batch} does not split over --gpus {args.gpus}")
     if (args.epochs is None) != (args.dataset_samples is None):
-        raise usage_error("--epochs and --dataset-samples go together")
+        raise UsageError("--epochs and --dataset-samples go together")
     common: dict[str, Any] = {
         "gpus": tuple(args.gpu), "gpus_per_node": args.gpus, "headroom": args.headroom, "nodes": args.nodes,
         "inter_node_gb_s": args.inter_node_gb_s,
@@ -132,7 +133,7 @@ def cmd_plan(args: argparse.Namespace, usage_error: type[Exception]) -> int:
     checkpointing: tuple[bool | str, ...] = (False, *[True] * args.checkpointing)
     checkpointing += ("selective",) * args.selective_checkpointing
     if args.demo is not None:  # a bad --tokens for a demo model is known before planning
-        _run_samples(args, demo_tokens_per_sample(args.demo), usage_error)
+        _run_samples(args, demo_tokens_per_sample(args.demo))
     try:
         if args.script is not None:
             result = plan_script(
@@ -145,13 +146,13 @@ def cmd_plan(args: argparse.Namespace, usage_error: type[Exception]) -> int:
             result = _demo(args, checkpointing, common)
             per_sample = demo_tokens_per_sample(args.demo)
     except NoStepError as exc:  # not a training script: one line, as a usage error
-        raise usage_error(str(exc)) from None
+        raise UsageError(str(exc)) from None
     except ScriptError as exc:
         print(f"autotune plan: {exc}{_misplaced(args)}", file=sys.stderr)
         return 1
     except ValueError as exc:
-        raise usage_error(str(exc)) from None
-    run_samples = _run_samples(args, per_sample, usage_error)
+        raise UsageError(str(exc)) from None
+    run_samples = _run_samples(args, per_sample)
     if run_samples is not None:
         result = with_run(result, run_samples)
     data = plan_dict(result)
@@ -197,14 +198,12 @@ def demo_tokens_per_sample(name: str) -> int | None:
     return int(getattr(default_config(name), "seq_len", 0)) or None
 
 
-def _run_samples(
-    args: argparse.Namespace, per_sample: int | None, usage_error: type[Exception]
-) -> int | None:
+def _run_samples(args: argparse.Namespace, per_sample: int | None) -> int | None:
     if args.epochs is not None:
         return round(args.epochs * args.dataset_samples)
     if args.tokens is not None:
         if not per_sample:
-            raise usage_error("--tokens: this model does not train on tokens; use --samples")
+            raise UsageError("--tokens: this model does not train on tokens; use --samples")
         return -(-args.tokens // per_sample)
     return args.samples
 
@@ -326,4 +325,4 @@ def _print_table(plan: PlanDocument, top: int) -> None:
     )
 
 
-__all__ = ["add_plan_parser", "cmd_plan", "plan_dict"]
+__all__ = ["add_parser", "plan_dict", "run"]

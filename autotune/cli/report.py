@@ -7,11 +7,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from autotune.cli.support import UsageError, number
+
 FORMATS = ("html", "md", "json", "all")
 
 
-def add_report_parser(sub: Any, number: Any) -> None:
-    """Register ``autotune report``; ``number`` is the CLI's checked-number argparse type factory."""
+def add_parser(sub: Any) -> None:
+    """Register ``autotune report``."""
     p = sub.add_parser(
         "report",
         help="write the report of a run, a tuning study or torch.profiler traces (HTML, Markdown or JSON)",
@@ -42,11 +44,11 @@ def add_report_parser(sub: Any, number: Any) -> None:
             "TRACE.report.<format> next to a trace file)"
         ),
     )
-    add_cost_options(p, number)
+    add_cost_options(p)
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
 
 
-def add_cost_options(p: argparse.ArgumentParser, number: Any) -> None:
+def add_cost_options(p: argparse.ArgumentParser) -> None:
     """The pricing options shared by ``report`` (and the dashboard)."""
     g = p.add_argument_group("cost")
     g.add_argument(
@@ -92,7 +94,7 @@ def cost_options(args: argparse.Namespace) -> Any:
     )
 
 
-def _snapshot_report(args: argparse.Namespace, formats: tuple[str, ...], usage_error: type[Exception]) -> int:
+def _snapshot_report(args: argparse.Namespace, formats: tuple[str, ...]) -> int:
     """``autotune report SNAPSHOT.pickle``: a CUDA memory snapshot's peak, its holders, an OOM."""
     from autotune.report.make import report_path
     from autotune.report.snapshot_report import RENDERERS, headline
@@ -101,7 +103,7 @@ def _snapshot_report(args: argparse.Namespace, formats: tuple[str, ...], usage_e
     try:
         analysis = analyse_snapshot(read_snapshot(args.run_dir))
     except SnapshotError as exc:
-        raise usage_error(str(exc)) from None
+        raise UsageError(str(exc)) from None
     source = str(args.run_dir)
     if args.output == "-":
         sys.stdout.write(RENDERERS[formats[0]](analysis, source))
@@ -111,7 +113,7 @@ def _snapshot_report(args: argparse.Namespace, formats: tuple[str, ...], usage_e
         try:
             path.write_text(RENDERERS[fmt](analysis, source))
         except OSError as exc:
-            raise usage_error(f"cannot write {path}: {exc.strerror or exc}") from None
+            raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
         if not args.quiet:
             print(f"autotune report: wrote {path}", file=sys.stderr)
     if not args.quiet:
@@ -119,22 +121,22 @@ def _snapshot_report(args: argparse.Namespace, formats: tuple[str, ...], usage_e
     return 0
 
 
-def cmd_report(args: argparse.Namespace, usage_error: type[Exception]) -> int:
-    """Build the report and write it; bad input raises ``usage_error`` (one line, exit 2)."""
+def run(args: argparse.Namespace) -> int:
+    """Build the report and write it; bad input raises UsageError (one line, exit 2)."""
     from autotune.cost.prices import PriceTableError
     from autotune.report.make import make_report, render, report_path, write_report
     from profilers.contract.rundir import RunDirError
     from profilers.traces.kineto import TraceError
 
     if args.prices is not None and not args.prices.is_file():
-        raise usage_error(f"--prices {args.prices}: no such file")
+        raise UsageError(f"--prices {args.prices}: no such file")
     formats = ("html", "md", "json") if args.format == "all" else (args.format,)
     if args.output is not None and len(formats) > 1:
-        raise usage_error("--format all writes report.html, report.md and report.json; leave out -o")
+        raise UsageError("--format all writes report.html, report.md and report.json; leave out -o")
     from profilers.traces.snapshot import is_snapshot_path
 
     if args.run_dir.is_file() and is_snapshot_path(args.run_dir):
-        return _snapshot_report(args, formats, usage_error)
+        return _snapshot_report(args, formats)
     try:
         report = make_report(args.run_dir, cost_options(args))
         if args.output == "-":
@@ -145,12 +147,12 @@ def cmd_report(args: argparse.Namespace, usage_error: type[Exception]) -> int:
             try:
                 write_report(report, fmt, path)
             except OSError as exc:
-                raise usage_error(f"cannot write {path}: {exc.strerror or exc}") from None
+                raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
             if not args.quiet:
                 print(f"autotune report: wrote {path}", file=sys.stderr)
     except (RunDirError, PriceTableError, TraceError) as exc:
-        raise usage_error(str(exc)) from None
-    except usage_error:
+        raise UsageError(str(exc)) from None
+    except UsageError:
         raise
     except Exception as exc:  # a fault of ours: one line, never a traceback; the run is untouched
         first = str(exc).splitlines()[0] if str(exc) else ""

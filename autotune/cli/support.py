@@ -6,10 +6,12 @@ command modules).
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import os
 import sys
 from pathlib import Path
+from typing import Any, NoReturn
 
 #: Exit status of bad input.
 EXIT_USAGE = 2
@@ -61,3 +63,39 @@ def dashboard_alongside(run_dir: Path | None, runs_root: Path, argv: list[str]) 
     where = [] if run_dir is None else [str(run_dir)]
     command = [sys.executable, "-m", "autotune", *argv]
     return run_tui(["--runs-root", str(runs_root), *where, "--", *command])
+
+
+class ArgParser(argparse.ArgumentParser):
+    """argparse that reports errors as one line without the usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        """One line naming the problem and the help to read, then exit status 2."""
+        message = message.replace("required: SCRIPT, ARGS", "required: SCRIPT")
+        print(f"{self.prog}: error: {message} (see '{self.prog} --help')", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+def number(
+    kind: type[int] | type[float], low: float, high: float | None, what: str, low_open: bool = False
+) -> Any:
+    """An argparse type: a number of ``kind`` in [low, high] (or (low, high] when ``low_open``)."""
+
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if value < low or (low_open and value == low) or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return value
+
+    return parse
+
+
+def add_dashboard_option(p: argparse.ArgumentParser) -> None:
+    """``--dashboard``: open the terminal dashboard on the run while the command works."""
+    p.add_argument(
+        "--dashboard",
+        action="store_true",
+        help="follow the run in the terminal dashboard while it works (its output goes to RUN_DIR.log)",
+    )

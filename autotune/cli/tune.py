@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autotune.cli.support import check_module
+from autotune.cli.support import UsageError, add_dashboard_option, check_module, number
 from autotune.presets import PRESETS
 from autotune.search.space import Space
 from autotune.tuner.progress import Progress
@@ -46,8 +46,8 @@ def parse_bytes(text: str) -> int:
     return value
 
 
-def add_tune_parser(sub: Any, number: Any) -> None:
-    """The ``tune`` subcommand; ``number(kind, low, high, what, low_open)`` makes checked types."""
+def add_parser(sub: Any) -> None:
+    """Register ``autotune tune``."""
     positive_int = number(int, 1, None, "a positive integer")
     non_negative_int = number(int, 0, None, "an integer >= 0")
     positive = number(float, 0, None, "a positive number", True)
@@ -121,7 +121,7 @@ def add_tune_parser(sub: Any, number: Any) -> None:
         "or below this share of the best until that spread is measured; 0 = off (0.5)",
     )
     p.add_argument(
-        "--loss-tolerance", type=positive_or_zero(number), default=0.1, help="loss drift vs fp32, 0 = off"
+        "--loss-tolerance", type=positive_or_zero(), default=0.1, help="loss drift vs fp32, 0 = off"
     )
     p.add_argument(
         "--confirm-rounds",
@@ -136,7 +136,7 @@ def add_tune_parser(sub: Any, number: Any) -> None:
     )
     p.add_argument(
         "--calm-wait",
-        type=positive_or_zero(number),
+        type=positive_or_zero(),
         default=60.0,
         help="a trial short of CPU for most of its steps runs again once the machine leaves it its "
         "cores, waiting up to this many seconds, else is left out as busy; 0 = never again (60)",
@@ -165,15 +165,16 @@ def add_tune_parser(sub: Any, number: Any) -> None:
     p.add_argument("-m", dest="module", action="store_true", help="SCRIPT is a module name, as in python -m")
     p.add_argument("script", metavar="SCRIPT", nargs="?", help="the training script (or module with -m)")
     p.add_argument("script_args", metavar="ARGS", nargs=argparse.REMAINDER, help="arguments for the script")
+    add_dashboard_option(p)
 
 
-def positive_or_zero(number: Any) -> Any:
+def positive_or_zero() -> Any:
     """An argparse type for a number >= 0."""
     return number(float, 0, None, "a number >= 0")
 
 
-def cmd_tune(args: argparse.Namespace, usage_error: type[Exception]) -> int:
-    """Run ``autotune tune``; bad input raises ``usage_error`` (one line, exit 2)."""
+def run(args: argparse.Namespace) -> int:
+    """Run ``autotune tune``; bad input raises UsageError (one line, exit 2)."""
     from autotune.tuner.config import stored_config
     from autotune.tuner.trials import TrialSettings
     from autotune.tuner.tune import TuneError
@@ -182,15 +183,15 @@ def cmd_tune(args: argparse.Namespace, usage_error: type[Exception]) -> int:
     stored = None
     if args.resume:
         if args.run_dir is None:
-            raise usage_error("--resume needs --run-dir DIR (the study to continue)")
+            raise UsageError("--resume needs --run-dir DIR (the study to continue)")
         if not args.run_dir.is_dir():
-            raise usage_error(f"--resume: no study in {args.run_dir} (no such directory)")
+            raise UsageError(f"--resume: no study in {args.run_dir} (no such directory)")
         try:
             stored = stored_config(args.run_dir)
         except ValueError as exc:
-            raise usage_error(f"--resume: {exc}") from None
+            raise UsageError(f"--resume: {exc}") from None
     elif args.run_dir is not None and (args.run_dir / "run.db").exists():
-        raise usage_error(f"{args.run_dir} already holds a study or run (use --resume, or another --run-dir)")
+        raise UsageError(f"{args.run_dir} already holds a study or run (use --resume, or another --run-dir)")
     if stored is not None:
         settings = stored.settings
         if args.script is not None and [args.script, *args.script_args] != [
@@ -198,13 +199,13 @@ def cmd_tune(args: argparse.Namespace, usage_error: type[Exception]) -> int:
             *settings.script_args,
         ]:
             command = " ".join([settings.script, *settings.script_args])
-            raise usage_error(
+            raise UsageError(
                 f"--resume: the study in {args.run_dir} tunes {command}; leave SCRIPT out or give the same"
             )
     else:
         if args.script is None:
-            raise usage_error("the following arguments are required: SCRIPT")
-        _check_script(args, usage_error)
+            raise UsageError("the following arguments are required: SCRIPT")
+        _check_script(args)
         settings = TrialSettings(
             script=args.script,
             script_args=tuple(args.script_args),
@@ -224,23 +225,23 @@ def cmd_tune(args: argparse.Namespace, usage_error: type[Exception]) -> int:
         )
     space = None
     if args.preset is not None and args.space is not None:
-        raise usage_error("--preset and --space both say what to tune: give one")
+        raise UsageError("--preset and --space both say what to tune: give one")
     if args.space is not None:
         try:
             space = Space.from_toml(args.space)
             check_space(space)
         except (OSError, ValueError) as exc:
-            raise usage_error(f"--space {args.space}: {exc}") from None
+            raise UsageError(f"--space {args.space}: {exc}") from None
     try:
         config = _config(args, settings, stored, space)
     except ValueError as exc:  # the scoring: an objective it cannot score, a price it cannot take
-        raise usage_error(str(exc)) from None
+        raise UsageError(str(exc)) from None
     run_dir = args.run_dir or default_run_dir(args.runs_root, args.name or _name(settings))
     progress = Progress(quiet=args.quiet)
     try:
         tuner = progress.tuner(config, run_dir, resume=args.resume)
     except ValueError as exc:  # --executor ray without Ray
-        raise usage_error(str(exc)) from None
+        raise UsageError(str(exc)) from None
     progress.header(tuner.config, run_dir, resumed=stored is not None)  # as the tuner settled it
     try:
         summary = tuner.run()
@@ -254,7 +255,7 @@ def cmd_tune(args: argparse.Namespace, usage_error: type[Exception]) -> int:
         print(f"\nautotune tune: interrupted; continue with --resume --run-dir {run_dir}", file=sys.stderr)
         return 130
     except ValueError as exc:  # a stored study that does not match (space, objective...)
-        raise usage_error(f"--resume: {exc}") from None
+        raise UsageError(f"--resume: {exc}") from None
     progress.result(summary)
     print(f"Run directory: {run_dir}", file=sys.stderr)
     if not args.quiet:
@@ -346,11 +347,11 @@ def _config(
     )
 
 
-def _check_script(args: argparse.Namespace, usage_error: type[Exception]) -> None:
+def _check_script(args: argparse.Namespace) -> None:
     if args.module:
         check_module(args.script)
     elif not Path(args.script).is_file():
-        raise usage_error(f"script not found: {args.script}")
+        raise UsageError(f"script not found: {args.script}")
 
 
 def _name(settings: Any) -> str:
