@@ -81,7 +81,13 @@ from profilers.contract.schema import (
     resolve_trial_dir,
 )
 from profilers.contract.spread import AnchorRun, midpoint, nearest_anchor, process_spread
-from profilers.contract.summaries import Confirmation, ProfileSummary, TuningSummary
+from profilers.contract.summaries import (
+    Confirmation,
+    PriorCheck,
+    ProfileSummary,
+    SearchPrior,
+    TuningSummary,
+)
 
 
 class TuneError(Exception):
@@ -222,20 +228,17 @@ class Tuner:
         """The study's summary as it stands (what summary.json holds)."""
         assert self.study is not None
         runs = confirm.stored(self.run_dir / STORE_NAME)
-        out = tune_summary(self.study, self.config, self.run_dir, self.stopped, runs, self.no_effect)
+        prior = None
         if self.prior_note is not None:
-            out["search_prior"] = {
-                "note": self.prior_note,
-                "used": self._prior is not None,
-                "predicted_vs_measured": [
-                    {"trial": t.id, "predicted": facts(t).plan_predicted, "measured": t.value}
-                    for t in self.study.trials
-                    if t.ok and facts(t).plan_predicted is not None
-                ],
-                # the configurations the search scored, best predicted first (the first 100)
-                "predicted": self._prior.predicted()[:100] if self._prior is not None else [],
-            }
-        return out
+            checks = tuple(
+                PriorCheck(t.id, predicted, t.value)
+                for t in self.study.trials
+                if t.ok and (predicted := facts(t).plan_predicted) is not None
+            )
+            # the configurations the search scored, best predicted first (the first 100)
+            scored = self._prior.predicted()[:100] if self._prior is not None else []
+            prior = SearchPrior(self.prior_note, self._prior is not None, checks, scored)
+        return tune_summary(self.study, self.config, self.run_dir, self.stopped, runs, self.no_effect, prior)
 
     def summary_record(self, summary: dict[str, Any] | None = None) -> TuningSummary:
         """``summary`` (else the summary as it stands) as the typed record its readers get."""

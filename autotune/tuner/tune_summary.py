@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import asdict, fields, replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,12 +19,13 @@ from autotune.tuner.early_stop import best_result, reference_trials
 from autotune.tuner.host_load import machine_cores
 from autotune.tuner.trial_facts import TrialMetrics, facts, metrics
 from profilers.contract.bill import device_hours
+from profilers.contract.json_checks import record_json
 from profilers.contract.load import too_busy
 from profilers.contract.schema import TUNE_SUMMARY_SCHEMA, TrialStatus
 from profilers.contract.spread import AnchorRun, SearchRatio, midpoint, process_spread, search_ratio
 from profilers.contract.study import pareto_front
 from profilers.contract.study_cost import study_bill
-from profilers.contract.summaries import BestEntry, TrialEntry, TuningSummary
+from profilers.contract.summaries import BestEntry, SearchPrior, StudyThreads, TrialEntry, TuningSummary
 from profilers.contract.verdict import study_verdict
 
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ def trial_entry(
         speedup_vs_baseline_ci95=ratio.ci95,
         anchor=ratio.anchor,
     )
-    return replace(written, raw=written.to_json())  # read as the summary's entry reads
+    return replace(written, raw=record_json(written))  # its document: what the summary lists
 
 
 def tune_summary(
@@ -101,72 +102,81 @@ def tune_summary(
     stopped: str | None,
     confirmations: Sequence[Confirmation] = (),
     no_effect: bool = False,
+    search_prior: SearchPrior | None = None,
 ) -> dict[str, Any]:
-    """The summary of ``study`` as it stands.
+    """The summary of ``study`` as it stands, as summary.json holds it (:func:`study_summary`)."""
+    return study_summary(study, config, run_dir, stopped, confirmations, no_effect, search_prior).to_json()
+
+
+def study_summary(
+    study: Study,
+    config: TuneConfig,
+    run_dir: Path,
+    stopped: str | None,
+    confirmations: Sequence[Confirmation] = (),
+    no_effect: bool = False,
+    search_prior: SearchPrior | None = None,
+) -> TuningSummary:
+    """The summary of ``study`` as it stands: the record summary.json is written from.
 
     ``confirmations``: the study's re-measurements and anchors; ``no_effect``: the study stopped
-    because what it tunes changes nothing (no best is named).
+    because what it tunes changes nothing (no best is named); ``search_prior``: how the plan
+    ordered the search, when it did.
     """
     trials = study.trials
     baseline = trials[0] if trials and trials[0].baseline else None
     ok = [t for t in trials if t.ok]
     best = best_result(trials, study.direction == "maximize") if not no_effect else None
     anchor_list = anchor_runs(baseline, anchors(confirmations), config.parallel)
-    spread = process_spread(anchor_list)
     quote = study_price(config, baseline)
     price = quote.usd_per_gpu_hour if quote is not None else None
-    best_entry = None if best is None else _best_entry(best, baseline, anchor_list, confirmations, price)
     settings = config.settings
-    out: dict[str, Any] = {
-        "schema": TUNE_SUMMARY_SCHEMA,
-        "kind": "tune",
-        "run_dir": str(run_dir),
-        "command": [settings.script, *settings.script_args],
-        "objective": config.scoring.objective,
-        "metric": config.scoring.metric,
-        "direction": study.direction,
-        "price_per_gpu_hour": config.scoring.price_per_gpu_hour,
-        "memory_budget_bytes": settings.memory_budget_bytes,
-        "loss_tolerance": config.loss_tolerance,
-        "searcher": study.searcher.name,
-        "seed": study.searcher.seed,
-        "space": study.space.to_dict(),
-        "n_trials": config.n_trials,
-        "trials_run": study.n_run,
-        "status_counts": {s: n for s in _statuses(trials) if (n := sum(t.status == s for t in trials))},
-        "baseline": None if baseline is None else trial_entry(baseline, anchor_list, price).to_json(),
-        "best": None if best_entry is None else best_entry.to_json(),
-        "pareto": _pareto(ok) if config.multi_objective else None,
-        "stopped": stopped,
+    record = TuningSummary(
+        schema=TUNE_SUMMARY_SCHEMA,
+        run_dir=str(run_dir),
+        command=(settings.script, *settings.script_args),
+        objective=config.scoring.objective,
+        metric=config.scoring.metric,
+        direction=study.direction,
+        price_per_gpu_hour=config.scoring.price_per_gpu_hour,
+        memory_budget_bytes=settings.memory_budget_bytes,
+        loss_tolerance=config.loss_tolerance,
+        searcher=study.searcher.name,
+        seed=study.searcher.seed,
+        space=study.space.to_dict(),
+        n_trials=config.n_trials,
+        trials_run=study.n_run,
+        status_counts={s: n for s in _statuses(trials) if (n := sum(t.status == s for t in trials))},
+        baseline=None if baseline is None else trial_entry(baseline, anchor_list, price),
+        best=None if best is None else _best_entry(best, baseline, anchor_list, confirmations, price),
+        pareto=tuple(_pareto(ok)) if config.multi_objective else None,
+        stopped=stopped,
         # the study found that what it tunes changes nothing (a knob never read): no best, no advice
-        "no_effect": no_effect,
-        "trials": [trial_entry(t, anchor_list, price).to_json() for t in trials],
-        "anchor_every": config.anchor_every,
-        "parallel": config.parallel,
-        "executor": config.executor,
-        "anchors": [c.to_json() for c in confirmations if c.role == ANCHOR],
-        "process_spread": asdict(spread),
-        "confirm_rounds": config.confirm_rounds,
-        "preset": settings.preset,
-        "preset_per_rank": settings.preset_per_rank,
-        "confirmations": [
-            c.to_json()
-            for c in confirmations
-            if best is not None and c.best_id == best.id and c.role != ANCHOR
-        ],
-        "machine_cores": machine_cores(),
-        "threads": {
-            "threads_per_rank": settings.threads_per_rank,
-            "device_kind": None if baseline is None else facts(baseline).device_kind,
-        },
-        "usage_hours_per_day": config.usage_hours_per_day,
-    }
-    record = TuningSummary.parse(out, "the study's summary")
+        no_effect=no_effect,
+        trials=tuple(trial_entry(t, anchor_list, price) for t in trials),
+        anchor_every=config.anchor_every,
+        parallel=config.parallel,
+        executor=config.executor,
+        anchors=tuple(c for c in confirmations if c.role == ANCHOR),
+        process_spread=process_spread(anchor_list),
+        confirm_rounds=config.confirm_rounds,
+        preset=settings.preset,
+        preset_per_rank=settings.preset_per_rank,
+        confirmations=tuple(
+            c for c in confirmations if best is not None and c.best_id == best.id and c.role != ANCHOR
+        ),
+        machine_cores=machine_cores(),
+        threads=StudyThreads(
+            settings.threads_per_rank, None if baseline is None else facts(baseline).device_kind
+        ),
+        usage_hours_per_day=config.usage_hours_per_day,
+        search_prior=search_prior,
+        raw={},
+    )
     decided = study_verdict(record)
-    out["verdict"] = decided.to_dict()
     source = quote.describe() if quote is not None else None
-    out["bill"] = study_bill(record, price, source, config.usage_hours_per_day, decided).to_dict()
-    return out
+    bill = study_bill(record, price, source, config.usage_hours_per_day, decided)
+    return replace(record, verdict=decided.to_dict(), bill=bill)
 
 
 def study_price(config: TuneConfig, baseline: Trial | None) -> PriceQuote | None:
@@ -206,7 +216,7 @@ def _best_entry(
         speedup_ci95=again.speedup_ci95,
         confirmed=again.confirmed,
     )
-    return replace(written, raw=written.to_json())
+    return replace(written, raw=record_json(written))
 
 
 def _pareto(ok: list[Trial]) -> list[int]:

@@ -432,7 +432,7 @@ TUNE_SUMMARY_FIELDS: tuple[FieldDoc, ...] = (
     FieldDoc(
         ("search_prior",),
         (
-            "absent with `--no-plan-prior`; else `note` (`plan prior: this CPU's probed costs`, "
+            "null with `--no-plan-prior`; else `note` (`plan prior: this CPU's probed costs`, "
             "`plan prior: H100-SXM`, or why there is none, also printed once), `used` (false when"
             " no prior could be made, e.g. none of the configurations could be traced), "
             "`predicted` (the configurations the search scored, best predicted first, at most "

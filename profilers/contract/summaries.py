@@ -38,7 +38,6 @@ from profilers.contract.json_checks import (
     SummaryError,
     checked_fields,
     checked_object,
-    inner_where,
     is_number,
     nested,
     nested_records,
@@ -215,10 +214,10 @@ class TrialEntry(_ReadsAsItsDict):
     def to_json(self) -> dict[str, Any]:
         """The entry as summary.json holds it.
 
-        Every field (:func:`json_checks.record_json`), and the keys of a newer writer that this
-        version read but does not know.
+        The object it was parsed from, every key kept (a newer writer's too), or, for one built in
+        code, its fields (:func:`json_checks.record_json`).
         """
-        return {**self.raw, **record_json(self)}
+        return dict(self.raw) if self.raw else record_json(self)
 
     @property
     def ok(self) -> bool:
@@ -305,6 +304,8 @@ class SearchPrior:
     checks: tuple[PriorCheck, ...] = field(
         default=(), metadata=nested_records(PriorCheck, "predicted_vs_measured")
     )
+    #: The configurations the search scored, best predicted first (the first 100), as written.
+    predicted: list[Any] = field(default_factory=list)
 
     @classmethod
     def parse(cls, data: Any, where: str) -> SearchPrior | None:
@@ -328,14 +329,33 @@ def _bill(data: Any, where: str) -> StudyBill | None:
 
 
 @dataclass(frozen=True)
+class StudyThreads:
+    """A tuning summary's ``threads``: what the trials trained on, and each rank's threads on a CPU."""
+
+    threads_per_rank: int | None = None
+    device_kind: str | None = None  # "cuda" or "cpu"
+
+    @classmethod
+    def parse(cls, data: Any, where: str) -> StudyThreads:
+        """The block ``data`` (a missing one reads as unknown), or SummaryError naming ``where``."""
+        return cls(**checked_fields(cls, data, where)) if data is not None else cls()
+
+
+@dataclass(frozen=True)
 class TuningSummary:
-    """A tuning study's summary.json: its trials, best and baseline checked (``raw``: the whole)."""
+    """A tuning study's summary.json: its trials, best and baseline checked (``raw``: the whole).
+
+    The tuner writes the summary as this record (:meth:`to_json`), as every reader reads it.
+    """
 
     trials: tuple[TrialEntry, ...] = field(metadata=nested(TrialEntry.parse_list))
     best: BestEntry | None = field(metadata=nested(BestEntry.parse_optional))
     baseline: TrialEntry | None = field(metadata=nested(TrialEntry.parse_optional))
     stopped: str | None
-    raw: dict[str, Any] = field(repr=False, compare=False)
+    raw: dict[str, Any] = field(repr=False, compare=False, metadata=NOT_WRITTEN)
+    schema: int | None = None  # the layout's version (schema.TUNE_SUMMARY_SCHEMA)
+    kind: str = "tune"
+    run_dir: str | None = None
     command: tuple[str, ...] = ()  # the script and its arguments
     objective: str | None = None  # "throughput", "cost", "energy"…
     metric: str = "samples_per_s"  # the trial figure the objective reads
@@ -351,10 +371,10 @@ class TuningSummary:
     loss_tolerance: float | None = None  # --loss-tolerance, a fraction of the baseline's loss
     preset: str | None = None  # the framework preset whose flags the trials got
     preset_per_rank: int | None = None  # ranks a preset's trial runs per node
-    device_kind: str | None = None  # "cuda" or "cpu": what the trials trained on
-    run_dir: str | None = None
-    threads_per_rank: int | None = None  # threads each trial's processes were given (on a CPU)
+    #: What the trials trained on, and the threads each trial's processes were given (on a CPU).
+    threads: StudyThreads = field(default_factory=StudyThreads, metadata=nested(StudyThreads.parse))
     machine_cores: float | None = None  # this machine's cores, for the load band
+    confirm_rounds: int | None = None  # rounds of re-measurement asked for (--confirm-rounds)
     #: The best trial's re-measurements.
     confirmations: tuple[Confirmation, ...] = field(default=(), metadata=nested_records(Confirmation))
     pareto: tuple[int, ...] | None = None  # trial ids (with --multi-objective)
@@ -380,9 +400,23 @@ class TuningSummary:
         """``summary`` as the record: itself, or summary.json's dict parsed (SummaryError, one line)."""
         return summary if isinstance(summary, TuningSummary) else cls.parse(dict(summary), where)
 
+    @property
+    def device_kind(self) -> str | None:
+        """"cuda" or "cpu": what the trials trained on (None when not known)."""
+        return self.threads.device_kind
+
+    @property
+    def threads_per_rank(self) -> int | None:
+        """Threads each trial's processes were given (on a CPU; None: not set)."""
+        return self.threads.threads_per_rank
+
     def to_json(self) -> dict[str, Any]:
-        """The JSON object the record was parsed from, every key kept."""
-        return dict(self.raw)
+        """The summary as summary.json holds it.
+
+        The object it was parsed from, every key kept (a newer writer's too), or, for one built in
+        code, its fields (:func:`json_checks.record_json`).
+        """
+        return dict(self.raw) if self.raw else record_json(self)
 
     def anchor_rate(self, entry: TrialEntry) -> float | None:
         """The samples/s of the anchor ``entry``'s search ratio was taken against (0: the baseline)."""
@@ -393,17 +427,7 @@ class TuningSummary:
     @classmethod
     def parse(cls, data: dict[str, Any], where: str) -> TuningSummary:
         """The summary ``data`` of a study, or SummaryError (one line naming ``where``)."""
-        fields = checked_fields(cls, data, where, skip=("raw", "device_kind", "threads_per_rank"))
-        threads = checked_fields(_Threads, data.get("threads"), inner_where(where, "threads"))
-        return cls(raw=data, **fields, **threads)
-
-
-@dataclass(frozen=True)
-class _Threads:
-    """A tuning summary's ``threads``: what the trials trained on, and each rank's threads on a CPU."""
-
-    device_kind: str | None = None
-    threads_per_rank: int | None = None
+        return cls(raw=data, **checked_fields(cls, data, where, skip=("raw",)))
 
 
 @dataclass(frozen=True)
