@@ -30,7 +30,7 @@ COMMANDS: dict[str, ModuleType] = {
     "compare": compare,
     "plan": plan,
 }
-#: The commands that parse their own options, and their line in ``autotune --help``.
+#: The commands that parse their own options (or take none), and their line in ``autotune --help``.
 OWN_OPTIONS = {
     "dashboard": "follow a run or a study in a terminal dashboard (see --help)",
     "demo": "profile the built-in models on synthetic data (autotune demo --help)",

@@ -56,7 +56,6 @@ def add_profile_options(p: argparse.ArgumentParser) -> None:
         )
 
 
-
 def _option_type(spec: Any) -> Any:
     """The argparse type of a table option: its kind, its range checked (one line when wrong)."""
     if spec.kind == "path":
@@ -71,12 +70,12 @@ def _option_type(spec: Any) -> Any:
         except ValueError:
             value = None
         if value is None or spec.problem(value) is not None:
-            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'} "
-                                             f"{spec.what}, got {text!r}")
+            raise argparse.ArgumentTypeError(
+                f"expected {'an integer' if kind is int else 'a number'} {spec.what}, got {text!r}"
+            )
         return value
 
     return parse
-
 
 
 def _check_writable(path: Path) -> None:

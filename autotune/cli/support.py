@@ -41,6 +41,7 @@ NO_DASHBOARD_ENV = "AUTOTUNE_NO_DASHBOARD"
 def run_tui(args: list[str]) -> int:
     """``python -m tui ARGS``: the dashboard runs in its own process (autotune never imports tui)."""
     import subprocess  # only the dashboard needs it: every command's start-up does not
+
     env = {**os.environ, "AUTOTUNE_DASHBOARD_PROG": "autotune dashboard", NO_DASHBOARD_ENV: "1"}
     try:
         return subprocess.call([sys.executable, "-m", "tui", *args], env=env)

@@ -187,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.run_dir.is_dir():
             raise UsageError(f"--resume: no study in {args.run_dir} (no such directory)")
         try:
-            stored = stored_config(args.run_dir)
+            stored = stored_config(args.run_dir, args.objective, args.price_per_gpu_hour)
         except ValueError as exc:
             raise UsageError(f"--resume: {exc}") from None
     elif args.run_dir is not None and (args.run_dir / "run.db").exists():
@@ -296,8 +296,8 @@ CHANGEABLE_ON_RESUME = {
 
 
 def _given(value: Any) -> bool:
-    """An option given on the command line: not the parser's None, nor a flag left off (0 is given)."""
-    return value is not None and value is not False
+    """An option given: not the parser's None, a flag left off or an empty text (0 is given)."""
+    return value is not None and value is not False and value != ""
 
 
 def _config(
@@ -325,8 +325,8 @@ def _config(
         plan_prior=not args.no_plan_prior,
         parallel=args.parallel or 0,  # 0: one, or as many as a Ray cluster holds
         executor=args.executor or "local",
-        ray_address=args.ray_address,
-        ray_resource=args.ray_resource,
+        ray_address=args.ray_address or None,
+        ray_resource=args.ray_resource or None,
         ray_storage=args.ray_storage or "shipped",
         usage_hours_per_day=args.usage_hours_per_day,
     )

@@ -92,20 +92,28 @@ class TuneConfig:
         }
 
     @classmethod
-    def from_stored(cls, meta: Mapping[str, Any]) -> TuneConfig:
+    def from_stored(
+        cls, meta: Mapping[str, Any], objective: str | None = None, price_per_gpu_hour: float | None = None
+    ) -> TuneConfig:
         """The study in a run.db's metadata, as :meth:`to_info` stored it.
 
-        ValueError (one line) when its settings are unreadable. Read leniently: a key an older
+        ``objective`` and ``price_per_gpu_hour``, when given, replace the stored ones (what
+        ``autotune tune --resume`` was told now). ValueError (one line) when its settings are
+        unreadable, or its scoring cannot be made. Read leniently: a key an older
         version did not store reads as what that version did (:data:`_BEFORE_STORED`), else as the
         default; a value of the wrong type as missing. What is not stored is the resumed run's: the
         space (the study record holds it), the device kind and the layouts.
         """
         study = StudyRecord.from_dict(meta)
-        info = {**_BEFORE_STORED, **study.info, "searcher": study.searcher, "seed": study.seed}
+        info = {**study.info, "searcher": study.searcher, "seed": study.seed}
         fields = read_fields(cls, info, skip=("settings", "space", "scoring", "device_kind", "layouts"))
-        objective = info.get("objective") if isinstance(info.get("objective"), str) else "throughput"
-        price = info.get("price_per_gpu_hour")
-        scoring = Scoring(objective, price if is_number(price) else None)  # type: ignore[arg-type]
+        fields = {**_BEFORE_STORED, **fields}  # missing, or of another type: as the older version did
+        if fields.get("n_trials", 1) < 1:
+            del fields["n_trials"]  # none asked for (a study made through the API): the default
+        stored_objective = info.get("objective") if isinstance(info.get("objective"), str) else "throughput"
+        stored_price = info.get("price_per_gpu_hour") if is_number(info.get("price_per_gpu_hour")) else None
+        chosen = objective or stored_objective
+        scoring = Scoring(chosen, price_per_gpu_hour or stored_price)  # type: ignore[arg-type]
         return cls(settings_from_info(study.info), scoring=scoring, **fields)
 
 
@@ -125,13 +133,18 @@ def settings_from_info(info: Mapping[str, Any]) -> TrialSettings:
         raise ValueError(f"the stored study's settings are unreadable ({exc})") from None
 
 
-def stored_config(run_dir: Path) -> TuneConfig | None:
-    """The study stored in ``run_dir`` (None when it holds none; ValueError when unreadable)."""
+def stored_config(
+    run_dir: Path, objective: str | None = None, price_per_gpu_hour: float | None = None
+) -> TuneConfig | None:
+    """The study stored in ``run_dir`` (None when it holds none; ValueError when unreadable).
+
+    ``objective`` and ``price_per_gpu_hour``: as given now, in place of the stored ones.
+    """
     store = run_dir / STORE_NAME
     if not store.exists():
         return None
     meta, _ = SqliteStorage(store).read()
-    return None if meta is None else TuneConfig.from_stored(meta)
+    return None if meta is None else TuneConfig.from_stored(meta, objective, price_per_gpu_hour)
 
 
 __all__ = ["TuneConfig", "settings_from_info", "stored_config"]

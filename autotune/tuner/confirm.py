@@ -129,7 +129,14 @@ def stored(path: Path) -> list[Confirmation]:
         return []
     with Snapshot(path) as snap:
         records = snap.confirmation_records()
-    return [Confirmation.parse(record, f"{path}: a re-measurement") for record in records]
+    for record in records:  # what identifies a run is never a default
+        if not isinstance(record, dict) or any(record.get(key) is None for key in _IDENTIFIED_BY):
+            raise ValueError(f"{path}: a damaged re-measurement record: {str(record)[:200]}")
+    return [Confirmation.parse(record, f"{path}: a re-measurement or anchor") for record in records]
+
+
+#: The keys of a stored re-measurement or anchor that say which it is.
+_IDENTIFIED_BY = ("best_id", "round", "role", "status")
 
 
 def done(runs: Sequence[Confirmation], best_id: int) -> set[tuple[int, str]]:

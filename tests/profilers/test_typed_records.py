@@ -226,3 +226,35 @@ def test_every_trial_status_has_its_colour_in_the_report():
 
     assert set(TrialStatus) <= set(STATUS_COLOURS)
     assert len(set(STATUS_COLOURS.values())) == len(STATUS_COLOURS)  # no two statuses look alike
+
+
+def test_a_stored_study_of_odd_values_reads_as_its_version_behaved_and_takes_the_scoring_given_now():
+    # a cost study stored without a usable price resumes with the price given now; values of another
+    # type read as the older version's behaviour (no prior, trials one at a time); 0 trials: the default
+    meta = {"searcher": "bayes", "seed": 1, "info": {"settings": {"script": "t.py"}, "objective": "cost",
+            "price_per_gpu_hour": "x", "parallel": "2", "plan_prior": "yes", "n_trials": 0}}  # fmt: skip
+    with pytest.raises(ValueError, match="needs --price-per-gpu-hour"):
+        TuneConfig.from_stored(meta)
+    stored = TuneConfig.from_stored(meta, price_per_gpu_hour=3.0)
+    assert (stored.scoring.objective, stored.scoring.price_per_gpu_hour) == ("cost", 3.0)
+    assert (stored.parallel, stored.plan_prior, stored.n_trials) == (0, False, TuneConfig.n_trials)
+    assert TuneConfig.from_stored(meta, objective="throughput").scoring.objective == "throughput"
+
+
+def test_a_damaged_re_measurement_record_is_refused_in_one_line(tmp_path):
+    import json
+    import sqlite3
+
+    from autotune.tuner import confirm
+    from profilers.contract.schema import TrialStatus
+    from profilers.contract.summaries import Confirmation
+
+    store = tmp_path / "run.db"
+    run = Confirmation(3, 0, "best", TrialStatus.OK, 120.0, (110.0, 130.0), 0.1, 2.0, "trials/c")
+    confirm.store(store, run)
+    [read] = confirm.stored(store)
+    assert read.samples_per_s_ci95 == (110.0, 130.0) and read.status is TrialStatus.OK
+    with sqlite3.connect(store) as conn:
+        conn.execute("INSERT INTO confirmations (record) VALUES (?)", (json.dumps({"status": "ok"}),))
+    with pytest.raises(ValueError, match="a damaged re-measurement record"):
+        confirm.stored(store)
