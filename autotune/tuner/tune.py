@@ -71,7 +71,7 @@ from autotune.tuner.tune_checks import (
     model_parallel_problem,
     same_everywhere,
 )
-from autotune.tuner.tune_summary import tune_summary, write_json
+from autotune.tuner.tune_summary import study_summary, write_json
 from profilers.contract.schema import (
     STORE_NAME,
     SUMMARY_NAME,
@@ -238,7 +238,8 @@ class Tuner:
             # the configurations the search scored, best predicted first (the first 100)
             scored = self._prior.predicted()[:100] if self._prior is not None else []
             prior = SearchPrior(self.prior_note, self._prior is not None, checks, scored)
-        return tune_summary(self.study, self.config, self.run_dir, self.stopped, runs, self.no_effect, prior)
+        study, stopped, no_effect = self.study, self.stopped, self.no_effect
+        return study_summary(study, self.config, self.run_dir, stopped, runs, no_effect, prior).to_json()
 
     def summary_record(self, summary: dict[str, Any] | None = None) -> TuningSummary:
         """``summary`` (else the summary as it stands) as the typed record its readers get."""

@@ -95,19 +95,6 @@ def trial_entry(
     return replace(written, raw=record_json(written))  # its document: what the summary lists
 
 
-def tune_summary(
-    study: Study,
-    config: TuneConfig,
-    run_dir: Path,
-    stopped: str | None,
-    confirmations: Sequence[Confirmation] = (),
-    no_effect: bool = False,
-    search_prior: SearchPrior | None = None,
-) -> dict[str, Any]:
-    """The summary of ``study`` as it stands, as summary.json holds it (:func:`study_summary`)."""
-    return study_summary(study, config, run_dir, stopped, confirmations, no_effect, search_prior).to_json()
-
-
 def study_summary(
     study: Study,
     config: TuneConfig,

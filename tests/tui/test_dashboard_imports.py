@@ -18,6 +18,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+from tests.test_structure import structure
 from tests.tui.waiting import press, settle, sync
 from tui.app import DashboardApp
 
@@ -43,7 +44,7 @@ def test_importing_the_app_loads_of_the_project_only_the_contract_and_the_declar
     light = _python(
         f"""
         import json, sys
-        import {", ".join(structure_module().TUI_IMPORTS_OF_AUTOTUNE)}
+        import {", ".join(structure().TUI_IMPORTS_OF_AUTOTUNE)}
         print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] == "autotune")))
         """
     )
@@ -64,16 +65,6 @@ def test_importing_the_app_loads_of_the_project_only_the_contract_and_the_declar
     autotune = {m for m in loaded if m.split(".")[0] == "autotune"}
     assert autotune and autotune <= allowed, sorted(autotune - allowed)
     assert not any(m.split(".")[0] in ("torch", "pynvml") for m in loaded), loaded
-
-
-def structure_module():  # type: ignore[no-untyped-def]
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("structure", ROOT / "scripts" / "structure.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_tui_may_import_no_profilers_module_but_the_contract() -> None:

@@ -13,10 +13,15 @@ from autotune.search import Int, Space, Study, Trial
 from autotune.tuner.config import TuneConfig
 from autotune.tuner.objectives import Scoring
 from autotune.tuner.trials import TrialSettings
-from autotune.tuner.tune_summary import trial_entry, tune_summary, write_json
+from autotune.tuner.tune_summary import study_summary, trial_entry, write_json
 
 SPACE = Space(micro_batch=Int(1, 16, power_of_two=True))
 PRICE = 2.0  # $ per GPU-hour
+
+
+def tune_summary(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    """The study's summary as summary.json holds it."""
+    return study_summary(*args, **kwargs).to_json()
 
 
 def usd(rate: float, devices: int = 1) -> float:
