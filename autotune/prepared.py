@@ -295,8 +295,12 @@ def _ensure_process_group(layout: str, device: torch.device) -> bool:
     return True
 
 
-def _buffers_beside_parameters(model: nn.Module) -> bool:
-    """Whether a module holds floating-point buffers and parameters of its own (BatchNorm)."""
+def buffers_beside_parameters(model: nn.Module) -> bool:
+    """Whether a module holds floating-point buffers and parameters of its own (BatchNorm).
+
+    Such a model cannot run under FSDP's ``MixedPrecisionPolicy(param_dtype=...)``, which casts
+    parameters and never buffers: ``prepare`` keeps autocast for it, and the plan its rows.
+    """
     for module in model.modules():
         own_buffers = any(b.is_floating_point() for b in module.buffers(recurse=False))
         if own_buffers and any(True for _ in module.parameters(recurse=False)):
@@ -400,7 +404,7 @@ def prepare(
         # bf16 under FSDP is its mixed-precision policy, not autocast (fp16 keeps autocast and a scaler);
         # a module whose fp32 buffers meet its bf16 parameters (BatchNorm's running statistics: FSDP
         # casts parameters, never buffers) cannot run so, and keeps autocast
-        param_dtype = dtype if dtype == torch.bfloat16 and not _buffers_beside_parameters(model) else None
+        param_dtype = dtype if dtype == torch.bfloat16 and not buffers_beside_parameters(model) else None
         if dtype == torch.bfloat16 and param_dtype is None:
             _warn_once("bf16 under fsdp runs as autocast: the model keeps fp32 buffers beside parameters")
         dtype = None if param_dtype is not None else dtype

@@ -32,6 +32,7 @@ from autotune.plan.model import Affine, StepModel
 from autotune.plan.plan import (
     NOTHING_FIT_WITHOUT_CHECKPOINTING,
     SELECTIVE,
+    UNMIXED,
     Plan,
     Setting,
     fits_anywhere,
@@ -39,7 +40,7 @@ from autotune.plan.plan import (
     with_cpu,
 )
 from autotune.plan.probe import probe_costs
-from autotune.plan.step import StepFigures
+from autotune.plan.step import POLICY_PARAM_DTYPE, StepFigures, lowered
 from autotune.plan.trace import ATTENTION, CATEGORIES, GEMM, OTHER
 from autotune.plan.workspace import MemoryCalibration, config_label, fit_residuals
 from profilers.contract.lenient import read_fields
@@ -93,14 +94,17 @@ def run_child(
     timeout_s: float = CHILD_TIMEOUT_S,
     env: dict[str, str] | None = None,
     module: bool = False,
+    policy: str = "autocast",
 ) -> dict[str, Any]:
     """Run the script in a child (see the module's doc); its JSON, or ScriptError with its last line.
 
-    ``env``: the child's environment (this process's by default); ``module``: ``script`` is a module.
+    ``env``: the child's environment (this process's by default); ``module``: ``script`` is a module;
+    ``policy``: how a low precision is applied (autocast, or FSDP's ``param_dtype``).
     """
     fd, out = tempfile.mkstemp(prefix="autotune-plan-", suffix=".json")
     os.close(fd)
     command = [sys.executable, "-m", "autotune.plan.script_child", "--out", out, "--precision", precision]
+    command += ["--policy", policy]
     command += ["--checkpointing"] * bool(checkpointing) + ["--selective"] * (checkpointing == SELECTIVE)
     command += ["--measure"] * measure + ["--module"] * module
     command += ["--", script, *args]
@@ -141,9 +145,13 @@ def trace_script(
     checkpointing: bool | str = False,
     env: dict[str, str] | None = None,
     module: bool = False,
+    policy: str = "autocast",
 ) -> ScriptTrace:
-    """The script's second optimizer step, traced under fake tensors in a child process."""
-    data = run_child(script, args, precision, checkpointing, env=env, module=module)
+    """The script's second optimizer step, traced under fake tensors in a child process.
+
+    ``policy`` :data:`POLICY_PARAM_DTYPE`: a low precision as FSDP's mixed-precision policy runs it.
+    """
+    data = run_child(script, args, precision, checkpointing, env=env, module=module, policy=policy)
     figures = dict(data["figures"])
     marks = figures.get("marks")
     figures["marks"] = MarkedStep(**marks) if isinstance(marks, dict) else None
@@ -298,7 +306,6 @@ def plan_script(
             f"give --global-batch, a multiple of {gpus}"
         )
     traces = {keys[0]: first} | {(p, c): trace_script(script, args, p, c) for p, c in keys[1:]}
-    trace_s = time.perf_counter() - started
     models: dict[Setting, StepModel] = {
         (t.figures.precision, c): step_model(t) for (_, c), t in traces.items()
     }
@@ -307,25 +314,62 @@ def plan_script(
     batch = global_batch or first.micro_batch * first.accumulation
     notes = _notes(script, first)
     common = {"unit_bytes": first.unit_bytes, "extra_micro_batches": (first.micro_batch,), **options}
+    # FSDP's rows (with more than one GPU): the low precisions as its mixed-precision policy runs them
+    fsdp_models: dict[Setting, StepModel] = {}
+    many = gpus * int(options.get("nodes") or 1) > 1
+    unmixed = _trace_fsdp(script, args, traces, fsdp_models) if many else None
     if checkpointing == (False,) and first.has_blocks and not calibrate:
-        result = plan_models(models, figures, batch, notes=tuple(notes), search_bigger=False, **common)
+        result = plan_models(
+            models, figures, batch, notes=tuple(_with_unmixed(notes, unmixed)), search_bigger=False,
+            fsdp_models=fsdp_models, **common,
+        )  # fmt: skip
         if fits_anywhere(result):
-            return dataclasses.replace(result, trace_s=trace_s)
-        started = time.perf_counter()  # nothing fits: plan activation checkpointing too
-        for precision in precisions:
+            return dataclasses.replace(result, trace_s=time.perf_counter() - started)
+        for precision in precisions:  # nothing fits: plan activation checkpointing too
             trace = trace_script(script, args, precision, True)
             traces[(precision, True)] = trace
             models[(trace.figures.precision, True)] = step_model(trace)
-        trace_s += time.perf_counter() - started
+        if many and unmixed is None:
+            unmixed = _trace_fsdp(script, args, traces, fsdp_models)
         notes.append(NOTHING_FIT_WITHOUT_CHECKPOINTING)
+    trace_s = time.perf_counter() - started
     cpu = calibrate_script(script, args, traces) if calibrate else None
     if cpu is not None:
         common["cpu_memory"] = cpu.memory
         common["cpu_times"] = {
             (t.figures.precision, c): _cpu_seconds(cpu, t) for (_, c), t in traces.items()
         }
-    result = plan_models(models, figures, batch, notes=tuple(notes), **common)
+    result = plan_models(
+        models, figures, batch, notes=tuple(_with_unmixed(notes, unmixed)), fsdp_models=fsdp_models, **common
+    )
     return dataclasses.replace(result, calibration=with_cpu(result.calibration, cpu), trace_s=trace_s)
+
+
+def _with_unmixed(notes: list[str], unmixed: str | None) -> list[str]:
+    """The plan's notes, with why FSDP's rows are autocast's when its policy could not be traced."""
+    return notes if unmixed is None else [*notes, f"{UNMIXED} ({unmixed})"]
+
+
+def _trace_fsdp(
+    script: str, args: list[str], traces: dict[Setting, ScriptTrace], fsdp_models: dict[Setting, StepModel]
+) -> str | None:
+    """FSDP's rows of the low-precision settings traced so far, into ``fsdp_models``, or why not.
+
+    Each is traced again as FSDP's mixed-precision policy runs it: the weights themselves in bf16,
+    as ``autotune.prepare`` sets it up for ``layout="fsdp"``. When the script's step cannot run so,
+    its rows stay autocast's and the reason is returned.
+    """
+    for (_, checkpointing), trace in traces.items():
+        precision = trace.figures.precision
+        if not lowered(precision, POLICY_PARAM_DTYPE) or (precision, checkpointing) in fsdp_models:
+            continue
+        try:
+            mixed = trace_script(script, args, precision, checkpointing, policy=POLICY_PARAM_DTYPE)
+        except ScriptError as exc:
+            fsdp_models.clear()
+            return str(exc)[:200]
+        fsdp_models[(precision, checkpointing)] = step_model(mixed).fsdp_mixed()
+    return None
 
 
 def _figures(script: str, first: ScriptTrace) -> dict[str, Any]:

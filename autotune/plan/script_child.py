@@ -24,8 +24,10 @@ also computed for real beside their fake twins, so the values a loop reads from 
 ones; ``loss.item()`` and other reads of a value computed from the model get a stand-in
 (:class:`ScalarStandIn`): 1 for numbers, and for a truth value whatever keeps a training loop going
 (``isnan``/``isinf`` checks read false, ``isfinite`` true, others true). ``--precision bf16``/``fp16``
-runs the step model's forward under autocast; ``--checkpointing`` wraps its repeated blocks for
-activation checkpointing as ``autotune.prepare`` does: the script is not changed.
+runs the step model's forward under autocast, or with ``--policy param_dtype`` as FSDP's
+``MixedPrecisionPolicy(param_dtype=...)`` does (the weights themselves in it); ``--checkpointing``
+wraps its repeated blocks for activation checkpointing as ``autotune.prepare`` does: the script is
+not changed.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from autotune.plan.blocks import BlockWatch
 from autotune.plan.gpu_kernels import AsOnAGpu
 from autotune.plan.script import EXITED, NO_STEP
 from autotune.plan.stand_in import ScalarStandIn
-from autotune.plan.step import figures_of
+from autotune.plan.step import POLICY_PARAM_DTYPE, figures_of, lowered, refuse_policy
 from autotune.plan.trace import StepTracer, state_tensors
 from autotune.plan.untrusted import untrusted_notes
 from autotune.prepared import _blocks, _checkpoint_blocks
@@ -102,6 +104,9 @@ class _Trace:
     precision: str
     checkpointing: bool
     selective: bool = False  # checkpointing per op (torchtitan's op mode), not whole blocks
+    #: "autocast", or step.POLICY_PARAM_DTYPE: a low precision as FSDP's mixed-precision policy
+    #: applies it (the model's weights and floating inputs in it, no autocast)
+    policy: str = "autocast"
     model: nn.Module | None = None
     optimizer: torch.optim.Optimizer | None = None
     steps: int = 0
@@ -133,17 +138,21 @@ def trace_script(
     fake: bool = True,
     module: bool = False,
     selective: bool = False,
+    policy: str = "autocast",
 ) -> dict[str, Any]:
     """Run ``script`` with ``argv`` under fake tensors and return its traced step (see the module's doc).
 
     With ``measure``, the script runs with real tensors and the step is measured instead: the peak
     of the CPU allocator's own running total over the step, above its start (torch.profiler's
     ``profile_memory``), to check a plan against. With ``fake=False`` the tracer follows a real step.
-    With ``module``, ``script`` is a module name run as ``python -m`` would.
+    With ``module``, ``script`` is a module name run as ``python -m`` would. ``policy``
+    :data:`POLICY_PARAM_DTYPE` runs a low ``precision`` as FSDP's ``MixedPrecisionPolicy(param_dtype)``
+    does (the model's floating weights and its positional floating inputs in it, no autocast).
     """
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     state = _Trace(precision, checkpointing, selective=checkpointing and selective, measure=measure)
+    state.policy = POLICY_PARAM_DTYPE if lowered(precision, policy) else "autocast"
     stand_in = ScalarStandIn()
     sys.argv = [script, *argv]
     sys.path.insert(0, os.getcwd() if module else str(Path(script).resolve().parent))
@@ -195,7 +204,10 @@ def _patched(state: _Trace) -> Iterator[None]:
     handles = [
         register_optimizer_step_pre_hook(lambda opt, a, k: _before_step(state, opt)),
         register_optimizer_step_post_hook(lambda opt, a, k: _after_step(state, opt)),
-        nn.modules.module.register_module_forward_pre_hook(lambda m, a: _forward_in(state, m)),
+        # torch uses what a global pre-hook returns as the module's inputs (its stub says None)
+        nn.modules.module.register_module_forward_pre_hook(
+            lambda m, a: _forward_in(state, m, a)  # type: ignore[arg-type]
+        ),
         # torch calls an always-call hook without the kwargs when the forward raised (a
         # checkpoint's recomputation stops that way): (module, args, output) then
         nn.modules.module.register_module_forward_hook(
@@ -314,14 +326,24 @@ def _params(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
     return [p for group in optimizer.param_groups for p in group["params"]]
 
 
-def _forward_in(state: _Trace, module: nn.Module) -> None:
+def _forward_in(state: _Trace, module: nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """A forward starts: the step's model found (its first training forward), its precision entered.
+
+    Under FSDP's policy the model's positional floating inputs are cast (what a forward pre-hook
+    returns replaces them; torch's global hooks are called as the module's own).
+    """
     state.depth += 1
     if state.depth != 1 or not (torch.is_grad_enabled() and module.training):
-        return
+        return None
     if state.model is None:
         if not any(p.requires_grad for p in module.parameters()):
-            return  # a transform the DataLoader calls in this process, a loss module: not the model
+            return None  # a transform the DataLoader calls in this process, a loss module: not the model
         state.model = module
+        if state.policy == POLICY_PARAM_DTYPE:  # the weights themselves, as FSDP gathers them
+            refuse_policy(module)
+            for p in module.parameters():
+                if p.is_floating_point():
+                    p.data = p.data.to(_AUTOCAST[state.precision])
         state.blocks = BlockWatch(module)
         if state.checkpointing:
             _checkpoint_blocks(module, selective=state.selective)
@@ -330,7 +352,7 @@ def _forward_in(state: _Trace, module: nn.Module) -> None:
         )
         state.batch_dim = 1 if time_major else 0
     if module is not state.model:
-        return
+        return None
     if state.tracer is not None:
         state.tracer.set_phase("forward")
         state.forwards += 1
@@ -340,10 +362,14 @@ def _forward_in(state: _Trace, module: nn.Module) -> None:
             ops, since = state.tracer.ops, state.after_backward
             ops[since:] = [dataclasses.replace(op, phase="forward") for op in ops[since:]]
             state.after_backward = None
+    if state.policy == POLICY_PARAM_DTYPE:
+        low = _AUTOCAST[state.precision]
+        return tuple(a.to(low) if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args)
     if state.precision in _AUTOCAST:
         device = next((p.device.type for p in module.parameters()), "cpu")
         state.autocast = torch.autocast(device, dtype=_AUTOCAST[state.precision])
         state.autocast.__enter__()
+    return None
 
 
 def _forward_out(state: _Trace, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -441,6 +467,7 @@ def _result(state: _Trace, tracer: StepTracer, params: list[torch.Tensor]) -> di
         params,
         state.blocks,
         state.later_from,
+        policy=state.policy,
         selective=state.selective,
     )
     blocks = _blocks(state.model)
@@ -491,6 +518,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--precision", default="as-is")
     parser.add_argument("--checkpointing", action="store_true")
     parser.add_argument("--selective", action="store_true")  # with --checkpointing: per op
+    parser.add_argument("--policy", default="autocast")  # or param_dtype: FSDP's mixed precision
     parser.add_argument("--measure", action="store_true")
     parser.add_argument("--module", action="store_true")
     parser.add_argument("script")
@@ -500,7 +528,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = trace_script(
             args.script, args_of_script, args.precision, args.checkpointing, args.measure, module=args.module,
-            selective=args.selective,
+            selective=args.selective, policy=args.policy,
         )
     except SystemExit as exc:  # the script exited before its second step
         print(f"{EXITED} ({exc.code}) before its second optimizer step", file=sys.stderr)

@@ -25,7 +25,7 @@ from autotune.plan.envelope import MarkedStep, marked_step, memory_envelope
 from autotune.plan.gpu_kernels import AsOnAGpu
 from autotune.plan.trace import ATTENTION, CATEGORIES, GEMM, StepTracer, run_step
 from autotune.plan.untrusted import untrusted_notes
-from autotune.prepared import _blocks, _checkpoint_blocks
+from autotune.prepared import _blocks, _checkpoint_blocks, buffers_beside_parameters
 
 #: A batch at a micro-batch size: (the model's inputs as a tuple, the loss function's target).
 BatchFn = Callable[[int], tuple[tuple[Any, ...], Any]]
@@ -196,6 +196,7 @@ def prepare_step(
         net.to(device)
     low = lowered(precision, policy)
     if low:
+        refuse_policy(net)
         for p in net.parameters():
             if p.is_floating_point():
                 p.data = p.data.to(_AUTOCAST[precision])
@@ -221,6 +222,18 @@ def prepare_step(
 
     batch = [t for t in (*inputs, target) if isinstance(t, torch.Tensor)]
     return PreparedStep(params, optimizer_fn(params), batch, forward_loss)
+
+
+def refuse_policy(net: nn.Module) -> None:
+    """RuntimeError for a model FSDP's mixed-precision policy cannot run (as ``autotune.prepare`` says).
+
+    Its fp32 buffers beside parameters: the policy casts parameters, never buffers.
+    """
+    if buffers_beside_parameters(net):
+        raise RuntimeError(
+            "the model keeps fp32 buffers beside its parameters (BatchNorm): FSDP's policy casts only "
+            "the parameters, so autotune.prepare runs bf16 under fsdp as autocast"
+        )
 
 
 def model_notes(model: nn.Module | Callable[[], nn.Module]) -> list[str]:
