@@ -9,6 +9,7 @@ script ignores what is tuned, no trial finished ok); 130 when interrupted (resum
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import time
@@ -222,6 +223,7 @@ def run(args: argparse.Namespace) -> int:
             max_step_time_s=args.max_step_time,
             preset=args.preset,
             calm_wait_s=args.calm_wait,
+            workdir=os.getcwd(),  # a resumed study's trials run where this one's do
         )
     space = None
     if args.preset is not None and args.space is not None:

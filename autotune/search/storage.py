@@ -20,7 +20,7 @@ import time
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from autotune.search.records import Trial
 from profilers.contract.reader import RunStoreError, Snapshot
@@ -44,6 +44,15 @@ class TrialStorage(Protocol):
 
     def append(self, trial: Trial) -> None:
         """Persist one finished trial durably before returning."""
+        ...
+
+
+@runtime_checkable
+class InfoStorage(TrialStorage, Protocol):
+    """A store whose study record's ``info`` can be replaced (a resumed study's changed settings)."""
+
+    def update_info(self, info: Mapping[str, Any]) -> None:
+        """Replace the stored study's ``info`` durably before returning."""
         ...
 
 
@@ -128,6 +137,20 @@ class SqliteStorage:
                 if conn.execute("SELECT COUNT(*) FROM study").fetchone()[0]:
                     raise ValueError(f"{self.path} already holds a study")
                 conn.execute("INSERT INTO study (schema, meta) VALUES (?, ?)", (STORAGE_SCHEMA, text))
+        finally:
+            conn.close()
+
+    def update_info(self, info: Mapping[str, Any]) -> None:
+        """Replace the study row's ``info`` (a resumed study's settings that changed), committed."""
+        conn = self._connect()
+        try:
+            with conn:
+                conn.execute("BEGIN IMMEDIATE")
+                row = conn.execute("SELECT meta FROM study").fetchone()
+                if row is None:
+                    raise ValueError(f"{self.path} holds no study to update")
+                meta = {**json.loads(row[0]), "info": dict(info)}
+                conn.execute("UPDATE study SET meta = ?", (json.dumps(meta, allow_nan=False),))
         finally:
             conn.close()
 
@@ -227,6 +250,13 @@ class JsonlStorage:
     def write_meta(self, meta: Mapping[str, Any]) -> None:
         """Write the study line (before any trial)."""
         self._write({"record": "study", "schema": STORAGE_SCHEMA, **meta})
+
+    def update_info(self, info: Mapping[str, Any]) -> None:
+        """Append the study line again with ``info`` (the last study line is the one read)."""
+        meta, _ = self.read()
+        if meta is None:
+            raise ValueError(f"{self.path} holds no study to update")
+        self._write({**meta, "info": dict(info)})
 
     def append(self, trial: Trial) -> None:
         """Append one trial line, fsync'd."""

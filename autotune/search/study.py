@@ -33,7 +33,14 @@ from autotune.search.records import INFEASIBLE_STATUSES, Infeasible, Measured, S
 from autotune.search.registry import make_searcher
 from autotune.search.searchers import Direction, Searcher, SearchExhausted
 from autotune.search.space import Space, Value
-from autotune.search.storage import JsonlStorage, SqliteStorage, TrialStorage, claim_store, open_storage
+from autotune.search.storage import (
+    InfoStorage,
+    JsonlStorage,
+    SqliteStorage,
+    TrialStorage,
+    claim_store,
+    open_storage,
+)
 from profilers.contract.schema import STATUSES, TrialStatus
 
 log = logging.getLogger(__name__)
@@ -353,6 +360,19 @@ class Study:
             self.searcher.tell(*observation)
 
     # ------------------------------------------------------------------ storage
+
+    def update_info(self, info: Mapping[str, Any]) -> bool:
+        """Store ``info`` in place of the study's stored one (a resumed caller's settings that changed).
+
+        True when it was stored: the storage can replace it (SQLite and JSON Lines stores can) and
+        it differs; ``stored_info`` then is ``info``.
+        """
+        new = json.loads(json.dumps(dict(info), allow_nan=False))
+        if new == self.stored_info or not isinstance(self.storage, InfoStorage):
+            return False
+        self.storage.update_info(new)
+        self._info, self.stored_info = dict(new), dict(new)
+        return True
 
     def _meta(self) -> dict[str, Any]:
         return {

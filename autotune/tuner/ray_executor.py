@@ -169,7 +169,8 @@ class RayExecutor:
         shared = str(run_dir) if self.storage == "shared" else None
         started, started_at = time.monotonic(), time.time()
         task = self._task.options(**self._options(ranks))
-        ref = task.remote(settings, request.space, request.params, shared, request.stop_below, os.getcwd())
+        workdir = settings.workdir or os.getcwd()
+        ref = task.remote(settings, request.space, request.params, shared, request.stop_below, workdir)
         with self._lock:
             self._refs[trial_id] = ref
         try:

@@ -95,6 +95,9 @@ class TrialSettings:
     #: A run short of CPU for most of its steps (contract.load.too_busy) runs again once the machine
     #: leaves it the CPU it needs, waiting up to this long for that (0: never run again).
     calm_wait_s: float = 60.0
+    #: The directory the study was started in: every trial runs there, a resumed study's too (the
+    #: script and its relative paths mean what they meant); None: the tuner's own directory.
+    workdir: str | None = None
 
 
 @dataclass(frozen=True)
@@ -279,7 +282,7 @@ def run_trial(
     ``space`` None and ``params`` empty: a baseline, the script with its own defaults.
     ``device_env``: the devices of a trial of a parallel study (:mod:`autotune.tuner.devices`).
     ``on_spawn``: called with the trial's process group id once it started. ``cwd``: where the
-    trial runs (the tuner's own directory by default).
+    trial runs (by default the study's ``settings.workdir``, else the tuner's own directory).
 
     A run short of CPU for most of its measured steps (:attr:`TrialOutcome.busy`) measured the
     machine's other processes: once they leave its cores free (``settings.calm_wait_s`` at most, read
@@ -349,7 +352,7 @@ def _run_once(
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group: a timeout kills every rank
-            cwd=cwd,
+            cwd=cwd or settings.workdir,
         )
         if on_spawn is not None:
             on_spawn(proc.pid)

@@ -195,6 +195,8 @@ class Tuner:
                 storage=storage,
                 info=self.config.to_info(),
             )
+            if stored:  # the options given to this resume (--trials, --confirm-rounds...) stay with it
+                study.update_info(self.config.to_info())
             self.study = study
             self._stop_stale(study)  # first: a killed study's trials must not run beside anything of ours
             if not study.trials:

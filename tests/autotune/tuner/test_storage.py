@@ -244,3 +244,17 @@ def test_a_reader_reads_the_store_while_a_study_writes(tmp_path: Path) -> None:
         assert reader.execute("SELECT COUNT(*) FROM trials").fetchone()[0] == 5
     finally:
         reader.close()
+
+
+@pytest.mark.parametrize("name", ["run.db", "study.jsonl"])
+def test_a_resumed_study_stores_the_info_it_was_given_instead_of_the_first(tmp_path: Path, name: str) -> None:
+    # what autotune tune --resume --trials 8 was told must hold for the next resume too
+    path = tmp_path / name
+    first = Study(LINE, searcher="random", seed=4, storage=path, info={"n_trials": 4, "script": "t.py"})
+    first.optimize(measured, n_trials=2)
+    resumed = Study(LINE, searcher="random", seed=4, storage=path, info={"n_trials": 8, "script": "t.py"})
+    assert resumed.stored_info == {"n_trials": 4, "script": "t.py"}  # what was stored, until replaced
+    assert resumed.update_info({"n_trials": 8, "script": "t.py"}) is True
+    assert resumed.update_info({"n_trials": 8, "script": "t.py"}) is False  # nothing changed
+    again = Study(LINE, searcher="random", seed=4, storage=path)
+    assert again.stored_info == {"n_trials": 8, "script": "t.py"} and again.trials == first.trials

@@ -3,6 +3,7 @@
 import itertools
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -561,3 +562,27 @@ def test_kill_9_during_a_re_measurement_then_resume_stops_it_before_running_it_a
     assert [c["role"] for c in summary["confirmations"]] == ["baseline", "best"]  # each once, both ok
     assert all(c["status"] == "ok" for c in summary["confirmations"])
     assert not list(running.glob("*.json"))
+
+
+@pytest.mark.slow
+def test_a_study_resumed_from_another_directory_runs_its_trials_where_it_began_and_keeps_what_resume_said(
+    tmp_path: Path,
+) -> None:
+    # the script given relatively, as users do: a resume from elsewhere must find it, and the
+    # --trials given to one resume holds for the next (the stored study keeps it)
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir()
+    elsewhere.mkdir()
+    shutil.copy(UNMODIFIED, project / "train.py")
+    space = space_file(tmp_path, FAR_SPACE)
+    run_dir = tmp_path / "study"
+    out = tune("--space", space, "--trials", "2", "--run-dir", str(run_dir), *FAST, "train.py", cwd=project)
+    assert out.returncode == 0, out.stderr
+    out = tune("--resume", "--run-dir", str(run_dir), "--trials", "3", cwd=elsewhere)
+    assert out.returncode == 0, out.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    # the baseline and 2 search trials (--trials counts the baseline), the last run from elsewhere
+    assert [t["status"] for t in summary["trials"]] == ["ok"] * 3, [t["error"] for t in summary["trials"]]
+    again = tune("--resume", "--run-dir", str(run_dir), cwd=elsewhere)
+    assert again.returncode == 0, again.stderr
+    assert json.loads((run_dir / "summary.json").read_text())["n_trials"] == 3  # what the last resume said
