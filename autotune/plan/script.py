@@ -95,11 +95,13 @@ def run_child(
     env: dict[str, str] | None = None,
     module: bool = False,
     policy: str = "autocast",
+    cwd: str | None = None,
 ) -> dict[str, Any]:
     """Run the script in a child (see the module's doc); its JSON, or ScriptError with its last line.
 
     ``env``: the child's environment (this process's by default); ``module``: ``script`` is a module;
-    ``policy``: how a low precision is applied (autocast, or FSDP's ``param_dtype``).
+    ``policy``: how a low precision is applied (autocast, or FSDP's ``param_dtype``); ``cwd``: where
+    the child runs (this process's directory by default).
     """
     fd, out = tempfile.mkstemp(prefix="autotune-plan-", suffix=".json")
     os.close(fd)
@@ -111,7 +113,7 @@ def run_child(
     base = dict(os.environ if env is None else env)
     env = {**base, "PYTHONPATH": os.pathsep.join(filter(None, (_root(), base.get("PYTHONPATH"))))}
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=env)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=env, cwd=cwd)
         text = Path(out).read_text(encoding="utf-8") if done.returncode == 0 else ""
     except subprocess.TimeoutExpired:
         raise ScriptError(f"{script}: not at its second optimizer step after {timeout_s:.0f} s") from None
@@ -146,12 +148,13 @@ def trace_script(
     env: dict[str, str] | None = None,
     module: bool = False,
     policy: str = "autocast",
+    cwd: str | None = None,
 ) -> ScriptTrace:
     """The script's second optimizer step, traced under fake tensors in a child process.
 
     ``policy`` :data:`POLICY_PARAM_DTYPE`: a low precision as FSDP's mixed-precision policy runs it.
     """
-    data = run_child(script, args, precision, checkpointing, env=env, module=module, policy=policy)
+    data = run_child(script, args, precision, checkpointing, env=env, module=module, policy=policy, cwd=cwd)
     figures = dict(data["figures"])
     marks = figures.get("marks")
     figures["marks"] = MarkedStep(**marks) if isinstance(marks, dict) else None

@@ -78,7 +78,7 @@ class PlanTraces:
         try:
             trace = trace_script(
                 self.settings.script, args, env=trial_env(self.settings, space, params),
-                module=self.settings.module,
+                module=self.settings.module, cwd=self.settings.workdir,
             )  # fmt: skip
         except ScriptError as exc:
             self.problems.append(str(exc))

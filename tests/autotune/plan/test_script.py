@@ -344,3 +344,12 @@ def test_pinning_a_fake_batch_is_a_host_copy():
         assert isinstance(pinned, FakeTensor) and pinned.is_pinned()
     assert pinned.shape == batch.shape and pinned.dtype == batch.dtype
     assert total == 15  # the real twin came along: the loop reads what it would
+
+
+def test_a_script_given_relatively_is_traced_in_the_directory_it_belongs_to(tmp_path, monkeypatch):
+    # a resumed study's plan prior traces its script where the study began (TrialSettings.workdir)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ScriptError):
+        trace_script("plan_lm.py", ["--batch", "4", "--width", "32"])
+    trace = trace_script("plan_lm.py", ["--batch", "4", "--width", "32"], cwd=str(SCRIPTS))
+    assert trace.micro_batch == 4
