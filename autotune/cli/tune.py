@@ -332,17 +332,14 @@ def _config(
         ray_storage=args.ray_storage or "shipped",
         usage_hours_per_day=args.usage_hours_per_day,
     )
-    base = asked
-    if stored is not None:
+    if stored is None:
+        base = replace(asked, scoring=Scoring(args.objective or "throughput", args.price_per_gpu_hour))
+    else:  # its scoring already takes --objective and the price given now (stored_config)
         given = [n for n, opt in CHANGEABLE_ON_RESUME.items() if _given(getattr(args, opt))]
         base = replace(stored, **{name: getattr(asked, name) for name in given})
-    scoring = Scoring(
-        args.objective or base.scoring.objective, args.price_per_gpu_hour or base.scoring.price_per_gpu_hour
-    )
     return replace(
         base,
         space=space,
-        scoring=scoring,
         layouts=args.nproc_per_node is not None and args.nproc_per_node > 1,
         # what the trials run on: GPUs to give out one each under --parallel, else the CPU's cores
         device_kind="cuda" if visible_gpus() else "cpu",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -53,6 +53,13 @@ class TrialRequest:
     params: dict[str, Value]
     run_dir: Path
     stop_below: float | None = None  # samples/s under which it stops as losing (tuner.early_stop)
+
+    def run(
+        self, device_env: Mapping[str, str] | None = None, on_spawn: Callable[[int], None] | None = None
+    ) -> TrialOutcome:
+        """Run it here (:func:`run_trial`), on ``device_env``'s devices when given."""
+        r = self
+        return run_trial(r.settings, r.space, r.params, r.run_dir, r.stop_below, device_env, on_spawn)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,13 +131,12 @@ class RunningTrials:
             note = self.spawned(study, trial_id, lease)
             if anchor is not None and first is not None:
                 began = time.time()
-                ran = run_trial(first.settings, None, {}, first.run_dir, None, env, note)
+                ran = first.run(env, note)
                 anchor[1](Ran(ran, self.placement(lease, began)))
                 if stop_below_now is not None:
                     request = replace(request, stop_below=stop_below_now())
             started_at = time.time()
-            r = request
-            outcome = run_trial(r.settings, r.space, r.params, r.run_dir, r.stop_below, env, note)
+            outcome = request.run(env, note)
             self.ended(trial_id)
         return outcome, self.placement(lease, started_at)
 

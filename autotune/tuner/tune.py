@@ -58,7 +58,6 @@ from autotune.tuner.trials import (
     STOPPING,
     TrialOutcome,
     error_line,
-    run_trial,
     study_threads,
     trial_world_size,
     usable_cores,
@@ -409,8 +408,7 @@ class Tuner:
         if ray is None:
             started_at = time.time()
             with noted_group(self.run_dir, self._running.node, request.run_dir.name) as note:
-                run = request
-                outcome = run_trial(run.settings, run.space, run.params, run.run_dir, on_spawn=note)
+                outcome = request.run(on_spawn=note)
             return outcome, self._running.placement(None, started_at)
         return ray.run(trial_id, trial_world_size(request.settings, request.params), request)
 

@@ -229,6 +229,16 @@ def record_json(record: Any) -> dict[str, Any]:
     }
 
 
+def document(record: Any) -> dict[str, Any]:
+    """The JSON object of a record with a ``raw``: parsed, that object; built in code, its fields.
+
+    A parsed record gives back every key it was read from (a newer writer's too); one built in code
+    has an empty ``raw`` and is written by :func:`record_json`.
+    """
+    raw: dict[str, Any] = record.raw
+    return dict(raw) if raw else record_json(record)
+
+
 def checked_records(record: type, data: Any, where: str) -> tuple[Any, ...]:
     """Each object of the JSON list ``data`` (null: none) read as ``record`` by :func:`checked_fields`."""
     if data is None:
@@ -251,6 +261,7 @@ __all__ = [
     "checked_object",
     "checked_records",
     "checked_value",
+    "document",
     "inner_where",
     "is_number",
     "json_value",

@@ -38,6 +38,7 @@ from profilers.contract.json_checks import (
     SummaryError,
     checked_fields,
     checked_object,
+    document,
     is_number,
     nested,
     nested_records,
@@ -199,8 +200,7 @@ class TrialEntry(_ReadsAsItsDict):
         parts: dict[str, dict[str, Any]] = {"record": record}
         for part in ("metrics", "attrs"):
             parts[part] = record[part] if isinstance(record.get(part), dict) else {}
-        params = record["params"] if isinstance(record.get("params"), dict) else {}
-        entry: dict[str, Any] = {"baseline": not params}
+        entry: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
             if "stored" not in f.metadata:
                 continue
@@ -209,15 +209,12 @@ class TrialEntry(_ReadsAsItsDict):
             if f.name not in ("id", "status") and value is not None:
                 value = READERS[str(f.type)](value)  # None when of another type
             entry[f.metadata.get("key") or f.name] = value
+        entry["baseline"] = not entry["params"]
         return cls.parse(entry, where)
 
     def to_json(self) -> dict[str, Any]:
-        """The entry as summary.json holds it.
-
-        The object it was parsed from, every key kept (a newer writer's too), or, for one built in
-        code, its fields (:func:`json_checks.record_json`).
-        """
-        return dict(self.raw) if self.raw else record_json(self)
+        """The entry as summary.json holds it (:func:`json_checks.document`)."""
+        return document(self)
 
     @property
     def ok(self) -> bool:
@@ -411,12 +408,8 @@ class TuningSummary:
         return self.threads.threads_per_rank
 
     def to_json(self) -> dict[str, Any]:
-        """The summary as summary.json holds it.
-
-        The object it was parsed from, every key kept (a newer writer's too), or, for one built in
-        code, its fields (:func:`json_checks.record_json`).
-        """
-        return dict(self.raw) if self.raw else record_json(self)
+        """The summary as summary.json holds it (:func:`json_checks.document`)."""
+        return document(self)
 
     def anchor_rate(self, entry: TrialEntry) -> float | None:
         """The samples/s of the anchor ``entry``'s search ratio was taken against (0: the baseline)."""
