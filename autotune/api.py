@@ -30,7 +30,12 @@ class Profile:
         self.options = options
         self._sessions: list[Session | None] = []
         self.run_dir: Path | None = None
-        self.summary: dict[str, Any] | None = None
+        self._figures: ProfileSummary | None = None
+
+    @property
+    def summary(self) -> dict[str, Any] | None:
+        """The content of the run's ``summary.json`` (None before the region ended)."""
+        return None if self._figures is None else self._figures.to_json()
 
     def __enter__(self) -> Profile:
         self._sessions.append(self._begin(self.options.name or "profile"))
@@ -62,7 +67,7 @@ class Profile:
     @property
     def figures(self) -> ProfileSummary | None:
         """The summary as a typed record (``prof.figures.step_median_s``); None before the region ended."""
-        return None if self.summary is None else ProfileSummary.of(self.summary)
+        return self._figures
 
     def ended_by(self, exc: BaseException) -> None:
         """The exception that ended the region, when the caller caught it inside the ``with`` block."""
@@ -74,7 +79,7 @@ class Profile:
             return
         if exc is not None or not session.exit_noted:
             session.note_exit(exc)
-        self.summary = session.stop()
+        self._figures = session.stop()
         self.run_dir = session.run_dir
 
     def __call__(self, fn: F) -> F:

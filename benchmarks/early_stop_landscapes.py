@@ -46,9 +46,9 @@ from autotune.search.records import Trial
 from autotune.search.searchers import derive_seed
 from autotune.tuner.early_stop import STOPPED_LOSING, best_result, stop_floor
 from autotune.tuner.objectives import Scoring
+from profilers.contract.intervals import t975
 from profilers.contract.schema import TrialStatus
 from profilers.contract.spread import ProcessSpread
-from profilers.contract.summarize import t975
 from profilers.runtime.stopping import Z_95, StepTimeStats
 
 MIN_MEASURED_STEPS = 8

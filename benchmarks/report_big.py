@@ -19,6 +19,7 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,8 +41,10 @@ def write_run(run_dir: Path, steps: int, samples: int, gpus: int, host: bool = T
     With ``host`` (as the profiler samples), each 100 ms tick holds one host reading beside the
     GPUs' (the host's CPU use, the process's RSS): ``samples`` readings in all.
     """
+    from profilers.contract.figures import DeviceEntry
+    from profilers.contract.json_checks import record_json
     from profilers.contract.reader import Snapshot
-    from profilers.contract.summarize import build_summary, run_statistics
+    from profilers.contract.summarize import run_statistics
     from profilers.runtime.store import RunStore
 
     bench = _dashboard_bench()
@@ -64,10 +67,9 @@ def write_run(run_dir: Path, steps: int, samples: int, gpus: int, host: bool = T
     with Snapshot(run_dir / "run.db") as snap:
         records, (_, _, readings) = snap.steps(), snap.samples()
     stats = run_statistics(records, readings, gpu_names={g: "NVIDIA H200" for g in range(gpus)})
-    jobs = list(range(gpus))
-    device = {"kind": "cuda", "name": "NVIDIA H200", "count": 1, "index": 0, "nvml_indexes": jobs}
-    summary = build_summary(**stats, name="bench", run_dir=str(run_dir), device=device, precision="bf16")
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    device = DeviceEntry("cuda", "NVIDIA H200", 1, 0, tuple(range(gpus)))
+    summary = replace(stats, name="bench", run_dir=str(run_dir), device=device, precision="bf16")
+    (run_dir / "summary.json").write_text(json.dumps(record_json(summary), indent=2) + "\n")
 
 
 def _host_samples(first: int, count: int, t0_ns: int) -> list[dict[str, object]]:

@@ -20,12 +20,12 @@ from autotune.fmt import format_number
 from autotune.knob_values import KnobValues
 from autotune.presets import PRESETS, preset_args
 from autotune.search.space import study_batch_param
+from profilers.contract.intervals import ratio_interval
 from profilers.contract.lenient import read_fields
 from profilers.contract.rundir import RunData
 from profilers.contract.schema import TrialStatus
 from profilers.contract.study import ran_with, starved_line
 from profilers.contract.summaries import TrialEntry
-from profilers.contract.summarize import ratio_interval
 from profilers.contract.verdict import VERDICT_LABELS, VerdictStatus, verdict_of
 
 REDUCED = ("bf16", "fp16")

@@ -114,10 +114,10 @@ def main(argv: list[str] | None = None) -> int:
         with autotune.profile(name=f"demo-{model}", **where) as prof:
             loss = train(model, steps=args.steps, batch_size=batch_size, device=device)
         console.print(f"final loss {loss:.3f}")
-        if prof.summary is None:
+        if prof.figures is None:
             console.print("[yellow]the profiler produced no summary for this run[/yellow]")
         else:
-            render_summary(prof.summary, console, run_dir=prof.run_dir)
+            render_summary(prof.figures, console, run_dir=prof.run_dir)
         run_dirs.append((model, prof.run_dir))
 
     tuned = None

@@ -141,13 +141,13 @@ def run(args: argparse.Namespace) -> int:
             prof.ended_by(exc)
             print_user_traceback(exc)
             code = 1
-    if not args.quiet and launch.rank == 0 and prof.summary is not None:
+    if not args.quiet and launch.rank == 0 and prof.figures is not None:
         from rich.console import Console
 
         from autotune.console import render_summary
 
         console = Console(stderr=True)
-        summary = render_summary(prof.summary, console, run_dir=prof.run_dir)
+        summary = render_summary(prof.figures, console, run_dir=prof.run_dir)
         if summary is None or summary.outcome == "no_steps":
             return code  # no step, no advice: the outcome line said what was (not) seen
         _say_what_is_missing(summary)

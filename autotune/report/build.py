@@ -29,6 +29,7 @@ from autotune.report.sections import (
 )
 from autotune.search.space import study_batch_param
 from profilers.contract.figures import DeviceEntry
+from profilers.contract.intervals import quantile
 from profilers.contract.load import load_line
 from profilers.contract.outcome import outcome_sentence, stop_reason_words
 from profilers.contract.plan_doc import PlanDocument
@@ -44,7 +45,7 @@ from profilers.contract.study import (
     usd_per_million,
 )
 from profilers.contract.summaries import ProfileSummary, TrialEntry, TuningSummary
-from profilers.contract.summarize import phase_fractions, quantile, select_measured
+from profilers.contract.summarize import phase_fractions, select_measured
 from profilers.contract.trial_view import space_names, study_best_id, trial_views
 from profilers.contract.verdict import verdict_of
 

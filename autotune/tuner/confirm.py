@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from profilers.contract.intervals import ratio_interval
 from profilers.contract.reader import Snapshot
 from profilers.contract.schema import TrialStatus
 from profilers.contract.summaries import Confirmation
-from profilers.contract.summarize import ratio_interval
 
 if TYPE_CHECKING:
     from autotune.tuner.running import Placement

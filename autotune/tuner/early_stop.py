@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 from autotune.search.records import Trial
 from autotune.tuner.trial_facts import facts, metrics
-from profilers.contract.summarize import t975
+from profilers.contract.intervals import t975
 
 if TYPE_CHECKING:
     from autotune.tuner.objectives import Scoring

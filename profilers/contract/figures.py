@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from profilers.contract.json_checks import (
+    WHEN_SET,
     SummaryError,
     checked_fields,
     is_number,
@@ -37,13 +38,19 @@ class StepTimes:
 
 @dataclass(frozen=True)
 class Throughput:
-    """``throughput``: samples (and tokens) per second over the measured steps, with an interval."""
+    """``throughput``: samples (and tokens) per second over the measured steps, with an interval.
+
+    A job of several ranks writes its own figures (the ranks' sum over ``ranks_per_replica``) and
+    every rank's samples per second.
+    """
 
     samples_per_s: float | None = None
     tokens_per_s: float | None = None
     #: 95% interval (low, high); high is None when the interval of the mean step time reaches 0
     #: (``summarize.rate_interval``: a few steps far apart).
     samples_per_s_ci95: tuple[float | None, float | None] | None = None
+    per_rank_samples_per_s: tuple[float | None, ...] | None = field(default=None, metadata=WHEN_SET)
+    ranks_per_replica: int | None = field(default=None, metadata=WHEN_SET)  # tensor × pipeline degree
 
     @classmethod
     def parse(cls, data: Any, where: str) -> Throughput:
@@ -107,15 +114,16 @@ class Envelope:
 class MemoryFigures:
     """``memory``: CUDA's allocator peaks, and the process's resident memory on the host, in bytes."""
 
-    cuda_peak_allocated_bytes: int | None = None
-    cuda_peak_reserved_bytes: int | None = None
     rss_start_bytes: int | None = None
-    rss_peak_bytes: int | None = None
-    rss_peak_growth_bytes: int | None = None
+    rss_peak_bytes: int | None = None  # over the training's own steps, less profiler_rss_bytes
+    ru_maxrss_bytes: int | None = None  # the process's lifetime peak, everything included
     profiler_rss_bytes: int | None = None
-    heap_live_bytes_max: int | None = None
+    rss_peak_growth_bytes: int | None = field(default=None, metadata=WHEN_SET)
+    heap_live_bytes_max: int | None = field(default=None, metadata=WHEN_SET)
     #: The C heap's live bytes over the steady span (profilers.runtime.heap).
     heap_live_envelope: Envelope | None = field(default=None, metadata=nested(Envelope.parse))
+    cuda_peak_allocated_bytes: int | None = field(default=None, metadata=WHEN_SET)
+    cuda_peak_reserved_bytes: int | None = field(default=None, metadata=WHEN_SET)
 
     @classmethod
     def parse(cls, data: Any, where: str) -> MemoryFigures:
@@ -163,7 +171,7 @@ class RunError:
     type: str | None = None
     message: str = ""
     step: int | None = None  # the 1-based step it was raised in (None: before any)
-    exit_code: int | None = None  # SystemExit's status
+    exit_code: int | None = field(default=None, metadata=WHEN_SET)  # SystemExit's status
 
     @classmethod
     def parse(cls, data: Any, where: str) -> RunError | None:
@@ -206,8 +214,12 @@ class ProfileWindow:
 
 @dataclass(frozen=True)
 class ModelFacts:
-    """``model``: what the profiler read off the user's model."""
+    """``model``: what the profiler read off the user's model (profilers.runtime.flops.model_facts)."""
 
+    class_name: str | None = field(default=None, metadata=stored_as("class"))
+    parameters: int | None = None
+    trainable_parameters: int | None = None
+    parameter_bytes: int | None = None  # this rank's (a sharded model's shard)
     gradient_bytes: int | None = None  # its trainable parameters' gradients
     ddp_bucket_cap_bytes: int | None = None  # a DistributedDataParallel model's bucket size
 
@@ -217,10 +229,20 @@ class ModelFacts:
         return cls(**checked_fields(cls, data, where))
 
 
+def _step_times_or_none(data: Any, where: str) -> StepTimes | None:
+    return None if data is None else StepTimes.parse(data, where)
+
+
 @dataclass(frozen=True)
 class RankEntry:
     """One entry of a multi-rank summary's ``ranks``: what the job's summary keeps of each rank."""
 
+    rank: int | None = None
+    steps: int | None = None
+    measured_steps: int | None = None
+    step_time: StepTimes | None = field(default=None, metadata=nested(_step_times_or_none, "step_time_s"))
+    samples_per_s: float | None = None
+    tokens_per_s: float | None = None
     peak_memory_bytes: int | None = None  # its peak allocated
 
 
@@ -228,6 +250,7 @@ class RankEntry:
 class SeenFacts:
     """``seen``: what the session saw of the user's code, for a run that closed no step."""
 
+    optimizer_steps: int | None = None  # optimizer.step() calls
     model_forward: bool = False  # a model's forward ran
 
     @classmethod

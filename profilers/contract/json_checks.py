@@ -119,6 +119,12 @@ def _strings(value: Any) -> tuple[str, ...] | None:
     return tuple(str(v) for v in value) if isinstance(value, list) else None
 
 
+def _texts(value: Any) -> dict[str, str] | None:
+    if isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
+        return {str(k): v for k, v in value.items()}
+    return None
+
+
 #: How :func:`checked_fields` reads a field, by its annotation, and what its value must be: the
 #: reader gives None for a value it refuses (the lenient readers for the scalars).
 # fmt: off
@@ -138,6 +144,7 @@ CHECKED_READERS: dict[str, tuple[Callable[[Any], Any], str]] = {
     "tuple[int, ...] | None": (_integers, "a list of integers"),
     "dict[str, float]": (_by_name, "an object of numbers"),
     "dict[str, int]": (_counts, "an object of numbers"),
+    "dict[str, str]": (_texts, "an object of strings"),
 }
 # fmt: on
 
@@ -192,6 +199,13 @@ def checked_fields(record: type, data: Any, where: str, skip: Iterable[str] = ()
 
 #: A field's metadata: the record keeps it for itself (a parsed document's ``raw``), never writes it.
 NOT_WRITTEN: dict[str, Any] = {"written": False}
+#: A field's metadata for :func:`record_json`: its key is written only when its value is not the
+#: field's default (a key some runs write and others leave out, such as ``seen``). Combine with
+#: others as ``{**nested(...), **WHEN_SET}``.
+WHEN_SET: dict[str, Any] = {"omit_default": True}
+#: A field's metadata for :func:`record_json`: its default is written as null (a part the run did
+#: not measure, such as ``loss`` without losses, is null in the file and empty in the record).
+DEFAULT_AS_NULL: dict[str, Any] = {"default_as_null": True}
 
 
 def json_value(value: Any) -> Any:
@@ -211,7 +225,8 @@ def record_json(record: Any) -> dict[str, Any]:
     """The JSON object of the dataclass ``record``, written as :func:`checked_fields` reads it back.
 
     Each field under the key its metadata gives (:func:`stored_as`), else its name; a field marked
-    :data:`NOT_WRITTEN` is left out; values as :func:`json_value` writes them.
+    :data:`NOT_WRITTEN` is left out, one marked :data:`WHEN_SET` when it holds its default, and one
+    marked :data:`DEFAULT_AS_NULL` is null then; values as :func:`json_value` writes them.
 
     >>> @dataclasses.dataclass
     ... class Loss:
@@ -222,11 +237,30 @@ def record_json(record: Any) -> dict[str, Any]:
     >>> Loss(**checked_fields(Loss, record_json(Loss(2.0, ("forward",))), "loss"))
     Loss(first=2.0, phases=('forward',))
     """
-    return {
-        f.metadata.get("key") or f.name: json_value(getattr(record, f.name))
-        for f in dataclasses.fields(record)
-        if f.metadata.get("written", True)
-    }
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(record):
+        if not f.metadata.get("written", True):
+            continue
+        value = getattr(record, f.name)
+        if f.metadata.get("omit_default") or f.metadata.get("default_as_null"):
+            if f.default is not dataclasses.MISSING:
+                default = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                default = f.default_factory()
+            else:
+                default = dataclasses.MISSING
+            if value == default:
+                if f.metadata.get("omit_default"):
+                    continue
+                value = None
+        out[f.metadata.get("key") or f.name] = json_value(value)
+    return out
+
+
+def written_keys(record: type) -> tuple[str, ...]:
+    """The keys :func:`record_json` may write for the dataclass ``record``, in the order written."""
+    fields = dataclasses.fields(record)
+    return tuple(f.metadata.get("key") or f.name for f in fields if f.metadata.get("written", True))
 
 
 def document(record: Any) -> dict[str, Any]:
@@ -255,7 +289,9 @@ def str_list(entry: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
 
 __all__ = [
     "CHECKED_READERS",
+    "DEFAULT_AS_NULL",
     "NOT_WRITTEN",
+    "WHEN_SET",
     "SummaryError",
     "checked_fields",
     "checked_object",
@@ -275,4 +311,5 @@ __all__ = [
     "record_json",
     "stored_as",
     "str_list",
+    "written_keys",
 ]

@@ -12,8 +12,10 @@ imports it).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
+
+from profilers.contract.json_checks import WHEN_SET, SummaryError, checked_fields
 
 #: Loads (other processes' busy cores) that differ by more than this share of the machine's cores
 #: are "different load": on 2 cores, half a core (never less than half a core).
@@ -36,23 +38,55 @@ class RunLoad:
     machine_cores: int
 
 
+@dataclass(frozen=True)
+class LoadFigures:
+    """summary.json's ``load``: the machine's CPU over the measured steps, in cores (summarize.load_over).
+
+    ``other_cores`` is what other processes took: the machine's busy cores less the run's own (on a
+    job of several ranks, less every rank's on rank 0's host: ``ranks`` of them); None when a rank's
+    own CPU is unknown.
+    """
+
+    machine_cores: int
+    busy_cores: float | None = None
+    own_cores: float | None = None
+    other_cores: float | None = None
+    samples: int | None = None  # the host readings averaged
+    ranks: int | None = field(default=None, metadata=WHEN_SET)  # a job's ranks on rank 0's host
+
+    @property
+    def known(self) -> RunLoad | None:
+        """The load as the record the verdicts read; None when other processes' CPU is unknown."""
+        if self.other_cores is None or self.machine_cores <= 0:
+            return None
+        return RunLoad(float(self.other_cores), self.machine_cores)
+
+    @classmethod
+    def parse(cls, data: Any, where: str = "load") -> LoadFigures | None:
+        """summary.json's ``load`` object; None when not recorded or unreadable.
+
+        The load is a note beside the figures: an older or a partial one is left out, never an error.
+        """
+        if not isinstance(data, Mapping):
+            return None
+        try:
+            fields = checked_fields(cls, data, where)
+        except SummaryError:
+            return None
+        if fields["machine_cores"] is None:
+            return None
+        return cls(**fields)
+
+
 def load_of(summary: Mapping[str, Any]) -> RunLoad | None:
     """A profile summary's load; None when it was not recorded (or a rank's CPU was unknown)."""
     return load_from(summary.get("load"))
 
 
 def load_from(load: Any, where: str = "load") -> RunLoad | None:
-    """summary.json's ``load`` object as the record; None when it was not recorded or is unreadable.
-
-    The load is a note beside the figures: an older or a partial one is left out, never an error
-    (``where`` is for the nested readers' signature).
-    """
-    if not isinstance(load, Mapping):
-        return None
-    other, cores = load.get("other_cores"), load.get("machine_cores")
-    if not isinstance(other, int | float) or not isinstance(cores, int) or cores <= 0:
-        return None
-    return RunLoad(float(other), cores)
+    """summary.json's ``load`` object as the record; None when it was not recorded or is unreadable."""
+    figures = LoadFigures.parse(load, where)
+    return None if figures is None else figures.known
 
 
 def load_phrase(load: RunLoad) -> str:
@@ -316,6 +350,7 @@ __all__ = [
     "MAX_CONTENDED_SHARE",
     "MIN_LOAD_READINGS",
     "LoadComparison",
+    "LoadFigures",
     "LoadMatch",
     "LoadProfile",
     "RunLoad",

@@ -8,10 +8,9 @@ optimizer steps, a model's forward). Decided once, here, from the exception that
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
 
-from profilers.contract.figures import RunError
+from profilers.contract.figures import RunError, SeenFacts
 from profilers.contract.summaries import ProfileSummary
 
 #: Every value of summary.json's ``outcome``.
@@ -44,11 +43,20 @@ def exit_of(exc: BaseException | None, steps_closed: int) -> Exit:
     return Exit(type(exc).__name__, message, code, steps_closed + 1)
 
 
+@dataclass(frozen=True)
+class Ending:
+    """How a run ended, as its summary says: ``outcome``, ``error`` and, for ``no_steps``, ``seen``."""
+
+    outcome: str
+    error: RunError | None = None
+    seen: SeenFacts = field(default=SeenFacts())
+
+
 def outcome_fields(
     end: Exit, steps: int, stop_reason: str | None, optimizer_steps: int, model_forward: bool
-) -> dict[str, Any]:
-    """``outcome``, ``error`` and, for ``no_steps``, ``seen``: the keys a summary gains."""
-    error: dict[str, Any] | None = None
+) -> Ending:
+    """The ending of a run of ``steps`` steps that left its region as ``end``."""
+    error: RunError | None = None
     stopped = stop_reason is not None or end.type_name in ("StepBudgetReached", "KeyboardInterrupt")
     if end.type_name is None:
         raised = False
@@ -57,15 +65,12 @@ def outcome_fields(
     else:
         raised = not stopped
     if raised:
-        error = {"type": end.type_name, "message": end.message, "step": end.step}
-        if end.exit_code is not None:
-            error["exit_code"] = end.exit_code
+        error = RunError(end.type_name, end.message, end.step, end.exit_code)
     if steps == 0:
-        seen = {"optimizer_steps": optimizer_steps, "model_forward": model_forward}
-        return {"outcome": "no_steps", "error": error, "seen": seen}
+        return Ending("no_steps", error, SeenFacts(optimizer_steps, model_forward))
     if error is not None:
-        return {"outcome": "crashed", "error": error}
-    return {"outcome": "stopped" if stopped else "finished", "error": None}
+        return Ending("crashed", error)
+    return Ending("stopped" if stopped else "finished")
 
 
 def interrupted_reason(end: Exit) -> str | None:

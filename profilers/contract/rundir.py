@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from profilers.contract.json_checks import record_json
 from profilers.contract.load import LoadProfile, load_profile
 from profilers.contract.plan_doc import PlanDocument
 from profilers.contract.reader import RunStoreError, Snapshot, is_study_summary, read_summary
@@ -25,11 +26,9 @@ from profilers.contract.schema import (
     STORE_NAME,
     SUMMARY_NAME,
     resolve_trial_dir,
-    throttle_reason_names,
 )
 from profilers.contract.summaries import ProfileSummary, SummaryError, TrialEntry, TuningSummary
 from profilers.contract.summarize import (
-    build_summary,
     gpu_aggregates,
     host_aggregates,
     measured_span_ns,
@@ -181,7 +180,7 @@ def _load_profile(path: Path, summary: dict[str, Any] | None, with_store: bool) 
             raise RunDirError(
                 f"{path}: the run recorded no steps yet (no {SUMMARY_NAME}, empty {STORE_NAME})"
             )
-        summary = _rebuild_summary(path, meta, steps, samples, sample_ranks, devices)
+        summary = record_json(_rebuild_summary(path, meta, steps, samples, sample_ranks, devices))
         notes.append(
             f"the run did not finish (no {SUMMARY_NAME}): its figures come from the "
             f"{len(steps)} steps in {STORE_NAME}"
@@ -276,7 +275,7 @@ def with_sample_figures(
     span, steady = measured_span_ns(steps), steady_span_ns(steps)
     out = dict(summary)
     if need_gpu:
-        computed = gpu_aggregates(samples, {}, throttle_reason_names, span, None, steady) or []
+        computed = [record_json(g) for g in gpu_aggregates(samples, {}, span, None, steady)]
         if isinstance(gpu, list):
             by_index = {g["index"]: g for g in computed}
             out["gpu"] = [
@@ -291,8 +290,9 @@ def with_sample_figures(
             own = [s for s, r in zip(samples, sample_ranks, strict=True) if r == 0]
         else:
             own = list(samples) if not isinstance(count, int) or count <= 1 else []
-        computed_host = host_aggregates(own, steady)
-        if computed_host is not None:
+        figures = host_aggregates(own, steady)
+        if figures is not None:
+            computed_host = record_json(figures)
             out["host"] = _fill(host, computed_host) if isinstance(host, dict) else computed_host
     return out
 
@@ -315,7 +315,7 @@ def _rebuild_summary(
     samples: list[DeviceSample],
     sample_ranks: list[int],
     devices: list[RankDevice],
-) -> dict[str, Any]:
+) -> ProfileSummary:
     """A summary from the store alone, for a run killed before it wrote its own.
 
     The lowest rank's figures through the profiler's own :func:`run_statistics`, so they are what the
@@ -330,14 +330,15 @@ def _rebuild_summary(
     names = {d.index: d.info.name for d in devices if d.kind == "gpu" and d.rank == rank}
     cores = next((d.info.cpu_cores for d in devices if d.kind == "host" and d.info.cpu_cores), None)
     stats = run_statistics(own_steps, own_samples, gpu_names=names, machine_cores=cores)
-    if stats["load"] is not None and len({s.rank for s in steps}) > 1:  # the other ranks' CPU is not known
-        stats["load"] = {**stats["load"], "other_cores": None}
-    return build_summary(
-        **stats,
+    load = stats.load_figures
+    if load is not None and len({s.rank for s in steps}) > 1:  # the other ranks' CPU is not known
+        load = dataclasses.replace(load, other_cores=None)
+    return dataclasses.replace(
+        stats,
         name=meta.name or path.name,
         run_dir=str(path),
+        load_figures=load,
         stop_reason="killed",
-        warnings=[],
         params_used=dict(meta.params_used),
     )
 

@@ -26,7 +26,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from profilers.contract.summarize import t975
+from profilers.contract.intervals import t975
 
 #: The normal 97.5% quantile: a trial's own 95% interval is ± this many standard deviations.
 _Z975 = 1.96

@@ -13,8 +13,9 @@ summary.json's dict went.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Self
 
@@ -34,7 +35,9 @@ from profilers.contract.figures import (
     TopOp,
 )
 from profilers.contract.json_checks import (
+    DEFAULT_AS_NULL,
     NOT_WRITTEN,
+    WHEN_SET,
     SummaryError,
     checked_fields,
     checked_object,
@@ -47,28 +50,36 @@ from profilers.contract.json_checks import (
     stored_as,
 )
 from profilers.contract.lenient import READERS, member_of
-from profilers.contract.load import RunLoad, load_from
-from profilers.contract.schema import PHASES, STATUSES, TrialStatus
+from profilers.contract.load import LoadFigures, RunLoad
+from profilers.contract.schema import PHASES, SCHEMA_VERSION, STATUSES, TrialStatus
 from profilers.contract.spread import ProcessSpread
 
 
 class _ReadsAsItsDict(Mapping[str, Any]):
-    """Read-only mapping access to the summary dict a record was parsed from (its ``raw``)."""
+    """Read-only mapping access to a record's JSON object.
+
+    The object it was parsed from (its ``raw``, a newer writer's keys kept), or for a record built
+    in code, the one it writes.
+    """
 
     raw: dict[str, Any]
 
+    @functools.cached_property
+    def _json(self) -> dict[str, Any]:
+        return document(self)
+
     def __getitem__(self, key: str) -> Any:
-        return self.raw[key]
+        return self._json[key]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.raw)
+        return iter(self._json)
 
     def __len__(self) -> int:
-        return len(self.raw)
+        return len(self._json)
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON object the record was parsed from, every key kept (a newer writer's too)."""
-        return dict(self.raw)
+        """The record's JSON object (see the class)."""
+        return dict(self._json)
 
 
 def _stored(part: str, name: str, **more: Any) -> dict[str, Any]:
@@ -427,11 +438,13 @@ class TuningSummary:
 class UtilFigures:
     """NVML utilisation of one GPU over the summary's span (``util_pct``), in percent."""
 
-    readings: int | None = None  # None in summaries from before it was recorded
     mean: float | None = None
+    readings: int | None = None  # None in summaries from before it was recorded
     p5: float | None = None
     p50: float | None = None
     p95: float | None = None
+    min: float | None = None
+    max: float | None = None
 
     @classmethod
     def parse(cls, data: Any, where: str) -> UtilFigures | None:
@@ -469,18 +482,27 @@ class GpuFigures:
     index: int
     name: str | None = None
     samples: int = 0
+    #: The readings the rates cover: "measured_steps", or "session" when fewer than 2 fell inside.
+    span: str | None = None
+    duration_s: float | None = None  # the span its readings cover (energy_j is over it)
     util: UtilFigures | None = field(default=None, metadata=nested(UtilFigures.parse, "util_pct"))
-    mem_total_bytes: int | None = None
     mem_used_bytes_max: int | None = None
-    sm_clock_mhz_mean: float | None = None
-    throttle: ThrottleFigures | None = field(default=None, metadata=nested(ThrottleFigures.parse))
-    mem_used_envelope: Envelope | None = field(default=None, metadata=nested(Envelope.parse))
+    mem_total_bytes: int | None = None
+    process_mem_bytes_max: int | None = None
+    mem_busy_pct_mean: float | None = None
     power_w_mean: float | None = None
+    power_w_max: float | None = None
     energy_j: float | None = None
+    run_energy_j: float | None = None  # over the whole session
+    sm_clock_mhz_mean: float | None = None
+    mem_clock_mhz_mean: float | None = None
     temperature_c_max: float | None = None
     #: The reasons seen set (names), over the whole session.
     throttle_reasons: tuple[str, ...] = field(default=(), metadata=nested(_reason_names))
-    duration_s: float | None = None  # the span its readings cover (energy_j is over it)
+    throttle: ThrottleFigures | None = field(default=None, metadata=nested(ThrottleFigures.parse))
+    mem_used_envelope: Envelope | None = field(default=None, metadata=nested(Envelope.parse))
+    pcie_rx_kbps_mean: float | None = None
+    pcie_tx_kbps_mean: float | None = None
 
     @classmethod
     def parse(cls, data: Any, where: str) -> GpuFigures:
@@ -503,6 +525,7 @@ class HostFigures:
 
     samples: int = 0
     cpu_util_pct_mean: float | None = None
+    process_cpu_pct_mean: float | None = None  # this process and its children, % of one core
     rss_peak_bytes: int | None = None
     host_mem_total_bytes: int | None = None
     rss_envelope: Envelope | None = field(default=None, metadata=nested(Envelope.parse))
@@ -528,50 +551,95 @@ def _load_ranks(data: Any, where: str) -> int | None:
     return optional_int(checked_object(data, where), "ranks", where)
 
 
+_NULL = DEFAULT_AS_NULL
+
+
+def _or_null(parse: Callable[[Any, str], Any], key: str | None = None) -> dict[str, Any]:
+    """A part read by ``parse`` and written as null when it holds its default (not measured)."""
+    return {**nested(parse, key), **_NULL}
+
+
+@dataclass(frozen=True)
+class SamplesSource:
+    """``samples_from``: how a step's samples were counted: the override given, or the model input."""
+
+    override: int | None = field(default=None, metadata=WHEN_SET)  # --samples-per-step
+    module: str | None = field(default=None, metadata=WHEN_SET)  # the class whose input counted them
+    input: str | None = field(default=None, metadata=WHEN_SET)  # which input ("args[0]", "input_ids")
+    batch_dim: int | None = field(default=None, metadata=WHEN_SET)
+    shape: tuple[int, ...] | None = field(default=None, metadata=WHEN_SET)  # its shape when first seen
+    tokens: bool | None = field(default=None, metadata=WHEN_SET)  # it held token ids
+
+    @classmethod
+    def parse(cls, data: Any, where: str) -> SamplesSource | None:
+        """``samples_from`` (named by ``where``), checked; None when not known."""
+        return None if data is None else cls(**checked_fields(cls, data, where))
+
+
+@dataclass(frozen=True)
+class SamplingFacts:
+    """``sampling``: where each sampling backend ran at the end, and why not in the sampler process."""
+
+    where: dict[str, str] = field(default_factory=dict)  # backend -> "sampler process" / "training process"
+    notes: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(cls, data: Any, where: str) -> SamplingFacts | None:
+        """``sampling`` (named by ``where``), checked; None when nothing was sampled."""
+        return None if data is None else cls(**checked_fields(cls, data, where))
+
+
 @dataclass(frozen=True)
 class ProfileSummary(_ReadsAsItsDict):
-    """A profile run's summary.json, parsed once and checked: every figure a layer shows or decides on.
+    """A profile run's summary.json: built by the profiler, written and read back as this record.
 
-    It also reads as the whole dict (``summary["samples_from"]``), for the few keys shown as they were
-    written. Missing parts are None or empty (an older, partial or crashed run's summary).
+    Its fields are summary.json's keys in the order written (``profilers.contract.fields`` says what
+    each means). It also reads as the JSON object (``summary["samples_from"]``): the one it was
+    parsed from (a newer writer's keys kept), or the one it writes. Missing parts are None or empty
+    (an older, partial or crashed run's summary).
     """
 
-    raw: dict[str, Any] = field(repr=False, compare=False)
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, metadata=NOT_WRITTEN)
+    schema: int | None = SCHEMA_VERSION
     name: str | None = None
     run_dir: str | None = None
     steps: int | None = None
     measured_steps: int | None = None
-    step_time: StepTimes = field(default=StepTimes(), metadata=nested(StepTimes.parse, "step_time_s"))
+    step_time: StepTimes = field(default=StepTimes(), metadata=_or_null(StepTimes.parse, "step_time_s"))
     throughput: Throughput = field(default=Throughput(), metadata=nested(Throughput.parse))
-    phases: dict[str, float] = field(default_factory=dict, metadata=nested(_phases))  # phase -> fraction
+    phases: dict[str, float] = field(default_factory=dict, metadata=_or_null(_phases))  # phase -> share
     peak_memory_bytes: int | None = None
     memory: MemoryFigures = field(default=MemoryFigures(), metadata=nested(MemoryFigures.parse))
     flops_per_step: int | None = None
     mfu: float | None = None  # 0-1
+    peak_flops_per_s: float | None = None  # the peak mfu is taken against
     precision: str | None = None
     device: DeviceEntry = field(default=DeviceEntry(), metadata=nested(DeviceEntry.parse))
-    gpus: tuple[GpuFigures, ...] = field(default=(), metadata=nested(GpuFigures.parse_list, "gpu"))
+    gpus: tuple[GpuFigures, ...] = field(default=(), metadata=_or_null(GpuFigures.parse_list, "gpu"))
     host: HostFigures | None = field(default=None, metadata=nested(HostFigures.parse))
+    #: Other processes' CPU while it ran (None: not recorded).
+    load_figures: LoadFigures | None = field(default=None, metadata=nested(LoadFigures.parse, "load"))
+    rank: int | None = None  # the rank that wrote it
+    #: Each rank's figures, on the summary of a job of several ranks.
+    ranks: tuple[RankEntry, ...] = field(default=(), metadata={**nested_records(RankEntry), **_NULL})
     top_ops: tuple[TopOp, ...] = field(default=(), metadata=nested_records(TopOp))
+    #: The torch.profiler window's totals (None when none ran).
+    window: ProfileWindow | None = field(default=None, metadata=nested(ProfileWindow.parse, "profile_window"))
     trace_files: tuple[str, ...] = ()  # relative to the run directory
     memory_snapshot_files: tuple[str, ...] = ()  # relative to the run directory
     step_mode: str | None = None
     wall_time_s: float | None = None
-    loss: LossFigures = field(default=LossFigures(), metadata=nested(LossFigures.parse))
+    stopped_by_budget: bool = False
     stop_reason: str | None = None
-    warnings: tuple[str, ...] = ()
     outcome: str | None = None
     error: RunError | None = field(default=None, metadata=nested(RunError.parse))
-    #: The torch.profiler window's totals (None when none ran).
-    window: ProfileWindow | None = field(default=None, metadata=nested(ProfileWindow.parse, "profile_window"))
+    seen: SeenFacts = field(default=SeenFacts(), metadata={**nested(SeenFacts.parse), **WHEN_SET})
+    loss: LossFigures = field(default=LossFigures(), metadata=_or_null(LossFigures.parse))
+    warnings: tuple[str, ...] = ()
+    model: ModelFacts = field(default=ModelFacts(), metadata=_or_null(ModelFacts.parse))
+    samples_from: SamplesSource | None = field(default=None, metadata=nested(SamplesSource.parse))
     params_used: dict[str, Any] = field(default_factory=dict)  # the tuning parameters its code read
-    seen: SeenFacts = field(default=SeenFacts(), metadata=nested(SeenFacts.parse))
-    ranks: tuple[RankEntry, ...] = field(default=(), metadata=nested_records(RankEntry))  # a job's
-    #: Ranks on rank 0's host (``load.ranks``: the job's first ranks).
-    host_ranks: int | None = field(default=None, metadata=nested(_load_ranks, "load"))
-    model: ModelFacts = field(default=ModelFacts(), metadata=nested(ModelFacts.parse))
-    #: Other processes' CPU while it ran (None: not recorded).
-    load: RunLoad | None = field(default=None, metadata=nested(load_from))
+    sampling: SamplingFacts | None = field(default=None, metadata=nested(SamplingFacts.parse))
 
     @classmethod
     def parse(cls, data: dict[str, Any], where: str) -> ProfileSummary:
@@ -582,6 +650,16 @@ class ProfileSummary(_ReadsAsItsDict):
     def rank_count(self) -> int:
         """Ranks of a multi-rank job (0 for one process)."""
         return len(self.ranks)
+
+    @property
+    def load(self) -> RunLoad | None:
+        """Other processes' CPU while it ran; None when not recorded or unknown."""
+        return None if self.load_figures is None else self.load_figures.known
+
+    @property
+    def host_ranks(self) -> int | None:
+        """Ranks on rank 0's host (the job's first ranks); None for one process or unknown."""
+        return None if self.load_figures is None else self.load_figures.ranks
 
     @classmethod
     def of(cls, summary: ProfileSummary | Mapping[str, Any], where: str = "summary.json") -> ProfileSummary:

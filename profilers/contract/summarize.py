@@ -1,82 +1,22 @@
-"""Build ``summary.json`` from measured records. Pure functions; no torch."""
+"""Build a profile summary from measured records. Pure functions; no torch.
+
+Each part is built as the record that summary.json is written and read through
+(:class:`~profilers.contract.summaries.ProfileSummary` and its parts).
+"""
 
 from __future__ import annotations
 
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import Any
+from dataclasses import dataclass, field, replace
 
+from profilers.contract.figures import Envelope, LossFigures, RankEntry, StepTimes, Throughput
+from profilers.contract.intervals import quantile, rate_interval
+from profilers.contract.load import LoadFigures
 from profilers.contract.records import DeviceSample, StepRecord, mean_loss, phase_timed
-from profilers.contract.schema import PHASES, POWER_THERMAL_REASONS, SCHEMA_VERSION, throttle_reason_names
-
-
-def quantile(sorted_values: Sequence[float], q: float) -> float:
-    """Linear-interpolated quantile of already sorted values (q in [0, 1])."""
-    if not sorted_values:
-        raise ValueError("quantile of no values")
-    pos = (len(sorted_values) - 1) * q
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
-
-
-#: Two-sided 95% quantiles of Student's t for 1 to 30 degrees of freedom.
-_T975 = (
-    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
-)  # fmt: skip
-
-
-def t975(df: int) -> float:
-    """The 97.5% quantile of Student's t with ``df`` degrees of freedom (a 95% two-sided interval).
-
-    Exact to 3 decimals up to 30; beyond, ``1.96 + 2.4 / df`` (within 0.002 of the true value).
-    """
-    if df < 1:
-        raise ValueError(f"t975 needs at least 1 degree of freedom, got {df}")
-    return _T975[df - 1] if df <= len(_T975) else 1.96 + 2.4 / df
-
-
-def mean_interval(values: Sequence[float]) -> tuple[float, float] | None:
-    """The 95% interval of the mean of ``values`` (Student's t), or None for fewer than 2."""
-    n = len(values)
-    if n < 2:
-        return None
-    mean = sum(values) / n
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    half = t975(n - 1) * sd / math.sqrt(n)
-    return mean - half, mean + half
-
-
-def ratio_interval(ratios: Sequence[float]) -> tuple[float, float, float]:
-    """(low, geometric mean, high) of positive ratios: the 95% t interval of their mean log.
-
-    For paired comparisons (a speedup measured in several rounds): the log makes 0.5x and 2x
-    symmetric. ValueError for fewer than 2 ratios or a ratio that is not positive.
-    """
-    if len(ratios) < 2 or any(r <= 0 for r in ratios):
-        raise ValueError(f"ratio_interval needs 2 or more positive ratios, got {list(ratios)}")
-    logs = [math.log(r) for r in ratios]
-    interval = mean_interval(logs)
-    assert interval is not None
-    return math.exp(interval[0]), math.exp(sum(logs) / len(logs)), math.exp(interval[1])
-
-
-def rate_interval(rate: float | None, durations_s: Sequence[float]) -> list[float | None] | None:
-    """95% interval of a throughput ``rate`` (work per second) from its steps' durations.
-
-    The work per step is taken as fixed and the mean step time as uncertain (its t interval), so
-    the rate's interval is ``rate × mean / (mean ± half-width)``; its upper end is None when the
-    interval of the mean reaches 0. None without a rate or with fewer than 2 steps.
-    """
-    interval = mean_interval(durations_s)
-    if rate is None or interval is None:
-        return None
-    mean = sum(durations_s) / len(durations_s)
-    low, high = interval
-    return [rate * mean / high, rate * mean / low if low > 0 else None]
+from profilers.contract.schema import PHASES, POWER_THERMAL_REASONS, throttle_reason_names
+from profilers.contract.summaries import GpuFigures, HostFigures, ProfileSummary, ThrottleFigures, UtilFigures
 
 
 def select_measured(steps: Sequence[StepRecord]) -> list[StepRecord]:
@@ -87,16 +27,21 @@ def select_measured(steps: Sequence[StepRecord]) -> list[StepRecord]:
     return [s for s in steps if s.kind != "warmup"] or list(steps)
 
 
-def step_statistics(steps: Sequence[StepRecord], samples_per_step: int | None = None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class StepStatistics:
+    """Step time, throughput and phase shares over the measured steps (:func:`step_statistics`)."""
+
+    measured_steps: int = 0
+    step_time: StepTimes = field(default=StepTimes())
+    throughput: Throughput = field(default=Throughput())
+    phases: dict[str, float] = field(default_factory=dict)  # empty: no step's phases were timed
+
+
+def step_statistics(steps: Sequence[StepRecord], samples_per_step: int | None = None) -> StepStatistics:
     """Step time, throughput and phase fractions over the measured steps."""
     chosen = select_measured(steps)
     if not chosen:
-        return {
-            "measured_steps": 0,
-            "step_time_s": None,
-            "throughput": {"samples_per_s": None, "tokens_per_s": None},
-            "phases": None,
-        }
+        return StepStatistics()
     durations = sorted(s.duration_ns / 1e9 for s in chosen)
     total_s = sum(durations)
     # Throughput over the steps whose inputs were seen (a step can miss them, e.g. keyword-only
@@ -114,21 +59,18 @@ def step_statistics(steps: Sequence[StepRecord], samples_per_step: int | None = 
         if tok_s > 0 and len(with_tokens) == len(with_samples)
         else None
     )
-    return {
-        "measured_steps": len(chosen),
-        "step_time_s": {
-            "median": quantile(durations, 0.5),
-            "p10": quantile(durations, 0.1),
-            "p90": quantile(durations, 0.9),
-            "mean": total_s / len(durations),
-        },
-        "throughput": {
-            "samples_per_s": samples_per_s,
-            "tokens_per_s": tokens_per_s,
-            "samples_per_s_ci95": rate_interval(samples_per_s, durations),
-        },
-        "phases": phase_fractions(chosen),
-    }
+    ci95 = rate_interval(samples_per_s, durations)
+    return StepStatistics(
+        measured_steps=len(chosen),
+        step_time=StepTimes(
+            median_s=quantile(durations, 0.5),
+            mean_s=total_s / len(durations),
+            p10_s=quantile(durations, 0.1),
+            p90_s=quantile(durations, 0.9),
+        ),
+        throughput=Throughput(samples_per_s, tokens_per_s, None if ci95 is None else (ci95[0], ci95[1])),
+        phases=phase_fractions(chosen) or {},
+    )
 
 
 #: Measured steps at the end of the run whose losses make ``loss.last_mean``.
@@ -150,7 +92,7 @@ def phase_fractions(steps: Sequence[StepRecord]) -> dict[str, float] | None:
     return phases
 
 
-def loss_summary(steps: Sequence[StepRecord]) -> dict[str, Any] | None:
+def loss_summary(steps: Sequence[StepRecord]) -> LossFigures | None:
     """The ``loss`` block of summary.json, or None when no step recorded a loss.
 
     JSON has no NaN: non-finite losses appear as null in ``per_step`` (and make ``first``, ``last``
@@ -166,15 +108,15 @@ def loss_summary(steps: Sequence[StepRecord]) -> dict[str, Any] | None:
     bad = [s.step for s in with_loss if finite(s.loss) is None]
     tail = [s.loss for s in select_measured(steps) if s.loss is not None][-LAST_MEAN_STEPS:]
     finite_losses = [v for s in with_loss if (v := finite(s.loss)) is not None]
-    return {
-        "first": finite(with_loss[0].loss),
-        "last": finite(with_loss[-1].loss),
-        "min": min(finite_losses, default=None),
-        "last_mean": finite(mean_loss(tail)),
-        "non_finite_steps": len(bad),
-        "first_non_finite_step": bad[0] if bad else None,
-        "per_step": [finite(s.loss) for s in steps],
-    }
+    return LossFigures(
+        first=finite(with_loss[0].loss),
+        last=finite(with_loss[-1].loss),
+        min=min(finite_losses, default=None),
+        last_mean=finite(mean_loss(tail)),
+        non_finite_steps=len(bad),
+        first_non_finite_step=bad[0] if bad else None,
+        per_step=tuple(finite(s.loss) for s in steps),
+    )
 
 
 def _mean(values: list[float]) -> float | None:
@@ -216,16 +158,14 @@ def steady_span_ns(steps: Iterable[StepRecord]) -> tuple[int, int] | None:
 ENVELOPE_BINS = 8
 
 
-def memory_envelope(
-    points: Sequence[tuple[int, float]], span: tuple[int, int] | None
-) -> dict[str, Any] | None:
+def memory_envelope(points: Sequence[tuple[int, float]], span: tuple[int, int] | None) -> Envelope | None:
     """The peak of each of :data:`ENVELOPE_BINS` (at most) equal time slices of ``span``.
 
     ``points``: (t_ns, bytes) readings; those outside ``span`` are left out. Memory swings inside
     every step (a gradient allocated in the backward and freed at zero_grad), and readings fall
-    anywhere in that swing; the peaks of the slices follow what the step keeps. Returns
-    ``{"readings", "span_ns": [start, end], "peaks": [[t_s from start (slice middle), bytes]...]}``,
-    or None with fewer than 2 readings inside or an empty span.
+    anywhere in that swing; the peaks of the slices follow what the step keeps. The peaks are at
+    each slice's middle, in seconds from the span's start; None with fewer than 2 readings inside
+    or an empty span.
     """
     if span is None or span[1] <= span[0]:
         return None
@@ -239,14 +179,10 @@ def memory_envelope(
         b = min(bins - 1, int((t - span[0]) / width))
         if b not in peaks or v > peaks[b]:
             peaks[b] = v
-    return {
-        "readings": len(inside),
-        "span_ns": [span[0], span[1]],
-        "peaks": [[(b + 0.5) * width / 1e9, peaks[b]] for b in sorted(peaks)],
-    }
+    return Envelope(len(inside), span, tuple(((b + 0.5) * width / 1e9, peaks[b]) for b in sorted(peaks)))
 
 
-def throttle_shares(masks: Sequence[int]) -> dict[str, Any] | None:
+def throttle_shares(masks: Sequence[int]) -> ThrottleFigures | None:
     """How often each NVML clocks-event reason was set in ``masks`` (readings' bit masks).
 
     ``power_thermal_share``: readings with any of :data:`POWER_THERMAL_REASONS`; ``reason_shares``:
@@ -263,22 +199,18 @@ def throttle_shares(masks: Sequence[int]) -> dict[str, Any] | None:
             by_name[name] += count
         if any(name in POWER_THERMAL_REASONS for name in names):
             held += count
-    return {
-        "readings": len(masks),
-        "power_thermal_share": held / len(masks),
-        "reason_shares": {name: count / len(masks) for name, count in sorted(by_name.items())},
-    }
+    shares = {name: count / len(masks) for name, count in sorted(by_name.items())}
+    return ThrottleFigures(len(masks), held / len(masks), shares)
 
 
 def gpu_aggregates(
     samples: Iterable[DeviceSample],
     names: dict[int, str],
-    throttle_names: Any = None,
     span_ns: tuple[int, int] | None = None,
     devices: Iterable[int] | None = None,
     steady_ns: tuple[int, int] | None = None,
-) -> list[dict[str, Any]] | None:
-    """Per-GPU aggregates of the NVML samples, or None when no GPU was sampled.
+) -> tuple[GpuFigures, ...]:
+    """Per-GPU aggregates of the NVML samples; none when no GPU was sampled.
 
     ``devices``: the job's GPUs (NVML indexes); others are left out. With ``span_ns`` (the
     measured steps' span) the rates (utilisation, power, energy, clocks, PCIe) cover only the
@@ -294,8 +226,6 @@ def gpu_aggregates(
     for s in samples:
         if s.kind == "gpu" and (keep is None or s.device_index in keep):
             by_dev.setdefault(s.device_index, []).append(s)
-    if not by_dev:
-        return None
     out = []
     for index in sorted(by_dev):
         every = by_dev[index]
@@ -314,47 +244,47 @@ def gpu_aggregates(
         mem_used = _vals(every, "mem_used_bytes")
         proc_mem = _vals(every, "process_mem_bytes")
         out.append(
-            {
-                "index": index,
-                "name": names.get(index),
-                "samples": len(rows),
-                "span": "measured_steps" if rows is inside else "session",
-                "duration_s": duration_s,
-                "util_pct": None
+            GpuFigures(
+                index=index,
+                name=names.get(index),
+                samples=len(rows),
+                span="measured_steps" if rows is inside else "session",
+                duration_s=duration_s,
+                util=None
                 if not util
-                else {
-                    "mean": sum(util) / len(util),
-                    "readings": len(util),
-                    "p5": quantile(util, 0.05),
-                    "p50": quantile(util, 0.5),
-                    "p95": quantile(util, 0.95),
-                    "min": util[0],
-                    "max": util[-1],
-                },
-                "mem_used_bytes_max": int(max(mem_used)) if mem_used else None,
-                "mem_total_bytes": next((s.mem_total_bytes for s in every if s.mem_total_bytes), None),
-                "process_mem_bytes_max": int(max(proc_mem)) if proc_mem else None,
-                "mem_busy_pct_mean": _mean(_vals(rows, "mem_busy_pct")),
-                "power_w_mean": None if not power else sum(power) / len(power) / 1000,
-                "power_w_max": None if not power else max(power) / 1000,
-                "energy_j": (energy[-1] - energy[0]) / 1000 if len(energy) > 1 else None,
-                "run_energy_j": (run_energy[-1] - run_energy[0]) / 1000 if len(run_energy) > 1 else None,
-                "sm_clock_mhz_mean": _mean(_vals(rows, "sm_clock_mhz")),
-                "mem_clock_mhz_mean": _mean(_vals(rows, "mem_clock_mhz")),
-                "temperature_c_max": max(_vals(every, "temperature_c"), default=None),
-                "throttle_reasons": throttle_names(mask) if throttle_names is not None else mask,
-                "throttle": throttle_shares(masks),
-                "mem_used_envelope": memory_envelope(in_use, steady_ns),
-                "pcie_rx_kbps_mean": _mean(_vals(rows, "pcie_rx_kbps")),
-                "pcie_tx_kbps_mean": _mean(_vals(rows, "pcie_tx_kbps")),
-            }
+                else UtilFigures(
+                    mean=sum(util) / len(util),
+                    readings=len(util),
+                    p5=quantile(util, 0.05),
+                    p50=quantile(util, 0.5),
+                    p95=quantile(util, 0.95),
+                    min=util[0],
+                    max=util[-1],
+                ),
+                mem_used_bytes_max=int(max(mem_used)) if mem_used else None,
+                mem_total_bytes=next((s.mem_total_bytes for s in every if s.mem_total_bytes), None),
+                process_mem_bytes_max=int(max(proc_mem)) if proc_mem else None,
+                mem_busy_pct_mean=_mean(_vals(rows, "mem_busy_pct")),
+                power_w_mean=None if not power else sum(power) / len(power) / 1000,
+                power_w_max=None if not power else max(power) / 1000,
+                energy_j=(energy[-1] - energy[0]) / 1000 if len(energy) > 1 else None,
+                run_energy_j=(run_energy[-1] - run_energy[0]) / 1000 if len(run_energy) > 1 else None,
+                sm_clock_mhz_mean=_mean(_vals(rows, "sm_clock_mhz")),
+                mem_clock_mhz_mean=_mean(_vals(rows, "mem_clock_mhz")),
+                temperature_c_max=max(_vals(every, "temperature_c"), default=None),
+                throttle_reasons=tuple(throttle_reason_names(mask)),
+                throttle=throttle_shares(masks),
+                mem_used_envelope=memory_envelope(in_use, steady_ns),
+                pcie_rx_kbps_mean=_mean(_vals(rows, "pcie_rx_kbps")),
+                pcie_tx_kbps_mean=_mean(_vals(rows, "pcie_tx_kbps")),
+            )
         )
-    return out
+    return tuple(out)
 
 
 def host_aggregates(
     samples: Iterable[DeviceSample], steady_ns: tuple[int, int] | None = None
-) -> dict[str, Any] | None:
+) -> HostFigures | None:
     """Host CPU and memory aggregates, or None without host samples.
 
     ``rss_envelope``: the process's resident memory over ``steady_ns`` (:func:`memory_envelope`).
@@ -363,16 +293,14 @@ def host_aggregates(
     if not rows:
         return None
     rss = _vals(rows, "rss_bytes")
-    return {
-        "samples": len(rows),
-        "cpu_util_pct_mean": _mean(_vals(rows, "cpu_util_pct")),
-        "process_cpu_pct_mean": _mean(_vals(rows, "process_cpu_pct")),
-        "rss_peak_bytes": int(max(rss)) if rss else None,
-        "host_mem_total_bytes": next((s.host_mem_total_bytes for s in rows if s.host_mem_total_bytes), None),
-        "rss_envelope": memory_envelope(
-            [(s.t_ns, float(s.rss_bytes)) for s in rows if s.rss_bytes], steady_ns
-        ),
-    }
+    return HostFigures(
+        samples=len(rows),
+        cpu_util_pct_mean=_mean(_vals(rows, "cpu_util_pct")),
+        process_cpu_pct_mean=_mean(_vals(rows, "process_cpu_pct")),
+        rss_peak_bytes=int(max(rss)) if rss else None,
+        host_mem_total_bytes=next((s.host_mem_total_bytes for s in rows if s.host_mem_total_bytes), None),
+        rss_envelope=memory_envelope([(s.t_ns, float(s.rss_bytes)) for s in rows if s.rss_bytes], steady_ns),
+    )
 
 
 #: A host reading covers the interval before it: a span shorter than one interval takes the next.
@@ -381,7 +309,7 @@ _NEXT_READING_NS = 1_000_000_000
 
 def load_over(
     samples: Iterable[DeviceSample], span_ns: tuple[int, int] | None, machine_cores: int | None
-) -> dict[str, Any] | None:
+) -> LoadFigures | None:
     """How busy the machine was during ``span_ns``, from one process's host readings (summary ``load``).
 
     ``busy_cores``: the machine's mean CPU use, in cores; ``own_cores``: the process's and its
@@ -394,13 +322,9 @@ def load_over(
         return None
     busy = sum(s.cpu_util_pct or 0.0 for s in rows) / len(rows) / 100 * machine_cores
     own = sum(s.process_cpu_pct or 0.0 for s in rows) / len(rows) / 100
-    return {
-        "machine_cores": int(machine_cores),
-        "busy_cores": round(busy, 3),
-        "own_cores": round(own, 3),
-        "other_cores": round(max(0.0, busy - own), 3),
-        "samples": len(rows),
-    }
+    return LoadFigures(
+        int(machine_cores), round(busy, 3), round(own, 3), round(max(0.0, busy - own), 3), len(rows)
+    )
 
 
 def _readings_over(samples: Iterable[DeviceSample], span_ns: tuple[int, int] | None) -> list[DeviceSample]:
@@ -442,9 +366,7 @@ def other_cores_series(
     return others, own
 
 
-def job_load(
-    rank0: dict[str, Any] | None, own_cores_by_rank: Sequence[float | None]
-) -> dict[str, Any] | None:
+def job_load(rank0: LoadFigures | None, own_cores_by_rank: Sequence[float | None]) -> LoadFigures | None:
     """Rank 0's ``load`` with every same-host rank's own CPU taken out of ``other_cores``.
 
     ``own_cores_by_rank``: each rank's ``own_cores`` on rank 0's host, rank 0's included; an
@@ -453,14 +375,12 @@ def job_load(
     if rank0 is None:
         return None
     known = [v for v in own_cores_by_rank if v is not None]
-    out = dict(rank0)
-    if len(known) < len(own_cores_by_rank):
-        out["other_cores"] = None
-        return out
-    out["own_cores"] = round(sum(known), 3)
-    out["other_cores"] = round(max(0.0, float(rank0["busy_cores"]) - sum(known)), 3)
-    out["ranks"] = len(known)
-    return out
+    if len(known) < len(own_cores_by_rank) or rank0.busy_cores is None:
+        return replace(rank0, other_cores=None)
+    own = round(sum(known), 3)
+    return replace(
+        rank0, own_cores=own, other_cores=round(max(0.0, rank0.busy_cores - own), 3), ranks=len(known)
+    )
 
 
 def run_statistics(
@@ -469,10 +389,9 @@ def run_statistics(
     samples_per_step: int | None = None,
     job_gpus: Iterable[int] | None = None,
     gpu_names: dict[int, str] | None = None,
-    throttle_names: Any = throttle_reason_names,
     machine_cores: int | None = None,
-) -> dict[str, Any]:
-    """Every statistic of one rank's run that its records give, under summary.json's keys.
+) -> ProfileSummary:
+    """Every statistic of one rank's run that its records give: a summary holding only those.
 
     ``steps`` and ``samples`` are the rank's whole record (from run.db; the profiler and the report
     of a killed run both call this, so the two cannot differ): step count, measured steps, step
@@ -482,84 +401,59 @@ def run_statistics(
     """
     stats = step_statistics(steps, samples_per_step)
     span, steady = measured_span_ns(steps), steady_span_ns(steps)
-    return {
-        "steps": len(steps),
-        "measured_steps": stats["measured_steps"],
-        "step_time_s": stats["step_time_s"],
-        "throughput": stats["throughput"],
-        "phases": stats["phases"],
-        "gpu": gpu_aggregates(samples, gpu_names or {}, throttle_names, span, job_gpus, steady),
-        "host": host_aggregates(samples, steady),
-        "load": load_over(samples, span, machine_cores),
-        "loss": loss_summary(steps),
-    }
+    return ProfileSummary(
+        steps=len(steps),
+        measured_steps=stats.measured_steps,
+        step_time=stats.step_time,
+        throughput=stats.throughput,
+        phases=stats.phases,
+        gpus=gpu_aggregates(samples, gpu_names or {}, span, job_gpus, steady),
+        host=host_aggregates(samples, steady),
+        load_figures=load_over(samples, span, machine_cores),
+        loss=loss_summary(steps) or LossFigures(),
+    )
 
 
 def rank_entry(
-    rank: int, steps: Sequence[StepRecord], stats: dict[str, Any], peak_memory_bytes: int | None
-) -> dict[str, Any]:
+    rank: int,
+    steps: Sequence[StepRecord],
+    stats: StepStatistics | ProfileSummary,
+    peak_memory_bytes: int | None,
+) -> RankEntry:
     """One rank's figures for the ``ranks`` list."""
-    return {
-        "rank": rank,
-        "steps": len(steps),
-        "measured_steps": stats["measured_steps"],
-        "step_time_s": stats["step_time_s"],
-        "samples_per_s": stats["throughput"]["samples_per_s"],
-        "tokens_per_s": stats["throughput"]["tokens_per_s"],
-        "peak_memory_bytes": peak_memory_bytes,
-    }
+    return RankEntry(
+        rank=rank,
+        steps=len(steps),
+        measured_steps=stats.measured_steps,
+        step_time=stats.step_time if stats.measured_steps else None,
+        samples_per_s=stats.throughput.samples_per_s,
+        tokens_per_s=stats.throughput.tokens_per_s,
+        peak_memory_bytes=peak_memory_bytes,
+    )
 
 
-def combine_ranks(entries: Sequence[dict[str, Any]], ranks_per_replica: int = 1) -> dict[str, Any]:
-    """Job-wide throughput and the slowest rank's median step time.
+def job_throughput(own: Throughput, entries: Sequence[RankEntry], ranks_per_replica: int = 1) -> Throughput:
+    """The job's throughput: the ranks' sum over ``ranks_per_replica``, with rank 0's interval scaled.
 
-    The throughput is the ranks' sum over ``ranks_per_replica``: the ranks of one model-parallel
-    replica (tensor × pipeline degree) train on the same samples.
+    ``own`` is rank 0's; the ranks of one model-parallel replica (tensor × pipeline degree) train
+    on the same samples. The interval is rank 0's, scaled to the job (the ranks step together).
     """
 
-    def total(key: str) -> float | None:
-        values = [e[key] for e in entries]
-        return sum(values) / ranks_per_replica if values and all(v is not None for v in values) else None
+    def total(values: list[float | None]) -> float | None:
+        return (
+            sum(v for v in values if v is not None) / ranks_per_replica
+            if values and None not in values
+            else None
+        )
 
-    medians = [e["step_time_s"]["median"] for e in entries if e["step_time_s"]]
-    return {
-        "samples_per_s": total("samples_per_s"),
-        "tokens_per_s": total("tokens_per_s"),
-        "slowest_median_step_time_s": max(medians) if medians else None,
-    }
-
-
-def build_summary(**fields: Any) -> dict[str, Any]:
-    """The summary dict with its stable key order (``schema`` first)."""
-    keys = (
-        "name",
-        "run_dir",
-        "steps",
-        "measured_steps",
-        "step_time_s",
-        "throughput",
-        "phases",
-        "peak_memory_bytes",
-        "memory",
-        "flops_per_step",
-        "mfu",
-        "precision",
-        "device",
-        "gpu",
-        "host",
-        "load",
-        "ranks",
-        "top_ops",
-        "trace_files",
-        "memory_snapshot_files",
-        "step_mode",
-        "wall_time_s",
-        "loss",
-        "stop_reason",
-        "warnings",
+    job = total([e.samples_per_s for e in entries])
+    tokens = total([e.tokens_per_s for e in entries])
+    mine, ci = own.samples_per_s, own.samples_per_s_ci95
+    scaled = None if ci is None else tuple(v * job / mine if v and job and mine else None for v in ci)
+    return Throughput(
+        samples_per_s=job,
+        tokens_per_s=tokens,
+        samples_per_s_ci95=None if scaled is None else (scaled[0], scaled[1]),
+        per_rank_samples_per_s=tuple(e.samples_per_s for e in entries),
+        ranks_per_replica=ranks_per_replica,
     )
-    out: dict[str, Any] = {"schema": SCHEMA_VERSION}
-    for key in keys:
-        out[key] = fields.pop(key, None)
-    out.update(fields)
-    return out

@@ -13,9 +13,11 @@ import os
 import shutil
 import statistics
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from profilers.contract.figures import ProfileWindow
 from profilers.contract.records import OpRecord
 from profilers.runtime.kineto_chatter import kineto_chatter_filtered
 from profilers.traces.gpu_time import KIND_COMMUNICATION, KIND_MEMORY, classify
@@ -160,7 +162,7 @@ COLLECTIVE_OP_PREFIXES: tuple[str, ...] = ("c10d::", "record_param_comms")
 _DATALOADER = "enumerate(DataLoader)#"
 
 
-def window_stats(events: Iterable[Any], steps: int, cuda: bool) -> dict[str, Any]:
+def window_stats(events: Iterable[Any], steps: int, cuda: bool) -> ProfileWindow:
     """What the whole deep-profile window did, for summary.json's ``profile_window``.
 
     ``events`` are torch.profiler's ``prof.events()`` (``FunctionEvent``: ``name``,
@@ -225,36 +227,30 @@ def window_stats(events: Iterable[Any], steps: int, cuda: bool) -> dict[str, Any
     wall_us = max((end for _, _, end in cpu_ops), default=0.0) - min(
         (start for _, start, _ in cpu_ops), default=0.0
     )
-    out: dict[str, Any] = {
-        "steps": steps,
-        "wall_us": wall_us,
-        "cpu_op_self_us": cpu_self_us,
-        "kernels": None,
-        "kernel_time_us": None,
-        "kernel_mean_us": None,
-        "kernel_median_us": None,
-        "kernel_busy_us": None,
-        "tensor_core_fraction": None,
-        "collective_calls": len(spans),
-        "collective_time_us": comm_us,
-        "collective_exposed_us": None,
-        "collective_source": source,
-        "dataloader_us": loader_us,
-        "dataloader_iter": loader_iter,
-    }
-    if cuda:
-        durations = [end - start for _, start, end, _ in kernels]
-        total = sum(durations)
-        tensor_core = sum(end - start for _, start, end, on_tc in kernels if on_tc)
-        compute = [(start, end) for _, start, end, _ in kernels]
-        out.update(
-            kernels=len(kernels),
-            kernel_time_us=total,
-            kernel_mean_us=total / len(durations) if durations else None,
-            kernel_median_us=statistics.median(durations) if durations else None,
-            kernel_busy_us=union_us(compute),
-            tensor_core_fraction=tensor_core / total if total > 0 else None,
-        )
-        if source == "device_kernels":
-            out["collective_exposed_us"] = comm_us - overlap_us(spans, compute)
-    return out
+    window = ProfileWindow(
+        steps=steps,
+        wall_us=wall_us,
+        cpu_op_self_us=cpu_self_us,
+        collective_calls=len(spans),
+        collective_time_us=comm_us,
+        collective_source=source,
+        dataloader_us=loader_us,
+        dataloader_iter=loader_iter,
+    )
+    if not cuda:
+        return window
+    durations = [end - start for _, start, end, _ in kernels]
+    total = sum(durations)
+    tensor_core = sum(end - start for _, start, end, on_tc in kernels if on_tc)
+    compute = [(start, end) for _, start, end, _ in kernels]
+    exposed = comm_us - overlap_us(spans, compute) if source == "device_kernels" else None
+    return replace(
+        window,
+        kernels=len(kernels),
+        kernel_time_us=total,
+        kernel_mean_us=total / len(durations) if durations else None,
+        kernel_median_us=statistics.median(durations) if durations else None,
+        kernel_busy_us=union_us(compute),
+        tensor_core_fraction=tensor_core / total if total > 0 else None,
+        collective_exposed_us=exposed,
+    )

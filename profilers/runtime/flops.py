@@ -13,6 +13,7 @@ import re
 import threading
 from typing import TYPE_CHECKING, Any
 
+from profilers.contract.figures import ModelFacts
 from profilers.hardware.gpus import match_gpu_model
 from profilers.hardware.peaks import DevicePeak
 
@@ -329,12 +330,12 @@ def _tf32_capable(torch: Any, param: Any) -> bool:
 DDP_DEFAULT_BUCKET_CAP_BYTES = 25 * 1024 * 1024
 
 
-def model_facts(module: Any) -> dict[str, Any]:
+def model_facts(module: Any) -> ModelFacts:
     """Size facts of a model, as summary.json's ``model`` holds them.
 
-    ``class``, ``parameters``, ``trainable_parameters``, ``parameter_bytes``, ``gradient_bytes``
-    (bytes of the trainable parameters: what data parallelism reduces each step), and for a
-    DistributedDataParallel model ``ddp_bucket_cap_bytes`` (else None).
+    Its class, parameters (trainable ones apart), their bytes, the gradients' bytes (of the
+    trainable parameters: what data parallelism reduces each step), and for a
+    DistributedDataParallel model its bucket size (else None).
 
     Parameters shared between modules count once; DTensor shards count their local part.
     """
@@ -352,14 +353,14 @@ def model_facts(module: Any) -> dict[str, Any]:
             trainable += n
             grad_bytes += n * size
     cap = getattr(module, "bucket_bytes_cap", None)
-    return {
-        "class": type(module).__name__,
-        "parameters": total,
-        "trainable_parameters": trainable,
-        "parameter_bytes": total_bytes,
-        "gradient_bytes": grad_bytes,
-        "ddp_bucket_cap_bytes": int(cap) if isinstance(cap, int) else None,
-    }
+    return ModelFacts(
+        class_name=type(module).__name__,
+        parameters=total,
+        trainable_parameters=trainable,
+        parameter_bytes=total_bytes,
+        gradient_bytes=grad_bytes,
+        ddp_bucket_cap_bytes=int(cap) if isinstance(cap, int) else None,
+    )
 
 
 def warm_up_flop_counter() -> None:

@@ -15,8 +15,9 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 from collections.abc import Callable
-from typing import Any
+from dataclasses import replace
 
+from profilers.contract.figures import MemoryFigures
 from profilers.contract.summarize import memory_envelope
 
 #: The least time between two readings (ns): at most ten a second, however short the steps.
@@ -76,8 +77,10 @@ class StepEndHeap:
             self._every_ns *= 2
 
 
-def heap_figures(points: list[tuple[int, float]], steady_ns: tuple[int, int] | None) -> dict[str, Any]:
-    """summary.json ``memory`` keys from the step-end readings: {} without any.
+def heap_figures(
+    memory: MemoryFigures, points: list[tuple[int, float]], steady_ns: tuple[int, int] | None
+) -> MemoryFigures:
+    """``memory`` with the C heap's figures from the step-end readings (as it is without any).
 
     ``heap_live_bytes_max``: the most live C-allocation bytes at a step end; ``heap_live_envelope``:
     their peaks over the steady span (:func:`~profilers.contract.summarize.memory_envelope`), the
@@ -85,9 +88,7 @@ def heap_figures(points: list[tuple[int, float]], steady_ns: tuple[int, int] | N
     is timed, so the span is taken to one reading interval past its end.
     """
     if not points:
-        return {}
+        return memory
     span = (steady_ns[0], steady_ns[1] + EVERY_NS) if steady_ns is not None else None
-    return {
-        "heap_live_bytes_max": int(max(v for _, v in points)),
-        "heap_live_envelope": memory_envelope(points, span),
-    }
+    peak = int(max(v for _, v in points))
+    return replace(memory, heap_live_bytes_max=peak, heap_live_envelope=memory_envelope(points, span))

@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from profilers.contract.summaries import SamplesSource
 from profilers.runtime.timeline import (
     BWD_B,
     BWD_E,
@@ -173,7 +174,7 @@ class TorchHooks:
         self.roots: dict[int, type] = {}  # id -> class of each module seen at depth 0 (no reference kept)
         self.step_root: int | None = None  # id of the module whose inputs count the step's samples
         #: How the samples of a step are found, once known: the model, the input, its batch dimension.
-        self.samples_source: dict[str, Any] | None = None
+        self.samples_source: SamplesSource | None = None
         self._batch_dims: dict[int, int] = {}  # root id -> batch dimension of its input
         self._nested_batch: int | None = None  # batch size a recurrent/attention layer saw (discovery)
         self._opt_inputs: set[tuple[int, tuple[int, ...]]] = set()  # inputs counted in this optimizer step
@@ -407,13 +408,13 @@ class TorchHooks:
             dim = self._batch_dims[key] = 1 if seq_first else 0
         tokens = int(tensor.numel()) if holds_token_ids(tensor) else None
         if self.samples_source is None:
-            self.samples_source = {
-                "module": type(module).__name__,
-                "input": where,
-                "batch_dim": dim,
-                "shape": list(tensor.shape),
-                "tokens": tokens is not None,
-            }
+            self.samples_source = SamplesSource(
+                module=type(module).__name__,
+                input=where,
+                batch_dim=dim,
+                shape=tuple(int(n) for n in tensor.shape),
+                tokens=tokens is not None,
+            )
         if self._opt_depth:  # inside optimizer.step(closure): the same input again adds nothing
             ident = (id(tensor), tuple(tensor.shape))
             if ident in self._opt_inputs:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from profilers.contract.figures import ProfileWindow
 from profilers.contract.records import OpRecord
 from profilers.runtime import deep
 from profilers.runtime.flops import FlopCounter, warm_up_flop_counter
@@ -44,7 +45,7 @@ class StepInstruments:
         self.flops_per_step: int | None = None
         self.top_ops: list[OpRecord] = []
         #: :func:`profilers.runtime.deep.window_stats` of the window, or None when no window ran.
-        self.window_stats: dict[str, Any] | None = None
+        self.window_stats: ProfileWindow | None = None
         self.trace_files: list[str] = []
         self._kinds: dict[int, str] = {}
         self._flop_counter: Any = None

@@ -15,20 +15,18 @@ import socket
 import sys
 import threading
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from profilers.contract.outcome import Exit, exit_of, interrupted_reason, outcome_fields
+from profilers.contract.figures import DeviceEntry, MemoryFigures, ModelFacts, RankEntry, TopOp
+from profilers.contract.json_checks import record_json
+from profilers.contract.outcome import Ending, Exit, exit_of, interrupted_reason, outcome_fields
 from profilers.contract.reader import Snapshot
 from profilers.contract.records import DeviceSample, StepRecord, mean_loss
 from profilers.contract.schema import SCHEMA_VERSION, STORE_NAME
-from profilers.contract.summarize import (
-    build_summary,
-    rank_entry,
-    run_statistics,
-    steady_span_ns,
-)
+from profilers.contract.summaries import ProfileSummary, SamplesSource, SamplingFacts
+from profilers.contract.summarize import rank_entry, run_statistics, steady_span_ns
 from profilers.runtime.backends import get_backend
 from profilers.runtime.backends.host import HostBackend, machine_cores
 from profilers.runtime.cuda_clock import (
@@ -91,11 +89,11 @@ class Session:
         self.rank, self.world_size, self.local_rank, _ = LaunchEnv.read()
         self.job_id = job_id(self.world_size)
         self.run_dir: Path | None = None
-        self.summary: dict[str, Any] | None = None
+        self.summary: ProfileSummary | None = None
         self.warnings: list[str] = []
         self._inline_steps: list[StepRecord] = []
         self.precision: str | None = None
-        self.model: dict[str, Any] | None = None  # profilers.runtime.flops.model_facts of the step's model
+        self.model: ModelFacts | None = None  # profilers.runtime.flops.model_facts of the step's model
         self.device_kind = "cpu"
         self._reported: set[str] = set()
         self._store: Any = None
@@ -536,12 +534,12 @@ class Session:
         if self.stop_reason is None:
             self.stop_reason = interrupted_reason(self._exit)
 
-    def _outcome(self) -> dict[str, Any]:
+    def _ending(self) -> Ending:
         optimizer_steps = self._tracker.steps_closed if self._tracker is not None else 0
         forward = bool(self._hooks.roots) if self._hooks is not None else self.model is not None
         return outcome_fields(self._exit, len(self.steps), self.stop_reason, optimizer_steps, forward)
 
-    def stop(self) -> dict[str, Any] | None:
+    def stop(self) -> ProfileSummary | None:
         """Tear down, save everything and build the summary. Never raises for a fault of ours."""
         global _ACTIVE
         if not self._started:
@@ -585,13 +583,16 @@ class Session:
             self._reported.add("memory snapshot")
             self._warn("--memory-snapshot records CUDA memory; this run used no CUDA device, none was saved")
 
-    def _memory(self, samples: list[DeviceSample]) -> tuple[int | None, dict[str, Any]]:
-        memory: dict[str, Any] = {}
+    def _memory(self, samples: list[DeviceSample]) -> tuple[int | None, MemoryFigures]:
+        memory = MemoryFigures()
         peak: int | None = None
         try:
-            memory = host_memory(samples, self.instruments, self._rss_start)
-            memory.update(heap_figures(self._heap.points, steady_span_ns(self.steps)))
-            peak = memory.get("rss_peak_growth_bytes")
+            memory = heap_figures(
+                host_memory(samples, self.instruments, self._rss_start),
+                self._heap.points,
+                steady_span_ns(self.steps),
+            )
+            peak = memory.rss_peak_growth_bytes
         except Exception as exc:
             self.fault("host memory", exc)
         if self.device_kind == "cuda":
@@ -599,14 +600,14 @@ class Session:
                 import torch
 
                 dev = self._cuda_device
-                memory["cuda_peak_allocated_bytes"] = int(torch.cuda.max_memory_allocated(dev))
-                memory["cuda_peak_reserved_bytes"] = int(torch.cuda.max_memory_reserved(dev))
-                peak = memory["cuda_peak_allocated_bytes"]
+                peak = int(torch.cuda.max_memory_allocated(dev))
+                reserved = int(torch.cuda.max_memory_reserved(dev))
+                memory = replace(memory, cuda_peak_allocated_bytes=peak, cuda_peak_reserved_bytes=reserved)
             except Exception as exc:
                 self.fault("CUDA memory", exc)
         return peak, memory
 
-    def _device(self) -> dict[str, Any]:
+    def _device(self) -> DeviceEntry:
         name = None
         if self.device_kind == "cuda":
             import torch
@@ -614,19 +615,19 @@ class Session:
             name = torch.cuda.get_device_name(self._cuda_device)
         return device_entry(self.device_kind, name, self._cuda_device, self.world_size, self.job_gpus)
 
-    def _mfu(self, step_time_s: float | None, device: dict[str, Any]) -> tuple[float | None, float | None]:
+    def _mfu(self, step_time_s: float | None, device: DeviceEntry) -> tuple[float | None, float | None]:
         if self.options.peak_tflops is not None:
             peak: float | None = self.options.peak_tflops * 1e12
-        elif device["kind"] == "cuda":
-            peak = peak_flops_per_s(device["name"], self.precision or "fp32")
+        elif device.kind == "cuda" and device.name is not None:
+            peak = peak_flops_per_s(device.name, self.precision or "fp32")
         else:
             peak = None
         return mfu(self.instruments.flops_per_step, step_time_s, peak, 1), peak
 
-    def _samples_from(self) -> dict[str, Any] | None:
+    def _samples_from(self) -> SamplesSource | None:
         """How samples per step were found: the override, or the model input that gave them."""
         if self.options.samples_per_step is not None:
-            return {"override": self.options.samples_per_step}
+            return SamplesSource(override=self.options.samples_per_step)
         return self._hooks.samples_source if self._hooks is not None else None
 
     def _recorded_samples(self) -> list[DeviceSample]:
@@ -646,7 +647,7 @@ class Session:
                 self.fault("run store", exc)
         return list(recorder.samples)
 
-    def _statistics(self, samples: list[DeviceSample]) -> dict[str, Any]:
+    def _statistics(self, samples: list[DeviceSample]) -> ProfileSummary:
         """:func:`run_statistics` of this rank; without the samples if their aggregates fail."""
         names: dict[int, str] = {}
         if self._recorder is not None:
@@ -658,7 +659,7 @@ class Session:
             self.fault("GPU aggregates", exc)
             return run_statistics(self.steps, [], *args)
 
-    def _sampling(self) -> dict[str, Any] | None:
+    def _sampling(self) -> SamplingFacts | None:
         """Where each backend was sampled, and why not in the sampler process; its faults warned."""
         recorder = self._recorder
         if recorder is None or recorder.period_s is None:  # nothing sampled
@@ -666,19 +667,19 @@ class Session:
         for fault in recorder.sampling_faults:
             self._warn(fault)
         notes = recorder.sampling_notes + recorder.sampling_faults
-        return {"where": recorder.sampling_where(), "notes": notes}
+        return SamplingFacts(recorder.sampling_where(), tuple(notes))
 
-    def _finish_summary(self) -> dict[str, Any]:
+    def _finish_summary(self) -> ProfileSummary:
         sampling = self._sampling()
         samples = self._recorded_samples()
         stats = self._statistics(samples)
         peak_mem, memory = self._memory(samples)
         device = self._device()
-        median = stats["step_time_s"]["median"] if stats["step_time_s"] else None
-        mfu_value, peak = self._mfu(median, device)
+        mfu_value, peak = self._mfu(stats.step_time.median_s, device)
         mine = rank_entry(self.rank, self.steps, stats, peak_mem)
-        summary = build_summary(
-            **stats,
+        ending = self._ending()
+        summary = replace(
+            stats,
             name=self.name,
             run_dir=str(self.run_dir) if self.run_dir else None,
             peak_memory_bytes=peak_mem,
@@ -688,22 +689,23 @@ class Session:
             peak_flops_per_s=peak,
             precision=self.precision,
             device=device,
-            ranks=None,
-            top_ops=[asdict(o) for o in self.instruments.top_ops],
-            trace_files=self.instruments.trace_files,
-            memory_snapshot_files=self._memory_history.files if self._memory_history is not None else [],
+            rank=self.rank,
+            top_ops=tuple(TopOp(**asdict(o)) for o in self.instruments.top_ops),
+            window=self.instruments.window_stats,
+            trace_files=tuple(self.instruments.trace_files),
+            memory_snapshot_files=self._snapshot_files(),
             step_mode=self._tracker.mode if self._tracker else None,
             wall_time_s=time.time() - self._t0,
-            warnings=self.warnings,
-            rank=self.rank,
             stopped_by_budget=self.stopped_by_budget,
             stop_reason=self.stop_reason,
-            profile_window=self.instruments.window_stats,
+            outcome=ending.outcome,
+            error=ending.error,
+            seen=ending.seen,
+            warnings=tuple(self.warnings),
+            model=self.model or ModelFacts(),
             samples_from=self._samples_from(),
-            model=self.model,
             params_used=self.params_used,
             sampling=sampling,
-            **self._outcome(),
         )
         if self._store is not None:
             self._guard("run store", self._write_rank, summary)
@@ -715,20 +717,24 @@ class Session:
             self._guard("summary.json", self._write_summary, summary)
         return summary
 
-    def _write_rank(self, summary: dict[str, Any]) -> None:
+    def _snapshot_files(self) -> tuple[str, ...]:
+        return tuple(self._memory_history.files) if self._memory_history is not None else ()
+
+    def _write_rank(self, summary: ProfileSummary) -> None:
         store: RunStore = self._store
         for w in self.warnings:
             store.add_warning(time.time_ns(), "profiler", w)
-        store.set_rank(self.world_size, socket.gethostname(), os.getpid(), time.time_ns(), summary)
+        figures = record_json(summary)
+        store.set_rank(self.world_size, socket.gethostname(), os.getpid(), time.time_ns(), figures)
 
-    def _gather_ranks(self, summary: dict[str, Any], mine: dict[str, Any]) -> dict[str, Any]:
+    def _gather_ranks(self, summary: ProfileSummary, mine: RankEntry) -> ProfileSummary:
         """Rank 0: wait for the other ranks' own summaries, then add the per-rank figures."""
         path = self.run_dir / STORE_NAME if self.run_dir is not None else None
         per_step = self.options.samples_per_step
         per_replica = ranks_per_replica(self.params_used, self.world_size)
         return gather_ranks(summary, mine, path, self.world_size, per_step, self.warnings, per_replica)
 
-    def _write_summary(self, summary: dict[str, Any]) -> None:
+    def _write_summary(self, summary: ProfileSummary) -> None:
         assert self.run_dir is not None
         write_summary(self.run_dir, summary)
 

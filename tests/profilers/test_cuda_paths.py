@@ -84,7 +84,7 @@ def test_a_model_on_cuda_1_is_timed_and_read_on_cuda_1_not_the_current_device(mo
     session.instruments.before_window()  # the deep window starts after cuda:1's queued work
     session._memory([])
     device = session._device()
-    assert device["index"] == 1
+    assert device.index == 1
     assert ("synchronize", 1) in fake.calls
     assert ("max_memory_allocated", 1) in fake.calls and ("max_memory_reserved", 1) in fake.calls
     assert ("get_device_name", 1) in fake.calls

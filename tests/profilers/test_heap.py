@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from profilers.contract.figures import MemoryFigures
 from profilers.runtime.heap import EVERY_NS, MAX_POINTS, StepEndHeap, heap_figures, live_bytes_reader
 
 read = live_bytes_reader()
@@ -37,9 +38,10 @@ def test_readings_are_at_most_ten_a_second_and_their_number_is_bounded():
 
 def test_the_summary_figures_cover_the_steady_span_and_its_last_step_end():
     points = [(t * EVERY_NS, float(100 + t)) for t in range(20)]
-    figures = heap_figures(points, (5 * EVERY_NS, 15 * EVERY_NS - 1))
-    assert figures["heap_live_bytes_max"] == 119
-    envelope = figures["heap_live_envelope"]
-    assert envelope["readings"] == 11  # 5..15: the reading a moment after the last step is in
-    assert envelope["peaks"][-1][1] == 115.0
-    assert heap_figures([], None) == {}
+    figures = heap_figures(MemoryFigures(rss_start_bytes=7), points, (5 * EVERY_NS, 15 * EVERY_NS - 1))
+    assert figures.heap_live_bytes_max == 119 and figures.rss_start_bytes == 7
+    envelope = figures.heap_live_envelope
+    assert envelope is not None
+    assert envelope.readings == 11  # 5..15: the reading a moment after the last step is in
+    assert envelope.peaks[-1][1] == 115.0
+    assert heap_figures(MemoryFigures(), [], None) == MemoryFigures()

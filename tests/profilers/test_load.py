@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from profilers.contract.load import RunLoad, compare_loads, is_loaded, load_band_cores, load_line, load_of
+from profilers.contract.json_checks import record_json
+from profilers.contract.load import (
+    LoadFigures,
+    RunLoad,
+    compare_loads,
+    is_loaded,
+    load_band_cores,
+    load_line,
+    load_of,
+)
 from profilers.contract.records import DeviceSample, StepRecord
 from profilers.contract.summarize import job_load, load_over, run_statistics
 
@@ -24,26 +33,26 @@ def test_the_load_is_the_machines_cpu_less_the_runs_over_the_measured_steps_only
     the run taking 1.2 cores: other processes 3.0 − 1.2 = 1.8 cores; readings outside are left out."""
     samples = [host(1.5, 75, 100)] + [host(t, 75, 120) for t in (2.5, 3.0, 4.0, 5.0)] + [host(6, 0, 0)]
     steps = [step(1, 1.0, "warmup"), *(step(n, n) for n in (2, 3, 4))]
-    load = run_statistics(steps, samples, machine_cores=4)["load"]
-    assert load == {"machine_cores": 4, "busy_cores": 3.0, "own_cores": 1.2, "other_cores": 1.8, "samples": 4}
-    assert run_statistics(steps, samples)["load"] is None  # the machine's cores unknown
+    load = run_statistics(steps, samples, machine_cores=4).load_figures
+    assert load == LoadFigures(machine_cores=4, busy_cores=3.0, own_cores=1.2, other_cores=1.8, samples=4)
+    assert run_statistics(steps, samples).load_figures is None  # the machine's cores unknown
 
 
 def test_a_span_shorter_than_one_reading_takes_the_next_reading():
     load = load_over([host(9.0, 50, 100), host(10.3, 100, 100)], (int(10.0 * S), int(10.1 * S)), 2)
-    assert load is not None and load["other_cores"] == 1.0 and load["samples"] == 1
+    assert load is not None and load.other_cores == 1.0 and load.samples == 1
     assert load_over([host(13.0, 100, 100)], (int(10.0 * S), int(10.1 * S)), 2) is None  # too late
 
 
 def test_the_other_ranks_on_the_same_host_are_the_jobs_cpu_not_load():
     """Rank 0 sees 2 of 2 cores busy and takes 0.9 itself; rank 1 takes 0.95: other processes 0.15.
     A rank whose CPU is unknown leaves the load unknown rather than counting it as another's."""
-    rank0 = {"machine_cores": 2, "busy_cores": 2.0, "own_cores": 0.9, "other_cores": 1.1, "samples": 10}
+    rank0 = LoadFigures(machine_cores=2, busy_cores=2.0, own_cores=0.9, other_cores=1.1, samples=10)
     job = job_load(rank0, [0.9, 0.95])
-    assert job is not None and job["own_cores"] == 1.85 and job["other_cores"] == 0.15 and job["ranks"] == 2
+    assert job is not None and job.own_cores == 1.85 and job.other_cores == 0.15 and job.ranks == 2
     unknown = job_load(rank0, [0.9, None])
-    assert unknown is not None and unknown["other_cores"] is None
-    assert load_of({"load": unknown}) is None
+    assert unknown is not None and unknown.other_cores is None
+    assert load_of({"load": record_json(unknown)}) is None and unknown.known is None
 
 
 def test_the_band_is_a_quarter_of_the_cores_and_never_under_half_a_core():

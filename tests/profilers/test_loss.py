@@ -208,13 +208,13 @@ def test_loss_summary_of_records():
     assert loss_summary([step(1, None), step(2, None)]) is None
     steps = [step(1, 2.0, "warmup")] + [step(n, 1.0 / n) for n in range(2, 10)] + [step(10, None)]
     s = loss_summary(steps)
-    assert s["first"] == 2.0
-    assert s["last"] == pytest.approx(1 / 9)
-    assert s["min"] == pytest.approx(1 / 9)
-    assert s["last_mean"] == pytest.approx(sum(1 / n for n in range(5, 10)) / 5)
-    assert s["per_step"][-1] is None and len(s["per_step"]) == 10
+    assert s.first == 2.0
+    assert s.last == pytest.approx(1 / 9)
+    assert s.min == pytest.approx(1 / 9)
+    assert s.last_mean == pytest.approx(sum(1 / n for n in range(5, 10)) / 5)
+    assert s.per_step[-1] is None and len(s.per_step) == 10
     huge = loss_summary([step(n, 1e308) for n in range(1, 4)])
-    assert huge["last_mean"] == pytest.approx(1e308)  # the mean does not overflow
+    assert huge.last_mean == pytest.approx(1e308)  # the mean does not overflow
 
 
 # Steps table of a store written before the loss column existed.

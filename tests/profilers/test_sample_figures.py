@@ -138,6 +138,6 @@ def test_the_memory_line_leaves_out_readings_before_the_instruments_finished():
     before = [(t0 + k * 50 * ms, 9e9) for k in range(2, 26)]  # high before the instruments finished
     after = [(t0 + k * 50 * ms, 1e9) for k in range(26, 82)]  # flat after
     envelope = memory_envelope(before + after, steady)
-    assert envelope is not None and envelope["readings"] == len(after)
-    assert {v for _, v in envelope["peaks"]} == {1e9}
-    assert all(0 <= t <= 2.8 for t, _ in envelope["peaks"])
+    assert envelope is not None and envelope.readings == len(after)
+    assert {v for _, v in envelope.peaks} == {1e9}
+    assert all(0 <= t <= 2.8 for t, _ in envelope.peaks)

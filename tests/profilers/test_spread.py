@@ -6,8 +6,8 @@ import statistics
 
 import pytest
 
+from profilers.contract.intervals import t975
 from profilers.contract.spread import AnchorRun, process_spread, ratio_span, search_ratio
-from profilers.contract.summarize import t975
 
 
 def _anchor(index, rate, ci=None, at=None):

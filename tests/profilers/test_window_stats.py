@@ -17,6 +17,8 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 import autotune
+from profilers.contract.figures import ProfileWindow
+from profilers.contract.json_checks import record_json
 from profilers.runtime.deep import DeepProfiler, top_ops, window_stats
 from profilers.traces.gpu_time import classify
 from tests.profile_run import profile_script
@@ -46,16 +48,16 @@ def test_cuda_kernels_tensor_cores_and_exposed_nccl_time():
         ev("nccl:all_reduce", 45, 50, "CPU", self_cpu=5.0),
     ]
     w = window_stats(events, steps=1, cuda=True)
-    assert w["kernels"] == 3
-    assert w["kernel_time_us"] == 40 + 4 + 20
-    assert w["kernel_median_us"] == 20 and w["kernel_mean_us"] == pytest.approx(64 / 3)
-    assert w["kernel_busy_us"] == 64  # 20-84, no gaps
-    assert w["tensor_core_fraction"] == pytest.approx(60 / 64)
-    assert w["collective_source"] == "device_kernels" and w["collective_calls"] == 1
-    assert w["collective_time_us"] == 60  # 50-110
-    assert w["collective_exposed_us"] == 110 - 84  # compute kernels cover 50-84 of it
-    assert w["cpu_op_self_us"] == 65.0  # the nccl:all_reduce range is collective time, not an op
-    assert w["wall_us"] == 100  # CPU events 0-100
+    assert w.kernels == 3
+    assert w.kernel_time_us == 40 + 4 + 20
+    assert w.kernel_median_us == 20 and w.kernel_mean_us == pytest.approx(64 / 3)
+    assert w.kernel_busy_us == 64  # 20-84, no gaps
+    assert w.tensor_core_fraction == pytest.approx(60 / 64)
+    assert w.collective_source == "device_kernels" and w.collective_calls == 1
+    assert w.collective_time_us == 60  # 50-110
+    assert w.collective_exposed_us == 110 - 84  # compute kernels cover 50-84 of it
+    assert w.cpu_op_self_us == 65.0  # the nccl:all_reduce range is collective time, not an op
+    assert w.wall_us == 100  # CPU events 0-100
 
 
 def test_cpu_window_has_no_kernel_fields_and_prefers_backend_ranges_over_ops():
@@ -66,11 +68,11 @@ def test_cpu_window_has_no_kernel_fields_and_prefers_backend_ranges_over_ops():
         ev("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", 0, 8, "CPU", self_cpu=8.0),
     ]
     w = window_stats(events, steps=2, cuda=False)
-    assert w["kernels"] is None and w["tensor_core_fraction"] is None and w["collective_exposed_us"] is None
-    assert w["collective_source"] == "backend_ranges" and w["collective_time_us"] == 38  # union of 12-50
-    assert w["dataloader_iter"] == "_MultiProcessingDataLoaderIter" and w["dataloader_us"] == 8
-    assert w["cpu_op_self_us"] == 10.0 and w["steps"] == 2
-    assert window_stats([], steps=1, cuda=True)["kernels"] == 0
+    assert w.kernels is None and w.tensor_core_fraction is None and w.collective_exposed_us is None
+    assert w.collective_source == "backend_ranges" and w.collective_time_us == 38  # union of 12-50
+    assert w.dataloader_iter == "_MultiProcessingDataLoaderIter" and w.dataloader_us == 8
+    assert w.cpu_op_self_us == 10.0 and w.steps == 2
+    assert window_stats([], steps=1, cuda=True).kernels == 0
 
 
 def test_a_real_cpu_window_from_torch_profiler():
@@ -85,11 +87,11 @@ def test_a_real_cpu_window_from_torch_profiler():
             loss.backward()
             opt.step()
     w = window_stats(prof.events(), steps=4, cuda=False)
-    assert w["dataloader_iter"] == "_SingleProcessDataLoaderIter"
-    assert 0 < w["dataloader_us"] < w["wall_us"]
-    assert 0 < w["cpu_op_self_us"] <= 1.05 * w["wall_us"]  # one thread: self times cannot pass the window
-    assert w["collective_time_us"] == 0.0 and w["collective_source"] is None
-    assert json.loads(json.dumps(w)) == w
+    assert w.dataloader_iter == "_SingleProcessDataLoaderIter"
+    assert 0 < w.dataloader_us < w.wall_us
+    assert 0 < w.cpu_op_self_us <= 1.05 * w.wall_us  # one thread: self times cannot pass the window
+    assert w.collective_time_us == 0.0 and w.collective_source is None
+    assert ProfileWindow(**json.loads(json.dumps(record_json(w)))) == w
 
 
 SLEEP_S = 0.03
@@ -114,8 +116,8 @@ def test_the_window_marks_its_steps_and_their_python_time_is_no_op_time(tmp_path
     marks = sorted(e["name"] for e in events if str(e.get("name")).startswith("ProfilerStep"))
     assert marks == ["ProfilerStep#5", "ProfilerStep#6", "ProfilerStep#7"]
     w = window_stats(prof.events(), steps=3, cuda=False)
-    assert w["wall_us"] >= 3 * SLEEP_S * 1e6
-    assert 0 < w["cpu_op_self_us"] <= w["wall_us"] - 3 * SLEEP_S * 1e6
+    assert w.wall_us >= 3 * SLEEP_S * 1e6
+    assert 0 < w.cpu_op_self_us <= w.wall_us - 3 * SLEEP_S * 1e6
     assert not any(row.name.startswith("ProfilerStep") for row in top_ops(prof, cuda=False))
 
 
@@ -190,9 +192,9 @@ def test_gpu_user_annotations_are_no_kernels_and_cpu_ops_do_not_list_their_kerne
         ev("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", 20, 60),
     ]
     w = window_stats(events, steps=1, cuda=True)
-    assert w["kernels"] == 1 and w["kernel_time_us"] == 40  # (was 2 kernels and 240 µs)
-    assert w["kernel_busy_us"] == 40
-    assert w["tensor_core_fraction"] == pytest.approx(1.0)
+    assert w.kernels == 1 and w.kernel_time_us == 40  # (was 2 kernels and 240 µs)
+    assert w.kernel_busy_us == 40
+    assert w.tensor_core_fraction == pytest.approx(1.0)
 
     def avg(key, device, self_dev, user=False):
         return SimpleNamespace(

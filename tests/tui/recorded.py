@@ -12,10 +12,11 @@ import math
 from pathlib import Path
 from typing import Any
 
+from profilers.contract.figures import DeviceEntry, LossFigures
+from profilers.contract.json_checks import record_json
 from profilers.contract.records import DeviceSample, StepRecord
-from profilers.contract.summaries import TrialEntry, TuningSummary
+from profilers.contract.summaries import ProfileSummary, TrialEntry, TuningSummary
 from profilers.contract.summarize import (
-    build_summary,
     gpu_aggregates,
     host_aggregates,
     loss_summary,
@@ -151,43 +152,37 @@ def write_profile_run(
     store.add_samples(s.to_dict() for s in samples)
     if finished:
         stats = step_statistics(records)
-        summary = build_summary(
+        figures = ProfileSummary(
             name=name,
             run_dir=str(path),
             steps=steps,
-            measured_steps=stats["measured_steps"],
-            step_time_s=stats["step_time_s"],
-            throughput=stats["throughput"],
-            phases=stats["phases"],
+            measured_steps=stats.measured_steps,
+            step_time=stats.step_time,
+            throughput=stats.throughput,
+            phases=stats.phases,
             peak_memory_bytes=int((38 if gpus else 1.9) * GIB),
             flops_per_step=int(4.2e12) if gpus else None,
             mfu=0.31 if gpus else None,
             precision="bf16" if gpus else "fp32",
-            device={
-                "kind": "cuda" if gpus else "cpu",
-                "name": "NVIDIA H200" if gpus else "AMD EPYC 9654",
-                "count": max(gpus, 1),
-                "index": 0 if gpus else None,
-            },
-            gpu=gpu_aggregates(
+            device=DeviceEntry(
+                "cuda" if gpus else "cpu",
+                "NVIDIA H200" if gpus else "AMD EPYC 9654",
+                max(gpus, 1),
+                0 if gpus else None,
+            ),
+            gpus=gpu_aggregates(
                 samples,
                 {i: "NVIDIA H200" for i in range(gpus)},
                 span_ns=measured_span_ns(records),
                 steady_ns=steady_span_ns(records),
             ),
             host=host_aggregates(samples, steady_span_ns(records)),
-            ranks=None,
-            top_ops=[],
-            trace_files=[],
             step_mode="optimizer",
             wall_time_s=steps * STEP_NS / 1e9,
-            loss=loss_summary(records),
-            stop_reason=None,
-            warnings=[],
+            loss=loss_summary(records) or LossFigures(),
             rank=0,
-            stopped_by_budget=False,
-            params_used={},
         )
+        summary = record_json(figures)
         store.set_rank(1, "trainer-01", 4242, t0_ns + steps * STEP_NS + 10_000_000, summary)
         (path / "summary.json").write_text(json.dumps(summary, indent=2))
     store.close()

@@ -16,10 +16,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from profilers.contract.figures import DeviceEntry, MemoryFigures, ProfileWindow, RankEntry
+from profilers.contract.json_checks import record_json
 from profilers.contract.records import DeviceInfo, DeviceSample, RankDevice, StepRecord
 from profilers.contract.rundir import RunData
+from profilers.contract.summaries import ProfileSummary
 from profilers.contract.summarize import (
-    build_summary,
     gpu_aggregates,
     host_aggregates,
     measured_span_ns,
@@ -27,7 +29,6 @@ from profilers.contract.summarize import (
     steady_span_ns,
     step_statistics,
 )
-from profilers.runtime.backends.libnvml import throttle_reason_names
 
 GIB = 2**30
 H200_MEM_BYTES = 150_754_820_096  # what NVML reports for a 141 GB H200
@@ -159,9 +160,9 @@ def h200_run(
     rank0 = [r for r in records if r.rank == 0]
     stats = step_statistics(rank0)
     names = {i: device_name for i in range(world)}
-    ranks = None
+    ranks: tuple[RankEntry, ...] = ()
     if world > 1:
-        ranks = [
+        ranks = tuple(
             rank_entry(
                 r,
                 [s for s in records if s.rank == r],
@@ -169,39 +170,32 @@ def h200_run(
                 peak_allocated_bytes,
             )
             for r in range(world)
-        ]
-    summary = build_summary(
+        )
+    figures = ProfileSummary(
         name="train",
         run_dir=run_dir,
         steps=steps,
-        measured_steps=stats["measured_steps"],
-        step_time_s=stats["step_time_s"],
-        throughput=stats["throughput"],
-        phases=stats["phases"],
+        measured_steps=stats.measured_steps,
+        step_time=stats.step_time,
+        throughput=stats.throughput,
+        phases=stats.phases,
         peak_memory_bytes=peak_allocated_bytes,
-        memory={
-            "cuda_peak_allocated_bytes": peak_allocated_bytes,
-            "cuda_peak_reserved_bytes": peak_reserved_bytes,
-        },
-        flops_per_step=None,
+        memory=MemoryFigures(
+            cuda_peak_allocated_bytes=peak_allocated_bytes, cuda_peak_reserved_bytes=peak_reserved_bytes
+        ),
         mfu=mfu,
         precision=precision,
-        device={"kind": "cuda", "name": device_name, "count": world, "index": 0},
+        device=DeviceEntry("cuda", device_name, world, 0),
         # as the profiler summarizes rank 0: rates over its measured steps, memory after the instruments
-        gpu=gpu_aggregates(
-            samples, names, throttle_reason_names, measured_span_ns(rank0), None, steady_span_ns(rank0)
-        ),
+        gpus=gpu_aggregates(samples, names, measured_span_ns(rank0), None, steady_span_ns(rank0)),
         host=host_aggregates(samples, steady_span_ns(rank0)),
         ranks=ranks,
-        top_ops=[],
-        trace_files=[],
         step_mode="optimizer",
         wall_time_s=(end_ns - T0_NS) / 1e9,
-        warnings=[],
         rank=0,
-        stop_reason=None,
-        profile_window=healthy_window() if window is None else window,
+        window=ProfileWindow(**(healthy_window() if window is None else window)),
     )
+    summary = record_json(figures)
     devices = [
         RankDevice(0, DeviceInfo(i, "gpu", device_name, H200_MEM_BYTES, f"GPU-{i}", 700_000, 1_980, 3_201))
         for i in range(world)

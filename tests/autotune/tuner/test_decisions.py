@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from profilers.contract.intervals import t975
 from profilers.contract.spread import AnchorRun, search_ratio
-from profilers.contract.summarize import t975
 from tests.hogs import busy_loops
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"

