@@ -7,54 +7,20 @@ import json
 import sys
 from io import StringIO
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.table import Table
 
 from autotune.cli.support import UsageError
+from autotune.compare import CompareError, compare, comparison_dict, side_of, study_sides
+from autotune.fmt import NA, format_bytes, format_number, format_seconds
+from autotune.report.gpu_time_tables import short
+from autotune.report.markdown import md_text
+from profilers.traces.kineto import TraceError
 
 if TYPE_CHECKING:  # the parser is built for every command; the comparison loads only for `compare`
     from autotune.compare import Comparison, Delta, NameDelta, Side
-
-FORMATS = ("text", "md", "json")
-
-
-def add_parser(sub: Any) -> None:
-    """Register ``autotune compare``."""
-    p = sub.add_parser(
-        "compare",
-        help="what changed between two runs, two traces, or a study's baseline and best trial",
-        description=(
-            "Compare B against A: step time (median and spread), throughput, peak memory, each kind "
-            "of GPU time per step (busy, idle, compute, non-compute, communication, memcpy), host "
-            "op time per step, and the kernels and operators whose time per step changed most. A "
-            "and B are profile run directories, torch.profiler traces (a file or a folder), or, "
-            "given alone, a tuning study: its baseline trial against its best."
-        ),
-    )
-    p.add_argument("a", metavar="A", type=Path, help="a run, a trace (file or folder), or a study alone")
-    p.add_argument("b", metavar="B", type=Path, nargs="?", help="the run or trace to compare against A")
-    p.add_argument("--format", choices=FORMATS, default="text", help="text (default), md or json")
-    p.add_argument("-o", "--output", metavar="FILE", help="write it to FILE (default: standard output)")
-    p.add_argument(
-        "--fail-if-slower",
-        metavar="PCT",
-        type=_pct,
-        help=(
-            "a gate for CI: exit 1 when B's throughput is below A's by more than PCT percent (5 or "
-            "5%%), the whole 95%% interval of B / A (with the spread between processes) below 1 - "
-            "PCT/100 and the loads alike burst by burst; 0 when it is not; 3 when it cannot tell "
-            "(loads differ, too few steps, a trace); the reason in one line"
-        ),
-    )
-
-
-def _pct(text: str) -> float:
-    """The argparse type of ``--fail-if-slower``: the gate's parser, its error in one line."""
-    from autotune.compare_gate import parse_pct
-
-    try:
-        return parse_pct(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -62,9 +28,6 @@ def run(args: argparse.Namespace) -> int:
 
     The exit status is the gate's (0 pass, 1 fail, 3 undecided) under ``--fail-if-slower``, else 0.
     """
-    from autotune.compare import CompareError, compare, side_of, study_sides
-    from profilers.traces.kineto import TraceError
-
     try:
         a, b = study_sides(args.a) if args.b is None else (side_of(args.a), side_of(args.b))
         comparison = compare(a, b, args.fail_if_slower)
@@ -84,15 +47,11 @@ def run(args: argparse.Namespace) -> int:
 def render(c: Comparison, fmt: str) -> str:
     """The comparison as ``text``, ``md`` or ``json``."""
     if fmt == "json":
-        from autotune.compare import comparison_dict
-
         return json.dumps(comparison_dict(c), indent=2, allow_nan=False) + "\n"
     if c.evidence is not None and c.evidence.same_run is not None:  # one line: nothing to tabulate
         return (c.gate.line() if c.gate is not None else c.verdict) + "\n"
     tables = _tables(c)
     if fmt == "md":
-        from autotune.report.markdown import md_text
-
         out = [f"# Comparison: {md_text(c.a.label)} → {md_text(c.b.label)}", "", md_text(c.verdict), ""]
         for title, header, rows in tables:
             out += [f"## {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -102,9 +61,6 @@ def render(c: Comparison, fmt: str) -> str:
         if c.gate is not None:
             out += ["", f"**{md_text(c.gate.line())}**"]
         return "\n".join(out).rstrip() + "\n"
-
-    from rich.console import Console
-    from rich.table import Table
 
     buffer = StringIO()
     console = Console(file=buffer, width=140, highlight=False, soft_wrap=False)
@@ -123,7 +79,6 @@ def render(c: Comparison, fmt: str) -> str:
 
 
 def _value(d: Delta, value: float | None) -> str:
-    from autotune.fmt import NA, format_bytes, format_seconds
 
     if value is None:
         return NA
@@ -144,7 +99,6 @@ def _change(d: Delta) -> str:
 
 
 def _side_row(name: str, s: Side) -> tuple[str, ...]:
-    from autotune.fmt import NA, format_seconds
 
     spread = (
         f"{format_seconds(s.step_low_s)}–{format_seconds(s.step_high_s)}"
@@ -156,8 +110,6 @@ def _side_row(name: str, s: Side) -> tuple[str, ...]:
 
 
 def _names(rows: tuple[NameDelta, ...]) -> list[tuple[str, ...]]:
-    from autotune.fmt import format_number, format_seconds
-    from autotune.report.gpu_time_tables import short
 
     def per_step(us: float) -> str:
         return format_seconds(us / 1e6)
@@ -188,4 +140,4 @@ def _tables(c: Comparison) -> list[_Table]:
     return out
 
 
-__all__ = ["add_parser", "render", "run"]
+__all__ = ["render", "run"]

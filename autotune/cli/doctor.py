@@ -13,6 +13,10 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import psutil
+from rich.console import Console
+from rich.table import Table
+
 from profilers.runtime.backends import get_backend, libnvml
 
 if TYPE_CHECKING:
@@ -91,7 +95,6 @@ def collect() -> DoctorInfo:
 
     psutil_version: str | None
     try:
-        import psutil
 
         psutil_version = psutil.__version__
     except ImportError:
@@ -135,8 +138,6 @@ def _yes_no(ok: bool) -> str:
 
 def render(info: DoctorInfo, console: Console) -> None:
     """Print ``info`` as rich tables: the facts, the backend's metrics, then what is missing."""
-    from rich.table import Table
-
     facts = Table(title="autotune doctor", show_header=False, title_justify="left")
     facts.add_column("check", style="bold")
     facts.add_column("value")
@@ -175,8 +176,6 @@ def render(info: DoctorInfo, console: Console) -> None:
 
 def main() -> int:
     """Collect and print the doctor report; always returns 0 (missing parts are not errors)."""
-    from rich.console import Console
-
     render(collect(), Console())
     return 0
 

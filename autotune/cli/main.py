@@ -6,13 +6,17 @@ Bad input gets one clear line and exit status 2; a script's own exit status is p
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from autotune import __version__
-from autotune.cli import compare, plan, profile, report, tune
+from autotune.cli.parsers import compare, plan, profile, report, tune
 from autotune.cli.support import (
     EXIT_USAGE,
     ArgParser,
@@ -21,20 +25,38 @@ from autotune.cli.support import (
     run_tui,
     wants_dashboard,
 )
+from profilers.runtime.rundir import slug
 
-#: The commands of the one parser: each a module with ``add_parser(sub)`` and ``run(args)``.
-COMMANDS: dict[str, ModuleType] = {
-    "profile": profile,
-    "tune": tune,
-    "report": report,
-    "compare": compare,
-    "plan": plan,
-}
-#: The commands that parse their own options (or take none), and their line in ``autotune --help``.
-OWN_OPTIONS = {
-    "dashboard": "follow a run or a study in a terminal dashboard (see --help)",
-    "demo": "profile the built-in models on synthetic data (autotune demo --help)",
-    "doctor": "say what this machine can measure",
+
+@dataclass(frozen=True)
+class Command:
+    """A command: its options, added to the one parser at every start-up, and the module that runs it.
+
+    The module (``run(args)``, or ``main`` for a command that parses its own options) is imported
+    only when its command runs, so ``autotune --help`` and every other command load none of it.
+    """
+
+    module: str
+    add_parser: Callable[[Any], None] | None = None  # None: it parses its own options
+    help: str = ""  # its line in ``autotune --help``, for one that parses its own options
+
+    def load(self) -> ModuleType:
+        """The module that runs the command."""
+        return importlib.import_module(self.module)
+
+
+#: Every command, by name.
+COMMANDS: dict[str, Command] = {
+    "profile": Command("autotune.cli.profile", profile.add_parser),
+    "tune": Command("autotune.cli.tune", tune.add_parser),
+    "report": Command("autotune.cli.report", report.add_parser),
+    "compare": Command("autotune.cli.compare", compare.add_parser),
+    "plan": Command("autotune.cli.plan", plan.add_parser),
+    "dashboard": Command("tui.app", help="follow a run or a study in a terminal dashboard (see --help)"),
+    "demo": Command(
+        "autotune.cli.demo", help="profile the built-in models on synthetic data (autotune demo --help)"
+    ),
+    "doctor": Command("autotune.cli.doctor", help="say what this machine can measure"),
 }
 
 
@@ -44,9 +66,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"autotune {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgParser)
     for command in COMMANDS.values():
-        command.add_parser(sub)
-    for name, help_line in OWN_OPTIONS.items():
-        sub.add_parser(name, help=help_line)
+        if command.add_parser is not None:
+            command.add_parser(sub)
+    for name, command in COMMANDS.items():
+        if command.add_parser is None:
+            sub.add_parser(name, help=command.help)
     return parser
 
 
@@ -54,8 +78,6 @@ def _with_run_dir(args: argparse.Namespace, argv: list[str]) -> tuple[Path, list
     """The run directory the command will write, and its arguments naming it explicitly."""
     if args.run_dir is not None:
         return args.run_dir, argv
-    from profilers.runtime.rundir import slug
-
     if args.command == "tune":
         run_dir = tune.default_run_dir(args.runs_root, tune.study_name(args))
     else:
@@ -68,9 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``autotune`` command."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] == "demo":  # the demo parses its own options
-        from autotune.cli.demo import main as demo_main
-
-        return demo_main(argv[1:])
+        return int(COMMANDS["demo"].load().main(argv[1:]))
     if argv and argv[0] == "dashboard":  # the dashboard parses its own options (tui/app.py)
         return run_tui(argv[1:])
     parser = build_parser()
@@ -79,12 +99,10 @@ def main(argv: list[str] | None = None) -> int:
         run_dir, argv = _with_run_dir(args, argv)
         return dashboard_alongside(run_dir, args.runs_root, argv)
     try:
-        if args.command in COMMANDS:
-            return int(COMMANDS[args.command].run(args))
         if args.command == "doctor":
-            from autotune.cli.doctor import main as doctor_main
-
-            return doctor_main()
+            return int(COMMANDS["doctor"].load().main())
+        if args.command in COMMANDS:
+            return int(COMMANDS[args.command].load().run(args))
         parser.print_help()
         return EXIT_USAGE
     except UsageError as exc:

@@ -8,74 +8,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from autotune.cli.support import UsageError, add_dashboard_option, check_module
+from rich.console import Console
+
+from autotune.api import profile
+from autotune.cli.support import UsageError, check_module
+from autotune.console import render_summary
+from autotune.report.terminal import advise_at_end
+from autotune.runscript import exit_code_of, print_user_traceback, run_target
+from autotune.tuner.devices import apply_trial_cpus
 from profilers.contract.summaries import ProfileSummary
+from profilers.runtime.backends import describe_unavailable, get_backend
 from profilers.runtime.launch_env import LaunchEnv
 from profilers.runtime.options import PROFILE_OPTIONS
-
-
-def add_parser(sub: Any) -> None:
-    """Register ``autotune profile``."""
-    p = sub.add_parser(
-        "profile",
-        help="run a training script unmodified and measure it",
-        description="Run SCRIPT (options before it; everything after it goes to the script) and measure it.",
-    )
-    add_profile_options(p)
-    p.add_argument("-m", dest="module", action="store_true", help="SCRIPT is a module name, as in python -m")
-    add_dashboard_option(p)
-    p.add_argument("script", metavar="SCRIPT", help="the training script (or module with -m)")
-    p.add_argument("script_args", metavar="ARGS", nargs=argparse.REMAINDER, help="arguments for the script")
-
-
-def add_profile_options(p: argparse.ArgumentParser) -> None:
-    """The measurement options of ``profile``, from the one table (``profilers.runtime.options``)."""
-    budgets = p.add_argument_group(
-        "step budgets",
-        "stop early once the answer is known (tuning trials); the run is saved, exit status 0. Under "
-        "torchrun the ranks agree every 4 steps (through a gloo group of autotune's own), so all "
-        "stop at the same step",
-    )
-    for spec in PROFILE_OPTIONS:
-        if spec.flag is None:
-            continue
-        group = budgets if spec.budget else p
-        if spec.kind == "bool":
-            action = "store_false" if spec.negated else "store_true"
-            group.add_argument(spec.flag, dest=spec.field, action=action, help=spec.help)
-            continue
-        default = spec.default
-        shown = f" ({default:g})" if spec.kind in ("int", "float") and default is not None else ""
-        group.add_argument(
-            spec.flag,
-            dest=spec.field,
-            type=_option_type(spec),
-            default=Path(default) if spec.kind == "path" and default is not None else default,
-            metavar=spec.metavar,
-            help=spec.help + shown,
-        )
-
-
-def _option_type(spec: Any) -> Any:
-    """The argparse type of a table option: its kind, its range checked (one line when wrong)."""
-    if spec.kind == "path":
-        return Path
-    if spec.kind == "str":
-        return str
-    kind = int if spec.kind == "int" else float
-
-    def parse(text: str) -> Any:
-        try:
-            value = kind(text)
-        except ValueError:
-            value = None
-        if value is None or spec.problem(value) is not None:
-            raise argparse.ArgumentTypeError(
-                f"expected {'an integer' if kind is int else 'a number'} {spec.what}, got {text!r}"
-            )
-        return value
-
-    return parse
+from profilers.runtime.session import StepBudgetReached
 
 
 def _check_writable(path: Path) -> None:
@@ -97,11 +42,6 @@ def _profile_options(args: argparse.Namespace, name: str) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     """``autotune profile``: run the script in a session and pass its exit status through."""
-    from autotune.api import profile
-    from autotune.runscript import exit_code_of, print_user_traceback, run_target
-    from autotune.tuner.devices import apply_trial_cpus
-    from profilers.runtime.session import StepBudgetReached
-
     apply_trial_cpus()  # a trial of a parallel study: the cores it was given
     if args.module:
         check_module(args.script)
@@ -142,16 +82,11 @@ def run(args: argparse.Namespace) -> int:
             print_user_traceback(exc)
             code = 1
     if not args.quiet and launch.rank == 0 and prof.figures is not None:
-        from rich.console import Console
-
-        from autotune.console import render_summary
-
         console = Console(stderr=True)
         summary = render_summary(prof.figures, console, run_dir=prof.run_dir)
         if summary is None or summary.outcome == "no_steps":
             return code  # no step, no advice: the outcome line said what was (not) seen
         _say_what_is_missing(summary)
-        from autotune.report.terminal import advise_at_end
 
         advise_at_end(prof.run_dir, console)
     return code
@@ -160,16 +95,12 @@ def run(args: argparse.Namespace) -> int:
 def _say_what_is_missing(summary: ProfileSummary) -> None:
     """Once, after a CUDA run without NVML figures: why they are missing."""
     if summary.device.kind == "cuda" and not summary.gpus:
-        from profilers.runtime.backends import describe_unavailable
-
         reason = describe_unavailable() or "the sampling backend reported no GPU"
         print(f"autotune: no NVML figures (utilization, power, clocks): {reason}", file=sys.stderr)
 
 
 def _check_backend(spec: str) -> None:
     """Pick the backend now (it is cached for the session), so a bad spec is bad input."""
-    from profilers.runtime.backends import get_backend
-
     try:
         get_backend(spec)
     except (ValueError, OSError, RuntimeError) as exc:  # NvmlUnavailable is a RuntimeError

@@ -46,7 +46,12 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+from torch.profiler import ProfilerActivity, profile
+from torch.utils._python_dispatch import _disable_current_modes
+from torch.utils.data import _utils
+from torch.utils.data.dataloader import _MultiProcessingDataLoaderIter
 
 from autotune.plan.blocks import BlockWatch
 from autotune.plan.gpu_kernels import AsOnAGpu
@@ -149,8 +154,6 @@ def trace_script(
     :data:`POLICY_PARAM_DTYPE` runs a low ``precision`` as FSDP's ``MixedPrecisionPolicy(param_dtype)``
     does (the model's floating weights and its positional floating inputs in it, no autocast).
     """
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
     state = _Trace(precision, checkpointing, selective=checkpointing and selective, measure=measure)
     state.policy = POLICY_PARAM_DTYPE if lowered(precision, policy) else "autocast"
     stand_in = ScalarStandIn()
@@ -190,8 +193,6 @@ def trace_script(
 @contextlib.contextmanager
 def _patched(state: _Trace) -> Iterator[None]:
     """Torch's hooks and the few patches a fake run of a whole script needs, undone after it."""
-    from torch._subclasses.fake_tensor import FakeTensor
-
     original_backward = torch.autograd.backward
 
     def backward(*args: Any, **kwargs: Any) -> Any:
@@ -292,10 +293,6 @@ def _real_data_loader_workers() -> Any:
     the main process's reading of its queue run with no mode; the batch meets the fake model later.
     Returns the function that puts things back.
     """
-    from torch.utils._python_dispatch import _disable_current_modes
-    from torch.utils.data import _utils
-    from torch.utils.data.dataloader import _MultiProcessingDataLoaderIter
-
     original_loop = _utils.worker._worker_loop
     original_get = _MultiProcessingDataLoaderIter._try_get_data
 
@@ -489,8 +486,6 @@ def _result(state: _Trace, tracer: StepTracer, params: list[torch.Tensor]) -> di
 
 def _measure(state: _Trace) -> None:
     """Measure mode, at the end of an optimizer step: start the allocator's record, or read it."""
-    from torch.profiler import ProfilerActivity, profile
-
     if state.steps == WARM_STEPS:
         state.profiler = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
         state.profiler.__enter__()

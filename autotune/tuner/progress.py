@@ -9,13 +9,20 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autotune.fmt import (
+    NA,  # not at the CLI's start-up
+    format_number,
+)
 from autotune.search.records import Trial
 from autotune.search.space import Value
 from autotune.tuner.early_stop import STOPPED_LOSING, best_result, stop_words
+from autotune.tuner.host_load import machine_cores
 from autotune.tuner.trial_facts import facts, metrics
+from autotune.tuner.tune_summary import trial_ratio  # the tuner's modules: only once a study runs
 from profilers.contract.load import too_busy
 from profilers.contract.schema import TrialStatus
 from profilers.contract.spread import ratio_span
+from profilers.contract.study import placement_line, starved_line
 from profilers.contract.summaries import SearchPrior, TuningSummary
 from profilers.contract.verdict import VerdictStatus, verdict_of
 
@@ -26,10 +33,8 @@ if TYPE_CHECKING:
 def _number(value: float | None) -> str:
     """A measured value for people: thousands separated above 100, four digits below."""
     if value is None:
-        from autotune.fmt import NA  # not at the CLI's start-up
 
         return NA
-    from autotune.fmt import format_number
 
     return f"{value:,.0f}" if abs(value) >= 100 else format_number(value, 4)
 
@@ -41,7 +46,6 @@ def _load(cores: float | None, over: int | None = None) -> str:
     """
     if cores is None or cores < 0.25:
         return ""
-    from autotune.tuner.host_load import machine_cores
 
     total = over or machine_cores()
     return f" [dim]· other processes {cores:.1f} of {total} core{'s' if total != 1 else ''}[/dim]"
@@ -186,7 +190,6 @@ class Progress:
         """" ×2.12 vs baseline (95% 0.40–11.20× across processes)": against the nearest anchor."""
         if self._tuner is None:
             return ""
-        from autotune.tuner.tune_summary import trial_ratio  # the tuner's modules: only once a study runs
 
         found = trial_ratio(trial, self._tuner.anchors())
         if found.ratio is None:
@@ -207,7 +210,6 @@ class Progress:
         note = f"; the {skipped} skipped took trial ids but never ran" if skipped else ""
         runs = f"{summary.trials_run} trials run ({counts}){again}"
         self.console.print(f"{runs} in {elapsed:.0f} s{note}")
-        from profilers.contract.study import placement_line, starved_line
 
         s = summary
         placement = placement_line(s.trials, s.parallel, s.executor, s.threads_per_rank)
