@@ -107,7 +107,7 @@ def main() -> int:
                 result = plan(*workload, global_batch=micro_batch, gpus=(args.gpu,), precisions=(precision,))
                 row = next(
                     c for c in result.configs
-                    if c.params["micro_batch"] == micro_batch and c.params["layout"] == "single"
+                    if c.params.micro_batch == micro_batch and c.params.layout == "single"
                 )  # the step as it runs (not the optimizer offloaded to the host)
                 by = row.memory_by_category
                 live = row.peak_memory_bytes - by.get("allocator_rounding", 0)

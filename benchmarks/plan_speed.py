@@ -65,12 +65,12 @@ def main() -> None:
     )
     fits = [c for c in result.configs if c.fits]
     print(
-        f"plan(): Llama 3.1 70B shape, {result.model['parameters'] / 1e9:.1f}B parameters, "
+        f"plan(): Llama 3.1 70B shape, {(result.model.parameters or 0) / 1e9:.1f}B parameters, "
         f"{args.gpus_per_node} GPUs per node: {len(result.configs)} configurations "
         f"({len(fits)} fit) in {took:.1f} s ({result.trace_s:.1f} s tracing)"
     )
-    print(f"  suggestion: {result.suggestion['text'] if result.suggestion else None}")
-    layouts = sorted({c.params["layout"] for c in fits})
+    print(f"  suggestion: {result.suggestion_text}")
+    layouts = sorted({c.params.layout for c in fits})
     print(f"  layouts that fit somewhere: {', '.join(layouts)}")
 
     script = ROOT / "tests" / "scripts" / "plan_lm.py"

@@ -23,6 +23,7 @@ from autotune.plan.script import NoStepError, ScriptError, plan_script
 from autotune.report.jsonout import clean_json
 from autotune.report.plan_cells import HEADERS, config_cells, cpu_notes
 from autotune.report.plan_report import plan_html, plan_markdown
+from profilers.contract.json_checks import record_json
 from profilers.contract.plan_doc import PlanDocument
 
 
@@ -72,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
                 precisions=tuple(args.precision or ("as-is",)), checkpointing=checkpointing,
                 calibrate=args.calibrate, **common,
             )  # fmt: skip
-            per_sample = result.model.get("tokens_per_sample")
+            per_sample = result.model.tokens_per_sample
         else:
             result = _demo(args, checkpointing, common)
             per_sample = demo_tokens_per_sample(args.demo)
@@ -134,12 +135,12 @@ def _run_samples(args: argparse.Namespace, per_sample: int | None) -> int | None
     return args.samples
 
 
-def plan_dict(result: Any) -> dict[str, Any]:
-    """The plan as JSON: ``configs``, ``model``, ``calibration``, ``trace_s``, ``notes``, ``suggestion``."""
-    data = {"configs": [dataclasses.asdict(c) for c in result.configs], "model": result.model,
-            "calibration": result.calibration, "trace_s": result.trace_s,
-            "notes": list(result.notes), "suggestion": result.suggestion}  # fmt: skip
-    cleaned: dict[str, Any] = clean_json(data)
+def plan_dict(result: PlanDocument) -> dict[str, Any]:
+    """The plan as JSON: ``configs``, ``model``, ``calibration``, ``trace_s``, ``notes``, ``suggestion``.
+
+    Written by the record (no NaN or infinity: those are null).
+    """
+    cleaned: dict[str, Any] = clean_json(record_json(result))
     return cleaned
 
 

@@ -12,9 +12,10 @@ from torch import nn
 
 from autotune.demo.models import default_config, make_model
 from autotune.plan.calibrate import calibrate
-from autotune.plan.plan import Plan, plan
+from autotune.plan.plan import plan
 from autotune.plan.step import trace_step
 from autotune.plan.workspace import calibrate_memory
+from profilers.contract.plan_doc import PlanDocument
 
 
 def demo_workload(name: str, cfg: Any = None) -> tuple[Any, Any, Any, Any, int | None]:
@@ -80,12 +81,13 @@ def demo_calibration(name: str, steps: int = 12) -> Any:
     return dataclasses.replace(cpu, memory=memory)
 
 
-def demo_plan(name: str, calibrate: bool = False, **options: Any) -> Plan:
+def demo_plan(name: str, calibrate: bool = False, **options: Any) -> PlanDocument:
     """The plan of demo model ``name`` ("gpt" or "cnn"), with this machine's CPU if ``calibrate``."""
     factory, batch_fn, loss_fn, optimizer_fn, tokens = demo_workload(name)
     cpu = demo_calibration(name) if calibrate else None
     result = plan(factory, batch_fn, loss_fn, optimizer_fn, tokens_per_sample=tokens, cpu=cpu, **options)
-    return dataclasses.replace(result, model={"demo": f"the demo {name.upper()}", **result.model})
+    model = dataclasses.replace(result.model, demo=f"the demo {name.upper()}")
+    return dataclasses.replace(result, model=model)
 
 
 __all__ = ["CALIBRATE_ON", "HELD_OUT", "MEMORY_ALSO_ON", "demo_calibration", "demo_plan", "demo_workload"]

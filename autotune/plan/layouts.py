@@ -103,10 +103,6 @@ class Layout:
         parts += [f"pp{self.pp}"] * (self.pp > 1) + [f"tp{self.tp}"] * (self.tp > 1)
         return "+".join(parts) + "+offload" * self.offload
 
-    def degrees(self) -> dict[str, int]:
-        """``{"dp": …, "tp": …, "pp": …}``."""
-        return {"dp": self.dp, "tp": self.tp, "pp": self.pp}
-
     # -- memory -----------------------------------------------------------------------------------
     def memory(
         self, step: StepModel, micro_batch: int, accumulation: int | None = None

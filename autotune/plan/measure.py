@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from autotune.plan.step import BatchFn, LossFn, OptimizerFn, StepFigures, prepare_step
+from profilers.runtime.kineto_chatter import kineto_chatter_filtered
 
 
 def measured_step_peak_bytes(
@@ -42,8 +43,8 @@ def measured_step_peak_bytes(
         selective=selective,
     )  # fmt: skip
     prepared.run()  # the first step creates the optimizer's state
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        prepared.run(accumulation)
+    with kineto_chatter_filtered(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        prepared.run(accumulation)  # Kineto's start and stop lines kept off the terminal
     fd, path = tempfile.mkstemp(suffix=".json")
     os.close(fd)
     try:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -52,53 +51,23 @@ from autotune.plan.step import (
 )
 from autotune.plan.two_at_once import at_once
 from autotune.plan.workspace import MemoryCalibration
+from profilers.contract.plan_doc import (
+    CpuCalibrationFacts,
+    EfficiencyFigures,
+    ParallelDegrees,
+    PlanCalibration,
+    PlanConfig,
+    PlanDocument,
+    PlanModel,
+    PlanParams,
+    SuggestedConfig,
+    Suggestion,
+    TimedOut,
+)
 
 PRECISIONS = ("fp32", "bf16")
 #: A traced setting: (precision, checkpointing: False, True or :data:`SELECTIVE`).
 Setting = tuple[str, bool | str]
-
-
-@dataclass(frozen=True, slots=True)
-class PlannedConfig:
-    """One configuration on one GPU model, predicted (the JSON's ``configs[i]``)."""
-
-    gpu: str
-    gpus: int  # every GPU of the job (nodes × per node)
-    nodes: int
-    params: dict[str, Any]  # micro_batch, grad_accum, precision, activation_checkpointing, layout
-    peak_memory_bytes: int | None
-    memory_by_category: dict[str, int]
-    fits: bool
-    why_not: str | None  # when it does not fit or cannot run
-    #: The largest micro-batch that fits this layout at this row's accumulation (the gradients of
-    #: earlier micro-batches held, a pipeline's micro-batches in flight).
-    largest_micro_batch: int | None
-    step_time_s: float | None
-    step_time_s_interval: tuple[float, float] | None
-    samples_per_s: float | None
-    tokens_per_s: float | None
-    usd_per_gpu_hour: float | None
-    usd_per_million_samples: float | None
-    usd_per_million_tokens: float | None
-    usd_total: float | None
-    #: Host memory per GPU holding offloaded shards (CPU offload; 0 otherwise).
-    host_memory_bytes: int = 0
-    #: What bounds the expected step: "device" (the GPU's work) or "host" (issuing the ops takes
-    #: longer than the GPU takes to run them); None on this machine's CPU.
-    step_bound: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Plan:
-    """The ranked configurations, the model's figures, and how far the time model can be trusted."""
-
-    configs: tuple[PlannedConfig, ...]
-    model: dict[str, Any]
-    calibration: dict[str, Any]
-    trace_s: float  # time spent tracing
-    notes: tuple[str, ...] = field(default_factory=tuple)
-    #: The cheapest configuration that fits, in one line and as figures (None: none fits anywhere tried).
-    suggestion: dict[str, Any] | None = None
 
 
 def plan(
@@ -119,7 +88,7 @@ def plan(
     nodes: int = 1,
     inter_node_gb_s: float = INTER_NODE_GB_S,
     optimizations: tuple[str, ...] = (EAGER,),
-) -> Plan:
+) -> PlanDocument:
     """Predict every configuration (see the module's doc). ``model`` is a module or a factory.
 
     With ``cpu`` (a calibration of this machine, :func:`autotune.plan.calibrate.calibrate`) the
@@ -165,17 +134,17 @@ def plan(
         return a, b
 
     a, b = trace(checkpointing)
-    figures = {
-        "parameters": a.parameters,
-        "parameter_bytes": a.parameter_bytes,
-        "flops_per_sample": (b.flops - a.flops) / (hi - lo),
-        "ops_per_step": a.ops,
-    }
+    figures = PlanModel(
+        parameters=a.parameters,
+        parameter_bytes=a.parameter_bytes,
+        flops_per_sample=(b.flops - a.flops) / (hi - lo),
+        ops_per_step=a.ops,
+    )
     unit = largest_unit_bytes(model)
     auto_checkpointing = checkpointing == (False,) and a.blocks > 0
     notes = tuple(model_notes(model))
 
-    def planned(search_bigger: bool) -> Plan:
+    def planned(search_bigger: bool) -> PlanDocument:
         return plan_models(
             models, figures, global_batch, gpus=gpus, gpus_per_node=gpus_per_node, unit_bytes=unit,
             headroom=headroom, tokens_per_sample=tokens_per_sample, run_samples=run_samples, prices=prices,
@@ -206,30 +175,29 @@ NOTHING_FIT_WITHOUT_CHECKPOINTING = (
 )
 
 
-def fits_anywhere(result: Plan) -> bool:
+def fits_anywhere(result: PlanDocument) -> bool:
     """Whether any GPU configuration of ``result`` fits (this machine's own rows aside)."""
     return any(c.fits for c in result.configs if c.gpu != "this-cpu")
 
 
-def with_cpu(calibration: dict[str, Any], cpu: CpuCalibration | None) -> dict[str, Any]:
+def with_cpu(calibration: PlanCalibration, cpu: CpuCalibration | None) -> PlanCalibration:
     """A plan's ``calibration`` with this machine's (``cpu``: its costs, checks and memory), if any."""
     if cpu is None:
         return calibration
-    return {
-        **calibration,
-        "cpu": {
-            "s_per_fp32_flop": cpu.s_per_fp32_flop,
-            "s_per_low_precision_flop": cpu.s_per_low_flop,
-            "s_per_fp16_flop": cpu.fp16_flop_s(),
-            "s_per_byte": cpu.s_per_byte,
-            "s_per_op": cpu.s_per_op,
-            "spread": cpu.spread,
-            "fitted_on": list(cpu.fitted_on),
-            "held_out": [{"config": c, "predicted_s": p, "measured_s": m} for c, p, m in cpu.held_out],
-            "held_out_median_error": cpu.held_out_median_error,
-            "memory": cpu.memory.as_dict() if cpu.memory is not None else None,
-        },
-    }
+    memory = cpu.memory
+    facts = CpuCalibrationFacts(
+        s_per_fp32_flop=cpu.s_per_fp32_flop,
+        s_per_low_precision_flop=cpu.s_per_low_flop,
+        s_per_fp16_flop=cpu.fp16_flop_s(),
+        s_per_byte=cpu.s_per_byte,
+        s_per_op=cpu.s_per_op,
+        spread=cpu.spread,
+        fitted_on=tuple(cpu.fitted_on),
+        held_out=tuple(TimedOut(c, p, m) for c, p, m in cpu.held_out),
+        held_out_median_error=cpu.held_out_median_error,
+        memory=None if memory is None else memory.facts(),
+    )
+    return dataclasses.replace(calibration, cpu=facts)
 
 
 def micro_batches(global_batch: int, gpus_per_node: int, extra: tuple[int, ...] = ()) -> list[int]:
@@ -243,7 +211,7 @@ def micro_batches(global_batch: int, gpus_per_node: int, extra: tuple[int, ...] 
 
 def plan_models(
     models: dict[Setting, StepModel],
-    figures: dict[str, Any],
+    figures: PlanModel,
     global_batch: int,
     gpus: tuple[str, ...] = (),
     gpus_per_node: int = 1,
@@ -261,7 +229,7 @@ def plan_models(
     search_bigger: bool = True,
     fsdp_models: dict[Setting, StepModel] | None = None,
     optimizations: tuple[str, ...] = (EAGER,),
-) -> Plan:
+) -> PlanDocument:
     """Predict, price and rank every configuration of fitted step models (precision, checkpointing).
 
     ``fsdp_models``: the low-precision steps as FSDP's mixed-precision policy runs them, for its
@@ -293,22 +261,22 @@ def plan_models(
                 for m in micro
             ]
     configs.sort(key=_rank)
-    calibration: dict[str, Any] = {
-        "calibrated": True,
-        "calibrated_on": CALIBRATED_ON,
-        "efficiency": [_eff(e) for e in EFFICIENCY],
-        "framework_reserve_bytes": FRAMEWORK_RESERVE_BYTES,
-        "note": "GPU step times at efficiencies fitted on published runs of an optimised stack (flash "
+    calibration = PlanCalibration(
+        calibrated=True,
+        calibrated_on=CALIBRATED_ON,
+        efficiency=tuple(EfficiencyFigures(**dataclasses.asdict(e)) for e in EFFICIENCY),
+        framework_reserve_bytes=FRAMEWORK_RESERVE_BYTES,
+        note="GPU step times at efficiencies fitted on published runs of an optimised stack (flash "
         f"attention, fused kernels): {CALIBRATED_ON}; plain eager scripts run toward the slow end of the "
         "interval; memory is traced, with the framework reserve assumed",
-    }
+    )
     notes += layout_notes(configs)
-    notes += tuple(published_notes(optimizations, {c.params["optimizations"] for c in configs}))
+    notes += tuple(published_notes(optimizations, {c.params.optimizations for c in configs}))
     suggestion = suggest(
         configs, models, specs, global_batch, gpus_per_node, nodes, unit_bytes, headroom, table,
         tokens_per_sample, run_samples, inter_node_gb_s, search_bigger, fsdp_models, optimizations,
     )  # fmt: skip
-    return Plan(tuple(configs), figures, calibration, 0.0, notes, suggestion)
+    return PlanDocument(tuple(configs), figures, calibration, 0.0, notes, suggestion)
 
 
 def predict_all(
@@ -323,7 +291,7 @@ def predict_all(
     extra_micro_batches: tuple[int, ...] = (),
     fsdp_models: dict[Setting, StepModel] | None = None,
     optimizations: tuple[str, ...] = (EAGER,),
-) -> list[PlannedConfig]:
+) -> list[PlanConfig]:
     """Every GPU × step model × layout × micro-batch × optimization that splits the global batch.
 
     FSDP's layouts take the step of ``fsdp_models`` where there is one (its mixed-precision policy);
@@ -367,7 +335,7 @@ MAX_SUGGESTED_NODES = 64
 
 
 def suggest(
-    configs: list[PlannedConfig],
+    configs: list[PlanConfig],
     models: dict[Setting, StepModel],
     specs: list[GpuSpec],
     global_batch: int,
@@ -382,7 +350,7 @@ def suggest(
     search_bigger: bool = True,
     fsdp_models: dict[Setting, StepModel] | None = None,
     optimizations: tuple[str, ...] = (EAGER,),
-) -> dict[str, Any] | None:
+) -> Suggestion | None:
     """The cheapest configuration that fits: among ``configs`` when one does, else on more GPUs.
 
     More GPUs means the node filled up to 8, then 2, 4, 8... nodes of 8 (up to
@@ -409,7 +377,7 @@ def suggest(
             flags = f"--gpus {per_node}" + (f" --nodes {n_nodes}" if n_nodes > 1 else "")
             return _suggestion(best, f"nothing fits {where}; the cheapest that fits: ({flags})", False)
     text = f"nothing fits {where}, nor on up to {MAX_SUGGESTED_NODES} nodes of 8"
-    return {"text": text, "fits_as_asked": False, "config": None}
+    return Suggestion(text, fits_as_asked=False)
 
 
 def _bigger(gpus_per_node: int, nodes: int) -> list[tuple[int, int]]:
@@ -423,12 +391,12 @@ def _bigger(gpus_per_node: int, nodes: int) -> list[tuple[int, int]]:
     return sizes
 
 
-def _suggestion(c: PlannedConfig, lead: str, as_asked: bool) -> dict[str, Any]:
+def _suggestion(c: PlanConfig, lead: str, as_asked: bool) -> Suggestion:
     p = c.params
     where = c.gpu if c.gpus == 1 else f"{c.gpus} × {c.gpu}" + (f" on {c.nodes} nodes" if c.nodes > 1 else "")
     ckpt = ""
-    if p["activation_checkpointing"]:
-        ckpt = f", {'selective ' if p.get('checkpointing_mode') == SELECTIVE else ''}activation checkpointing"
+    if p.activation_checkpointing:
+        ckpt = f", {'selective ' if p.checkpointing_mode == SELECTIVE else ''}activation checkpointing"
     cost = (
         f", {format_usd(c.usd_per_million_tokens)} per million tokens"
         if c.usd_per_million_tokens is not None
@@ -437,19 +405,14 @@ def _suggestion(c: PlannedConfig, lead: str, as_asked: bool) -> dict[str, Any]:
         else ""
     )
     peak = (c.peak_memory_bytes or 0) / 2**30
-    optimized = "" if p["optimizations"] == EAGER else f", {p['optimizations']} (estimate)"
+    optimized = "" if p.optimizations == EAGER else f", {p.optimizations} (estimate)"
     text = (
-        f"{lead} {where}, {p['layout']}, micro-batch {p['micro_batch']} × {p['grad_accum']}, "
-        f"{p['precision']}{ckpt}{optimized}: {peak:.1f} GiB per GPU{cost}"
+        f"{lead} {where}, {p.layout}, micro-batch {p.micro_batch} × {p.grad_accum}, "
+        f"{p.precision}{ckpt}{optimized}: {peak:.1f} GiB per GPU{cost}"
     )
-    return {
-        "text": text,
-        "fits_as_asked": as_asked,
-        "config": {"gpu": c.gpu, "gpus": c.gpus, "nodes": c.nodes, "params": dict(p),
-                   "peak_memory_bytes": c.peak_memory_bytes, "step_time_s": c.step_time_s,
-                   "usd_per_million_samples": c.usd_per_million_samples,
-                   "usd_per_million_tokens": c.usd_per_million_tokens},
-    }  # fmt: skip
+    config = SuggestedConfig(c.gpu, c.gpus, c.nodes, p, c.peak_memory_bytes, c.step_time_s,
+                             c.usd_per_million_samples, c.usd_per_million_tokens)  # fmt: skip
+    return Suggestion(text, as_asked, config)
 
 
 #: What each row's ``precision_policy`` means.
@@ -475,15 +438,15 @@ def precision_policy(step: StepModel) -> str:
     return "fp32" if step.precision in ("fp32", "tf32") else step.policy
 
 
-def layout_notes(configs: list[PlannedConfig]) -> tuple[str, ...]:
+def layout_notes(configs: list[PlanConfig]) -> tuple[str, ...]:
     """What the layouts planned assume, for the layouts that are in the plan."""
     notes = []
-    if any(c.params.get("checkpointing_mode") == SELECTIVE for c in configs):
+    if any(c.params.checkpointing_mode == SELECTIVE for c in configs):
         notes.append(
             "selective checkpointing rows: per op, as torchtitan's 'op' mode: each block keeps its "
             "attention's outputs and every other matrix product's, and recomputes the rest in the backward"
         )
-    if any(c.params.get("precision_policy") == POLICY_PARAM_DTYPE for c in configs):
+    if any(c.params.precision_policy == POLICY_PARAM_DTYPE for c in configs):
         notes.append(
             f"low-precision FSDP rows: {PRECISION_POLICIES[POLICY_PARAM_DTYPE]}; other low-precision rows: "
             f"{PRECISION_POLICIES['autocast']} (precision_policy in the JSON)"
@@ -496,18 +459,18 @@ def layout_notes(configs: list[PlannedConfig]) -> tuple[str, ...]:
             "work; CUDA graphs or torch.compile (fewer launches) or a larger micro-batch (more work per op) "
             "shorten them"
         )
-    if any(c.params["offload"] for c in configs):
+    if any(c.params.offload for c in configs):
         notes.append(
             f"CPU offload rows assume the host updates each GPU's shard at "
             f"{HOST_OPTIMIZER_BYTES_PER_S / 1e9:.0f} GB/s of the update's memory traffic (an assumption, not "
             "a measurement), and hold the shards in host memory (host_memory_bytes)"
         )
-    if any(c.params["degrees"]["tp"] > 1 for c in configs):
+    if any(c.params.degrees.tp > 1 for c in configs):
         notes.append(
             "tensor parallel rows: Megatron-style column/row split with sequence parallelism, its "
             "collectives on NVLink and not overlapped (async TP would hide part)"
         )
-    if any(c.params["degrees"]["pp"] > 1 for c in configs):
+    if any(c.params.degrees.pp > 1 for c in configs):
         notes.append(
             "pipeline rows: 1F1B, grad_accum is the pipeline's micro-batches (bubble (pp-1)/(M+pp-1)); "
             "the stages are taken as even (the first holds the embedding, the last the output layer)"
@@ -515,19 +478,14 @@ def layout_notes(configs: list[PlannedConfig]) -> tuple[str, ...]:
     return tuple(notes)
 
 
-def with_run(result: Plan, run_samples: int) -> Plan:
+def with_run(result: PlanDocument, run_samples: int) -> PlanDocument:
     """``result`` with each configuration's $ for a run of ``run_samples`` samples."""
 
-    def total(c: PlannedConfig) -> float | None:
+    def total(c: PlanConfig) -> float | None:
         return None if c.usd_per_million_samples is None else c.usd_per_million_samples * run_samples / 1e6
 
     configs = tuple(dataclasses.replace(c, usd_total=total(c)) for c in result.configs)
     return dataclasses.replace(result, configs=configs)
-
-
-def _eff(e: Any) -> dict[str, float]:
-    return {"gemm": e.gemm, "attention": e.attention, "memory": e.memory, "launch_us": e.launch_us,
-            "host_us_per_op": e.host_us_per_op}  # fmt: skip
 
 
 def _spec(key: str) -> GpuSpec:
@@ -555,17 +513,17 @@ def _predict(
     largest: int,
     host_bound: bool | None,
     optimization: str = EAGER,
-) -> PlannedConfig:
+) -> PlanConfig:
     """One configuration predicted.
 
     ``host_bound``: :meth:`Layout.host_bound` at the expected efficiencies (its ``step_bound``).
     """
     gpus = layout.gpus
-    params = {"micro_batch": micro_batch, "grad_accum": accumulation, "precision": step.precision,
-              "activation_checkpointing": step.checkpointing, "layout": layout.label,
-              "degrees": layout.degrees(), "offload": layout.offload,
-              "precision_policy": precision_policy(step),
-              "checkpointing_mode": checkpointing_mode(step), "optimizations": optimization}  # fmt: skip
+    params = PlanParams(
+        micro_batch, accumulation, step.precision, step.checkpointing, layout.label,
+        ParallelDegrees(layout.dp, layout.tp, layout.pp), layout.offload, precision_policy(step),
+        checkpointing_mode(step), optimization,
+    )  # fmt: skip
     peak, by_category = layout.memory(step, micro_batch, accumulation)
     time_ratio, memory_ratio = ratios(optimization)
     if memory_ratio != 1.0:  # the published effect, an estimate, as a category of its own
@@ -600,7 +558,7 @@ def _predict(
     per_m = price * gpus / 3600 / rate * 1e6 if price is not None and rate else None
     per_m_tokens = per_m / tokens_per_sample if per_m is not None and tokens_per_sample else None
     total = per_m * run_samples / 1e6 if per_m is not None and run_samples else None
-    return PlannedConfig(
+    return PlanConfig(
         gpu=spec.key,
         gpus=gpus,
         nodes=layout.nodes,
@@ -630,7 +588,7 @@ def _predict_cpu(
     accumulation: int,
     tokens_per_sample: int | None,
     memory: MemoryCalibration | None = None,
-) -> PlannedConfig:
+) -> PlanConfig:
     """A configuration on this machine's CPU, timed by its calibration (no price: it is yours).
 
     Its memory is the trace's plus the workspace measured on this machine (``memory``), if any.
@@ -640,14 +598,13 @@ def _predict_cpu(
     by_category = step.memory_by_category(micro_batch, gpu=False, accumulation=accumulation)
     if memory is not None:
         by_category["kernel_workspace"] = round(workspace)
-    params = {"micro_batch": micro_batch, "grad_accum": accumulation, "precision": step.precision,
-              "activation_checkpointing": step.checkpointing, "layout": "single",
-              "degrees": {"dp": 1, "tp": 1, "pp": 1}, "offload": False,
-              "precision_policy": precision_policy(step),
-              "checkpointing_mode": checkpointing_mode(step), "optimizations": EAGER}  # fmt: skip
+    params = PlanParams(
+        micro_batch, accumulation, step.precision, step.checkpointing, "single",
+        precision_policy=precision_policy(step), checkpointing_mode=checkpointing_mode(step),
+    )
     step_s = accumulation * seconds.at(micro_batch)
     rate = micro_batch * accumulation / step_s if step_s > 0 else None
-    return PlannedConfig(
+    return PlanConfig(
         gpu="this-cpu",
         gpus=1,
         nodes=1,
@@ -669,7 +626,7 @@ def _predict_cpu(
     )
 
 
-def _rank(c: PlannedConfig) -> tuple[bool, float, float]:
+def _rank(c: PlanConfig) -> tuple[bool, float, float]:
     """Fitting first, then cheapest per sample (unpriced after priced), then fastest."""
     cost = c.usd_per_million_samples if c.usd_per_million_samples is not None else math.inf
     speed = -(c.samples_per_s or 0.0)
@@ -680,8 +637,6 @@ __all__ = [
     "NOTHING_FIT_WITHOUT_CHECKPOINTING",
     "PRECISIONS",
     "SELECTIVE",
-    "Plan",
-    "PlannedConfig",
     "fits_anywhere",
     "micro_batches",
     "plan",

@@ -33,7 +33,6 @@ from autotune.plan.plan import (
     NOTHING_FIT_WITHOUT_CHECKPOINTING,
     SELECTIVE,
     UNMIXED,
-    Plan,
     Setting,
     fits_anywhere,
     plan_models,
@@ -44,6 +43,7 @@ from autotune.plan.step import POLICY_PARAM_DTYPE, StepFigures, lowered
 from autotune.plan.trace import ATTENTION, CATEGORIES, GEMM, OTHER
 from autotune.plan.workspace import MemoryCalibration, config_label, fit_residuals
 from profilers.contract.lenient import read_fields
+from profilers.contract.plan_doc import PlanDocument, PlanModel
 
 #: A script's trace in the child may take this long (its imports, its data, two steps).
 CHILD_TIMEOUT_S = 600
@@ -292,7 +292,7 @@ def plan_script(
     checkpointing: tuple[bool | str, ...] = (False,),
     calibrate: bool = False,
     **options: Any,
-) -> Plan:
+) -> PlanDocument:
     """Plan an unmodified training script (``options``: :func:`autotune.plan.plan.plan_models`'s).
 
     With ``calibrate`` the plan also holds this machine's CPU (``this-cpu``): step times at the
@@ -375,19 +375,19 @@ def _trace_fsdp(
     return None
 
 
-def _figures(script: str, first: ScriptTrace) -> dict[str, Any]:
+def _figures(script: str, first: ScriptTrace) -> PlanModel:
     """The plan's ``model``: what the script's traced step is."""
-    return {
-        "script": script,
-        "model_class": first.model_class,
-        "parameters": first.figures.parameters,
-        "parameter_bytes": first.figures.parameter_bytes,
-        "flops_per_sample": per_micro_batch(first).flops / first.micro_batch,
-        "ops_per_step": first.figures.ops,
-        "micro_batch": first.micro_batch,
-        "accumulation": first.accumulation,
-        "tokens_per_sample": first.tokens_per_sample,
-    }
+    return PlanModel(
+        script=script,
+        model_class=first.model_class,
+        parameters=first.figures.parameters,
+        parameter_bytes=first.figures.parameter_bytes,
+        flops_per_sample=per_micro_batch(first).flops / first.micro_batch,
+        ops_per_step=first.figures.ops,
+        micro_batch=first.micro_batch,
+        accumulation=first.accumulation,
+        tokens_per_sample=first.tokens_per_sample,
+    )
 
 
 def _notes(script: str, first: ScriptTrace) -> list[str]:

@@ -20,6 +20,7 @@ from typing import Any
 
 from autotune.plan.measure import batch_bytes, measured_step_peak_bytes, predicted_step_peak_bytes
 from autotune.plan.step import SELECTIVE, BatchFn, LossFn, OptimizerFn, StepFigures, trace_step
+from profilers.contract.plan_doc import CpuMemoryFacts, WeighedOut, WorkspaceLine
 
 Config = tuple[int, str, bool]  # (micro_batch, precision, checkpointing)
 #: A measured setting's key: (micro_batch, precision, checkpointing: False, True (whole blocks) or
@@ -60,19 +61,14 @@ class MemoryCalibration:
         errors = [abs(p / m - 1) for _, p, m in self.held_out if m > 0]
         return statistics.median(errors) if errors else None
 
-    def as_dict(self) -> dict[str, Any]:
-        """The JSON of a plan's ``calibration.cpu.memory``."""
-        return {
-            "workspace_lines": [
-                {"precision": p, "activation_checkpointing": c, "intercept_bytes": a, "bytes_per_sample": b}
-                for (p, c), (a, b) in sorted(self.residual.items(), key=lambda kv: (kv[0][0], str(kv[0][1])))
-            ],
-            "fitted_on": list(self.fitted_on),
-            "held_out": [
-                {"config": c, "predicted_bytes": p, "measured_bytes": m} for c, p, m in self.held_out
-            ],
-            "held_out_median_error": self.held_out_median_error,
-        }
+    def facts(self) -> CpuMemoryFacts:
+        """A plan's ``calibration.cpu.memory``: the workspace lines, where fitted and how far they held."""
+        lines = tuple(
+            WorkspaceLine(p, c, a, b)
+            for (p, c), (a, b) in sorted(self.residual.items(), key=lambda kv: (kv[0][0], str(kv[0][1])))
+        )
+        held = tuple(WeighedOut(c, p, m) for c, p, m in self.held_out)
+        return CpuMemoryFacts(lines, tuple(self.fitted_on), held, self.held_out_median_error)
 
 
 def fit_residuals(

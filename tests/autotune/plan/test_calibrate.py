@@ -59,12 +59,12 @@ def test_a_calibrated_plan_adds_this_cpu_with_its_predicted_times():
     result = plan(*GPT, global_batch=16, gpus=("L4",), precisions=("fp32",), cpu=cpu)
     rows = [c for c in result.configs if c.gpu == "this-cpu"]
     assert len(rows) == 5  # micro-batches 1, 2, 4, 8, 16
-    one = next(c for c in rows if c.params["micro_batch"] == 4)
+    one = next(c for c in rows if c.params.micro_batch == 4)
     traced = trace_step(*GPT, 4, "fp32", False)
     assert one.step_time_s == pytest.approx(4 * cpu.predict_s(traced), rel=0.02)
     assert one.memory_by_category.keys() == {"parameters", "gradients", "optimizer_state", "parameter_casts",
                                              "activations", "temporaries"}  # fmt: skip
-    assert result.calibration["cpu"]["s_per_op"] == 5e-6
+    assert result.calibration.cpu is not None and result.calibration.cpu.s_per_op == 5e-6
 
 
 def test_fp16_flops_are_priced_at_their_own_cost_bf16_ones_at_the_low_precision_cost():

@@ -30,11 +30,11 @@ def _fitted(policy: str) -> StepModel:
 
 def test_fsdp_rows_keep_bf16_activations_and_fp32_master_state_other_rows_autocast():
     result = plan(*GPT, global_batch=32, gpus=("H100-SXM",), gpus_per_node=4, precisions=("fp32", "bf16"))
-    rows = {(c.params["layout"], c.params["precision"], c.params["micro_batch"]): c for c in result.configs}
+    rows = {(c.params.layout, c.params.precision, c.params.micro_batch): c for c in result.configs}
     fsdp, ddp = rows[("fsdp", "bf16", 8)], rows[("ddp", "bf16", 8)]
-    assert fsdp.params["precision_policy"] == POLICY_PARAM_DTYPE
-    assert ddp.params["precision_policy"] == "autocast"
-    assert rows[("fsdp", "fp32", 8)].params["precision_policy"] == "fp32"
+    assert fsdp.params.precision_policy == POLICY_PARAM_DTYPE
+    assert ddp.params.precision_policy == "autocast"
+    assert rows[("fsdp", "fp32", 8)].params.precision_policy == "fp32"
     assert any("MixedPrecisionPolicy(param_dtype=bf16 or fp16, reduce_dtype=fp32)" in n for n in result.notes)
     autocast = Layout("fsdp", 4, largest_unit_bytes(GPT[0])).memory(_fitted("autocast"), 8, 1)[1]
     by = fsdp.memory_by_category
@@ -97,6 +97,6 @@ def test_a_model_that_cannot_run_on_bf16_weights_keeps_autocast_fsdp_rows_and_sa
         _Buffered, batch, nn.functional.mse_loss, lambda p: torch.optim.AdamW(p), global_batch=8,
         gpus=("H100-SXM",), gpus_per_node=2, precisions=("bf16",),
     )  # fmt: skip
-    fsdp = [c for c in result.configs if c.params["layout"] == "fsdp"]
-    assert fsdp and all(c.params["precision_policy"] == "autocast" for c in fsdp)
+    fsdp = [c for c in result.configs if c.params.layout == "fsdp"]
+    assert fsdp and all(c.params.precision_policy == "autocast" for c in fsdp)
     assert any(n.startswith(UNMIXED) and "RuntimeError" in n for n in result.notes)

@@ -23,6 +23,7 @@ from autotune.plan.model import EFFICIENCY, StepModel
 from autotune.plan.plan import plan
 from autotune.plan.step import trace_step
 from autotune.report.plan_cells import HEADERS, config_cells
+from profilers.contract.json_checks import record_json
 from profilers.contract.plan_doc import PlanDocument
 from tests.autotune.plan.workloads import WORKLOADS, adamw
 
@@ -46,7 +47,7 @@ def test_the_h200s_small_steps_are_planned_host_bound_and_inside_their_interval(
         model, precision, m = real["model"], real["precision"], real["micro_batch"]
         result = plan(*cases[model], global_batch=m, gpus=("H200",), precisions=(precision,))
         row = next(
-            c for c in result.configs if c.params["micro_batch"] == m and c.params["layout"] == "single"
+            c for c in result.configs if c.params.micro_batch == m and c.params.layout == "single"
         )
         assert row.step_bound == "host", (model, precision, m)
         low, high = row.step_time_s_interval
@@ -89,12 +90,11 @@ def test_a_step_is_the_longer_of_the_gpus_work_and_the_hosts_and_says_which():
 
 def test_the_plan_marks_host_bound_rows_and_says_why():
     result = plan(*demo_workload("gpt")[:4], global_batch=16, gpus=("H100-SXM",), precisions=("bf16",))
-    rows = [c for c in result.configs if c.params["layout"] == "single"]
+    rows = [c for c in result.configs if c.params.layout == "single"]
     assert rows and all(c.step_bound == "host" for c in rows)
     note = next(n for n in result.notes if n.startswith("rows whose step is marked (host)"))
     assert "14 µs per op, 10 to 25" in note and "CUDA graphs" in note
-    written = {"configs": [dataclasses.asdict(c) for c in result.configs], "model": result.model}
-    doc = PlanDocument.parse(json.loads(json.dumps(written)))  # as `autotune plan --format json` writes it
+    doc = PlanDocument.parse(json.loads(json.dumps(record_json(result))))  # as `autotune plan` writes it
     step_col = HEADERS.index("step")
     assert all(config_cells(c)[step_col].endswith(" (host)") for c in doc.configs if c.step_bound == "host")
     assert doc.configs[0].step_bound in ("host", "device")

@@ -135,23 +135,25 @@ def test_a_model_too_big_for_the_gpus_asked_for_gets_a_suggestion_that_fits_when
     result = plan(*workload, global_batch=8, gpus=("L4",))
     assert not any(c.fits for c in result.configs)
     assert NOTHING_FIT_WITHOUT_CHECKPOINTING in result.notes  # so checkpointing was planned too
-    assert {c.params["activation_checkpointing"] for c in result.configs} == {False, True}
-    offload = next(c for c in result.configs if c.params["layout"] == "offload")
+    assert {c.params.activation_checkpointing for c in result.configs} == {False, True}
+    offload = next(c for c in result.configs if c.params.layout == "offload")
     assert "host memory" in (offload.why_not or "")
     suggestion = result.suggestion
-    assert suggestion is not None and suggestion["fits_as_asked"] is False
-    config = suggestion["config"]
-    assert config["gpus"] > 1 and "nothing fits L4" in suggestion["text"]
-    assert f"--gpus {config['gpus']}" in suggestion["text"]
-    again = plan(*workload, global_batch=8, gpus=("L4",), gpus_per_node=config["gpus"])
+    assert suggestion is not None and suggestion.fits_as_asked is False
+    config = suggestion.config
+    assert config is not None
+    assert config.gpus > 1 and "nothing fits L4" in (suggestion.text or "")
+    assert f"--gpus {config.gpus}" in (suggestion.text or "")
+    again = plan(*workload, global_batch=8, gpus=("L4",), gpus_per_node=config.gpus)
     row = next(
         c for c in again.configs
-        if c.params["layout"] == config["params"]["layout"]
-        and c.params["micro_batch"] == config["params"]["micro_batch"]
+        if c.params.layout == config.params.layout
+        and c.params.micro_batch == config.params.micro_batch
     )
-    assert row.fits and row.usd_per_million_samples == pytest.approx(config["usd_per_million_samples"])
-    assert again.suggestion["fits_as_asked"] is True
-    assert again.suggestion["config"]["usd_per_million_samples"] == pytest.approx(
+    assert row.fits and row.usd_per_million_samples == pytest.approx(config.usd_per_million_samples)
+    assert again.suggestion is not None and again.suggestion.fits_as_asked is True
+    assert again.suggestion.config is not None
+    assert again.suggestion.config.usd_per_million_samples == pytest.approx(
         min(c.usd_per_million_samples for c in again.configs if c.fits)
     )
 
@@ -208,7 +210,7 @@ def test_layers_in_an_nn_sequential_are_blocks_to_shard_split_and_pipeline():
     workload = sequential_workload(24, 16384)
     assert largest_unit_bytes(workload[0]) == 16384 * 16384 * 4
     result = plan(*workload, global_batch=8, gpus=("H100-SXM",), gpus_per_node=8)
-    layouts = {c.params["layout"] for c in result.configs}
+    layouts = {c.params.layout for c in result.configs}
     assert {"tp8", "pp8", "fsdp"} <= layouts, layouts
-    fsdp = [c for c in result.configs if c.params["layout"] == "fsdp" and c.fits]
-    assert fsdp, [c.why_not for c in result.configs if c.params["layout"] == "fsdp"][:2]
+    fsdp = [c for c in result.configs if c.params.layout == "fsdp" and c.fits]
+    assert fsdp, [c.why_not for c in result.configs if c.params.layout == "fsdp"][:2]

@@ -16,6 +16,7 @@ from autotune.plan.measure import batch_bytes, measured_step_peak_bytes, predict
 from autotune.plan.model import FRAMEWORK_RESERVE_BYTES, StepModel
 from autotune.plan.plan import plan
 from autotune.plan.step import trace_step
+from profilers.contract.plan_doc import ParallelDegrees
 from tests.autotune.plan.workloads import WORKLOADS, adamw
 from tests.autotune.report.conftest import autotune
 
@@ -88,10 +89,10 @@ def test_a_two_billion_parameter_model_plans_without_allocating_it():
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     result = plan(big, batch, nn.functional.mse_loss, adamw, global_batch=8, gpus=("H100-SXM", "L4"))
     grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
-    assert result.model["parameters"] == 32 * 8192 * 8192
+    assert result.model.parameters == 32 * 8192 * 8192
     assert grown < 200 * 2**20
-    single = [c for c in result.configs if c.params["layout"] == "single"]
-    h100 = [c for c in single if c.gpu == "H100-SXM" and c.params["precision"] == "fp32"]
+    single = [c for c in result.configs if c.params.layout == "single"]
+    h100 = [c for c in single if c.gpu == "H100-SXM" and c.params.precision == "fp32"]
     assert all(c.memory_by_category["parameters"] == 4 * 32 * 8192**2 for c in h100)
     # 8.6 GB of weights, gradients, and two AdamW moments: 34 GB, over an L4's 24 GB
     l4 = [c for c in single if c.gpu == "L4"]
@@ -100,7 +101,7 @@ def test_a_two_billion_parameter_model_plans_without_allocating_it():
     # and the Sequential's 32 Linears are its blocks, FSDP units of their own: the GPU holds one
     # gathered with its fp32 gradient and the next one prefetched (3 × 268 MB), not the whole 8.6 GB
     on_l4 = [c for c in result.configs if c.gpu == "L4"]
-    offload = {c.params["precision"]: c for c in on_l4 if c.params["layout"] == "offload"}
+    offload = {c.params.precision: c for c in on_l4 if c.params.layout == "offload"}
     assert all(c.host_memory_bytes == pytest.approx(16 * 32 * 8192**2, rel=0.01) for c in offload.values())
     assert offload["fp32"].fits and offload["bf16"].fits
     assert offload["fp32"].memory_by_category["fsdp_gathered_units"] == 3 * 4 * 8192**2
@@ -112,14 +113,14 @@ def test_the_plan_ranks_what_fits_cheapest_first_and_says_why_the_rest_does_not(
     assert fits and result.configs[: len(fits)] == tuple(fits)
     costs = [c.usd_per_million_samples for c in fits]
     assert costs == sorted(costs)
-    t4_bf16 = [c for c in result.configs if c.gpu == "T4" and c.params["precision"] == "bf16"]
+    t4_bf16 = [c for c in result.configs if c.gpu == "T4" and c.params.precision == "bf16"]
     assert t4_bf16 and all(not c.fits and c.why_not == "T4 has no bf16 tensor cores" for c in t4_bf16)
     for c in fits:
         low, high = c.step_time_s_interval
         assert low <= c.step_time_s <= high
         assert c.samples_per_s == pytest.approx(32 / c.step_time_s)
-        assert c.params["micro_batch"] * c.params["grad_accum"] == 32
-    assert result.calibration["calibrated"] is True
+        assert c.params.micro_batch * c.params.grad_accum == 32
+    assert result.calibration.calibrated is True
 
 
 def test_every_priced_gpu_has_its_peaks_and_bandwidth():
@@ -182,11 +183,11 @@ def test_layouts_over_several_gpus_add_buckets_shard_state_and_pay_for_the_colle
         2 * 3 * 0.75 * a.parameter_bytes / 450e9
     )
     result = plan(*GPT, global_batch=32, gpus=("H100-SXM",), gpus_per_node=4, precisions=("fp32",))
-    labels = {c.params["layout"] for c in result.configs}
+    labels = {c.params.layout for c in result.configs}
     assert {"ddp", "fsdp", "fsdp+offload", "tp4", "fsdp2+tp2", "pp2+tp2"} <= labels
-    row = next(c for c in result.configs if c.params["layout"] == "ddp" and c.params["micro_batch"] == 4)
-    assert row.params["grad_accum"] == 2 and row.gpus == 4
-    assert row.params["degrees"] == {"dp": 4, "tp": 1, "pp": 1}
+    row = next(c for c in result.configs if c.params.layout == "ddp" and c.params.micro_batch == 4)
+    assert row.params.grad_accum == 2 and row.gpus == 4
+    assert row.params.degrees == ParallelDegrees(dp=4, tp=1, pp=1)
     compute = step.step_time_s(h100, 4, 2, EFFICIENCY[1])
     micro_s, _ = step.micro_and_optimizer_s(h100, 4, EFFICIENCY[1])
     buckets = -(-a.parameter_bytes // DDP_BUCKET_BYTES)
@@ -228,8 +229,8 @@ def test_across_nodes_a_ring_moves_at_the_adapters_of_its_gpus_in_each_node():
     whole = step.memory_by_category(4, gpu=True)["optimizer_state"]
     assert by["optimizer_state"] == pytest.approx(whole / 16, abs=1)
     result = plan(*GPT, global_batch=64, gpus=("H100-SXM",), gpus_per_node=8, nodes=2, precisions=("fp32",))
-    row = next(c for c in result.configs if c.params["layout"] == "ddp" and c.params["micro_batch"] == 2)
-    assert (row.gpus, row.nodes, row.params["grad_accum"]) == (16, 2, 2)  # 64 = 2 × 2 × 16
+    row = next(c for c in result.configs if c.params.layout == "ddp" and c.params.micro_batch == 2)
+    assert (row.gpus, row.nodes, row.params.grad_accum) == (16, 2, 2)  # 64 = 2 × 2 × 16
     assert row.samples_per_s == pytest.approx(64 / row.step_time_s)
 
 

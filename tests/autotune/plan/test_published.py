@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from torch import nn
 from autotune.plan.plan import plan
 from autotune.plan.published import EAGER, ratios
 from autotune.report.plan_cells import HEADERS, config_cells
+from profilers.contract.json_checks import record_json
 from profilers.contract.plan_doc import PlanDocument
 from tests.autotune.plan.workloads import adamw
 from tests.autotune.report.conftest import autotune
@@ -52,19 +52,19 @@ def test_gpu_bound_rows_get_the_published_effect_and_float8_only_where_it_runs()
     by_key = {
         (
             c.gpu,
-            c.params["layout"],
-            c.params["micro_batch"],
-            c.params["precision"],
-            c.params["optimizations"],
+            c.params.layout,
+            c.params.micro_batch,
+            c.params.precision,
+            c.params.optimizations,
         ): c
         for c in result.configs
     }
-    estimated = [c for c in result.configs if c.params["optimizations"] != EAGER]
+    estimated = [c for c in result.configs if c.params.optimizations != EAGER]
     assert estimated, "a stack of 1024² layers at 65,536 rows is bound by its GPU"
     for c in estimated:
         p = c.params
-        eager = by_key[(c.gpu, p["layout"], p["micro_batch"], p["precision"], EAGER)]
-        time_ratio, memory_ratio = ratios(p["optimizations"])
+        eager = by_key[(c.gpu, p.layout, p.micro_batch, p.precision, EAGER)]
+        time_ratio, memory_ratio = ratios(p.optimizations)
         assert eager.step_bound == "device"
         assert c.step_time_s == pytest.approx(eager.step_time_s * time_ratio)
         assert c.step_time_s_interval == pytest.approx(
@@ -74,20 +74,19 @@ def test_gpu_bound_rows_get_the_published_effect_and_float8_only_where_it_runs()
         assert c.usd_per_million_samples == pytest.approx(eager.usd_per_million_samples * time_ratio)
         assert c.peak_memory_bytes == round(eager.peak_memory_bytes * memory_ratio)
         assert c.memory_by_category["published_effect"] == c.peak_memory_bytes - eager.peak_memory_bytes < 0
-        if "float8" in p["optimizations"]:  # fp8 tensor cores (Hopper, not Ampere) and bf16 rows only
-            assert c.gpu == "H100-SXM" and p["precision"] == "bf16"
-    assert {c.params["optimizations"] for c in estimated} == {"compile", "compile+float8"}
+        if "float8" in p.optimizations:  # fp8 tensor cores (Hopper, not Ampere) and bf16 rows only
+            assert c.gpu == "H100-SXM" and p.precision == "bf16"
+    assert {c.params.optimizations for c in estimated} == {"compile", "compile+float8"}
     # every GPU-bound eager row has its compile row; a host-bound one has none
     for c in result.configs:
-        if c.params["optimizations"] == EAGER:
+        if c.params.optimizations == EAGER:
             p = c.params
-            twin = (c.gpu, p["layout"], p["micro_batch"], p["precision"], "compile")
+            twin = (c.gpu, p.layout, p.micro_batch, p.precision, "compile")
             assert (twin in by_key) == (c.step_bound == "device"), twin
     note = next(n for n in result.notes if n.startswith("ESTIMATES, not traces"))
     assert "compile: step time × 0.862" in note and "llama3_h100_202412_torchtitan.md" in note
     assert "2024-12-23" in note
-    written = {"configs": [dataclasses.asdict(c) for c in result.configs], "model": result.model}
-    doc = PlanDocument.parse(json.loads(json.dumps(written)))
+    doc = PlanDocument.parse(json.loads(json.dumps(record_json(result))))
     layout_col = HEADERS.index("layout")
     cells = {config_cells(c)[layout_col] for c in doc.configs}
     assert "single compile+float8" in cells and "single" in cells
@@ -98,7 +97,7 @@ def test_a_host_bound_plan_says_no_row_was_estimated():
         _stack, _batch, _loss, adamw, global_batch=4, gpus=("H100-SXM",), precisions=("bf16",),
         optimizations=(EAGER, "compile"),
     )  # fmt: skip
-    assert {c.params["optimizations"] for c in result.configs} == {EAGER}
+    assert {c.params.optimizations for c in result.configs} == {EAGER}
     assert all(c.step_bound == "host" for c in result.configs)
     assert any(n.startswith("compile: no row estimated") for n in result.notes)
 

@@ -13,7 +13,7 @@ SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 
 
 def _rows(result, layout):  # type: ignore[no-untyped-def]
-    return {c.params["micro_batch"]: c for c in result.configs if c.params["layout"] == layout}
+    return {c.params.micro_batch: c for c in result.configs if c.params.layout == layout}
 
 
 def test_a_scripts_fsdp_rows_run_fsdps_policy_and_its_ddp_rows_autocast():
@@ -21,8 +21,8 @@ def test_a_scripts_fsdp_rows_run_fsdps_policy_and_its_ddp_rows_autocast():
     result = plan_script(str(SCRIPTS / "plan_lm.py"), args, precisions=("bf16",), gpus_per_node=2,
                          gpus=("H100-SXM",))  # fmt: skip
     fsdp, ddp = _rows(result, "fsdp"), _rows(result, "ddp")
-    assert fsdp and all(c.params["precision_policy"] == POLICY_PARAM_DTYPE for c in fsdp.values())
-    assert all(c.params["precision_policy"] == "autocast" for c in ddp.values())
+    assert fsdp and all(c.params.precision_policy == POLICY_PARAM_DTYPE for c in fsdp.values())
+    assert all(c.params.precision_policy == "autocast" for c in ddp.values())
     for m in (2, 4):
         by, autocast = fsdp[m].memory_by_category, ddp[m].memory_by_category
         assert by["parameter_casts"] == 0 < autocast["parameter_casts"]  # gathered in bf16, no casts
@@ -40,6 +40,6 @@ def test_one_gpu_traces_no_policy_and_a_batchnorm_model_keeps_autocast_rows_with
         str(SCRIPTS / "plan_cnn.py"), [], precisions=("bf16",), gpus_per_node=2, gpus=("H100-SXM",)
     )
     fsdp = _rows(two, "fsdp")
-    assert fsdp and all(c.params["precision_policy"] == "autocast" for c in fsdp.values())
+    assert fsdp and all(c.params.precision_policy == "autocast" for c in fsdp.values())
     [note] = [n for n in two.notes if n.startswith(UNMIXED)]
     assert "BatchNorm" in note and "autocast" in note

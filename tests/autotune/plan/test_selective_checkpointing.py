@@ -48,15 +48,15 @@ def test_selective_checkpointing_is_traced_as_the_allocator_sees_it(workload, pr
 def test_a_plan_offers_none_full_and_selective_checkpointing_each_with_its_mode():
     result = plan(*GPT, global_batch=16, gpus=("H100-SXM",), precisions=("bf16",),
                   checkpointing=(False, True, SELECTIVE))  # fmt: skip
-    modes = {c.params["checkpointing_mode"] for c in result.configs}
+    modes = {c.params.checkpointing_mode for c in result.configs}
     assert modes == {"none", "full", SELECTIVE}
     for c in result.configs:
-        assert c.params["activation_checkpointing"] == (c.params["checkpointing_mode"] != "none")
+        assert c.params.activation_checkpointing == (c.params.checkpointing_mode != "none")
     assert any("selective checkpointing rows" in n for n in result.notes)
 
     def row(mode: str):  # type: ignore[no-untyped-def]
-        return next(c for c in result.configs if c.params["checkpointing_mode"] == mode
-                    and c.params["layout"] == "single" and c.params["micro_batch"] == 16)  # fmt: skip
+        return next(c for c in result.configs if c.params.checkpointing_mode == mode
+                    and c.params.layout == "single" and c.params.micro_batch == 16)  # fmt: skip
 
     assert row("full").peak_memory_bytes < row(SELECTIVE).peak_memory_bytes < row("none").peak_memory_bytes
     assert row("none").step_time_s < row(SELECTIVE).step_time_s < row("full").step_time_s

@@ -16,6 +16,7 @@ from autotune.plan.measure import batch_bytes, measured_step_peak_bytes, predict
 from autotune.plan.plan import plan
 from autotune.plan.step import trace_step
 from autotune.plan.workspace import MemoryCalibration, calibrate_memory, config_label, fit_residuals
+from profilers.contract.plan_doc import WorkspaceLine
 from tests.autotune.plan.workloads import WORKLOADS, adamw
 
 CNN = (*WORKLOADS["residual_cnn"][:3], adamw)
@@ -94,8 +95,8 @@ def test_full_and_selective_checkpointing_keep_their_own_workspace():
     calibration = MemoryCalibration(fit_residuals(residuals), (), ())
     assert calibration.workspace_bytes("bf16", True, 16) == pytest.approx(1600.0)
     assert calibration.workspace_bytes("bf16", "selective", 16) == pytest.approx(4800.0)
-    lines = calibration.as_dict()["workspace_lines"]  # sorted with bool and str modes side by side
-    assert [line["activation_checkpointing"] for line in lines] == [False, True, "selective"]
+    lines = calibration.facts().workspace_lines  # sorted with bool and str modes side by side
+    assert [line.activation_checkpointing for line in lines] == [False, True, "selective"]
     assert config_label((8, "bf16", "selective")) == "micro_batch=8 bf16 selective checkpointing"
     assert config_label((8, "bf16", True)) == "micro_batch=8 bf16 checkpointing"
 
@@ -108,20 +109,15 @@ def test_this_cpus_rows_carry_the_measured_workspace_and_gpus_do_not():
     traced = plan(*GPT, global_batch=16, gpus=("L4",), precisions=("fp32",), cpu=bare)
 
     def row(result, gpu):  # type: ignore[no-untyped-def]
-        return next(c for c in result.configs if c.gpu == gpu and c.params["micro_batch"] == 4)
+        return next(c for c in result.configs if c.gpu == gpu and c.params.micro_batch == 4)
 
     with_it, without = row(measured, "this-cpu"), row(traced, "this-cpu")
     assert with_it.peak_memory_bytes - without.peak_memory_bytes == 1000 + 100 * 4
     assert with_it.memory_by_category["kernel_workspace"] == 1400
     assert row(measured, "L4").peak_memory_bytes == row(traced, "L4").peak_memory_bytes
-    assert measured.calibration["cpu"]["memory"]["workspace_lines"] == [
-        {
-            "precision": "fp32",
-            "activation_checkpointing": False,
-            "intercept_bytes": 1000.0,
-            "bytes_per_sample": 100.0,
-        }
-    ]
+    cpu = measured.calibration.cpu
+    assert cpu is not None and cpu.memory is not None
+    assert cpu.memory.workspace_lines == (WorkspaceLine("fp32", False, 1000.0, 100.0),)
 
 
 @pytest.mark.slow
@@ -150,12 +146,13 @@ def test_a_calibrated_script_plan_has_this_cpu_rows_with_the_workspace():
 
     script = str(Path(__file__).resolve().parents[2] / "scripts" / "plan_rnn.py")
     result = plan_script(script, ["--batch", "16"], calibrate=True, global_batch=32, gpus=("L4",))
-    rows = {c.params["micro_batch"]: c for c in result.configs if c.gpu == "this-cpu"}
+    rows = {c.params.micro_batch: c for c in result.configs if c.gpu == "this-cpu"}
     assert sorted(rows) == [1, 2, 4, 8, 16, 32]
-    line = result.calibration["cpu"]["memory"]["workspace_lines"][0]
-    assert rows[32].memory_by_category["kernel_workspace"] == round(32 * line["bytes_per_sample"])
+    assert result.calibration.cpu is not None and result.calibration.cpu.memory is not None
+    line = result.calibration.cpu.memory.workspace_lines[0]
+    assert rows[32].memory_by_category["kernel_workspace"] == round(32 * line.bytes_per_sample)
     assert all(c.step_time_s and c.step_time_s > 0 for c in rows.values())
-    gpu = next(c for c in result.configs if c.gpu == "L4" and c.params["micro_batch"] == 32)
+    gpu = next(c for c in result.configs if c.gpu == "L4" and c.params.micro_batch == 32)
     assert "kernel_workspace" not in gpu.memory_by_category
 
 
