@@ -353,14 +353,13 @@ class StudyThreads:
 class TuningSummary:
     """A tuning study's summary.json: its trials, best and baseline checked (``raw``: the whole).
 
-    The tuner writes the summary as this record (:meth:`to_json`), as every reader reads it.
+    The tuner writes the summary as this record (:meth:`to_json`), as every reader reads it; its
+    fields are summary.json's keys in the order written (``profilers.contract.fields`` says what each
+    means).
     """
 
-    trials: tuple[TrialEntry, ...] = field(metadata=nested(TrialEntry.parse_list))
-    best: BestEntry | None = field(metadata=nested(BestEntry.parse_optional))
-    baseline: TrialEntry | None = field(metadata=nested(TrialEntry.parse_optional))
-    stopped: str | None
-    raw: dict[str, Any] = field(repr=False, compare=False, metadata=NOT_WRITTEN)
+    #: The JSON object it was parsed from (empty for one built in code).
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, metadata=NOT_WRITTEN)
     schema: int | None = None  # the layout's version (schema.TUNE_SUMMARY_SCHEMA)
     kind: str = "tune"
     run_dir: str | None = None
@@ -368,40 +367,44 @@ class TuningSummary:
     objective: str | None = None  # "throughput", "cost", "energy"…
     metric: str = "samples_per_s"  # the trial figure the objective reads
     direction: str = "maximize"
+    price_per_gpu_hour: float | None = None  # USD
+    memory_budget_bytes: int | None = None
+    loss_tolerance: float | None = None  # --loss-tolerance, a fraction of the baseline's loss
     searcher: str | None = None
     seed: int | None = None
+    space: dict[str, Any] = field(default_factory=dict)  # parameter name -> its definition
     n_trials: int | None = None  # asked for
     trials_run: int | None = None
-    space: dict[str, Any] = field(default_factory=dict)  # parameter name -> its definition
-    memory_budget_bytes: int | None = None
-    price_per_gpu_hour: float | None = None  # USD
     status_counts: dict[str, int] = field(default_factory=dict)  # trial status -> how many
-    loss_tolerance: float | None = None  # --loss-tolerance, a fraction of the baseline's loss
+    baseline: TrialEntry | None = field(default=None, metadata=nested(TrialEntry.parse_optional))
+    best: BestEntry | None = field(default=None, metadata=nested(BestEntry.parse_optional))
+    confirm_rounds: int | None = None  # rounds of re-measurement asked for (--confirm-rounds)
     preset: str | None = None  # the framework preset whose flags the trials got
     preset_per_rank: int | None = None  # ranks a preset's trial runs per node
-    #: What the trials trained on, and the threads each trial's processes were given (on a CPU).
-    threads: StudyThreads = field(default_factory=StudyThreads, metadata=nested(StudyThreads.parse))
-    machine_cores: float | None = None  # this machine's cores, for the load band
-    confirm_rounds: int | None = None  # rounds of re-measurement asked for (--confirm-rounds)
     #: The best trial's re-measurements.
     confirmations: tuple[Confirmation, ...] = field(default=(), metadata=nested_records(Confirmation))
     pareto: tuple[int, ...] | None = None  # trial ids (with --multi-objective)
+    stopped: str | None = None  # why the study stopped before its trials ran (None: it did not)
+    verdict: dict[str, Any] = field(default_factory=dict)  # as stored (verdict.verdict_of reads it)
+    machine_cores: float | None = None  # this machine's cores, for the load band
+    #: What the trials trained on, and the threads each trial's processes were given (on a CPU).
+    threads: StudyThreads = field(default_factory=StudyThreads, metadata=nested(StudyThreads.parse))
     #: The plan prior's note and its checks.
     search_prior: SearchPrior | None = field(default=None, metadata=nested(SearchPrior.parse))
-    verdict: dict[str, Any] = field(default_factory=dict)  # as stored (verdict.verdict_of reads it)
+    trials: tuple[TrialEntry, ...] = field(default=(), metadata=nested(TrialEntry.parse_list))
     #: The study stopped because what it tunes changes nothing (a knob never read): no best is named.
     no_effect: bool = False
     anchor_every: int | None = None  # the baseline runs again before every this many search trials
     #: The baseline's configuration run again during the search (``round``: the anchor's index).
     anchors: tuple[Confirmation, ...] = field(default=(), metadata=nested_records(Confirmation))
-    parallel: int | None = None  # trials of the search at once (None in studies from before it was kept)
-    executor: str | None = None  # "local" or "ray"
     #: The baseline's throughput over its separate processes (None in studies from before anchors).
     process_spread: ProcessSpread | None = field(default=None, metadata=nested(_spread))
     #: Hours a day the team trains, as said to the study (--usage-hours-per-day; None: not said).
     usage_hours_per_day: float | None = None
     #: What the study cost and when it pays back, as written (contract.study_cost.study_bill).
     bill: StudyBill | None = field(default=None, metadata=nested(_bill))
+    parallel: int | None = None  # trials of the search at once (None in studies from before it was kept)
+    executor: str | None = None  # "local" or "ray"
 
     @classmethod
     def of(cls, summary: TuningSummary | Mapping[str, Any], where: str = "summary.json") -> TuningSummary:

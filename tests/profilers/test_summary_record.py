@@ -18,9 +18,9 @@ import torch
 from torch import nn
 
 import autotune
-from profilers.contract.fields import PROFILE_SUMMARY_FIELDS
+from profilers.contract.fields import PROFILE_SUMMARY_FIELDS, TUNE_SUMMARY_FIELDS
 from profilers.contract.json_checks import record_json, written_keys
-from profilers.contract.summaries import ProfileSummary
+from profilers.contract.summaries import ProfileSummary, TuningSummary
 
 
 def _train(steps: int, fail_at: int | None = None) -> None:
@@ -46,9 +46,11 @@ def _round_trips(data: dict, where: str) -> ProfileSummary:
     return record
 
 
-def test_the_reference_table_is_the_records_keys_in_the_order_written():
+def test_the_reference_tables_are_the_records_keys_in_the_order_written():
     documented = [key for doc in PROFILE_SUMMARY_FIELDS for key in doc.keys]
     assert documented == list(written_keys(ProfileSummary))
+    documented = [key for doc in TUNE_SUMMARY_FIELDS for key in doc.keys]
+    assert documented == list(written_keys(TuningSummary))
 
 
 def test_a_finished_and_a_crashed_run_write_back_exactly_what_they_read(tmp_path):
