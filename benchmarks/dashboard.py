@@ -25,9 +25,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+if TYPE_CHECKING:
+    from profilers.contract.records import DeviceSample
 
 T0_NS = 1_764_000_000_000_000_000
 CHUNK = 50_000
@@ -59,27 +63,30 @@ def _steps(first: int, count: int, step_ns: int) -> list[object]:
     return out
 
 
-def _samples(first: int, count: int, gpus: int) -> list[dict[str, object]]:
+def _samples(first: int, count: int, gpus: int) -> list[DeviceSample]:
+    from profilers.contract.records import DeviceSample
+
     rows = []
     for i in range(first, first + count):
         tick, gpu = divmod(i, gpus)
         rows.append(
-            {
-                "t_ns": T0_NS + tick * 100_000_000,
-                "device_index": gpu,
-                "kind": "gpu",
-                "gpu_util_pct": 80 + 15 * math.sin(tick / 300),
-                "mem_used_bytes": 40e9 + 1e9 * math.sin(tick / 900),
-                "mem_total_bytes": 150e9,
-                "power_mw": 500_000 + 80_000 * math.sin(tick / 200),
-                "sm_clock_mhz": 1830,
-            }
+            DeviceSample(
+                t_ns=T0_NS + tick * 100_000_000,
+                device_index=gpu,
+                kind="gpu",
+                gpu_util_pct=80 + 15 * math.sin(tick / 300),
+                mem_used_bytes=int(40e9 + 1e9 * math.sin(tick / 900)),
+                mem_total_bytes=150_000_000_000,
+                power_mw=int(500_000 + 80_000 * math.sin(tick / 200)),
+                sm_clock_mhz=1830,
+            )
         )
     return rows
 
 
 def writer(run_dir: Path, steps: int, samples: int, gpus: int) -> None:
     """The child: write the run, say so, wait for a line on stdin, append, say so, wait, exit."""
+    from profilers.contract.records import DeviceInfo
     from profilers.runtime.store import RunStore
 
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -96,9 +103,7 @@ def writer(run_dir: Path, steps: int, samples: int, gpus: int) -> None:
             "options": {"max_steps": None},
         }
     )
-    store.set_devices(
-        [{"index": g, "kind": "gpu", "name": "NVIDIA H200", "mem_total_bytes": 150e9} for g in range(gpus)]
-    )
+    store.set_devices([DeviceInfo(g, "gpu", "NVIDIA H200", 150_000_000_000) for g in range(gpus)])
     store.set_rank(1, "bench-host", 1, None, None)
     for first in range(1, steps + 1, CHUNK):
         store.add_steps(_steps(first, min(CHUNK, steps + 1 - first), step_ns))  # type: ignore[arg-type]

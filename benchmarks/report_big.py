@@ -21,9 +21,13 @@ import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+if TYPE_CHECKING:
+    from profilers.contract.records import DeviceSample
 
 
 def _dashboard_bench():  # type: ignore[no-untyped-def]
@@ -44,6 +48,7 @@ def write_run(run_dir: Path, steps: int, samples: int, gpus: int, host: bool = T
     from profilers.contract.figures import DeviceEntry
     from profilers.contract.json_checks import record_json
     from profilers.contract.reader import Snapshot
+    from profilers.contract.records import DeviceInfo
     from profilers.contract.summarize import run_statistics
     from profilers.runtime.store import RunStore
 
@@ -54,8 +59,8 @@ def write_run(run_dir: Path, steps: int, samples: int, gpus: int, host: bool = T
     step_ns = max(1, ticks) * 100_000_000 // steps
     store.set_meta({"name": "bench", "command": ["train.py"], "world_size": 1})
     store.set_devices(
-        [{"index": g, "kind": "gpu", "name": "NVIDIA H200", "mem_total_bytes": 150e9} for g in range(gpus)]
-        + ([{"index": 0, "kind": "host", "name": "cpu", "mem_total_bytes": 2e12, "cpu_cores": 32}] * host)
+        [DeviceInfo(g, "gpu", "NVIDIA H200", 150_000_000_000) for g in range(gpus)]
+        + [DeviceInfo(0, "host", "cpu", 2_000_000_000_000, cpu_cores=32)] * host
     )
     for first in range(1, steps + 1, bench.CHUNK):
         store.add_steps(bench._steps(first, min(bench.CHUNK, steps + 1 - first), step_ns))
@@ -72,19 +77,21 @@ def write_run(run_dir: Path, steps: int, samples: int, gpus: int, host: bool = T
     (run_dir / "summary.json").write_text(json.dumps(record_json(summary), indent=2) + "\n")
 
 
-def _host_samples(first: int, count: int, t0_ns: int) -> list[dict[str, object]]:
+def _host_samples(first: int, count: int, t0_ns: int) -> list[DeviceSample]:
     """Host readings of ticks ``first``.. (the host's CPU busy 30-50%, the process's RSS slowly swinging)."""
+    from profilers.contract.records import DeviceSample
+
     return [
-        {
-            "t_ns": t0_ns + tick * 100_000_000,
-            "device_index": 0,
-            "kind": "host",
-            "cpu_util_pct": 40 + 10 * math.sin(tick / 500),
-            "process_cpu_pct": 100.0,
-            "rss_bytes": 6e9 + 2e8 * math.sin(tick / 700),
-            "host_mem_used_bytes": 300e9,
-            "host_mem_total_bytes": 2e12,
-        }
+        DeviceSample(
+            t_ns=t0_ns + tick * 100_000_000,
+            device_index=0,
+            kind="host",
+            cpu_util_pct=40 + 10 * math.sin(tick / 500),
+            process_cpu_pct=100.0,
+            rss_bytes=int(6e9 + 2e8 * math.sin(tick / 700)),
+            host_mem_used_bytes=300_000_000_000,
+            host_mem_total_bytes=2_000_000_000_000,
+        )
         for tick in range(first, first + count)
     ]
 

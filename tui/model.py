@@ -301,7 +301,7 @@ def trials_info(
 
 
 #: The settings of a study that has written no summary yet: every default.
-NO_STUDY = TuningSummary((), None, None, None, {})
+NO_STUDY = TuningSummary()
 
 
 def param_effects(rows: list[TrialView], names: list[str], direction: str) -> tuple[ParamEffect, ...]:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from profilers.contract.records import DeviceSample, OpRecord, StepRecord
+from profilers.contract.records import DeviceInfo, DeviceSample, OpRecord, StepRecord
 from profilers.runtime.backends.base import Backend
 from profilers.runtime.sampler_process import READY_TIMEOUT_S, SILENCE_TIMEOUT_S, SamplerProcess
 from profilers.runtime.store import RunStore
@@ -56,7 +56,7 @@ class Recorder:
         self.prompt_steps = False
         self._thread: threading.Thread | None = None
         self._keep_gpus: frozenset[int] | None = None  # NVML indexes sampled (None: all)
-        self._devices_update: list[dict[str, Any]] | None = None  # for the store, at the next flush
+        self._devices_update: list[DeviceInfo] | None = None  # for the store, at the next flush
         self._meta_update: dict[str, Any] = {}  # meta values for the store, at the next flush
         #: The sampler process, while it is starting or sampling (None: everything is sampled here).
         self.child: SamplerProcess | None = None
@@ -141,7 +141,7 @@ class Recorder:
         self.child = None
         self._in_child = set()
 
-    def keep_gpus(self, indexes: list[int] | None, device_infos: list[dict[str, Any]] | None) -> None:
+    def keep_gpus(self, indexes: list[int] | None, device_infos: list[DeviceInfo] | None) -> None:
         """Sample only GPUs ``indexes`` (NVML's) from now on; None keeps every GPU.
 
         With ``device_infos`` the store's device list becomes those, and its samples of other GPUs
@@ -221,7 +221,7 @@ class Recorder:
                 self.store.set_meta(meta)
             devices, self._devices_update = self._devices_update, None
             if devices is not None:
-                keep = sorted(d["index"] for d in devices if d["kind"] == "gpu")
+                keep = sorted(d.index for d in devices if d.kind == "gpu")
                 self.store.replace_devices(devices)
                 self.store.delete_gpu_samples(keep)
                 samples = [s for s in samples if s.kind != "gpu" or s.device_index in keep]
@@ -234,7 +234,7 @@ class Recorder:
                     batch = []
                     self.store.delete_steps()
             self.store.add_steps(batch)
-            self.store.add_samples(s.to_dict() for s in samples)
+            self.store.add_samples(samples)
         except Exception as exc:
             self.store = None
             self.on_fault("run store", exc)

@@ -258,7 +258,7 @@ def child_main(config: dict[str, Any]) -> int:
 
     def flush() -> None:
         nonlocal written
-        store.add_samples(s.to_dict() for s in pending)
+        store.add_samples(pending)
         written += len(pending)
         pending.clear()
         _say({"wrote": written})  # the parent's sign that sampling goes on

@@ -20,10 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from profilers.contract.figures import DeviceEntry, MemoryFigures, ModelFacts, RankEntry, TopOp
-from profilers.contract.json_checks import record_json
 from profilers.contract.outcome import Ending, Exit, exit_of, interrupted_reason, outcome_fields
 from profilers.contract.reader import Snapshot
-from profilers.contract.records import DeviceSample, StepRecord, mean_loss
+from profilers.contract.records import DeviceInfo, DeviceSample, StepRecord, mean_loss
 from profilers.contract.schema import SCHEMA_VERSION, STORE_NAME
 from profilers.contract.summaries import ProfileSummary, SamplesSource, SamplingFacts
 from profilers.contract.summarize import rank_entry, run_statistics, steady_span_ns
@@ -266,15 +265,11 @@ class Session:
             child = SamplerProcess(self._store.path, self.rank, self.options.sample_hz, backends)
         self._recorder.start(child)
 
-    def _device_infos(self, backends: list[Any]) -> list[dict[str, Any]]:
+    def _device_infos(self, backends: list[Any]) -> list[DeviceInfo]:
         """The sampled devices' static facts: the host, and the job's GPUs once they are known."""
         keep = self.job_gpus
-        return [
-            asdict(d)
-            for b in backends
-            for d in b.devices()
-            if d.kind != "gpu" or keep is None or d.index in keep
-        ]
+        devices = [d for b in backends for d in b.devices()]
+        return [d for d in devices if d.kind != "gpu" or keep is None or d.index in keep]
 
     def _select_job_gpus(self, cuda_index: int) -> None:
         """Sample only the job's GPUs from now on, matched to NVML's by UUID (``gpu_match``)."""
@@ -724,8 +719,7 @@ class Session:
         store: RunStore = self._store
         for w in self.warnings:
             store.add_warning(time.time_ns(), "profiler", w)
-        figures = record_json(summary)
-        store.set_rank(self.world_size, socket.gethostname(), os.getpid(), time.time_ns(), figures)
+        store.set_rank(self.world_size, socket.gethostname(), os.getpid(), time.time_ns(), summary)
 
     def _gather_ranks(self, summary: ProfileSummary, mine: RankEntry) -> ProfileSummary:
         """Rank 0: wait for the other ranks' own summaries, then add the per-rank figures."""

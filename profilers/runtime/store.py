@@ -20,11 +20,14 @@ import json
 import math
 import sqlite3
 from collections.abc import Iterable, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from profilers.contract.records import SAMPLE_FIELDS, OpRecord, StepRecord
+from profilers.contract.json_checks import record_json
+from profilers.contract.records import SAMPLE_FIELDS, DeviceInfo, DeviceSample, OpRecord, StepRecord
 from profilers.contract.schema import ADDED_STEP_COLUMNS, SCHEMA_VERSION, STEP_COLUMNS, STORE_NAME, STORE_SQL
+from profilers.contract.summaries import ProfileSummary
 
 
 def encode_loss(loss: float | None) -> float | str | None:
@@ -113,22 +116,22 @@ class RunStore:
         """Delete this rank's steps (they were merged into a new step 1)."""
         self._many("DELETE FROM steps WHERE rank = ?", [(self.rank,)])
 
-    def add_samples(self, rows: Iterable[dict[str, Any]]) -> None:
-        """Append device samples (dicts with the SAMPLE_FIELDS keys)."""
+    def add_samples(self, samples: Iterable[DeviceSample]) -> None:
+        """Append device samples (their fields are the table's columns, in order)."""
         cols = ", ".join(SAMPLE_FIELDS)
         self._many(
             f"INSERT INTO samples (rank, {cols}) VALUES (?, {', '.join('?' * len(SAMPLE_FIELDS))})",
-            [(self.rank, *(row.get(name) for name in SAMPLE_FIELDS)) for row in rows],
+            [(self.rank, *sample) for sample in samples],
         )
 
-    def set_devices(self, infos: Iterable[dict[str, Any]]) -> None:
+    def set_devices(self, infos: Iterable[DeviceInfo]) -> None:
         """Record the static facts of the sampled devices."""
         self._many(
             "INSERT OR REPLACE INTO devices (rank, device_index, kind, info) VALUES (?, ?, ?, ?)",
-            [(self.rank, d["index"], d["kind"], json.dumps(d)) for d in infos],
+            [(self.rank, d.index, d.kind, json.dumps(asdict(d))) for d in infos],
         )
 
-    def replace_devices(self, infos: Sequence[dict[str, Any]]) -> None:
+    def replace_devices(self, infos: Sequence[DeviceInfo]) -> None:
         """Make ``infos`` this rank's devices (the job's GPUs were found among those sampled)."""
         self._many("DELETE FROM devices WHERE rank = ?", [(self.rank,)])
         self.set_devices(infos)
@@ -169,7 +172,7 @@ class RunStore:
         )
 
     def set_rank(
-        self, world_size: int, host: str, pid: int, finished_ns: int | None, summary: dict[str, Any] | None
+        self, world_size: int, host: str, pid: int, finished_ns: int | None, summary: ProfileSummary | None
     ) -> None:
         """Record this rank, and its own summary once it has finished."""
         self._many(
@@ -182,7 +185,7 @@ class RunStore:
                     host,
                     pid,
                     finished_ns,
-                    None if summary is None else json.dumps(summary),
+                    None if summary is None else json.dumps(record_json(summary)),
                 )
             ],
         )

@@ -38,7 +38,7 @@ def test_a_snapshot_reads_every_table_as_of_one_instant(tmp_path):
     with Snapshot(path) as snap:
         assert len(snap.steps()) == 5
         writer.add_steps([step(n) for n in range(6, 9)])  # the writer goes on meanwhile
-        writer.add_samples([DeviceSample(t_ns=1, device_index=0, kind="host", rss_bytes=5).to_dict()])
+        writer.add_samples([DeviceSample(t_ns=1, device_index=0, kind="host", rss_bytes=5)])
         assert len(snap.steps()) == 5 and snap.samples()[2] == []  # still the same instant
         assert snap.last_step(0) == 5
     with Snapshot(path) as later:
@@ -55,7 +55,7 @@ def test_samples_read_back_with_their_types(tmp_path):
     sample = DeviceSample(
         t_ns=1_764_000_000_000_000_000, device_index=3, kind="gpu", gpu_util_pct=87.5, throttle_reasons=4
     )
-    writer.add_samples([sample.to_dict()])
+    writer.add_samples([sample])
     writer.close()
     ranks, (back,) = read_sample_records(path)
     assert ranks == [0]

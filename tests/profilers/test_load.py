@@ -86,7 +86,6 @@ def test_loads_on_machines_of_different_sizes_are_not_compared():
 def test_a_killed_run_of_two_ranks_does_not_count_the_other_rank_as_load(tmp_path):
     """No summary.json: rebuilt from run.db, rank 0's readings alone cannot tell rank 1's CPU from
     another process's, so other_cores is unknown (rank 0's busy and own figures stay)."""
-    from dataclasses import asdict
 
     from profilers.contract.records import DeviceInfo
     from profilers.contract.rundir import load_run
@@ -97,10 +96,10 @@ def test_a_killed_run_of_two_ranks_does_not_count_the_other_rank_as_load(tmp_pat
     run_dir.mkdir()
     for rank in (0, 1):
         store = RunStore(run_dir / STORE_NAME, rank=rank)
-        store.set_devices([asdict(DeviceInfo(0, "host", "cpu", cpu_cores=2))])
+        store.set_devices([DeviceInfo(0, "host", "cpu", cpu_cores=2)])
         steps = [StepRecord(n, rank, n * S, S, 0, 0, 0, 0, S, 1, None, "measured") for n in (1, 2, 3)]
         store.add_steps(steps)
-        store.add_samples([host(t, 100, 95)._asdict() for t in (1.5, 2.5, 3.5)])
+        store.add_samples([host(t, 100, 95) for t in (1.5, 2.5, 3.5)])
         store.close()
     load = load_run(run_dir).summary["load"]
     assert load["busy_cores"] == 2.0 and load["own_cores"] == 0.95 and load["other_cores"] is None

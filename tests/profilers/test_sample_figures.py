@@ -45,9 +45,9 @@ def _write(run: RunData, path, summary) -> None:  # type: ignore[no-untyped-def]
     path.mkdir(parents=True)
     store = RunStore(path / STORE_NAME)
     store.set_meta({"name": "train"})
-    store.set_devices([dataclasses.asdict(d.info) for d in run.devices])
+    store.set_devices([d.info for d in run.devices])
     store.add_steps(list(run.steps))
-    store.add_samples(s.to_dict() for s in run.samples)
+    store.add_samples(run.samples)
     store.close()
     (path / SUMMARY_NAME).write_text(json.dumps(summary))
 

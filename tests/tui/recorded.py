@@ -14,7 +14,7 @@ from typing import Any
 
 from profilers.contract.figures import DeviceEntry, LossFigures
 from profilers.contract.json_checks import record_json
-from profilers.contract.records import DeviceSample, StepRecord
+from profilers.contract.records import DeviceInfo, DeviceSample, StepRecord
 from profilers.contract.summaries import ProfileSummary, TrialEntry, TuningSummary
 from profilers.contract.summarize import (
     gpu_aggregates,
@@ -94,20 +94,20 @@ def host_sample(i: int, t0_ns: int = T0_NS) -> DeviceSample:
     )
 
 
-def _devices(gpus: int) -> list[dict[str, Any]]:
+def _devices(gpus: int) -> list[DeviceInfo]:
     if not gpus:
-        return [{"index": 0, "kind": "host", "name": "AMD EPYC 9654", "mem_total_bytes": HOST_MEM}]
+        return [DeviceInfo(0, "host", "AMD EPYC 9654", HOST_MEM)]
     return [
-        {
-            "index": i,
-            "kind": "gpu",
-            "name": "NVIDIA H200",
-            "mem_total_bytes": H200_MEM,
-            "uuid": f"GPU-{i:04d}",
-            "power_limit_mw": 700_000,
-            "max_sm_clock_mhz": 1980,
-            "max_mem_clock_mhz": 3201,
-        }
+        DeviceInfo(
+            i,
+            "gpu",
+            "NVIDIA H200",
+            H200_MEM,
+            uuid=f"GPU-{i:04d}",
+            power_limit_mw=700_000,
+            max_sm_clock_mhz=1980,
+            max_mem_clock_mhz=3201,
+        )
         for i in range(gpus)
     ]
 
@@ -149,7 +149,7 @@ def write_profile_run(
         if gpus
         else [host_sample(i, t0_ns) for i in range(n_samples)]
     )
-    store.add_samples(s.to_dict() for s in samples)
+    store.add_samples(samples)
     if finished:
         stats = step_statistics(records)
         figures = ProfileSummary(
@@ -183,7 +183,7 @@ def write_profile_run(
             rank=0,
         )
         summary = record_json(figures)
-        store.set_rank(1, "trainer-01", 4242, t0_ns + steps * STEP_NS + 10_000_000, summary)
+        store.set_rank(1, "trainer-01", 4242, t0_ns + steps * STEP_NS + 10_000_000, figures)
         (path / "summary.json").write_text(json.dumps(summary, indent=2))
     store.close()
     return path

@@ -31,7 +31,7 @@ WRITER = textwrap.dedent(
     store = RunStore(run / "run.db")
     for step in range(first, first + count):
         store.add_steps([step_record(step)])
-        store.add_samples(host_sample(step * 10 + i).to_dict() for i in range(10))
+        store.add_samples(host_sample(step * 10 + i) for i in range(10))
         time.sleep(0.03)
     store.close()
     """

@@ -75,7 +75,7 @@ def _store(path: Path, steps: int, samples: int) -> RunStore:
     store = RunStore(path)
     store.set_meta({"name": "t", "started_ns": step_record(1).start_ns})
     store.add_steps([step_record(s) for s in range(1, steps + 1)])
-    store.add_samples(gpu_sample(i, g).to_dict() for i in range(samples) for g in range(2))
+    store.add_samples(gpu_sample(i, g) for i in range(samples) for g in range(2))
     return store
 
 
@@ -87,7 +87,7 @@ def test_reads_incrementally_what_was_appended(tmp_path: Path) -> None:
     assert sorted(reader.tracks) == [(0, "gpu", 0), (0, "gpu", 1)]
     rowid = reader.sample_rowid
     store.add_steps([step_record(s) for s in range(101, 151)])
-    store.add_samples(gpu_sample(i, 0).to_dict() for i in range(50, 60))
+    store.add_samples(gpu_sample(i, 0) for i in range(50, 60))
     reader.poll()
     assert reader.last_step == 150 and reader.steps.count("duration_ns") == 150
     assert reader.sample_rowid == rowid + 10
@@ -245,7 +245,7 @@ def test_minimized_objective_and_trials_before_any_summary(tmp_path: Path) -> No
 
 def test_host_samples_of_a_cpu_run(tmp_path: Path) -> None:
     store = RunStore(tmp_path / "run.db")
-    store.add_samples(host_sample(i).to_dict() for i in range(20))
+    store.add_samples(host_sample(i) for i in range(20))
     store.close()
     reader = StoreReader(tmp_path / "run.db")
     reader.poll()
