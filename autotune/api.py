@@ -12,6 +12,7 @@ from types import TracebackType
 from typing import Any, TypeVar, overload
 
 from autotune.knobs import param, param_env_var, used_params
+from profilers.contract.json_checks import record_json
 from profilers.contract.summaries import ProfileSummary
 from profilers.runtime.session import ProfileOptions, Session, active_session
 
@@ -31,11 +32,8 @@ class Profile:
         self._sessions: list[Session | None] = []
         self.run_dir: Path | None = None
         self._figures: ProfileSummary | None = None
-
-    @property
-    def summary(self) -> dict[str, Any] | None:
-        """The content of the run's ``summary.json`` (None before the region ended)."""
-        return None if self._figures is None else self._figures.to_json()
+        #: The content of the run's ``summary.json`` (None before the region ended).
+        self.summary: dict[str, Any] | None = None
 
     def __enter__(self) -> Profile:
         self._sessions.append(self._begin(self.options.name or "profile"))
@@ -80,6 +78,7 @@ class Profile:
         if exc is not None or not session.exit_noted:
             session.note_exit(exc)
         self._figures = session.stop()
+        self.summary = None if self._figures is None else record_json(self._figures)
         self.run_dir = session.run_dir
 
     def __call__(self, fn: F) -> F:

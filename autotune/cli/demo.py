@@ -13,14 +13,12 @@ import sys
 import time
 from pathlib import Path
 
-import torch
 from rich.console import Console
 from rich.markup import escape
 
 import autotune
 from autotune.cli.support import dashboard_alongside, wants_dashboard
 from autotune.console import render_summary
-from autotune.demo.models import default_config, train
 from autotune.demo.tuning import DEFAULT_TRIALS, tune_demo
 from autotune.report.terminal import advise_at_end
 from profilers.contract.verdict import verdict_of
@@ -95,7 +93,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     # Imported here so `autotune demo --help` stays fast.
+    import torch
 
+    from autotune.demo.models import default_config, train
 
     if args.device == "cuda" and not torch.cuda.is_available():
         console.print("[red]error:[/red] --device cuda was asked for, but CUDA is not available here")

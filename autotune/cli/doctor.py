@@ -13,7 +13,6 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import psutil
 from rich.console import Console
 from rich.table import Table
 
@@ -95,6 +94,7 @@ def collect() -> DoctorInfo:
 
     psutil_version: str | None
     try:
+        import psutil  # a missing psutil is what doctor reports, not a traceback
 
         psutil_version = psutil.__version__
     except ImportError:

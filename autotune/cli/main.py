@@ -36,12 +36,14 @@ class Command:
     only when its command runs, so ``autotune --help`` and every other command load none of it.
     """
 
-    module: str
+    module: str | None  # None: it runs in its own process (the dashboard: ``python -m tui``)
     add_parser: Callable[[Any], None] | None = None  # None: it parses its own options
     help: str = ""  # its line in ``autotune --help``, for one that parses its own options
 
     def load(self) -> ModuleType:
         """The module that runs the command."""
+        if self.module is None:
+            raise LookupError("this command runs in its own process")
         return importlib.import_module(self.module)
 
 
@@ -52,7 +54,7 @@ COMMANDS: dict[str, Command] = {
     "report": Command("autotune.cli.report", report.add_parser),
     "compare": Command("autotune.cli.compare", compare.add_parser),
     "plan": Command("autotune.cli.plan", plan.add_parser),
-    "dashboard": Command("tui.app", help="follow a run or a study in a terminal dashboard (see --help)"),
+    "dashboard": Command(None, help="follow a run or a study in a terminal dashboard (see --help)"),
     "demo": Command(
         "autotune.cli.demo", help="profile the built-in models on synthetic data (autotune demo --help)"
     ),

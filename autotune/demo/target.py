@@ -39,13 +39,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import torch
-import torch.distributed as dist
-import torch.nn.functional as F
-from torch.utils.data import DataLoader
-
 import autotune
-from autotune.demo.models import default_config, make_dataset, make_model, resolve_device
 from autotune.search.space import Choice, Int, Space
 
 if TYPE_CHECKING:
@@ -121,6 +115,7 @@ class GlobalBatchSampler:
         self.num_samples, self.plan, self.rank, self.seed = num_samples, plan, rank, seed
 
     def __iter__(self) -> Iterator[list[int]]:
+        import torch
 
         g, rb, mb = self.plan.global_batch, self.plan.rank_batch, self.plan.micro_batch
         gen = torch.Generator().manual_seed(self.seed)
@@ -155,6 +150,7 @@ class DemoRun:
 
 
 def _loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    import torch.nn.functional as F
 
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), target.reshape(-1))
 
@@ -179,6 +175,11 @@ def train(
     shutdown, which aborted 5 of 40 two-rank runs on this project's CPU ("terminate called
     without an active exception", SIGABRT; 0 of 40 with them freed first).
     """
+    import torch
+    from torch.utils.data import DataLoader
+
+    from autotune.demo.models import default_config, make_dataset, make_model, resolve_device
+
     if steps < 1:
         raise ValueError("steps must be at least 1")
     cfg = default_config(model)
@@ -219,6 +220,7 @@ def train(
         losses = torch.stack(per_step).tolist()
         final = per_step[-1].clone()
         if prep.world_size > 1:
+            import torch.distributed as dist
 
             dist.all_reduce(final)
         return DemoRun(

@@ -9,16 +9,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autotune.fmt import (
-    NA,  # not at the CLI's start-up
-    format_number,
-)
+from autotune.fmt import NA, format_number
 from autotune.search.records import Trial
 from autotune.search.space import Value
 from autotune.tuner.early_stop import STOPPED_LOSING, best_result, stop_words
 from autotune.tuner.host_load import machine_cores
 from autotune.tuner.trial_facts import facts, metrics
-from autotune.tuner.tune_summary import trial_ratio  # the tuner's modules: only once a study runs
+from autotune.tuner.tune_summary import trial_ratio
 from profilers.contract.load import too_busy
 from profilers.contract.schema import TrialStatus
 from profilers.contract.spread import ratio_span
@@ -33,7 +30,6 @@ if TYPE_CHECKING:
 def _number(value: float | None) -> str:
     """A measured value for people: thousands separated above 100, four digits below."""
     if value is None:
-
         return NA
 
     return f"{value:,.0f}" if abs(value) >= 100 else format_number(value, 4)
@@ -124,7 +120,7 @@ class Progress:
 
     def tuner(self, config: Any, run_dir: Path, resume: bool = False) -> Tuner:
         """The study's tuner, reporting here as it goes."""
-        from autotune.tuner.tune import Tuner  # the tuner's modules: only once a study runs
+        from autotune.tuner.tune import Tuner  # psutil and the tuner's runners: only once a study runs
 
         self._tuner = Tuner(
             config,

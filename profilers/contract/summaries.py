@@ -612,12 +612,12 @@ class ProfileSummary(_ReadsAsItsDict):
     throughput: Throughput = field(default=Throughput(), metadata=nested(Throughput.parse))
     phases: dict[str, float] = field(default_factory=dict, metadata=_or_null(_phases))  # phase -> share
     peak_memory_bytes: int | None = None
-    memory: MemoryFigures = field(default=MemoryFigures(), metadata=nested(MemoryFigures.parse))
+    memory: MemoryFigures = field(default=MemoryFigures(), metadata=_or_null(MemoryFigures.parse))
     flops_per_step: int | None = None
     mfu: float | None = None  # 0-1
     peak_flops_per_s: float | None = None  # the peak mfu is taken against
     precision: str | None = None
-    device: DeviceEntry = field(default=DeviceEntry(), metadata=nested(DeviceEntry.parse))
+    device: DeviceEntry = field(default=DeviceEntry(), metadata=_or_null(DeviceEntry.parse))
     gpus: tuple[GpuFigures, ...] = field(default=(), metadata=_or_null(GpuFigures.parse_list, "gpu"))
     host: HostFigures | None = field(default=None, metadata=nested(HostFigures.parse))
     #: Other processes' CPU while it ran (None: not recorded).
@@ -632,7 +632,7 @@ class ProfileSummary(_ReadsAsItsDict):
     memory_snapshot_files: tuple[str, ...] = ()  # relative to the run directory
     step_mode: str | None = None
     wall_time_s: float | None = None
-    stopped_by_budget: bool = False
+    stopped_by_budget: bool | None = None  # None: not known (a run rebuilt from its store)
     stop_reason: str | None = None
     outcome: str | None = None
     error: RunError | None = field(default=None, metadata=nested(RunError.parse))

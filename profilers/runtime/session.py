@@ -704,6 +704,7 @@ class Session:
         )
         if self._store is not None:
             self._guard("run store", self._write_rank, summary)
+            summary = replace(summary, warnings=tuple(self.warnings))  # with a fault of that write
         if self.world_size > 1:
             if self.rank != 0:
                 return summary

@@ -85,6 +85,17 @@ def test_main_prints_and_returns_zero(no_env: pytest.MonkeyPatch, capsys: pytest
     assert "autotune doctor" in capsys.readouterr().out
 
 
+def test_a_missing_psutil_is_reported_not_raised() -> None:
+    code = "import sys\nsys.modules['psutil'] = None\nfrom autotune.cli.main import main\n"
+    code += "sys.exit(main(['doctor']))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"},
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "pip install psutil" in out.stdout and "Traceback" not in out.stderr
+
+
 def test_import_does_not_pull_torch_or_pynvml() -> None:
     code = (
         "import sys, autotune.cli.doctor\n"

@@ -25,6 +25,13 @@ def test_import_tui_pulls_nothing_heavy():
 
 def test_cli_help_pulls_nothing_heavy():
     assert loaded_after("import autotune.cli.main; autotune.cli.main.build_parser()") == []
+    # the demo parses its own options: its help too loads no torch
+    demo_help = (
+        "import contextlib, io\nfrom autotune.cli.main import main\n"
+        "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+        "    main(['demo', '--help'])"
+    )
+    assert loaded_after(f"exec({demo_help!r})") == []
 
 
 def test_import_time_is_small():

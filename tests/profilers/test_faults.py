@@ -95,6 +95,17 @@ def test_disk_full_keeps_summary_json(tmp_path, monkeypatch):
     assert prof.summary["steps"] == 12
 
 
+def test_a_fault_writing_the_ranks_summary_at_the_end_is_in_summary_json_too(tmp_path, monkeypatch):
+    """The last write to run.db fails after the summary was built: its warning is still in it."""
+    monkeypatch.setattr(store.RunStore, "set_rank", disk_full)
+    with autotune.profile(run_dir=tmp_path / "run", quiet=True) as prof:
+        assert train() == REFERENCE
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert any(w.startswith("run store failed") for w in summary["warnings"]), summary["warnings"]
+    assert prof.summary["warnings"] == summary["warnings"]
+    assert prof.figures.warnings == tuple(summary["warnings"])
+
+
 def test_unwritable_run_directory_still_measures_in_memory(tmp_path, capsys):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
