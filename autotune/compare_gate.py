@@ -20,12 +20,26 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from profilers.contract.load import LoadMatch, match_loads
+from profilers.contract.load import LoadMatch, LoadProfile, match_loads
 
-if TYPE_CHECKING:
-    from autotune.compare import Side
+
+class Side(Protocol):
+    """What the gate reads of one side of a comparison (``autotune.compare.Side`` holds it)."""
+
+    @property
+    def kind(self) -> str: ...  # "profile", "trace" or "trial"
+    @property
+    def steps(self) -> int: ...  # measured steps behind the figures
+    @property
+    def samples_per_s(self) -> float | None: ...
+    @property
+    def samples_per_s_ci95(self) -> tuple[float, float] | None: ...
+    @property
+    def load_profile(self) -> LoadProfile | None: ...
+    @property
+    def source(self) -> str | None: ...  # two sides of one source are the same run
 
 #: The spread between two separate processes of one script on one machine, as the sd of the log
 #: of their throughputs: measured on this 2-core machine (a neighbour busy on about one core) with

@@ -50,8 +50,8 @@ from profilers.runtime.rundir import claim_run_dir, job_id, resolve_run_dir, run
 from profilers.runtime.sampler_process import SamplerProcess, child_sampling_wanted
 from profilers.runtime.stopping import StepBudgetReached, StepBudgets
 from profilers.runtime.store import RunStore
-from profilers.runtime.timeline import step_record
-from profilers.runtime.tracker import ClosedStep, StepTracker
+from profilers.runtime.timeline import ClosedStep, step_record
+from profilers.runtime.tracker import StepTracker
 
 _ACTIVE: Session | None = None
 _ACTIVE_LOCK = threading.Lock()

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from profilers.contract.records import StepRecord, mean_loss
 
 if TYPE_CHECKING:
-    from profilers.runtime.tracker import ClosedStep
+    from profilers.runtime.timeline import ClosedStep
 
 #: z of a two-sided 95% normal interval.
 Z_95 = 1.96

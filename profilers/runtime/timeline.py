@@ -7,12 +7,9 @@ the five phase durations. It is pure and imports nothing heavy.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from profilers.contract.records import StepRecord
-
-if TYPE_CHECKING:
-    from profilers.runtime.tracker import ClosedStep
 
 DATA_B, DATA_E, FWD_B, FWD_E, BWD_B, BWD_E, OPT_B, OPT_E, EVAL_B, EVAL_E = range(10)
 
@@ -52,6 +49,17 @@ class Event(NamedTuple):
     tokens: int | None = None  # FWD_E only: element count when that input held integer token ids
     #: BWD_B only: the detached scalar loss being backpropagated (a tensor, read lazily), or None.
     loss: Any = None
+
+
+class ClosedStep(NamedTuple):
+    """A finished step's raw timing, before phase resolution."""
+
+    number: int  # 1-based step number
+    start: Event  # the boundary the step started at
+    end: Event  # the boundary it ended at
+    events: list[Event]  # phase events inside it, in order
+    mode: str  # "optimizer", "backward" or "explicit"
+    live: bool = True  # False when split after the fact (its instrumentation time has passed)
 
 
 def phase_durations(

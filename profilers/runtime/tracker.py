@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 from profilers.runtime.nvtx_ranges import NvtxRanges
-from profilers.runtime.timeline import BWD_B, BWD_E, DATA_B, EVAL_B, FWD_B, OPT_B, OPT_E, Event
+from profilers.runtime.timeline import BWD_B, BWD_E, DATA_B, EVAL_B, FWD_B, OPT_B, OPT_E, ClosedStep, Event
 
 #: Backward passes without any optimizer step after which a script counts as "updates by hand".
 UNKNOWN_MODE_MAX_BACKWARDS = 16
@@ -30,17 +30,6 @@ UNKNOWN_MODE_MAX_BACKWARDS = 16
 MAX_MERGED_STEPS = 64
 #: In scripts that update by hand, these open the next step once a backward pass has finished.
 _STEP_OPENERS = frozenset({DATA_B, FWD_B, EVAL_B})
-
-
-class ClosedStep(NamedTuple):
-    """A finished step's raw timing, before phase resolution."""
-
-    number: int  # 1-based step number
-    start: Event  # the boundary the step started at
-    end: Event  # the boundary it ended at
-    events: list[Event]  # phase events inside it, in order
-    mode: str  # "optimizer", "backward" or "explicit"
-    live: bool = True  # False when split after the fact (its instrumentation time has passed)
 
 
 class StepTracker:

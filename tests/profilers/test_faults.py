@@ -181,8 +181,7 @@ def test_without_the_recorder_thread_steps_are_built_inline_and_cuda_losses_are_
     from types import SimpleNamespace
 
     from profilers.runtime.session import active_session
-    from profilers.runtime.timeline import BWD_B, OPT_E, Event
-    from profilers.runtime.tracker import ClosedStep
+    from profilers.runtime.timeline import BWD_B, OPT_E, ClosedStep, Event
 
     monkeypatch.setattr(recorder.Recorder, "__init__", boom)
     with autotune.profile(run_dir=tmp_path / "run") as prof:

@@ -273,8 +273,7 @@ def test_gpu_losses_are_watched_through_the_records_the_recorder_built():
     from types import SimpleNamespace
 
     from profilers.contract.records import StepRecord
-    from profilers.runtime.timeline import BWD_B, OPT_E, Event
-    from profilers.runtime.tracker import ClosedStep
+    from profilers.runtime.timeline import BWD_B, OPT_E, ClosedStep, Event
 
     on_gpu = SimpleNamespace(device=SimpleNamespace(type="cuda"))  # never read on this thread
 
@@ -327,8 +326,7 @@ def test_cuda_timed_steps_are_judged_by_their_gpu_times_not_the_hosts_enqueue_ti
     from types import SimpleNamespace
 
     from profilers.contract.records import StepRecord
-    from profilers.runtime.timeline import FWD_E, OPT_E, Event
-    from profilers.runtime.tracker import ClosedStep
+    from profilers.runtime.timeline import FWD_E, OPT_E, ClosedStep, Event
 
     pending = SimpleNamespace()  # a CUDA event: this step is resolved later, on the recorder thread
 
