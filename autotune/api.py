@@ -13,7 +13,7 @@ from typing import Any, TypeVar, overload
 
 from autotune.knobs import param, param_env_var, used_params
 from profilers.contract.json_checks import record_json
-from profilers.contract.summaries import ProfileSummary
+from profilers.contract.profile_summary import ProfileSummary
 from profilers.runtime.session import ProfileOptions, Session, active_session
 
 F = TypeVar("F", bound=Callable[..., Any])

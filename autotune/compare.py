@@ -19,9 +19,9 @@ from autotune.compare_gate import Evidence, GateDecision, decide, weigh
 from autotune.fmt import format_seconds
 from autotune.report.jsonout import clean_json
 from profilers.contract.load import LoadComparison, LoadProfile, RunLoad, compare_loads, load_phrase
+from profilers.contract.profile_summary import ProfileSummary
 from profilers.contract.rundir import RunDirError, load_run, read_load_profile
 from profilers.contract.schema import resolve_trial_dir
-from profilers.contract.summaries import ProfileSummary
 from profilers.contract.traces import TRACES_DIR, is_trace_path
 from profilers.traces.analysis import analyse_traces
 from profilers.traces.gpu_time import KIND_MEMORY, RankGpuTime

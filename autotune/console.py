@@ -16,10 +16,11 @@ from rich.table import Table
 from rich.text import Text
 
 from autotune.fmt import NA, format_bytes, format_number, format_pct, format_rate, format_seconds, format_si
+from profilers.contract.json_checks import SummaryError
 from profilers.contract.load import load_line
 from profilers.contract.outcome import outcome_sentence, stopped_by
+from profilers.contract.profile_summary import ProfileSummary
 from profilers.contract.schema import OPTIONAL_PHASES, PHASES
-from profilers.contract.summaries import ProfileSummary, SummaryError
 
 BAR_WIDTH = 20
 _EIGHTHS = " ▏▎▍▌▋▊▉"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from autotune.fmt import format_bytes, format_pct, format_rate, format_seconds, format_si
 from profilers.contract.load import load_line
 from profilers.contract.outcome import outcome_sentence, stop_reason_words
-from profilers.contract.summaries import ProfileSummary
+from profilers.contract.profile_summary import ProfileSummary
 from rich.text import Text
 from textual.app import ComposeResult, RenderResult
 from textual.containers import Horizontal, Vertical, VerticalScroll

@@ -12,12 +12,13 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from profilers.contract.profile_summary import ProfileSummary
 from profilers.contract.records import RankDevice, RankRow
 from profilers.contract.run_meta import RunMeta
 from profilers.contract.schema import OPTIONAL_PHASES, PHASES, TrialStatus
 from profilers.contract.schema import run_state as state_of
 from profilers.contract.study import convergence, placement_line, starved_line
-from profilers.contract.summaries import ProfileSummary, TrialEntry, TuningSummary
+from profilers.contract.study_summary import TrialEntry, TuningSummary
 from profilers.contract.trial_view import TrialView, space_names, study_best_id, trial_views
 from profilers.contract.verdict import VerdictStatus, verdict_of
 

@@ -22,10 +22,10 @@ from typing import Any, TypeVar
 from autotune.advice.thresholds import MIN_MEMORY_SAMPLES, MIN_STEPS, limit
 from profilers.contract.figures import DeviceEntry, Envelope
 from profilers.contract.intervals import ratio_interval
+from profilers.contract.profile_summary import GpuFigures, ProfileSummary
 from profilers.contract.records import DeviceSample, StepRecord, phase_timed
 from profilers.contract.rundir import RunData
 from profilers.contract.schema import PHASES, POWER_THERMAL_REASONS
-from profilers.contract.summaries import GpuFigures, ProfileSummary
 from profilers.contract.summarize import measured_span_ns as steps_span_ns
 from profilers.contract.summarize import select_measured
 from profilers.contract.summarize import steady_span_ns as steps_steady_span_ns

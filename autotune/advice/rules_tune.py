@@ -25,7 +25,7 @@ from profilers.contract.lenient import read_fields
 from profilers.contract.rundir import RunData
 from profilers.contract.schema import TrialStatus
 from profilers.contract.study import ran_with, starved_line
-from profilers.contract.summaries import TrialEntry
+from profilers.contract.study_summary import TrialEntry
 from profilers.contract.verdict import VERDICT_LABELS, VerdictStatus, verdict_of
 
 REDUCED = ("bf16", "fp16")

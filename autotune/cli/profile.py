@@ -16,7 +16,7 @@ from autotune.console import render_summary
 from autotune.report.terminal import advise_at_end
 from autotune.runscript import exit_code_of, print_user_traceback, run_target
 from autotune.tuner.devices import apply_trial_cpus
-from profilers.contract.summaries import ProfileSummary
+from profilers.contract.profile_summary import ProfileSummary
 from profilers.runtime.backends import describe_unavailable, get_backend
 from profilers.runtime.launch_env import LaunchEnv
 from profilers.runtime.options import PROFILE_OPTIONS

@@ -23,9 +23,10 @@ from typing import Any
 
 from autotune.cost.prices import PriceQuote
 from autotune.cost.records import CostSection
+from profilers.contract.profile_summary import ProfileSummary
 from profilers.contract.study import energy_per_sample, usd_per_million
 from profilers.contract.study_cost import saving_share
-from profilers.contract.summaries import ProfileSummary, TrialEntry, TuningSummary
+from profilers.contract.study_summary import TrialEntry, TuningSummary
 
 #: Hours in a month: 365 days × 24 hours / 12 months.
 HOURS_PER_MONTH = 730.0

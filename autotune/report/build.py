@@ -33,6 +33,7 @@ from profilers.contract.intervals import quantile
 from profilers.contract.load import load_line
 from profilers.contract.outcome import outcome_sentence, stop_reason_words
 from profilers.contract.plan_doc import PlanDocument
+from profilers.contract.profile_summary import ProfileSummary
 from profilers.contract.records import DeviceSample, RankDevice, phase_timed
 from profilers.contract.rundir import THINNED_POINTS, RunData
 from profilers.contract.schema import PHASES, PLAN_NAME, TrialStatus
@@ -44,7 +45,7 @@ from profilers.contract.study import (
     starved_line,
     usd_per_million,
 )
-from profilers.contract.summaries import ProfileSummary, TrialEntry, TuningSummary
+from profilers.contract.study_summary import TrialEntry, TuningSummary
 from profilers.contract.summarize import phase_fractions, select_measured
 from profilers.contract.trial_view import space_names, study_best_id, trial_views
 from profilers.contract.verdict import verdict_of

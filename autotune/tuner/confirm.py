@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from profilers.contract.intervals import ratio_interval
 from profilers.contract.reader import Snapshot
 from profilers.contract.schema import TrialStatus
-from profilers.contract.summaries import Confirmation
+from profilers.contract.study_summary import Confirmation
 
 if TYPE_CHECKING:
     from autotune.tuner.running import Placement

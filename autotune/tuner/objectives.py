@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from profilers.contract.profile_summary import ProfileSummary
 from profilers.contract.study import energy_per_sample, usd_per_million
-from profilers.contract.summaries import ProfileSummary
 
 ObjectiveName = Literal["throughput", "cost", "energy"]
 #: Each objective and whether larger or smaller is better.

@@ -20,7 +20,7 @@ from profilers.contract.load import too_busy
 from profilers.contract.schema import TrialStatus
 from profilers.contract.spread import ratio_span
 from profilers.contract.study import placement_line, starved_line
-from profilers.contract.summaries import SearchPrior, TuningSummary
+from profilers.contract.study_summary import SearchPrior, TuningSummary
 from profilers.contract.verdict import VerdictStatus, verdict_of
 
 if TYPE_CHECKING:

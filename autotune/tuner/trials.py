@@ -35,10 +35,11 @@ from autotune.search.study import Infeasible
 from autotune.tuner.devices import TRIAL_CPUS_ENV, usable_cpus
 from autotune.tuner.host_load import OtherLoad, machine_cores, wait_for_calm
 from autotune.tuner.objectives import Scoring
+from profilers.contract.json_checks import SummaryError
 from profilers.contract.load import MIN_LOAD_READINGS, load_profile, too_busy
+from profilers.contract.profile_summary import ProfileSummary
 from profilers.contract.rundir import read_load_profile
 from profilers.contract.schema import SUMMARY_NAME, TrialStatus
-from profilers.contract.summaries import ProfileSummary, SummaryError
 from profilers.runtime.kineto_chatter import is_kineto_chatter
 from profilers.runtime.options import option_args
 

@@ -71,6 +71,7 @@ from autotune.tuner.tune_checks import (
     same_everywhere,
 )
 from autotune.tuner.tune_summary import study_summary, write_json
+from profilers.contract.profile_summary import ProfileSummary
 from profilers.contract.schema import (
     STORE_NAME,
     SUMMARY_NAME,
@@ -80,13 +81,7 @@ from profilers.contract.schema import (
     resolve_trial_dir,
 )
 from profilers.contract.spread import AnchorRun, midpoint, nearest_anchor, process_spread
-from profilers.contract.summaries import (
-    Confirmation,
-    PriorCheck,
-    ProfileSummary,
-    SearchPrior,
-    TuningSummary,
-)
+from profilers.contract.study_summary import Confirmation, PriorCheck, SearchPrior, TuningSummary
 
 
 class TuneError(Exception):

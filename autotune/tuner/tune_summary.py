@@ -25,7 +25,7 @@ from profilers.contract.schema import TUNE_SUMMARY_SCHEMA, TrialStatus
 from profilers.contract.spread import AnchorRun, SearchRatio, midpoint, process_spread, search_ratio
 from profilers.contract.study import pareto_front
 from profilers.contract.study_cost import study_bill
-from profilers.contract.summaries import BestEntry, SearchPrior, StudyThreads, TrialEntry, TuningSummary
+from profilers.contract.study_summary import BestEntry, SearchPrior, StudyThreads, TrialEntry, TuningSummary
 from profilers.contract.verdict import study_verdict
 
 if TYPE_CHECKING:

@@ -1,14 +1,16 @@
 """Reading one field of a summary.json object, checked: a wrong type is one line naming the field.
 
-Every typed record of the contract (:mod:`profilers.contract.summaries`,
-:mod:`profilers.contract.figures`) parses its JSON object through these, so a corrupt or newer file
-is refused where it is read with ``SummaryError``, never deep in a report or the dashboard.
+Every typed record of the contract (:mod:`profilers.contract.profile_summary`,
+:mod:`profilers.contract.study_summary`, :mod:`profilers.contract.figures`) parses its JSON object
+through these, so a corrupt or newer file is refused where it is read with ``SummaryError``, never
+deep in a report or the dashboard; :func:`record_json` writes a record as they read it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+import functools
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from enum import Enum
 from typing import Any
 
@@ -273,6 +275,33 @@ def document(record: Any) -> dict[str, Any]:
     return dict(raw) if raw else record_json(record)
 
 
+class ReadsAsItsJson(Mapping[str, Any]):
+    """Read-only mapping access to a record's JSON object.
+
+    The object it was parsed from (its ``raw``, a newer writer's keys kept), or for a record built
+    in code, the one it writes.
+    """
+
+    raw: dict[str, Any]
+
+    @functools.cached_property
+    def _json(self) -> dict[str, Any]:
+        return document(self)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._json[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._json)
+
+    def __len__(self) -> int:
+        return len(self._json)
+
+    def to_json(self) -> dict[str, Any]:
+        """The record's JSON object (see the class)."""
+        return dict(self._json)
+
+
 def checked_records(record: type, data: Any, where: str) -> tuple[Any, ...]:
     """Each object of the JSON list ``data`` (null: none) read as ``record`` by :func:`checked_fields`."""
     if data is None:
@@ -292,6 +321,7 @@ __all__ = [
     "DEFAULT_AS_NULL",
     "NOT_WRITTEN",
     "WHEN_SET",
+    "ReadsAsItsJson",
     "SummaryError",
     "checked_fields",
     "checked_object",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from profilers.contract.figures import RunError, SeenFacts
-from profilers.contract.summaries import ProfileSummary
+from profilers.contract.profile_summary import ProfileSummary
 
 #: Every value of summary.json's ``outcome``.
 OUTCOMES = ("finished", "stopped", "crashed", "no_steps")

@@ -23,6 +23,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeGuard
 
+from profilers.contract.json_checks import SummaryError
+from profilers.contract.profile_summary import ProfileSummary
 from profilers.contract.records import (
     HOST_FIELDS,
     SAMPLE_FIELDS,
@@ -33,7 +35,7 @@ from profilers.contract.records import (
     StepRecord,
 )
 from profilers.contract.schema import ADDED_STEP_COLUMNS, SCHEMA_VERSION, STEP_COLUMNS, TUNE_SUMMARY_SCHEMA
-from profilers.contract.summaries import ProfileSummary, SummaryError, TuningSummary
+from profilers.contract.study_summary import TuningSummary
 
 #: Seconds a reader waits for a writer's lock before giving up on this read.
 BUSY_TIMEOUT_S = 30.0
@@ -511,7 +513,7 @@ def parse_summary(summary: dict[str, Any], path: Path) -> ProfileSummary | Tunin
 
     SummaryError (one line naming ``path``) when this version cannot read it: no or a newer schema;
     a figure of the wrong type; a tuning summary's trial entry without its id or with an unknown
-    status (:mod:`profilers.contract.summaries`).
+    status (:mod:`profilers.contract.study_summary`).
     """
     schema = summary.get("schema")
     study = is_study_summary(summary)

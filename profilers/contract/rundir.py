@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from profilers.contract.json_checks import record_json
+from profilers.contract.json_checks import SummaryError, record_json
 from profilers.contract.load import LoadProfile, load_profile
 from profilers.contract.plan_doc import PlanDocument
+from profilers.contract.profile_summary import ProfileSummary
 from profilers.contract.reader import RunStoreError, Snapshot, is_study_summary, read_summary
 from profilers.contract.records import DeviceSample, OpRecord, RankDevice, StepRecord
 from profilers.contract.run_meta import RunMeta
@@ -27,7 +28,7 @@ from profilers.contract.schema import (
     SUMMARY_NAME,
     resolve_trial_dir,
 )
-from profilers.contract.summaries import ProfileSummary, SummaryError, TrialEntry, TuningSummary
+from profilers.contract.study_summary import TrialEntry, TuningSummary
 from profilers.contract.summarize import (
     gpu_aggregates,
     host_aggregates,

@@ -11,8 +11,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from profilers.contract.load import too_busy
+from profilers.contract.profile_summary import GpuFigures
 from profilers.contract.schema import TrialStatus
-from profilers.contract.summaries import GpuFigures, TrialEntry, TuningSummary
+from profilers.contract.study_summary import TrialEntry, TuningSummary
 
 SECONDS_PER_HOUR = 3600.0
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from profilers.contract.bill import DAYS_PER_MONTH, FULL_DAY_HOURS, StudyBill, device_hours
 from profilers.contract.schema import TrialStatus
-from profilers.contract.summaries import TuningSummary
+from profilers.contract.study_summary import TuningSummary
 from profilers.contract.verdict import StudyVerdict, verdict_of
 
 

@@ -1,7 +1,7 @@
 """Build a profile summary from measured records. Pure functions; no torch.
 
 Each part is built as the record that summary.json is written and read through
-(:class:`~profilers.contract.summaries.ProfileSummary` and its parts).
+(:class:`~profilers.contract.profile_summary.ProfileSummary` and its parts).
 """
 
 from __future__ import annotations
@@ -14,9 +14,15 @@ from dataclasses import dataclass, field, replace
 from profilers.contract.figures import Envelope, LossFigures, RankEntry, StepTimes, Throughput
 from profilers.contract.intervals import quantile, rate_interval
 from profilers.contract.load import LoadFigures
+from profilers.contract.profile_summary import (
+    GpuFigures,
+    HostFigures,
+    ProfileSummary,
+    ThrottleFigures,
+    UtilFigures,
+)
 from profilers.contract.records import DeviceSample, StepRecord, mean_loss, phase_timed
 from profilers.contract.schema import PHASES, POWER_THERMAL_REASONS, throttle_reason_names
-from profilers.contract.summaries import GpuFigures, HostFigures, ProfileSummary, ThrottleFigures, UtilFigures
 
 
 def select_measured(steps: Sequence[StepRecord]) -> list[StepRecord]:

@@ -21,7 +21,7 @@ from typing import Any
 
 from profilers.contract.schema import TrialStatus
 from profilers.contract.study import best_trial_id, ran_with
-from profilers.contract.summaries import TrialEntry, TuningSummary
+from profilers.contract.study_summary import TrialEntry, TuningSummary
 
 
 @dataclass(frozen=True, slots=True)

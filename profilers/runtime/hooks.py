@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from profilers.contract.summaries import SamplesSource
+from profilers.contract.profile_summary import SamplesSource
 from profilers.runtime.timeline import (
     BWD_B,
     BWD_E,

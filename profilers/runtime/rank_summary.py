@@ -18,9 +18,9 @@ from pathlib import Path
 from profilers.contract.figures import DeviceEntry, MemoryFigures, RankEntry
 from profilers.contract.json_checks import record_json
 from profilers.contract.load import LoadFigures
+from profilers.contract.profile_summary import ProfileSummary
 from profilers.contract.reader import read_ranks, read_steps
 from profilers.contract.records import DeviceSample, RankRow
-from profilers.contract.summaries import ProfileSummary
 from profilers.contract.summarize import job_load, job_throughput, rank_entry, step_statistics
 from profilers.runtime.instrument import StepInstruments
 

@@ -21,10 +21,10 @@ from typing import Any
 
 from profilers.contract.figures import DeviceEntry, MemoryFigures, ModelFacts, RankEntry, TopOp
 from profilers.contract.outcome import Ending, Exit, exit_of, interrupted_reason, outcome_fields
+from profilers.contract.profile_summary import ProfileSummary, SamplesSource, SamplingFacts
 from profilers.contract.reader import Snapshot
 from profilers.contract.records import DeviceInfo, DeviceSample, StepRecord, mean_loss
 from profilers.contract.schema import SCHEMA_VERSION, STORE_NAME
-from profilers.contract.summaries import ProfileSummary, SamplesSource, SamplingFacts
 from profilers.contract.summarize import rank_entry, run_statistics, steady_span_ns
 from profilers.runtime.backends import get_backend
 from profilers.runtime.backends.host import HostBackend, machine_cores

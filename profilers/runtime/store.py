@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from profilers.contract.json_checks import record_json
+from profilers.contract.profile_summary import ProfileSummary
 from profilers.contract.records import SAMPLE_FIELDS, DeviceInfo, DeviceSample, OpRecord, StepRecord
 from profilers.contract.schema import ADDED_STEP_COLUMNS, SCHEMA_VERSION, STEP_COLUMNS, STORE_NAME, STORE_SQL
-from profilers.contract.summaries import ProfileSummary
 
 
 def encode_loss(loss: float | None) -> float | str | None:

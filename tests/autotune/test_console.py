@@ -18,7 +18,7 @@ from autotune.console import (
     format_si,
     render_summary,
 )
-from profilers.contract.summaries import SummaryError
+from profilers.contract.json_checks import SummaryError
 
 SUMMARY = {
     "schema": 1,

@@ -89,7 +89,7 @@ def test_a_ratios_interval_for_people_never_shows_a_giant_number():
 
 def test_how_the_trials_ran_is_one_line_for_every_view():
     from profilers.contract.study import placement_line
-    from profilers.contract.summaries import TrialEntry
+    from profilers.contract.study_summary import TrialEntry
 
     def entry(i, devices, node="n1"):
         data = {"id": i, "status": "ok", "executor": "local", "node": node, "devices": devices}

@@ -20,7 +20,8 @@ from torch import nn
 import autotune
 from profilers.contract.fields import PROFILE_SUMMARY_FIELDS, TUNE_SUMMARY_FIELDS
 from profilers.contract.json_checks import record_json, written_keys
-from profilers.contract.summaries import ProfileSummary, TuningSummary
+from profilers.contract.profile_summary import ProfileSummary
+from profilers.contract.study_summary import TuningSummary
 
 
 def _train(steps: int, fail_at: int | None = None) -> None:

@@ -14,8 +14,9 @@ from typing import Any
 
 from profilers.contract.figures import DeviceEntry, LossFigures
 from profilers.contract.json_checks import record_json
+from profilers.contract.profile_summary import ProfileSummary
 from profilers.contract.records import DeviceInfo, DeviceSample, StepRecord
-from profilers.contract.summaries import ProfileSummary, TrialEntry, TuningSummary
+from profilers.contract.study_summary import TrialEntry, TuningSummary
 from profilers.contract.summarize import (
     gpu_aggregates,
     host_aggregates,

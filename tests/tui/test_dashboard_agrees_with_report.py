@@ -72,7 +72,7 @@ def test_the_pareto_chart_prices_every_trial_at_the_reports_one_price(tmp_path: 
 def test_a_trials_parameters_have_one_meaning_for_the_report_the_advice_and_the_dashboard() -> None:
     """What it was given wins over what its code read; the baseline (given none) ran its defaults."""
     from profilers.contract.study import ran_with
-    from profilers.contract.summaries import TrialEntry
+    from profilers.contract.study_summary import TrialEntry
 
     baseline = {"id": 0, "status": "ok", "objective": 1.0, "baseline": True, "params": {},
                 "params_used": {"micro_batch": 8, "precision": "fp32", "global_batch": 64}}  # fmt: skip
@@ -116,7 +116,7 @@ def test_the_dashboard_shows_the_studys_bill_as_the_report_prices_it(tmp_path: P
     from autotune.report.make import CostOptions, report_of
     from profilers.contract.rundir import RunData
     from profilers.contract.study_cost import study_bill
-    from profilers.contract.summaries import TuningSummary
+    from profilers.contract.study_summary import TuningSummary
     from tests.profilers.test_bill import study
 
     raw = study(speedup=2.0).to_json()

@@ -18,9 +18,9 @@ from typing import Any
 
 from profilers.contract.figures import DeviceEntry, MemoryFigures, ProfileWindow, RankEntry
 from profilers.contract.json_checks import record_json
+from profilers.contract.profile_summary import ProfileSummary
 from profilers.contract.records import DeviceInfo, DeviceSample, RankDevice, StepRecord
 from profilers.contract.rundir import RunData
-from profilers.contract.summaries import ProfileSummary
 from profilers.contract.summarize import (
     gpu_aggregates,
     host_aggregates,

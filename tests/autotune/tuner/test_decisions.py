@@ -146,7 +146,7 @@ def test_a_trial_on_a_machine_that_stays_too_busy_is_left_out_never_compared_and
     "apply", and the terminal, summary.json and the report say how much of the search was left out
     (the dashboard: tests/tui/test_study_lines.py)."""
     from profilers.contract.study import starved_line
-    from profilers.contract.summaries import TuningSummary
+    from profilers.contract.study_summary import TuningSummary
 
     run_dir = tmp_path / "study"
     loops = _pinned_loops()
@@ -174,7 +174,7 @@ def test_a_trial_too_busy_to_measure_runs_again_once_the_machine_is_calmer_and_t
     loops gone, the machine is calm, the trial runs again, and its second run is its figure; the first
     is kept beside it."""
     from profilers.contract.study import starved_line
-    from profilers.contract.summaries import TuningSummary
+    from profilers.contract.study_summary import TuningSummary
 
     run_dir = tmp_path / "study"
     trials = run_dir / "trials"
@@ -221,7 +221,7 @@ def test_an_anchor_index_is_never_one_stored_or_running(tmp_path):
 
     from autotune.tuner import confirm
     from autotune.tuner.anchors import Anchors
-    from profilers.contract.summaries import Confirmation
+    from profilers.contract.study_summary import Confirmation
 
     store = tmp_path / "run.db"
     for index in (2, 3):

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from autotune.tuner.objectives import Scoring
+from profilers.contract.json_checks import SummaryError
+from profilers.contract.profile_summary import GpuFigures
 from profilers.contract.study import energy_per_sample, pareto_front
-from profilers.contract.summaries import GpuFigures, SummaryError
 
 GIB = 2**30
 

@@ -236,7 +236,7 @@ def test_a_trials_load_is_its_profiles_when_pinned_or_long_enough_else_the_whole
     """One 0.1 s reading is a moment's load (seen: 0.1 core for a baseline among readings of 1.0, and
     the verdict said "different load"): the tuner's figure over the whole run is taken instead."""
     from autotune.tuner import trials
-    from profilers.contract.summaries import ProfileSummary
+    from profilers.contract.profile_summary import ProfileSummary
 
     class Whole:
         def cores(self) -> float:

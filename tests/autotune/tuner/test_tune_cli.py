@@ -83,7 +83,7 @@ def check_bill(summary: dict, terminal: str, run_dir: Path) -> None:
     assert bill["payback_days"] == pytest.approx(bill["payback_training_hours"] / 8)
     assert bill["pays_back_in_month"] is True  # a minute of CPU against a 2× speed-up
     from autotune.report.markdown import md_text
-    from profilers.contract.summaries import TuningSummary
+    from profilers.contract.study_summary import TuningSummary
 
     sentence = TuningSummary.parse(summary, "summary.json").bill.sentence()
     assert f"Cost: {sentence}" in " ".join(terminal.split())
