@@ -139,6 +139,7 @@ def plan(
         parameter_bytes=a.parameter_bytes,
         flops_per_sample=(b.flops - a.flops) / (hi - lo),
         ops_per_step=a.ops,
+        tokens_per_sample=tokens_per_sample,
     )
     unit = largest_unit_bytes(model)
     auto_checkpointing = checkpointing == (False,) and a.blocks > 0
@@ -264,7 +265,10 @@ def plan_models(
     calibration = PlanCalibration(
         calibrated=True,
         calibrated_on=CALIBRATED_ON,
-        efficiency=tuple(EfficiencyFigures(**dataclasses.asdict(e)) for e in EFFICIENCY),
+        efficiency=tuple(
+            EfficiencyFigures(e.gemm, e.attention, e.memory, e.launch_us, e.host_us_per_op)
+            for e in EFFICIENCY
+        ),
         framework_reserve_bytes=FRAMEWORK_RESERVE_BYTES,
         note="GPU step times at efficiencies fitted on published runs of an optimised stack (flash "
         f"attention, fused kernels): {CALIBRATED_ON}; plain eager scripts run toward the slow end of the "

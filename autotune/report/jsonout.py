@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 from autotune.report.sections import SECTION_TITLES, Report
+from profilers.contract.plan_doc import PlanDocument
 
 #: Version of the JSON report's layout. Later versions add keys, never rename them.
 REPORT_SCHEMA = 1
@@ -24,13 +25,31 @@ def clean_json(value: Any) -> Any:
     return value
 
 
+def plan_json(plan: PlanDocument) -> dict[str, Any]:
+    """The report's ``plan`` section: the plan's record, and what this section has always held beside it.
+
+    ``suggestion_text``, ``calibration_note``, ``cpu`` and ``cpu_memory`` (this CPU's calibration
+    checked: ``held_out`` rows of ``predicted`` and ``measured``) keep their keys: a later version
+    adds keys, never renames them.
+    """
+    out = dataclasses.asdict(plan)
+    out["suggestion_text"] = plan.suggestion_text
+    out["calibration_note"] = plan.calibration_note
+    out["cpu"] = None if plan.cpu is None else dataclasses.asdict(plan.cpu)
+    out["cpu_memory"] = None if plan.cpu_memory is None else dataclasses.asdict(plan.cpu_memory)
+    return out
+
+
 def report_dict(report: Report) -> dict[str, Any]:
     """The report as plain JSON-ready data: ``schema``, ``title``, then every section (or null)."""
     out: dict[str, Any] = {"schema": REPORT_SCHEMA, "kind": "report", "title": report.title}
     out["generated_at"] = report.generated_at
     for key in SECTION_TITLES:
         section = getattr(report, key)
-        out[key] = None if section is None else dataclasses.asdict(section)
+        if isinstance(section, PlanDocument):
+            out[key] = plan_json(section)
+        else:
+            out[key] = None if section is None else dataclasses.asdict(section)
     out["missing"] = dict(report.missing)
     cleaned: dict[str, Any] = clean_json(out)
     return cleaned

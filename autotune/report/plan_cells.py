@@ -50,7 +50,7 @@ def summary_lines(plan: PlanDocument) -> list[str]:
     if model.parameters is not None:
         lines.append(f"{model.parameters:,} parameters ({format_bytes(model.parameter_bytes)})")
     if model.micro_batch is not None:
-        own = f"{model.micro_batch} × {model.accumulation}"
+        own = f"{model.micro_batch} × {model.accumulation or 1}"
         lines.append(f"the script's own micro-batch × accumulation: {own}")
     if model.tokens_per_sample:
         lines.append(f"{model.tokens_per_sample} tokens per sample")

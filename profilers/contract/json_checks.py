@@ -244,19 +244,21 @@ def record_json(record: Any) -> dict[str, Any]:
         if not f.metadata.get("written", True):
             continue
         value = getattr(record, f.name)
-        if f.metadata.get("omit_default") or f.metadata.get("default_as_null"):
-            if f.default is not dataclasses.MISSING:
-                default = f.default
-            elif f.default_factory is not dataclasses.MISSING:
-                default = f.default_factory()
-            else:
-                default = dataclasses.MISSING
-            if value == default:
-                if f.metadata.get("omit_default"):
-                    continue
-                value = None
+        if (f.metadata.get("omit_default") or f.metadata.get("default_as_null")) and value == _default(f):
+            if f.metadata.get("omit_default"):
+                continue
+            value = None
         out[f.metadata.get("key") or f.name] = json_value(value)
     return out
+
+
+def _default(f: dataclasses.Field[Any]) -> Any:
+    """A field's default value (a fresh one from its factory); MISSING when it has none."""
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return dataclasses.MISSING
 
 
 def written_keys(record: type) -> tuple[str, ...]:

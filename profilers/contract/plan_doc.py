@@ -78,7 +78,7 @@ class PlanParams:
         missing = [k for k in needed if data.get(k) is None]
         if missing:
             raise SummaryError(f"{where}: params lacks {', '.join(missing)}")
-        return cls(**checked_fields(cls, data, where))
+        return cls(**checked_fields(cls, data, f"{where}.params"))
 
     @property
     def layout_label(self) -> str:
@@ -149,9 +149,9 @@ class PlanModel:
     parameter_bytes: int | None = None
     flops_per_sample: float | None = None
     ops_per_step: int | None = None
-    micro_batch: int | None = None  # the script's own
-    accumulation: int = 1  # the script's own
-    tokens_per_sample: int | None = None
+    micro_batch: int | None = field(default=None, metadata=WHEN_SET)  # a script's own
+    accumulation: int | None = field(default=None, metadata=WHEN_SET)  # a script's own
+    tokens_per_sample: int | None = field(default=None, metadata=WHEN_SET)  # None: not token ids
 
     @classmethod
     def parse(cls, data: Any, where: str) -> PlanModel:
@@ -330,9 +330,10 @@ class SuggestedConfig:
             return None
         if not isinstance(data, Mapping):
             raise SummaryError(f"{where} is not an object")
-        _required(data, (("gpu", str), ("gpus", int), ("nodes", int)), where)
+        _required(data, (("gpu", str), ("gpus", int)), where)
         params = PlanParams.parse(data.get("params"), where)
-        return cls(**checked_fields(cls, data, where, skip=("params",)), params=params)
+        fields = checked_fields(cls, data, where, skip=("params",))
+        return cls(**{**fields, "nodes": fields["nodes"] or 1}, params=params)
 
 
 @dataclass(frozen=True)

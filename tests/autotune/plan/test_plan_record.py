@@ -41,6 +41,7 @@ def test_a_calibrated_demo_plan_writes_back_what_it_read_and_keeps_kinetos_lines
     data, stderr = _plan("--demo", "cnn", "--calibrate")
     assert "profiler_start" not in stderr and "USDT" not in stderr  # the workspace measurement's Kineto
     doc = _round_trips(data)
+    assert not {"micro_batch", "accumulation", "script"} & set(data["model"])  # a demo has no script's batch
     cpu = doc.calibration.cpu
     assert cpu is not None and cpu.memory is not None and doc.cpu is not None
     assert len(cpu.held_out) == len(doc.cpu.held_out) >= 1  # timed configurations left out of the fit
