@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     except TuneError as exc:
         print(f"autotune tune: stopped: {exc}", file=sys.stderr)
         if tuner.study is not None:
-            progress.result(tuner.summary_record())
+            progress.result(tuner.summary())
         print(_saved_where(run_dir), file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -218,10 +218,10 @@ class Tuner:
                 self._confirm(study)
             finally:
                 written = self._write_summary()
-        return self.summary_record(written)
+        return written if written is not None else self.summary()
 
-    def summary(self) -> dict[str, Any]:
-        """The study's summary as it stands (what summary.json holds)."""
+    def summary(self) -> TuningSummary:
+        """The study's summary as it stands: the record summary.json is written from."""
         assert self.study is not None
         runs = confirm.stored(self.run_dir / STORE_NAME)
         prior = None
@@ -235,19 +235,14 @@ class Tuner:
             scored = self._prior.predicted()[:100] if self._prior is not None else []
             prior = SearchPrior(self.prior_note, self._prior is not None, checks, scored)
         study, stopped, no_effect = self.study, self.stopped, self.no_effect
-        return study_summary(study, self.config, self.run_dir, stopped, runs, no_effect, prior).to_json()
+        return study_summary(study, self.config, self.run_dir, stopped, runs, no_effect, prior)
 
-    def summary_record(self, summary: dict[str, Any] | None = None) -> TuningSummary:
-        """``summary`` (else the summary as it stands) as the typed record its readers get."""
-        data = self.summary() if summary is None else summary
-        return TuningSummary.parse(data, str(self.run_dir / SUMMARY_NAME))
-
-    def _write_summary(self) -> dict[str, Any] | None:
+    def _write_summary(self) -> TuningSummary | None:
         """Write summary.json as the study stands; what it wrote (None before the study exists)."""
         if self.study is None:
             return None
         summary = self.summary()
-        write_json(self.run_dir / SUMMARY_NAME, summary)
+        write_json(self.run_dir / SUMMARY_NAME, summary.to_json())
         return summary
 
     def _after(self, study: Study, trial: Trial) -> None:
