@@ -350,13 +350,6 @@ class Suggestion:
         return None if data is None else cls(**checked_fields(cls, data, where))
 
 
-def _configs(data: Any, where: str) -> tuple[PlanConfig, ...]:
-    if not isinstance(data, list):
-        raise SummaryError(f"{where}: not the JSON of `autotune plan --format json` (no configs list)")
-    prefix = where.split(": ")[0]
-    return tuple(PlanConfig.parse(c, f"{prefix}: configuration {i}") for i, c in enumerate(data))
-
-
 @dataclass(frozen=True)
 class PlanDocument:
     """The whole plan, as ``autotune plan --format json`` writes it and every reader reads it.
@@ -366,7 +359,7 @@ class PlanDocument:
     :meth:`parse`.
     """
 
-    configs: tuple[PlanConfig, ...] = field(metadata=nested(_configs))
+    configs: tuple[PlanConfig, ...]
     model: PlanModel = field(default=PlanModel(), metadata=nested(PlanModel.parse))
     calibration: PlanCalibration = field(default=PlanCalibration(), metadata=nested(PlanCalibration.parse))
     trace_s: float = 0.0  # seconds spent tracing
@@ -380,10 +373,9 @@ class PlanDocument:
         """``autotune plan --format json``'s object, or SummaryError (one line naming the field)."""
         if not isinstance(data, dict) or not isinstance(data.get("configs"), list):
             raise SummaryError(f"{where}: not the JSON of `autotune plan --format json` (no configs list)")
-        fields = checked_fields(cls, data, where, skip=("raw",))
-        if fields.get("trace_s") is None and data.get("trace_s") is not None:
-            raise SummaryError(f"{where}: trace_s must be a number")
-        return cls(raw=data, **fields)
+        rows = enumerate(data["configs"])
+        configs = tuple(PlanConfig.parse(c, f"{where}: configuration {i}") for i, c in rows)
+        return cls(configs, raw=data, **checked_fields(cls, data, where, skip=("raw", "configs")))
 
     def to_json(self) -> dict[str, Any]:
         """The JSON object: the one it was parsed from (every key kept), or the one it writes."""
