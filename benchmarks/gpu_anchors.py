@@ -38,6 +38,10 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from autotune.plan.fsdp_units import FsdpUnits
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -110,9 +114,9 @@ SCALING = (
 )  # fmt: skip
 
 
-def step_models(anchor: Anchor) -> tuple[object, int, int]:
+def step_models(anchor: Anchor) -> tuple[object, int, FsdpUnits]:
     """The traced step of the anchor's model (fitted in the micro-batch), its parameter count, and
-    the parameter bytes of its largest block (what FSDP gathers)."""
+    what FSDP gathers of it (its largest block, the root's own)."""
     from autotune.demo.models import GPTConfig
     from autotune.demo.plan import demo_workload
     from autotune.plan.step import POLICY_PARAM_DTYPE
@@ -138,12 +142,12 @@ def step_models(anchor: Anchor) -> tuple[object, int, int]:
 
 def fitted_step(
     workload: tuple[object, object, object, object], micro_batch: int, checkpointing: bool | str, policy: str
-) -> tuple[object, int, int]:
+) -> tuple[object, int, FsdpUnits]:
     """A bf16 step traced at ``micro_batch`` (and scaled to twice it), fitted in the micro-batch and,
-    under FSDP's policy, with its fp32 master state; its parameter count; its largest block's bytes."""
+    under FSDP's policy, with its fp32 master state; its parameter count; what FSDP gathers of it."""
     from autotune.plan.model import StepModel
     from autotune.plan.script import scaled
-    from autotune.plan.step import POLICY_PARAM_DTYPE, SELECTIVE, largest_unit_bytes, trace_step
+    from autotune.plan.step import POLICY_PARAM_DTYPE, SELECTIVE, fsdp_units, trace_step
 
     factory = workload[0]
     selective = checkpointing == SELECTIVE
@@ -152,7 +156,7 @@ def fitted_step(
     )
     step = StepModel.fit(one, scaled(one, 2 * micro_batch))
     fitted = step.fsdp_mixed() if policy == POLICY_PARAM_DTYPE else step
-    return fitted, one.parameters, largest_unit_bytes(factory)
+    return fitted, one.parameters, fsdp_units(factory)
 
 
 def predicted_tokens_per_s(
@@ -169,7 +173,7 @@ def predicted_tokens_per_s(
     assert spec is not None, anchor.gpu
     if hopper is not None and is_hopper(anchor):
         spec = dataclasses.replace(spec, sheet=dataclasses.replace(spec.sheet, compute_scale=hopper))
-    layout = Layout(anchor.layout, anchor.gpus, 0, nodes=anchor.nodes, inter_node_gb_s=anchor.inter_node_gb_s)
+    layout = Layout(anchor.layout, anchor.gpus, nodes=anchor.nodes, inter_node_gb_s=anchor.inter_node_gb_s)
     seconds = layout.step_s(
         spec, step, anchor.micro_batch, anchor.accumulation, eff,  # type: ignore[arg-type]
         OVERLAP[1] if overlap is None else overlap,
@@ -199,7 +203,7 @@ def log_error(predicted: float | None, published: float) -> float:
     return math.inf if not predicted else abs(math.log(predicted / published))
 
 
-def memory_table(anchors: list[Anchor], models: dict[str, object], units: dict[str, int]) -> None:
+def memory_table(anchors: list[Anchor], models: dict[str, object], units: dict[str, FsdpUnits]) -> None:
     """Each published run's memory per GPU as planned, against the GPU's (and the published figure)."""
     from autotune.plan.gpus import gpu_spec
     from autotune.plan.layouts import Layout
@@ -361,8 +365,8 @@ def compiled_held_out() -> None:
     from autotune.plan.step import POLICY_PARAM_DTYPE
 
     micro, published, published_gib = 16, 829.0, 71.9  # FSDP 32 × TP 8 on 256 H100s, full checkpointing
-    step, _, unit = fitted_step(llama_workload(LLAMA_70B)[:4], micro, True, POLICY_PARAM_DTYPE)
-    layout = Layout("fsdp", 256, unit, nodes=32, inter_node_gb_s=50.0, tp=8)
+    step, _, units = fitted_step(llama_workload(LLAMA_70B)[:4], micro, True, POLICY_PARAM_DTYPE)
+    layout = Layout("fsdp", 256, units, nodes=32, inter_node_gb_s=50.0, tp=8)
     spec = gpu_spec("H100-SXM")
     assert spec is not None
     time_ratio, memory_ratio = ratios("compile+float8")

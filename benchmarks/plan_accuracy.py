@@ -98,7 +98,7 @@ def splits_and_checkpointing(workloads: dict[str, tuple[Any, Any, Any, Any]]) ->
     from autotune.plan.layouts import Layout
     from autotune.plan.measure import batch_bytes, measured_step_peak_bytes, predicted_step_peak_bytes
     from autotune.plan.model import StepModel
-    from autotune.plan.step import POLICY_PARAM_DTYPE, largest_unit_bytes, trace_step
+    from autotune.plan.step import POLICY_PARAM_DTYPE, fsdp_units, trace_step
 
     def new_bytes(step: StepModel, batch_fn: Any, m: int, a: int) -> float:
         by = step.memory_by_category(m, gpu=False, accumulation=a)
@@ -149,12 +149,12 @@ def splits_and_checkpointing(workloads: dict[str, tuple[Any, Any, Any, Any]]) ->
         print(f"FSDP's policy: the real step failed: {out.stderr.strip().splitlines()[-1:]}")
         return
     measured = json.loads(out.stdout.strip().splitlines()[-1])["measured_step_peak_bytes"]
-    unit = largest_unit_bytes(gpt[0])
+    units = fsdp_units(gpt[0])
     errors = {}
     for policy in ("autocast", POLICY_PARAM_DTYPE):
         step = StepModel.fit(*(trace_step(*gpt, m, "bf16", False, policy=policy) for m in (1, 32)))
         step = step.fsdp_mixed() if policy == POLICY_PARAM_DTYPE else step
-        peak, by = Layout("fsdp", 1, unit).memory(step, 16, 1)
+        peak, by = Layout("fsdp", 1, units).memory(step, 16, 1)
         keys = ("parameters", "optimizer_state", "framework_reserve", "allocator_rounding")
         errors[policy] = pct(peak - sum(by[k] for k in keys) - batch_bytes(gpt[1], 16), measured)
     print(f"a real FSDP2 step under MixedPrecisionPolicy(bf16, fp32), demo GPT, micro-batch 16, against "

@@ -14,13 +14,18 @@ Memory per GPU, for each phase of the step (forward, backward, optimizer; the pe
   optimizer state and temporaries; the first stage keeps min(M, pp) micro-batches in flight, each
   with 1/``pp`` of the layers' activations. The first and last stages' embedding and head are taken
   as an even share (an approximation: the plan's notes say so).
-- **FSDP** (``torch.distributed.fsdp``): parameters, gradients and optimizer state sharded over the
-  ``dp`` ranks; two units gathered whole (one in use, one prefetched), in low precision by its
-  mixed-precision policy rather than autocast's cached copy of every weight.
+- **FSDP** (``torch.distributed.fsdp``, FSDP2's ``fully_shard`` per block, then the root):
+  parameters, gradients and optimizer state sharded over the ``dp`` ranks. Gathered whole, in low
+  precision by its mixed-precision policy rather than autocast's cached copy of every weight
+  (:mod:`autotune.plan.fsdp_units`): in the forward and backward the root's own parameters and two
+  blocks (one in use, one prefetched). Two moments of the backward are added to the traced peaks:
+  a block's gradients copied in fp32 for their reduce-scatter (with the root's gradients, the
+  head's first), and the backward's end, when the root's gradients are, beside every shard's
+  gradients. Nothing is gathered during the update.
 - **DDP**: its buckets hold a copy of the gradients.
 - **CPU offload** (FSDP's ``CPUOffloadPolicy``/``CPUOffload(offload_params=True)``): the shards of
-  parameters, gradients and optimizer state live in host memory; the GPU holds the gathered units
-  and one unit's gradients; the optimizer steps on the CPU.
+  parameters, gradients and optimizer state live in host memory; the GPU holds what FSDP gathers
+  and reduces (as above); the optimizer steps on the CPU.
 
 Time per optimizer step: the single-GPU micro-batch time (:class:`~autotune.plan.model.StepModel`)
 divided ``tp × pp`` ways, over M + pp − 1 pipeline slots (the 1F1B bubble (pp − 1)/(M + pp − 1));
@@ -39,6 +44,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from autotune.plan.envelope import phase_of
+from autotune.plan.fsdp_units import NO_UNITS, FsdpUnits
 from autotune.plan.model import EFFICIENCY, Efficiency, largest_under
 
 if TYPE_CHECKING:
@@ -69,6 +75,11 @@ INTER_NODE_GB_S = 50.0
 HOST_OPTIMIZER_BYTES_PER_S = 10e9
 #: DDP's default gradient bucket (``bucket_cap_mb=25``): the last bucket's all-reduce is not hidden.
 DDP_BUCKET_BYTES = 25 * 2**20
+#: Two moments of FSDP's backward beside the traced phases' peaks (:meth:`Layout.memory`): a block's
+#: gradients copied for their reduce-scatter, and the backward's end, when the root's are.
+BLOCK_REDUCE = "backward.reduce"
+BACKWARD_END = "backward.end"
+FSDP_MOMENTS = (BLOCK_REDUCE, BACKWARD_END)
 TP_DEGREES = (1, 2, 4, 8)
 PP_DEGREES = (1, 2, 4, 8, 16, 32)
 
@@ -79,7 +90,7 @@ class Layout:
 
     name: str  # "single", "ddp", "fsdp": how the data-parallel ranks hold the model
     gpus: int  # all of them, every node's
-    unit_bytes: int  # FSDP: parameter bytes of the largest wrapped unit (gathered whole)
+    units: FsdpUnits = NO_UNITS  # FSDP: what it gathers whole (the largest block, the root's own)
     nodes: int = 1
     inter_node_gb_s: float = INTER_NODE_GB_S
     tp: int = 1
@@ -113,41 +124,65 @@ class Layout:
         first, each holds the earlier ones' gradients); None: any number.
         """
         best: tuple[int, dict[str, int]] = (-1, {})
-        for phase in step.phases_at(accumulation):
+        for phase in self._phases(step, accumulation):
             by = self._phase(step, micro_batch, phase, accumulation)
             total = sum(by.values())
             if total > best[0]:
                 best = (total, by)
         return best
 
+    def _phases(self, step: StepModel, accumulation: int | None) -> list[str]:
+        """The step's phases, and under FSDP two moments of its backward (:data:`FSDP_MOMENTS`)."""
+        return [*step.phases_at(accumulation), *(FSDP_MOMENTS if self.name == "fsdp" else ())]
+
     def _phase(self, step: StepModel, m: int, phase: str, accumulation: int | None) -> dict[str, int]:
-        raw = step.memory_by_category(m, gpu=True, phase=phase)
+        # FSDP's moments: the backward's (a block's) or the update's (the backward's end) bytes, less
+        # the temporaries of the op that peaked there
+        moment = {BLOCK_REDUCE: "backward", BACKWARD_END: "optimizer"}.get(phase)
+        raw = step.memory_by_category(m, gpu=True, phase=moment or phase)
         by: dict[str, float] = dict(raw)
+        if moment:
+            by["temporaries"] = 0
         optimizer = phase_of(phase) == "optimizer"  # a phase's peak, or an op of its envelope
         split = self.tp * self.pp
         for key in ("parameters", "gradients", "optimizer_state", "parameter_casts", "temporaries",
                     "allocator_rounding"):  # fmt: skip
-            by[key] = raw.get(key, 0) / split
+            by[key] = by.get(key, 0) / split
         in_flight = min(accumulation or self.pp, self.pp) / self.pp
         by["activations"] = raw["activations"] / self.tp * in_flight
-        unit = self.unit_bytes / self.tp
         if self.name == "ddp":  # DDP's buckets hold a copy of the gradients (without gradient_as_bucket_view)
             by["ddp_buckets"] = step.parameters.at(m) / split
-        elif self.name == "fsdp":  # parameters, gradients and optimizer state sharded; one unit gathered
+        elif self.name == "fsdp":  # parameters, gradients and optimizer state sharded; units gathered
             for key in ("parameters", "gradients", "optimizer_state"):
                 by[key] /= self.dp
             if optimizer:  # the update runs on each shard: a foreach step's copies are a shard's
                 by["temporaries"] /= self.dp
-            low = 0.5 if step.precision in ("bf16", "fp16") else 1.0  # gathered in bf16 by its policy
-            by["fsdp_gathered_units"] = 2 * unit * low  # the unit in use and the one prefetched
+            by["fsdp_gathered_units"] = self._gathered(step, phase)
             by["parameter_casts"] = 0.0  # its mixed-precision policy gathers units in bf16 instead
             if self.offload:  # the shards live on the host; the update runs there
                 for key in ("parameters", "gradients", "optimizer_state"):
                     by[key] = 0.0
-                by["fsdp_gathered_units"] = 2 * unit * low + unit  # and one unit's fp32 gradients
                 if optimizer:
                     by["temporaries"] = 0.0
         return {k: math.ceil(v) for k, v in by.items()}
+
+    def _gathered(self, step: StepModel, phase: str) -> float:
+        """Bytes FSDP holds unsharded in ``phase`` or moment (see the module's doc), per GPU.
+
+        Parameters and their gradients in the policy's low precision (bf16 or fp16; fp32 otherwise),
+        the copy a reduce-scatter reads in fp32 (its ``reduce_dtype``). A block is split ``tp`` ways,
+        the root's own parameters ``tp × pp`` ways (an even share, as the parameters are).
+        """
+        low = 0.5 if step.precision in ("bf16", "fp16") else 1.0
+        block = self.units.block_bytes / self.tp
+        root = self.units.root_bytes / (self.tp * self.pp)
+        if phase == BLOCK_REDUCE:  # the root's parameters and gradients; a block's, its copy, the next
+            return 2 * root * low + 3 * block * low + block
+        if phase == BACKWARD_END:  # the root's parameters, gradients and their copy
+            return 2 * root * low + root
+        if phase_of(phase) in ("forward", "backward"):  # the root's, one block in use, the next
+            return root * low + 2 * block * low
+        return 0.0  # the update runs on the shards
 
     def host_bytes(self, step: StepModel, micro_batch: int) -> int:
         """Host memory per GPU for its offloaded shards (0 without offload)."""
@@ -168,7 +203,7 @@ class Layout:
         its bytes at 0 and at 1, meets the budget somewhere; the smallest of these is the answer.
         """
         lines = []
-        for phase in step.phases_at(accumulation):
+        for phase in self._phases(step, accumulation):
             at_zero = sum(self._phase(step, 0, phase, accumulation).values())
             lines.append((at_zero, sum(self._phase(step, 1, phase, accumulation).values()) - at_zero))
         return largest_under(lines, budget_bytes)
@@ -202,7 +237,7 @@ class Layout:
         opt_s = max(opt_s, host_opt_s / self.pp)
         comm = self.comm_s(spec, step, micro_batch, accumulation)
         behind = accumulation * micro_s / split if self.name == "fsdp" else (2 / 3) * micro_s / split
-        return compute + opt_s + exposed_comm_s(comm, behind, self.units(step), overlap)
+        return compute + opt_s + exposed_comm_s(comm, behind, self.comm_pieces(step), overlap)
 
     def host_bound(
         self, spec: GpuSpec, step: StepModel, micro_batch: int, eff: Efficiency = EFFICIENCY[1]
@@ -225,7 +260,7 @@ class Layout:
         split_s = micro_s / (self.tp * self.pp) + self.tp_comm_s(spec, step, micro_batch) / self.pp
         return split_s + self.pp_comm_s(spec, step, micro_batch)
 
-    def units(self, step: StepModel) -> int:
+    def comm_pieces(self, step: StepModel) -> int:
         """Pieces the data-parallel communication comes in: FSDP's units, DDP's buckets."""
         if self.name == "fsdp":
             return max(1, step.blocks)
@@ -297,7 +332,7 @@ def exposed_comm_s(comm_s: float, compute_s: float, units: int, overlap: float) 
 def layouts_for(
     gpus_per_node: int,
     nodes: int,
-    unit_bytes: int,
+    units: FsdpUnits,
     blocks: int,
     inter_node_gb_s: float = INTER_NODE_GB_S,
 ) -> list[Layout]:
@@ -308,7 +343,7 @@ def layouts_for(
     """
     n = gpus_per_node * nodes
     if n == 1:
-        return [Layout("single", 1, 0), Layout("fsdp", 1, unit_bytes, offload=True)]
+        return [Layout("single", 1), Layout("fsdp", 1, units, offload=True)]
     out = []
     tps = [t for t in TP_DEGREES if gpus_per_node % t == 0 and (t == 1 or blocks > 1)]
     pps = [p for p in PP_DEGREES if p == 1 or 1 < p <= blocks]
@@ -317,7 +352,7 @@ def layouts_for(
             if n % (tp * pp):
                 continue
             dp = n // (tp * pp)
-            common = {"unit_bytes": unit_bytes, "nodes": nodes, "inter_node_gb_s": inter_node_gb_s}
+            common = {"units": units, "nodes": nodes, "inter_node_gb_s": inter_node_gb_s}
             if dp == 1:
                 out.append(Layout("single", n, tp=tp, pp=pp, **common))  # type: ignore[arg-type]
                 continue
@@ -333,6 +368,6 @@ def _element_bytes(precision: str) -> int:
 
 
 __all__ = [
-    "DDP_BUCKET_BYTES", "HOST_OPTIMIZER_BYTES_PER_S", "INTER_NODE_GB_S", "MEASURED_HIDDEN_SHARE", "OVERLAP",
-    "Layout", "exposed_comm_s", "layouts_for",
+    "BACKWARD_END", "BLOCK_REDUCE", "DDP_BUCKET_BYTES", "FSDP_MOMENTS", "HOST_OPTIMIZER_BYTES_PER_S",
+    "INTER_NODE_GB_S", "MEASURED_HIDDEN_SHARE", "OVERLAP", "Layout", "exposed_comm_s", "layouts_for",
 ]  # fmt: skip

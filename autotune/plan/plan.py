@@ -20,6 +20,7 @@ from typing import Any
 from autotune.cost.prices import load_prices, resolve_price
 from autotune.fmt import format_usd
 from autotune.plan.calibrate import CpuCalibration
+from autotune.plan.fsdp_units import NO_UNITS, FsdpUnits
 from autotune.plan.gpus import GPUS, GpuSpec, gpu_spec
 from autotune.plan.layouts import (
     HOST_OPTIMIZER_BYTES_PER_S,
@@ -44,7 +45,7 @@ from autotune.plan.step import (
     LossFn,
     OptimizerFn,
     StepFigures,
-    largest_unit_bytes,
+    fsdp_units,
     lowered,
     model_notes,
     trace_step,
@@ -141,13 +142,13 @@ def plan(
         ops_per_step=a.ops,
         tokens_per_sample=tokens_per_sample,
     )
-    unit = largest_unit_bytes(model)
+    units = fsdp_units(model)
     auto_checkpointing = checkpointing == (False,) and a.blocks > 0
     notes = tuple(model_notes(model))
 
     def planned(search_bigger: bool) -> PlanDocument:
         return plan_models(
-            models, figures, global_batch, gpus=gpus, gpus_per_node=gpus_per_node, unit_bytes=unit,
+            models, figures, global_batch, gpus=gpus, gpus_per_node=gpus_per_node, units=units,
             headroom=headroom, tokens_per_sample=tokens_per_sample, run_samples=run_samples, prices=prices,
             cpu_times=cpu_times, cpu_memory=cpu.memory if cpu is not None else None, nodes=nodes,
             inter_node_gb_s=inter_node_gb_s, notes=notes, search_bigger=search_bigger,
@@ -216,7 +217,7 @@ def plan_models(
     global_batch: int,
     gpus: tuple[str, ...] = (),
     gpus_per_node: int = 1,
-    unit_bytes: int = 0,
+    units: FsdpUnits = NO_UNITS,
     headroom: float = 0.1,
     tokens_per_sample: int | None = None,
     run_samples: int | None = None,
@@ -236,7 +237,7 @@ def plan_models(
     ``fsdp_models``: the low-precision steps as FSDP's mixed-precision policy runs them, for its
     rows (:meth:`StepModel.fsdp_mixed`; without them FSDP's rows are autocast's).
 
-    ``unit_bytes`` is the parameter bytes of the largest unit FSDP would wrap (with several GPUs);
+    ``units`` is what FSDP would gather whole (its largest block, the root's own; several GPUs);
     ``cpu_times`` this machine's calibrated seconds per micro-batch of each model, when known, and
     ``cpu_memory`` the memory its steps take beyond their traces (measured kernel workspaces);
     ``extra_micro_batches`` are planned beside the powers of two (a script's own micro-batch);
@@ -247,7 +248,7 @@ def plan_models(
     n = gpus_per_node * nodes
     table = prices if prices is not None else load_prices(None)
     blocks = max((step.blocks for step in models.values()), default=0)
-    layouts = layouts_for(gpus_per_node, nodes, unit_bytes, blocks, inter_node_gb_s)
+    layouts = layouts_for(gpus_per_node, nodes, units, blocks, inter_node_gb_s)
     configs = predict_all(
         models, specs, layouts, global_batch, headroom, table, tokens_per_sample, run_samples,
         extra_micro_batches, fsdp_models, optimizations,
@@ -277,7 +278,7 @@ def plan_models(
     notes += layout_notes(configs)
     notes += tuple(published_notes(optimizations, {c.params.optimizations for c in configs}))
     suggestion = suggest(
-        configs, models, specs, global_batch, gpus_per_node, nodes, unit_bytes, headroom, table,
+        configs, models, specs, global_batch, gpus_per_node, nodes, units, headroom, table,
         tokens_per_sample, run_samples, inter_node_gb_s, search_bigger, fsdp_models, optimizations,
     )  # fmt: skip
     return PlanDocument(tuple(configs), figures, calibration, 0.0, notes, suggestion)
@@ -345,7 +346,7 @@ def suggest(
     global_batch: int,
     gpus_per_node: int,
     nodes: int,
-    unit_bytes: int,
+    units: FsdpUnits,
     headroom: float,
     prices: Any,
     tokens_per_sample: int | None,
@@ -370,7 +371,7 @@ def suggest(
         return None
     blocks = max((step.blocks for step in models.values()), default=0)
     for per_node, n_nodes in _bigger(gpus_per_node, nodes):
-        layouts = layouts_for(per_node, n_nodes, unit_bytes, blocks, inter_node_gb_s)
+        layouts = layouts_for(per_node, n_nodes, units, blocks, inter_node_gb_s)
         predicted = predict_all(
             models, specs, layouts, global_batch, headroom, prices, tokens_per_sample, run_samples,
             fsdp_models=fsdp_models, optimizations=optimizations,

@@ -28,6 +28,7 @@ from typing import Any
 
 from autotune.plan.calibrate import CpuCalibration
 from autotune.plan.envelope import MarkedStep, growing_categories, phase_of
+from autotune.plan.fsdp_units import FsdpUnits
 from autotune.plan.model import Affine, StepModel
 from autotune.plan.plan import (
     NOTHING_FIT_WITHOUT_CHECKPOINTING,
@@ -70,7 +71,7 @@ class ScriptTrace:
     figures: StepFigures
     accumulation: int  # micro-batches the script runs per optimizer step
     model_class: str
-    unit_bytes: int  # parameter bytes of the largest block (what FSDP gathers at once)
+    units: FsdpUnits  # what FSDP gathers whole (the largest block, the root's own)
     has_blocks: bool
     start_bytes: int
     step_new_peak_bytes: int
@@ -164,7 +165,7 @@ def trace_script(
         figures=StepFigures(**figures),
         accumulation=int(data["accumulation"]),
         model_class=str(data["model_class"]),
-        unit_bytes=int(data["unit_bytes"]),
+        units=FsdpUnits(int(data["block_bytes"]), int(data["root_bytes"])),
         has_blocks=bool(data["has_blocks"]),
         start_bytes=int(data["start_bytes"]),
         step_new_peak_bytes=int(data["step_new_peak_bytes"]),
@@ -173,7 +174,7 @@ def trace_script(
 
 
 #: The facts every traced script has (the child always writes them; the others may be missing).
-_TRACED = ("figures", "accumulation", "model_class", "unit_bytes", "has_blocks", "start_bytes",
+_TRACED = ("figures", "accumulation", "model_class", "units", "has_blocks", "start_bytes",
            "step_new_peak_bytes")  # fmt: skip
 
 
@@ -316,7 +317,7 @@ def plan_script(
     figures = _figures(script, first)
     batch = global_batch or first.micro_batch * first.accumulation
     notes = _notes(script, first)
-    common = {"unit_bytes": first.unit_bytes, "extra_micro_batches": (first.micro_batch,), **options}
+    common = {"units": first.units, "extra_micro_batches": (first.micro_batch,), **options}
     # FSDP's rows (with more than one GPU): the low precisions as its mixed-precision policy runs them
     fsdp_models: dict[Setting, StepModel] = {}
     many = gpus * int(options.get("nodes") or 1) > 1

@@ -54,6 +54,7 @@ from torch.utils.data import _utils
 from torch.utils.data.dataloader import _MultiProcessingDataLoaderIter
 
 from autotune.plan.blocks import BlockWatch
+from autotune.plan.fsdp_units import units_of
 from autotune.plan.gpu_kernels import AsOnAGpu
 from autotune.plan.script import EXITED, NO_STEP
 from autotune.plan.stand_in import ScalarStandIn
@@ -468,14 +469,15 @@ def _result(state: _Trace, tracer: StepTracer, params: list[torch.Tensor]) -> di
         selective=state.selective,
     )
     blocks = _blocks(state.model)
-    units = list(blocks) if blocks is not None else [state.model]
+    units = units_of(state.model)
     return {
         "figures": dataclasses.asdict(figures),
         "accumulation": max(1, state.forwards),
         "tokens_per_sample": state.tokens_per_sample,
         "batch_dim": state.batch_dim,
         "model_class": type(state.model).__name__,
-        "unit_bytes": max(sum(p.numel() * p.element_size() for p in u.parameters()) for u in units),
+        "block_bytes": units.block_bytes,
+        "root_bytes": units.root_bytes,
         "has_blocks": blocks is not None,
         "untrusted": untrusted_notes(state.model)
         + [note for note in (state.optimizer_note, state.gpu_ops and state.gpu_ops.note()) if note],

@@ -22,10 +22,11 @@ from torch import nn
 
 from autotune.plan.blocks import BlockWatch
 from autotune.plan.envelope import MarkedStep, marked_step, memory_envelope
+from autotune.plan.fsdp_units import FsdpUnits, units_of
 from autotune.plan.gpu_kernels import AsOnAGpu
 from autotune.plan.trace import ATTENTION, CATEGORIES, GEMM, StepTracer, run_step
 from autotune.plan.untrusted import untrusted_notes
-from autotune.prepared import _blocks, _checkpoint_blocks, buffers_beside_parameters
+from autotune.prepared import _checkpoint_blocks, buffers_beside_parameters
 
 #: A batch at a micro-batch size: (the model's inputs as a tuple, the loss function's target).
 BatchFn = Callable[[int], tuple[tuple[Any, ...], Any]]
@@ -246,18 +247,12 @@ def model_notes(model: nn.Module | Callable[[], nn.Module]) -> list[str]:
         return untrusted_notes(_build(model, mode))
 
 
-def largest_unit_bytes(model: nn.Module | Callable[[], nn.Module]) -> int:
-    """Parameter bytes of the largest unit FSDP would wrap, measured on a fake copy.
-
-    The largest repeated block (``autotune.prepare``'s blocks), or the whole model when it has none.
-    """
+def fsdp_units(model: nn.Module | Callable[[], nn.Module]) -> FsdpUnits:
+    """What FSDP gathers of ``model`` (its largest block, the root's own), measured on a fake copy."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     with FakeTensorMode() as mode:
-        net = _build(model, mode)
-        blocks = _blocks(net)
-        units = list(blocks) if blocks is not None else [net]
-        return max(sum(p.numel() * p.element_size() for p in unit.parameters()) for unit in units)
+        return units_of(_build(model, mode))
 
 
 def _build(model: nn.Module | Callable[[], nn.Module], mode: Any) -> nn.Module:
@@ -270,17 +265,23 @@ def _build(model: nn.Module | Callable[[], nn.Module], mode: Any) -> nn.Module:
         return model()
     if mode is None:
         return copy.deepcopy(model)
-    with torch._subclasses.fake_tensor.unset_fake_temporarily():
+    fakes: dict[int, Any] = {}  # by the real tensor: a weight tied in two modules stays one
+
+    def fake(t: torch.Tensor, parameter: bool) -> Any:
+        if id(t) not in fakes:
+            f = mode.from_tensor(t.detach())
+            fakes[id(t)] = nn.Parameter(f, requires_grad=t.requires_grad) if parameter else f
+        return fakes[id(t)]
+
+    with torch._subclasses.fake_tensor.unset_fake_temporarily():  # real tensors meet no fake mode here
         net = copy.deepcopy(model)
-    for module in net.modules():
-        for name, p in list(module._parameters.items()):
-            if p is not None:
-                module._parameters[name] = nn.Parameter(
-                    mode.from_tensor(p.detach()), requires_grad=p.requires_grad
-                )
-        for name, b in list(module._buffers.items()):
-            if b is not None:
-                module._buffers[name] = mode.from_tensor(b)
+        for module in net.modules():
+            for name, p in list(module._parameters.items()):
+                if p is not None:
+                    module._parameters[name] = fake(p, parameter=True)
+            for name, b in list(module._buffers.items()):
+                if b is not None:
+                    module._buffers[name] = fake(b, parameter=False)
     return net
 
 

@@ -3,10 +3,10 @@
 A plan traces every step twice, at two micro-batch sizes, and a trace is one Python thread
 dispatching fake-tensor ops: on two cores the pair takes the time of one. The child is a fork of
 this process (the model factory and the user's closures need no pickling), silent (its output
-would repeat this process's), and sends its figures back pickled. When it cannot run (no
-``fork``, one core, other threads in this process, ``AUTOTUNE_PLAN_SERIAL=1``) or fails, the
-second trace runs here after the first, so its error, if any, is raised here as it would be
-without the child.
+would repeat this process's), on one thread (the parent's OpenMP workers are not in the fork), and
+sends its figures back pickled. When it cannot run (no ``fork``, one core, other threads in this
+process, ``AUTOTUNE_PLAN_SERIAL=1``) or fails, the second trace runs here after the first, so its
+error, if any, is raised here as it would be without the child.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import pickle
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -43,6 +44,11 @@ def at_once(trace: Callable[..., T], first: int, second: int, *args: Any) -> tup
             quiet = os.open(os.devnull, os.O_WRONLY)
             os.dup2(quiet, 1)
             os.dup2(quiet, 2)
+            # the parent's OpenMP workers are not in the fork: a parallel region would wait on them
+            # forever (a model built before the plan ran its initialisation on them); one thread,
+            # as torch's DataLoader workers run (the trace dispatches fake tensors anyway)
+            if "torch" in sys.modules:
+                sys.modules["torch"].set_num_threads(1)
             data = pickle.dumps(trace(second, *args))
             with os.fdopen(write_fd, "wb") as out:
                 out.write(data)

@@ -1,7 +1,10 @@
 """A real FSDP2 step of the demo GPT under MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)
-on this CPU (gloo, one rank), its allocator peak printed as JSON: what the plan's FSDP rows predict.
+on this CPU (gloo), rank 0's allocator peak printed as JSON: what the plan's FSDP rows predict.
 
-    python tests/scripts/fsdp_mixed_step.py MICRO_BATCH PORT
+    python tests/scripts/fsdp_mixed_step.py MICRO_BATCH PORT            # one rank, the demo GPT
+    torchrun --nproc-per-node 2 tests/scripts/fsdp_mixed_step.py MICRO_BATCH - VOCAB
+
+With ``VOCAB``: the GPT of :func:`wide_vocab_gpt` (4 blocks of 128, an untied head over ``VOCAB``).
 """
 
 from __future__ import annotations
@@ -19,15 +22,23 @@ import torch.distributed as dist
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.profiler import ProfilerActivity, profile
 
+from autotune.demo.models import GPTConfig
 from autotune.demo.plan import demo_workload
 from autotune.repeated_blocks import repeated_blocks
 
 
+def wide_vocab_gpt(vocab: int) -> GPTConfig:
+    """A GPT whose root (embedding and untied head) outweighs its blocks, as a large vocabulary makes it."""
+    return GPTConfig(vocab_size=vocab, d_model=128, n_layers=4, n_heads=4, tie_weights=False)
+
+
 def main() -> None:
     micro_batch, port = int(sys.argv[1]), sys.argv[2]
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, RANK="0", WORLD_SIZE="1")
+    if "RANK" not in os.environ:  # not under torchrun: one rank
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, RANK="0", WORLD_SIZE="1")
     dist.init_process_group("gloo")
-    factory, batch_fn, loss_fn, optimizer_fn = demo_workload("gpt")[:4]
+    config = wide_vocab_gpt(int(sys.argv[3])) if len(sys.argv) > 3 else None
+    factory, batch_fn, loss_fn, optimizer_fn = demo_workload("gpt", config)[:4]
     torch.manual_seed(0)
     net = factory()
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
@@ -51,7 +62,8 @@ def main() -> None:
     events = json.loads(Path(path).read_text())["traceEvents"]
     os.unlink(path)
     totals = [e["args"]["Total Allocated"] for e in events if e.get("name") == "[memory]"]
-    print(json.dumps({"measured_step_peak_bytes": max([0, *totals])}))
+    if dist.get_rank() == 0:
+        print(json.dumps({"measured_step_peak_bytes": max([0, *totals])}))
     dist.destroy_process_group()
 
 

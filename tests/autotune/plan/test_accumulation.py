@@ -59,7 +59,7 @@ def test_pipeline_stages_hold_their_share_of_the_gradients_between_micro_batches
     the gradients is held through its forward and backward (a 70B on PP8 was 33 GiB under)."""
     step = StepModel.fit(*(trace_step(*GPT, m, "fp32", False) for m in (1, 16)))
     gradients = step.memory_by_category(16, gpu=True, phase="optimizer")["gradients"]
-    stage = Layout("single", 2, 0, pp=2)
+    stage = Layout("single", 2, pp=2)
     _, one = stage.memory(step, 16, accumulation=1)
     _, four = stage.memory(step, 16, accumulation=4)
     assert one["gradients"] < gradients / 2

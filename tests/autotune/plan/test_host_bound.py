@@ -69,7 +69,7 @@ def test_a_step_is_the_longer_of_the_gpus_work_and_the_hosts_and_says_which():
 
     a, b = (trace_step(model, batch, loss, adamw, m, "bf16", False) for m in (1, 65536))
     step = StepModel.fit(a, b)
-    h100, single = gpu_spec("H100-SXM"), Layout("single", 1, 0)
+    h100, single = gpu_spec("H100-SXM"), Layout("single", 1)
     host_micro_s, host_opt_s = step.host_micro_and_optimizer_s(1, EFFICIENCY[1])
     assert host_micro_s + host_opt_s == pytest.approx(a.ops * EFFICIENCY[1].host_us_per_op * 1e-6)
     # one row: microseconds of GPU work for ~100 ops; 65,536 rows through 8 layers of 1024² in bf16:
@@ -84,7 +84,7 @@ def test_a_step_is_the_longer_of_the_gpus_work_and_the_hosts_and_says_which():
         assert both_s == pytest.approx(max(micro_s, host_micro_s) + max(opt_s, host_opt_s))
         assert both_s >= max(gpu_s, host_s) * (1 - 1e-9)
     # a pipeline's stage issues its share of the ops, tensor parallelism all of them
-    pp2, tp2 = Layout("single", 2, 0, pp=2), Layout("single", 2, 0, tp=2)
+    pp2, tp2 = Layout("single", 2, pp=2), Layout("single", 2, tp=2)
     assert pp2.step_s(h100, step, 1, 1) < tp2.step_s(h100, step, 1, 1)
 
 

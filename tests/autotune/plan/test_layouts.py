@@ -11,12 +11,13 @@ import torch
 from torch import nn
 
 from autotune.demo.plan import demo_workload
+from autotune.plan.fsdp_units import FsdpUnits
 from autotune.plan.gpus import gpu_spec
 from autotune.plan.layouts import Layout, layouts_for
 from autotune.plan.model import EFFICIENCY, StepModel
 from autotune.plan.plan import NOTHING_FIT_WITHOUT_CHECKPOINTING, plan
 from autotune.plan.script import scaled
-from autotune.plan.step import largest_unit_bytes, trace_step
+from autotune.plan.step import fsdp_units, trace_step
 from tests.autotune.report.conftest import autotune
 
 #: The expected efficiencies with a host that issues ops in no time: the GPU's side of a step alone.
@@ -65,8 +66,8 @@ def test_tensor_parallel_splits_weights_state_and_activations_and_pays_its_all_r
     """Megatron-style with sequence parallelism: everything a block holds is split tp ways; each
     block all-reduces its output twice in the forward and twice in the backward (bf16, ring)."""
     h100 = gpu_spec("H100-SXM")
-    one = Layout("single", 1, 0)
-    tp2 = Layout("single", 2, 0, tp=2)
+    one = Layout("single", 1)
+    tp2 = Layout("single", 2, tp=2)
     for phase in gpt_bf16.phases:
         full = gpt_bf16.memory_by_category(4, gpu=True, phase=phase)
         split = tp2._phase(gpt_bf16, 4, phase, None)
@@ -84,7 +85,7 @@ def test_tensor_parallel_splits_weights_state_and_activations_and_pays_its_all_r
 
 def test_a_pipeline_holds_a_stage_and_the_micro_batches_in_flight_and_pays_its_bubble(gpt_bf16):
     h100 = gpu_spec("H100-SXM")
-    pp2 = Layout("single", 2, 0, pp=2)
+    pp2 = Layout("single", 2, pp=2)
     full = gpt_bf16.memory_by_category(4, gpu=True, phase="backward")
     alone = pp2._phase(gpt_bf16, 4, "backward", 1)  # one micro-batch: half the layers' activations
     in_flight = pp2._phase(gpt_bf16, 4, "backward", 8)  # 1F1B: two in flight on the first stage
@@ -171,8 +172,14 @@ def test_the_cli_prints_the_suggestion_and_writes_it_to_json():
     assert table.returncode == 0 and "Suggestion: cheapest that fits 4 × H100-SXM" in table.stdout
 
 
-def test_unit_bytes_are_the_largest_block():
-    assert largest_unit_bytes(stack_workload(3, 64)[0]) == 64 * 64 * 4
+def test_fsdp_gathers_the_largest_block_and_the_roots_own_parameters():
+    assert fsdp_units(stack_workload(3, 64)[0]) == FsdpUnits(block_bytes=64 * 64 * 4, root_bytes=0)
+    gpt = GPT[0]()
+    in_blocks = sum(p.numel() for p in gpt.blocks.parameters())
+    # the tied embedding and head counted once, in the root with the positions and the final norm
+    root = 4 * (sum(p.numel() for p in gpt.parameters()) - in_blocks)
+    assert fsdp_units(gpt) == FsdpUnits(4 * in_blocks // len(gpt.blocks), root)
+    assert fsdp_units(nn.Linear(8, 4)) == FsdpUnits(block_bytes=0, root_bytes=4 * (8 * 4 + 4))  # no blocks
 
 
 def test_the_optimizers_copies_are_a_shards_under_fsdp_and_none_on_the_gpu_under_offload():
@@ -182,8 +189,8 @@ def test_the_optimizers_copies_are_a_shards_under_fsdp_and_none_on_the_gpu_under
     step = StepModel.fit(a, scaled(a, 4))
     optimizer_phases = [p for p in step.phases if p.split(".")[0] == "optimizer"]
     assert optimizer_phases
-    fsdp = Layout("fsdp", 4, 1024 * 1024 * 4)
-    offload = Layout("fsdp", 4, 1024 * 1024 * 4, offload=True)
+    fsdp = Layout("fsdp", 4, FsdpUnits(1024 * 1024 * 4))
+    offload = Layout("fsdp", 4, FsdpUnits(1024 * 1024 * 4), offload=True)
     for phase in optimizer_phases:
         whole = step.memory_by_category(2, gpu=True, phase=phase)["temporaries"]
         assert whole >= 4 * 1024 * 1024 * 4  # one fp32 copy of the four layers' weights
@@ -208,7 +215,7 @@ def test_layers_in_an_nn_sequential_are_blocks_to_shard_split_and_pipeline():
     block, so FSDP gathers one Linear at a time (1 GiB, not the whole 25.8 GB model), and tensor and
     pipeline layouts are planned over the 24 blocks, as for the same layers in an nn.ModuleList."""
     workload = sequential_workload(24, 16384)
-    assert largest_unit_bytes(workload[0]) == 16384 * 16384 * 4
+    assert fsdp_units(workload[0]) == FsdpUnits(block_bytes=16384 * 16384 * 4, root_bytes=0)
     result = plan(*workload, global_batch=8, gpus=("H100-SXM",), gpus_per_node=8)
     layouts = {c.params.layout for c in result.configs}
     assert {"tp8", "pp8", "fsdp"} <= layouts, layouts
