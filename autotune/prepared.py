@@ -25,15 +25,23 @@ import os
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+    CheckpointImpl,
+    CheckpointWrapper,
+    checkpoint_wrapper,
+)
+from torch.distributed.device_mesh import init_device_mesh
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
 
 from autotune.knobs import knob_value, resolve_world_size
 from autotune.repeated_blocks import repeated_blocks
 from profilers.runtime.launch_env import LaunchEnv
-
-if TYPE_CHECKING:
-    import torch
-    from torch import nn
 
 _WARNED: set[str] = set()
 _CURRENT: Prepared | None = None
@@ -80,8 +88,6 @@ class Prepared:
         """A context for the forward pass and loss: autocast to bf16/fp16, else nothing."""
         if self.autocast_dtype is None:
             return contextlib.nullcontext()
-        import torch
-
         return torch.autocast(self.device.type, dtype=self.autocast_dtype)
 
     def backward(self, loss: torch.Tensor) -> None:
@@ -95,8 +101,6 @@ class Prepared:
 
     def clip_grad_norm_(self, max_norm: float) -> torch.Tensor:
         """Clip the gradients' total norm to ``max_norm`` (unscaled first under fp16); the norm."""
-        import torch
-
         if self.scaler is not None:
             self.scaler.unscale_(self._optimizer())
         return torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
@@ -135,8 +139,6 @@ class Prepared:
     def close(self) -> None:
         """Destroy the process group if :func:`prepare` created it."""
         if self._owns_process_group:
-            import torch.distributed as dist
-
             if dist.is_initialized():
                 dist.destroy_process_group()
             self._owns_process_group = False
@@ -171,8 +173,6 @@ def _selective_policy(counts: dict[str, int], ctx: Any, func: Any, *args: Any, *
     and replays its answers in the recomputation, and a recomputation that asked would count apart).
     Linear layers with a bias run ``addmm``, without one ``mm``: both are matrix products here.
     """
-    from torch.utils.checkpoint import CheckpointPolicy
-
     if func in _matmuls():
         key = "recompute" if ctx.is_recompute else "forward"
         counts[key] = counts.get(key, 0) + 1
@@ -183,7 +183,6 @@ def _selective_policy(counts: dict[str, int], ctx: Any, func: Any, *args: Any, *
 
 
 def _matmuls() -> frozenset[Any]:
-    import torch
 
     aten = torch.ops.aten
     return frozenset((aten.mm.default, aten.addmm.default))
@@ -191,8 +190,6 @@ def _matmuls() -> frozenset[Any]:
 
 def _kept_outputs() -> frozenset[Any]:
     """Attention kernels and reductions torchtitan's selective checkpointing keeps (matmuls apart)."""
-    import torch
-
     aten = torch.ops.aten
     names = (
         "_scaled_dot_product_flash_attention",
@@ -206,8 +203,6 @@ def _kept_outputs() -> frozenset[Any]:
 
 def selective_context() -> Any:
     """The checkpoint context of :func:`_selective_policy` (one per checkpointed call)."""
-    from torch.utils.checkpoint import create_selective_checkpoint_contexts
-
     return create_selective_checkpoint_contexts(functools.partial(_selective_policy, {}))
 
 
@@ -221,12 +216,6 @@ def _checkpoint_blocks(model: nn.Module, selective: bool = False) -> int:
     off in training: every recomputed forward would append to the cache, and the step end holding
     keys and values for twice the sequence.
     """
-    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
-        CheckpointImpl,
-        CheckpointWrapper,
-        checkpoint_wrapper,
-    )
-
     slots = repeated_blocks(model)
     if not slots:
         raise ValueError(
@@ -247,7 +236,6 @@ def _checkpoint_blocks(model: nn.Module, selective: bool = False) -> int:
 
 
 def _device(explicit: str | torch.device | None, distributed: bool) -> torch.device:
-    import torch
 
     device = torch.device(explicit) if explicit is not None else None
     if device is None:
@@ -262,8 +250,6 @@ def _device(explicit: str | torch.device | None, distributed: bool) -> torch.dev
 
 def _set_precision(precision: str, device: torch.device) -> tuple[torch.dtype | None, bool]:
     """Set the fp32 matmul mode for ``precision``; the autocast dtype and whether TF32 is on."""
-    import torch
-
     tf32 = precision == "tf32"
     if tf32 and not (device.type == "cuda" and torch.cuda.get_device_capability(device) >= (8, 0)):
         _warn_once(f"precision 'tf32' needs an Ampere or newer CUDA GPU; on {device} it runs as fp32")
@@ -280,8 +266,6 @@ def _set_precision(precision: str, device: torch.device) -> tuple[torch.dtype | 
 
 def _ensure_process_group(layout: str, device: torch.device) -> bool:
     """Initialize the default process group from torchrun's variables if needed; True if it did."""
-    import torch.distributed as dist
-
     if dist.is_initialized():
         return False
     missing = [v for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if v not in os.environ]
@@ -320,10 +304,7 @@ def _fully_shard(
     computed in it, gradients reduced in fp32 into fp32 shards (the master weights), the root's
     output cast to fp32 for the loss. Returns how many blocks were sharded one by one.
     """
-    import torch
-    import torch.distributed as dist
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard  # 0.9 s: only when sharding
 
     if optimizer is not None and optimizer.state:
         raise ValueError("layout 'fsdp' replaces the parameters: prepare the optimizer before its first step")
@@ -372,9 +353,6 @@ def prepare(
     under fsdp is FSDP's mixed-precision policy (bf16 parameters and compute, fp32 reduction and
     master weights, as torchtitan trains), not autocast.
     """
-    import torch
-    from torch.nn.parallel import DistributedDataParallel
-
     global _CURRENT
     knobs = {
         "precision": knob_value("precision", precision),
@@ -388,8 +366,6 @@ def prepare(
     owns_group = _ensure_process_group(layout_, dev) if distributed else False
     rank, world = 0, 1
     if distributed:
-        import torch.distributed as dist
-
         rank, world = dist.get_rank(), dist.get_world_size()
         resolve_world_size(None)  # a tuned world_size must match the job's
     dtype, tf32 = _set_precision(knobs["precision"], dev)

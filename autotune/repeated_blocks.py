@@ -8,16 +8,15 @@ instance of a block class wherever it sits; torchtitan calls ``fully_shard`` on 
 ``model.layers``. Found here the same way: a block kind is a module class (an ``nn.Sequential`` by
 the classes of its children) with two or more instances side by side under one parent, two of them
 of the same parameter shapes somewhere; of the kinds, those inside no other's instances, the one
-holding the most parameters. torch is imported only when called.
+holding the most parameters.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
-if TYPE_CHECKING:
-    from torch import nn
+from torch import nn
 
 
 class BlockSlot(NamedTuple):
@@ -30,8 +29,6 @@ class BlockSlot(NamedTuple):
 
 def _kind(module: nn.Module) -> object:
     """What two blocks share to be of one kind: their class (an ``nn.Sequential``: its children's)."""
-    from torch import nn
-
     if isinstance(module, nn.Sequential):
         return (nn.Sequential, tuple(type(child) for child in module.children()))
     return type(module)
@@ -43,8 +40,6 @@ def _shapes(module: nn.Module) -> tuple[tuple[int, ...], ...]:
 
 def repeated_blocks(model: nn.Module) -> list[BlockSlot]:
     """``model``'s repeated blocks in model order (none: it has no repeated structure)."""
-    from torch import nn
-
     holders = (nn.ModuleList, nn.ModuleDict)  # hold blocks, have no forward of their own
     slots: dict[object, list[BlockSlot]] = defaultdict(list)
     alike: set[object] = set()

@@ -15,6 +15,7 @@ import tempfile
 from typing import Any
 
 import torch
+from torch.profiler import ProfilerActivity, profile
 
 from autotune.plan.step import BatchFn, LossFn, OptimizerFn, StepFigures, prepare_step
 from profilers.runtime.kineto_chatter import kineto_chatter_filtered
@@ -35,8 +36,6 @@ def measured_step_peak_bytes(
 
     The step runs ``accumulation`` micro-batches (the same batch each time) before its update.
     """
-    from torch.profiler import ProfilerActivity, profile
-
     torch.manual_seed(0)
     prepared = prepare_step(
         model_fn(), batch_fn, loss_fn, optimizer_fn, micro_batch, precision, checkpointing,

@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
 
 from autotune.plan.blocks import BlockWatch
 from autotune.plan.envelope import MarkedStep, marked_step, memory_envelope
@@ -96,6 +97,7 @@ class StepFigures:
     def flops_in(self, *dtypes: str) -> int:
         """The matrix products' FLOPs that run in ``dtypes`` ("bfloat16", "float16"…)."""
         return sum(v for k, v in self.dtype_flops.items() if k in dtypes)
+
     #: The model's repeated blocks, and the elements of the tensor passed between two of them in
     #: one micro-batch (what tensor and pipeline parallelism communicate; :mod:`autotune.plan.blocks`).
     blocks: int = 0
@@ -118,8 +120,6 @@ def trace_step(
 
     ``policy`` and ``selective`` as :func:`prepare_step` takes them.
     """
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
     mode: Any = FakeTensorMode(allow_non_fake_inputs=False) if fake else contextlib.nullcontext()
     with mode, AsOnAGpu() if fake else contextlib.nullcontext():
         net = _build(model, mode if fake else None)
@@ -239,8 +239,6 @@ def refuse_policy(net: nn.Module) -> None:
 
 def model_notes(model: nn.Module | Callable[[], nn.Module]) -> list[str]:
     """What the trace cannot see in ``model`` (:mod:`autotune.plan.untrusted`), on a fake copy."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
     if isinstance(model, nn.Module):
         return untrusted_notes(model)
     with FakeTensorMode() as mode:
@@ -249,8 +247,6 @@ def model_notes(model: nn.Module | Callable[[], nn.Module]) -> list[str]:
 
 def fsdp_units(model: nn.Module | Callable[[], nn.Module]) -> FsdpUnits:
     """What FSDP gathers of ``model`` (its largest block, the root's own), measured on a fake copy."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
     with FakeTensorMode() as mode:
         return units_of(_build(model, mode))
 
@@ -273,7 +269,7 @@ def _build(model: nn.Module | Callable[[], nn.Module], mode: Any) -> nn.Module:
             fakes[id(t)] = nn.Parameter(f, requires_grad=t.requires_grad) if parameter else f
         return fakes[id(t)]
 
-    with torch._subclasses.fake_tensor.unset_fake_temporarily():  # real tensors meet no fake mode here
+    with unset_fake_temporarily():  # real tensors meet no fake mode here
         net = copy.deepcopy(model)
         for module in net.modules():
             for name, p in list(module._parameters.items()):
