@@ -95,7 +95,7 @@ KNOBS: Mapping[str, Knob] = MappingProxyType(
             Knob("world_size", int, 1, minimum=1, help="ranks of the job (torchrun --nproc-per-node)"),
             Knob("activation_checkpointing", bool, False, (False, True), help=_CHECKPOINT_HELP),
             Knob("compile", bool, False, (False, True), help="torch.compile the prepared model"),
-            Knob("reshard_after_forward", bool, True, (False, True), help="fsdp: free params after forward"),
+            Knob("reshard_after_forward", bool, True, (False, True), help="fsdp: blocks free after forward"),
             Knob("global_batch", int, None, minimum=1, help="samples per optimizer step, all ranks"),
             Knob("micro_batch", int, None, minimum=1, help="samples per forward/backward on one rank"),
             Knob("grad_accum", int, 1, minimum=1, help="micro-batches per optimizer step"),

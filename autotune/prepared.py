@@ -300,6 +300,9 @@ def _fully_shard(
 ) -> int:
     """FSDP2: shard each block, then the root; point ``optimizer`` at the new (DTensor) parameters.
 
+    ``reshard``: the blocks free their gathered parameters after their forward (the root keeps
+    its own until its backward, as FSDP2 keeps a root by default).
+
     ``param_dtype`` (bf16): FSDP's mixed precision, as torchtitan trains: parameters gathered and
     computed in it, gradients reduced in fp32 into fp32 shards (the master weights), the root's
     output cast to fp32 for the loss. Returns how many blocks were sharded one by one.
@@ -318,7 +321,12 @@ def _fully_shard(
     for block in blocks:
         fully_shard(block, mesh=mesh, reshard_after_forward=reshard, mp_policy=policy)
     root = MixedPrecisionPolicy(param_dtype, policy.reduce_dtype, torch.float32 if param_dtype else None)
-    fully_shard(model, mesh=mesh, reshard_after_forward=reshard, mp_policy=root)
+    # the root keeps its parameters gathered from its forward to its backward, FSDP2's own default
+    # for a root (its backward needs them at once), whatever the blocks do; the plan holds them so
+    if reshard:
+        fully_shard(model, mesh=mesh, mp_policy=root)
+    else:
+        fully_shard(model, mesh=mesh, mp_policy=root, reshard_after_forward=False)
     if optimizer is not None:
         new = dict(model.named_parameters())
         for group in optimizer.param_groups:

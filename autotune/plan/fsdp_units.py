@@ -1,11 +1,12 @@
 """What FSDP gathers of a model: its largest repeated block and the root's own parameters.
 
-``autotune.prepare`` (as torchtitan) calls ``fully_shard`` on each repeated block, then on the
-root. A block's parameters are gathered for its forward and again for its backward, one block in
-use and the next prefetched; the root's own parameters (the embedding and head: everything outside
-the blocks, the whole model when it has none) are gathered at the forward's start and held until
-the backward ends (FSDP2 keeps the root unsharded after its forward, as the backward needs it at
-once). :meth:`autotune.plan.layouts.Layout.memory` holds them so.
+``autotune.prepare`` calls ``fully_shard`` on each repeated block, then on the root (torchtitan's
+Llama sharded so in its 2024 benchmarks). A block's parameters are gathered for its forward and
+again for its backward, one block in use and the next prefetched; the root's own parameters (the
+embedding and head: everything outside the blocks, the whole model when it has none) are gathered
+at the forward's start and held until the backward ends: FSDP2 keeps a root unsharded after its
+forward by default (its backward needs it at once), and ``prepare`` leaves it so.
+:meth:`autotune.plan.layouts.Layout.memory` holds them so.
 """
 
 from __future__ import annotations

@@ -19,9 +19,10 @@ Memory per GPU, for each phase of the step (forward, backward, optimizer; the pe
   precision by its mixed-precision policy rather than autocast's cached copy of every weight
   (:mod:`autotune.plan.fsdp_units`): in the forward and backward the root's own parameters and two
   blocks (one in use, one prefetched). Two moments of the backward are added to the traced peaks:
-  a block's gradients copied in fp32 for their reduce-scatter (with the root's gradients, the
-  head's first), and the backward's end, when the root's gradients are, beside every shard's
-  gradients. Nothing is gathered during the update.
+  a block's gradients copied in fp32 for their reduce-scatter (its own parameters already freed;
+  the root's and the next block's gathered, the root's gradients held, the head's first), and the
+  backward's end, when the root's gradients are copied beside the blocks' sharded ones. Nothing
+  is gathered during the update.
 - **DDP**: its buckets hold a copy of the gradients.
 - **CPU offload** (FSDP's ``CPUOffloadPolicy``/``CPUOffload(offload_params=True)``): the shards of
   parameters, gradients and optimizer state live in host memory; the GPU holds what FSDP gathers
@@ -46,6 +47,7 @@ from typing import TYPE_CHECKING
 from autotune.plan.envelope import phase_of
 from autotune.plan.fsdp_units import NO_UNITS, FsdpUnits
 from autotune.plan.model import EFFICIENCY, Efficiency, largest_under
+from autotune.plan.step import POLICY_PARAM_DTYPE
 
 if TYPE_CHECKING:
     from autotune.plan.gpus import GpuSpec
@@ -169,17 +171,19 @@ class Layout:
     def _gathered(self, step: StepModel, phase: str) -> float:
         """Bytes FSDP holds unsharded in ``phase`` or moment (see the module's doc), per GPU.
 
-        Parameters and their gradients in the policy's low precision (bf16 or fp16; fp32 otherwise),
-        the copy a reduce-scatter reads in fp32 (its ``reduce_dtype``). A block is split ``tp`` ways,
-        the root's own parameters ``tp × pp`` ways (an even share, as the parameters are).
+        Parameters and their gradients in the policy's low precision (bf16 or fp16 under FSDP's
+        ``param_dtype``; fp32 otherwise, autocast's rows included), the copy a reduce-scatter reads
+        in fp32 (its ``reduce_dtype``). A unit's own parameters are freed before its gradients are
+        copied. A block is split ``tp`` ways, the root's own parameters ``tp × pp`` ways (an even
+        share, as the parameters are).
         """
-        low = 0.5 if step.precision in ("bf16", "fp16") else 1.0
+        low = 0.5 if step.policy == POLICY_PARAM_DTYPE else 1.0
         block = self.units.block_bytes / self.tp
         root = self.units.root_bytes / (self.tp * self.pp)
-        if phase == BLOCK_REDUCE:  # the root's parameters and gradients; a block's, its copy, the next
-            return 2 * root * low + 3 * block * low + block
-        if phase == BACKWARD_END:  # the root's parameters, gradients and their copy
-            return 2 * root * low + root
+        if phase == BLOCK_REDUCE:  # the root's parameters and gradients; the next block; a block's
+            return 2 * root * low + 2 * block * low + block  # gradients and their fp32 copy
+        if phase == BACKWARD_END:  # the root's gradients and their fp32 copy
+            return root * low + root
         if phase_of(phase) in ("forward", "backward"):  # the root's, one block in use, the next
             return root * low + 2 * block * low
         return 0.0  # the update runs on the shards

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from autotune.demo.plan import demo_workload
-from autotune.plan.fsdp_units import FsdpUnits
+from autotune.plan.fsdp_units import NO_UNITS, FsdpUnits
 from autotune.plan.gpus import gpu_spec
 from autotune.plan.layouts import Layout, layouts_for
 from autotune.plan.model import EFFICIENCY, StepModel
@@ -101,12 +101,12 @@ def test_a_pipeline_holds_a_stage_and_the_micro_batches_in_flight_and_pays_its_b
 
 
 def test_layouts_keep_tensor_parallel_in_a_node_and_stages_within_the_blocks():
-    labels = {x.label for x in layouts_for(4, 2, 1, blocks=4)}
+    labels = {x.label for x in layouts_for(4, 2, NO_UNITS, blocks=4)}
     assert {"ddp", "fsdp", "fsdp+offload", "fsdp4+tp2", "pp2+tp4", "ddp2+pp4", "pp4+tp2"} <= labels
     assert not any("tp8" in x for x in labels)  # 8-way tensor parallel would cross the node
     assert not any("pp8" in x for x in labels)  # more stages than blocks
-    assert {x.label for x in layouts_for(8, 1, 1, blocks=0)} == {"ddp", "fsdp", "fsdp+offload"}
-    assert {x.label for x in layouts_for(1, 1, 1, blocks=8)} == {"single", "offload"}
+    assert {x.label for x in layouts_for(8, 1, NO_UNITS, blocks=0)} == {"ddp", "fsdp", "fsdp+offload"}
+    assert {x.label for x in layouts_for(1, 1, NO_UNITS, blocks=8)} == {"single", "offload"}
 
 
 def test_a_step_peaking_in_the_optimizer_scales_to_its_backward_peak():

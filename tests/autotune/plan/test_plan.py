@@ -98,14 +98,14 @@ def test_a_two_billion_parameter_model_plans_without_allocating_it():
     l4 = [c for c in single if c.gpu == "L4"]
     assert l4 and not any(c.fits for c in l4) and all("GiB" in (c.why_not or "") for c in l4)
     # offloaded, the state lives in the host's memory (34 GB of the 96 GiB an L4 machine has per GPU),
-    # and the Sequential's 32 Linears are its blocks, FSDP units of their own: the GPU holds one
-    # gathered with its fp32 gradient and the copy its reduce-scatter reads, and the next one
-    # prefetched (4 × 268 MB), not the whole 8.6 GB
+    # and the Sequential's 32 Linears are its blocks, FSDP units of their own: the GPU holds the next
+    # one prefetched while one's fp32 gradients and the copy its reduce-scatter reads are held
+    # (3 × 268 MB), not the whole 8.6 GB
     on_l4 = [c for c in result.configs if c.gpu == "L4"]
     offload = {c.params.precision: c for c in on_l4 if c.params.layout == "offload"}
     assert all(c.host_memory_bytes == pytest.approx(16 * 32 * 8192**2, rel=0.01) for c in offload.values())
     assert offload["fp32"].fits and offload["bf16"].fits
-    assert offload["fp32"].memory_by_category["fsdp_gathered_units"] == 4 * 4 * 8192**2
+    assert offload["fp32"].memory_by_category["fsdp_gathered_units"] == 3 * 4 * 8192**2
 
 
 def test_the_plan_ranks_what_fits_cheapest_first_and_says_why_the_rest_does_not():
@@ -183,8 +183,10 @@ def test_layouts_over_several_gpus_add_buckets_shard_state_and_pay_for_the_colle
     # fp32: gathered whole in fp32, the reduce-scatter reads an fp32 copy of a block's gradients
     for phase in ("forward", "backward"):  # the root's, one block in use and the next
         assert layout._gathered(step, phase) == root + 2 * block
-    assert layout._gathered(step, BLOCK_REDUCE) == 2 * root + 4 * block  # and gradients, a copy of them
-    assert layout._gathered(step, BACKWARD_END) == 3 * root  # the root's gradients reduced last
+    # a block's own parameters are freed before its gradients are copied: the root's and its
+    # gradients, the next block, this one's gradients and their copy; at the end the root's
+    assert layout._gathered(step, BLOCK_REDUCE) == 2 * root + 3 * block
+    assert layout._gathered(step, BACKWARD_END) == 2 * root  # the root's gradients and their copy
     assert layout._gathered(step, "optimizer") == 0  # the update runs on the shards
 
     def sharded(phase: str) -> int:
