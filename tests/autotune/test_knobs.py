@@ -431,6 +431,11 @@ def test_two_ranks_match_one_process_on_the_same_global_batch(dist_run, case):
     assert rank0["reshard_after_forward"] is (case != "fsdp_fp16_keep")
     assert rank0["blocks"] == (0 if case == "ddp" else 3)  # fsdp shards block by block
     assert rank0["fsdp_params"] == (0 if case == "ddp" else 16)  # every parameter a DTensor shard
+    # from the forward to the backward the root keeps its own parameters gathered (FSDP2's default
+    # for a root, as the plan holds it); the blocks free theirs unless told to keep them
+    kept = {"root": "Parameter", "block": "Parameter"}
+    freed = kept | {"block": "DTensor"}
+    assert rank0["held_after_forward"] == (kept if case in ("ddp", "fsdp_fp16_keep") else freed)
     # bf16 under fsdp is FSDP's mixed precision: a block computes with bf16 weights gathered from
     # fp32 master shards, and no autocast runs; fp16 keeps autocast (and its scaler)
     assert rank0["master_dtype"] == "torch.float32"

@@ -74,7 +74,7 @@ def reference(precision: str) -> tuple[list[float], list[float]]:
     return losses, torch.cat([p.detach().flatten() for p in model.parameters()]).tolist()
 
 
-def run(knobs: dict, micro: int) -> tuple[autotune.Prepared, list[float], list[float], str]:
+def run(knobs: dict, micro: int) -> tuple[autotune.Prepared, list[float], list[float], str, dict[str, str]]:
     model, opt = fresh()
     prep = autotune.prepare(model, opt, **knobs)
     seen: list[str] = []  # the dtype a block's weight has while it computes
@@ -86,6 +86,7 @@ def run(knobs: dict, micro: int) -> tuple[autotune.Prepared, list[float], list[f
     assert plan.world_size == dist.get_world_size() == prep.world_size
     assert plan.micro_batch * plan.grad_accum * plan.world_size == GLOBAL_BATCH
     losses = []
+    held: dict[str, str] = {}
     for x, y in zip(*data(), strict=True):
         mine = slice(prep.rank * plan.rank_batch, (prep.rank + 1) * plan.rank_batch)
         xs, ys = x[mine].split(plan.micro_batch), y[mine].split(plan.micro_batch)
@@ -94,13 +95,16 @@ def run(knobs: dict, micro: int) -> tuple[autotune.Prepared, list[float], list[f
             with prep.no_sync(i < plan.grad_accum - 1):
                 with autotune.autocast():
                     loss = nn.functional.mse_loss(prep.model(xb), yb) / plan.grad_accum
+                # between the forward and the backward: what is still gathered (FSDP: not a DTensor)
+                kinds = {"root": model.head.weight, "block": first_block.weight}
+                held = held or {name: type(p).__name__ for name, p in kinds.items()}
                 autotune.backward(loss)
             total += loss.detach().float()
         prep.step()
         dist.all_reduce(total)
         losses.append(total.item() / plan.world_size)
     params = [p.full_tensor() if hasattr(p, "full_tensor") else p for p in prep.model.parameters()]
-    return prep, losses, torch.cat([p.detach().flatten() for p in params]).tolist(), seen[0]
+    return prep, losses, torch.cat([p.detach().flatten() for p in params]).tolist(), seen[0], held
 
 
 def batchnorm_under_fsdp_bf16() -> dict:
@@ -121,7 +125,7 @@ def main() -> int:
     out: dict[str, dict] = {}
     first = None
     for name, (knobs, micro) in CASES.items():
-        prep, losses, params, computed_in = run(knobs, micro)
+        prep, losses, params, computed_in, held = run(knobs, micro)
         first = first or prep
         ref_losses, ref_params = reference(knobs.get("precision", "fp32"))
         out[name] = {
@@ -135,6 +139,7 @@ def main() -> int:
             "scaler": prep.scaler is not None,
             "fsdp_params": sum(type(p).__name__ == "DTensor" for p in prep.model.parameters()),
             "computed_in": computed_in,
+            "held_after_forward": held,
             "master_dtype": str(next(prep.model.parameters()).dtype),
             "autocast": str(prep.autocast_dtype),
             "param_dtype": str(prep.param_dtype),
