@@ -141,6 +141,8 @@ class Layout:
         # FSDP's moments: the backward's (a block's) or the update's (the backward's end) bytes, less
         # the temporaries of the op that peaked there
         moment = {BLOCK_REDUCE: "backward", BACKWARD_END: "optimizer"}.get(phase)
+        if moment == "backward" and accumulation != 1 and "backward.held" in step.phases_at(accumulation):
+            moment = "backward.held"  # a later micro-batch's: the earlier ones' gradients held
         raw = step.memory_by_category(m, gpu=True, phase=moment or phase)
         by: dict[str, float] = dict(raw)
         if moment:

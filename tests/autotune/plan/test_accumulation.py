@@ -67,6 +67,21 @@ def test_pipeline_stages_hold_their_share_of_the_gradients_between_micro_batches
     assert sum(four.values()) > sum(one.values())
 
 
+def test_under_fsdp_a_later_micro_batchs_reduce_scatter_holds_the_earlier_gradients_shards():
+    """FSDP reduces each micro-batch's gradients into the shards: when a later one's block copies
+    its gradients for the reduce-scatter, the shards of the earlier ones' are there already."""
+    from autotune.plan.fsdp_units import FsdpUnits
+    from autotune.plan.layouts import BLOCK_REDUCE
+
+    step = StepModel.fit(*(trace_step(*GPT, m, "fp32", False) for m in (1, 16)))
+    gradients = step.memory_by_category(16, gpu=True, phase="optimizer")["gradients"]
+    fsdp = Layout("fsdp", 4, FsdpUnits(block_bytes=1 << 20, root_bytes=1 << 18))
+    first, later = (fsdp._phase(step, 16, BLOCK_REDUCE, a) for a in (1, 2))
+    assert first["gradients"] == 0  # the step's first micro-batch: no shard yet
+    assert later["gradients"] >= gradients / 4 - 1  # a quarter of them on each of the 4 ranks
+    assert later["fsdp_gathered_units"] == first["fsdp_gathered_units"]
+
+
 @pytest.mark.slow
 def test_a_script_traced_at_one_split_plans_the_other_within_3_percent():
     """An unmodified script traced at 4 × 1 plans 1 × 4 and back, against the script traced at that
