@@ -28,8 +28,9 @@ Held-in / held-out: the published landscapes are split in two halves by a hash o
 
 Searchers: ``bayes`` (scikit-optimize GP, the default so far), ``structured``
 (:mod:`autotune.search.structured`), ``random``, and Optuna's ``tpe`` and ``gp`` samplers when
-``optuna`` is installed (numeric knobs as an integer index over their sorted values, so the
-sampler sees their order; other knobs categorical). Optuna may propose a configuration twice: the
+``optuna`` is installed (knobs of numbers or sizes such as "7b" as an integer index over their
+sorted values, so the sampler sees their order, as the structured searcher does; other knobs
+categorical). Optuna may propose a configuration twice: the
 repeat is answered from the table and not counted as an evaluation (up to 100 repeats in a row).
 
     python benchmarks/searcher_budget.py [--seeds 10] [--searchers structured,bayes,random,tpe,gp]
@@ -53,6 +54,7 @@ from searchers import Landscape, measured
 from autotune.search import Choice, Float, Int, Space, make_searcher
 from autotune.search.searchers import derive_seed
 from autotune.search.space import Param, Value
+from autotune.search.structured import magnitude
 
 DATA = Path(__file__).resolve().parent / "data"
 SHARES = (0.10, 0.20)
@@ -139,6 +141,14 @@ OPTUNA_CAP_S = [60.0]
 CAPPED: dict[str, int] = {}
 
 
+def _in_order(values: list[Value]) -> list[Value]:
+    """Numbers and sizes ("760m", "7b") in increasing order (an ordered knob), others as declared."""
+    sizes = [magnitude(v) for v in values]
+    if any(s is None for s in sizes):
+        return values
+    return [v for _, v in sorted(zip(sizes, values, strict=True), key=lambda pair: pair[0] or 0.0)]
+
+
 def run_optuna(land: Landscape, name: str, seed: int, budget: int) -> list[float]:
     """As ``run_autotune`` with an Optuna sampler through its ask/tell interface (capped in time)."""
     import optuna
@@ -147,11 +157,11 @@ def run_optuna(land: Landscape, name: str, seed: int, budget: int) -> list[float
     sampler = optuna.samplers.TPESampler(seed=seed) if name == "tpe" else optuna.samplers.GPSampler(seed=seed)
     study = optuna.create_study(direction="maximize", sampler=sampler)
     axes: dict[str, list[Value]] = {
-        n: list(p.values()) for n, p in land.space.params.items() if not isinstance(p, Float)
+        n: _in_order(list(p.values())) for n, p in land.space.params.items() if not isinstance(p, Float)
     }
     dists: dict[str, optuna.distributions.BaseDistribution] = {}
     for n, values in axes.items():
-        numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+        numeric = all(magnitude(v) is not None for v in values)  # numbers and sizes ("7b") are ordered
         dists[n] = (
             optuna.distributions.IntDistribution(0, len(values) - 1)
             if numeric

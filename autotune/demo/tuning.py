@@ -15,6 +15,7 @@ from pathlib import Path
 from rich.console import Console
 
 from autotune.demo.target import demo_space
+from autotune.search.registry import DEFAULT_SEARCHER
 from autotune.tuner.config import TuneConfig
 from autotune.tuner.progress import Progress
 from autotune.tuner.trials import TrialSettings
@@ -55,7 +56,7 @@ def tune_demo(
         settings=settings,
         space=demo_space(model, device=device, world_size=ranks),
         n_trials=n_trials,
-        searcher="bayes",
+        searcher=DEFAULT_SEARCHER,
         seed=0,
         device_kind="cuda" if device.startswith("cuda") else "cpu",
         confirm_rounds=max(0, confirm_rounds),

@@ -8,6 +8,10 @@ from autotune.search.searchers import BayesSearcher, Direction, GridSearcher, Ra
 from autotune.search.space import Space
 from autotune.search.structured import StructuredSearcher
 
+#: The searcher a study uses unless told otherwise: on the searcher benchmark
+#: (``benchmarks/searcher_budget.py``) it is the one most often near the optimum on a tenth of a grid.
+DEFAULT_SEARCHER = "structured"
+
 SEARCHERS: dict[str, type[Searcher]] = {
     "bayes": BayesSearcher,
     "structured": StructuredSearcher,

@@ -4,8 +4,8 @@ Throughput and cost over batch size are smooth and mostly unimodal in log scale,
 memory runs out; precision and layout are categorical with large, mostly separable effects. So:
 
 - each parameter becomes features in [0, 1]: an ``Int``/``Float`` by its position (log-scaled when
-  ``log`` or ``power_of_two``), a ``Choice`` of numbers by its rank among them (an ordinal knob:
-  a GPU count, a sequence length), any other ``Choice`` one-hot;
+  ``log`` or ``power_of_two``), a ``Choice`` of numbers or sizes ("760m", "7b") by its rank among
+  them (an ordinal knob: a GPU count, a sequence length, a model size), any other ``Choice`` one-hot;
 - the first ``n_initial_points`` configurations are a space-filling design over the levels:
   seeded, each the untried configuration farthest from every one tried so far (maximin);
 - then a Gaussian process on the log of the objective, with a kernel that is the sum of a
@@ -44,8 +44,30 @@ _ORDER = [(False, None), (True, None), (True, "batch"), (False, "precision")]
 _REDUCED = re.compile(r"16|half|mixed|amp", re.IGNORECASE)
 
 
+#: A size written with an SI suffix ("760m", "7b", "16k"): an ordered level, as a number is.
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgbt]?)\s*$", re.IGNORECASE)
+_SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "b": 1e9, "t": 1e12}
+
+
+def magnitude(value: Any) -> float | None:
+    """``value`` as a number: itself, or a size with an SI suffix ("760m", "7b"); else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    match = _SIZE.match(value) if isinstance(value, str) else None
+    return float(match[1]) * _SUFFIX[match[2].lower()] if match else None
+
+
 def _numeric(values: tuple[Any, ...]) -> bool:
-    return all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+    """Whether every value is a number or a size (the knob is ordered: a GPU count, a model size)."""
+    return all(magnitude(v) is not None for v in values)
+
+
+def _by_magnitude(value: Any) -> float:
+    size = magnitude(value)
+    assert size is not None
+    return size
 
 
 class Encoder:
@@ -68,8 +90,8 @@ class Encoder:
             v = params[name]
             if isinstance(p, Choice):
                 if _numeric(p.choices):
-                    ranks = sorted(float(c) for c in p.choices)
-                    out.append(ranks.index(float(v)) / max(1, len(ranks) - 1))
+                    ranks = sorted(p.choices, key=_by_magnitude)
+                    out.append(ranks.index(v) / max(1, len(ranks) - 1))
                 else:
                     out.extend(1.0 if i == p.index(v) else 0.0 for i in range(len(p.choices)))
             elif isinstance(p, Int | Float):
@@ -105,7 +127,7 @@ def knobs(space: Space) -> list[Knob]:
             out.append(Knob(name, levels, False, role))
             continue
         if isinstance(p, Choice):
-            levels = tuple(sorted(p.choices, key=float))
+            levels = tuple(sorted(p.choices, key=_by_magnitude))
         elif isinstance(p, Int) and p.size <= _MAX_LEVELS:
             levels = tuple(p.values())
         else:
@@ -141,7 +163,9 @@ class StructuredSearcher(Searcher):
     2. Coordinate moves around the incumbent (the best feasible trial): one knob at a time, first
        the knobs the start knew nothing about (categorical, then ordered), then batch, then
        precision, change that knob alone to an untried level (a seeded one for a categorical; for
-       an ordered one the level farthest along that line). Memory changes with the other knobs, so
+       an ordered one the level farthest along that line, then, as a golden-section search, the
+       middle of the wider open interval between the best level and the nearest ones tried on
+       either side, until none is left). Memory changes with the other knobs, so
        a move also lifts each batch knob halfway up to the largest level not known to fail there;
        a batch knob itself bisects upward below its lowest failure, else steps down once. A better
        result moves the incumbent and opens every knob again.
@@ -254,8 +278,12 @@ class StructuredSearcher(Searcher):
                     continue
             else:
                 loose = {k.name, *(b.name for b in batch)}
-                if any(_differs_in(o.params, incumbent, k.name, loose) for o in usable):
-                    continue  # this knob has been moved around the incumbent
+                line = [o for o in usable if _differs_in(o.params, incumbent, k.name, loose)]
+                if line:  # moved around the incumbent: an ordered knob bisects toward its peak
+                    between = _bracketed(k, incumbent[k.name], line, options) if k.ordered else None
+                    if between is None:
+                        continue
+                    options = [between]
             if not options:
                 continue
             move = {**incumbent, k.name: self._move(k, incumbent[k.name], options, rng)}
@@ -383,8 +411,29 @@ def _level(knob: Knob, value: Value) -> int:
     """The position of ``value`` among an ordered knob's levels (the nearest one, off the grid)."""
     if value in knob.levels:
         return knob.levels.index(value)
-    x = float(value)
-    return min(range(len(knob.levels)), key=lambda i: abs(float(knob.levels[i]) - x))
+    x = _by_magnitude(value)
+    return min(range(len(knob.levels)), key=lambda i: abs(_by_magnitude(knob.levels[i]) - x))
+
+
+def _bracketed(knob: Knob, value: Value, line: list[Observation], options: list[Value]) -> Value | None:
+    """The next level of a line search along an ordered knob, or None when it has settled.
+
+    Mostly unimodal along the knob: the incumbent's peak lies between the nearest levels tried
+    on either side of it (the range's ends where a side has none), so the next level is the
+    middle of the larger of those two open intervals (as a golden-section search probes), among
+    ``options`` (the levels not tried with the incumbent's other values).
+    """
+    here = _level(knob, value)
+    tried = {_level(knob, o.params[knob.name]) for o in line}
+    below = max([-1, *(t for t in tried if t < here)])
+    above = min([len(knob.levels), *(t for t in tried if t > here)])
+    open_levels = {_level(knob, v) for v in options}
+    sides = [
+        [i for i in range(below + 1, here) if i in open_levels],
+        [i for i in range(here + 1, above) if i in open_levels],
+    ]
+    wider = max(sides, key=len)
+    return knob.levels[wider[len(wider) // 2]] if wider else None
 
 
 def _differs_in(a: dict[str, Value], b: dict[str, Value], name: str, loose: set[str]) -> bool:

@@ -30,7 +30,7 @@ from typing import Any
 
 from autotune.search.params import is_number
 from autotune.search.records import INFEASIBLE_STATUSES, Infeasible, Measured, StudyRecord, Trial
-from autotune.search.registry import make_searcher
+from autotune.search.registry import DEFAULT_SEARCHER, make_searcher
 from autotune.search.searchers import Direction, Searcher, SearchExhausted
 from autotune.search.space import Space, Value
 from autotune.search.storage import (
@@ -63,9 +63,9 @@ Objective = Callable[[dict[str, Value]], "float | Mapping[str, float | None] | M
 class Study:
     """A search for the configuration of ``space`` that maximizes (or minimizes) an objective.
 
-    ``searcher``: "bayes", "structured", "random", "grid" or a ``Searcher`` built on the same space (its own
-    seed then applies). ``objective``: the key of the objective when the function returns a dict
-    of metrics. ``storage``: a path (``*.db``: SQLite run store, else JSON Lines) or a
+    ``searcher``: "structured" (the default), "bayes", "random", "grid" or a ``Searcher`` built on
+    the same space (its own seed then applies). ``objective``: the key of the objective when the
+    function returns a dict of metrics. ``storage``: a path (``*.db``: SQLite run store, else JSON Lines) or a
     ``TrialStorage`` to persist trials to and resume from; resuming checks that the space,
     direction and objective are the same. ``info``: JSON facts stored with the study the first
     time (``stored_info`` gives back what was stored, also on resume).
@@ -81,7 +81,7 @@ class Study:
         self,
         space: Space,
         direction: Direction = "maximize",
-        searcher: str | Searcher = "bayes",
+        searcher: str | Searcher = DEFAULT_SEARCHER,
         seed: int = 0,
         storage: str | os.PathLike[str] | TrialStorage | None = None,
         objective: str = "objective",

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.search.records import StudyRecord
+from autotune.search.registry import DEFAULT_SEARCHER
 from autotune.search.space import Space
 from autotune.search.storage import SqliteStorage
 from autotune.tuner.objectives import Scoring
@@ -42,7 +43,7 @@ class TuneConfig:
     settings: TrialSettings
     space: Space | None = None
     n_trials: int = 12
-    searcher: str = "bayes"
+    searcher: str = DEFAULT_SEARCHER
     seed: int = 0
     scoring: Scoring = field(default_factory=Scoring)
     multi_objective: bool = False

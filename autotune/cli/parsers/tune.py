@@ -10,6 +10,7 @@ from typing import Any
 
 from autotune.cli.support import add_dashboard_option, number
 from autotune.presets import PRESETS
+from autotune.search.registry import DEFAULT_SEARCHER, SEARCHERS
 from profilers.runtime.rundir import slug
 
 DEFAULT_TRIALS = 12
@@ -66,7 +67,10 @@ def add_parser(sub: Any) -> None:
         "--trials", type=positive_int, help="trials in all, baseline included (12; on --resume: as stored)"
     )
     p.add_argument(
-        "--searcher", choices=("bayes", "structured", "random", "grid"), default="bayes", help="(bayes)"
+        "--searcher",
+        choices=tuple(SEARCHERS),
+        default=DEFAULT_SEARCHER,
+        help=f"({DEFAULT_SEARCHER}; bayes: scikit-optimize's Gaussian process)",
     )
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed of the searcher (0)")
     p.add_argument(

@@ -18,6 +18,7 @@ from autotune.search import (
     Study,
     Trial,
 )
+from autotune.search.structured import StructuredSearcher
 
 LINE = Space(x=Int(1, 50))
 SMALL = Space(batch=Int(8, 64, power_of_two=True), precision=Choice("fp32", "bf16"))  # 8 points
@@ -44,8 +45,15 @@ def test_directions(direction, best_x):
     assert study.best.id == next(t.id for t in study.trials if t.params == {"x": best_x})
 
 
-def test_bayes_is_the_default_searcher_and_finds_the_slope_end():
+def test_structured_is_the_default_searcher_and_finds_the_slope_end():
     study = Study(LINE, seed=1)
+    assert isinstance(study.searcher, StructuredSearcher)
+    study.optimize(slope, n_trials=9)
+    assert study.best.value >= 45
+
+
+def test_bayes_finds_the_slope_end():
+    study = Study(LINE, searcher="bayes", seed=1)
     assert isinstance(study.searcher, BayesSearcher)
     study.optimize(slope, n_trials=9)
     assert study.best.value >= 45
