@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from profilers.runtime.active import active_session
 from profilers.runtime.parallel_degrees import PARAM_ENV_PREFIX, ranks_per_replica
-from profilers.runtime.session import active_session
 
 #: Every parameter this process has read through param(), knob_value() or batch_plan(), with the
 #: value it got (the trial's, else the default), so a trial can report what the script really used.

@@ -20,7 +20,7 @@ from profilers.contract.profile_summary import ProfileSummary
 from profilers.runtime.backends import describe_unavailable, get_backend
 from profilers.runtime.launch_env import LaunchEnv
 from profilers.runtime.options import PROFILE_OPTIONS
-from profilers.runtime.session import StepBudgetReached
+from profilers.runtime.stopping import StepBudgetReached
 
 
 def _check_writable(path: Path) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from autotune.fmt import NA, format_number
 from autotune.search.records import Trial
@@ -15,6 +15,7 @@ from autotune.search.space import Value
 from autotune.tuner.early_stop import STOPPED_LOSING, best_result, stop_words
 from autotune.tuner.host_load import machine_cores
 from autotune.tuner.trial_facts import facts, metrics
+from autotune.tuner.tune import Tuner
 from autotune.tuner.tune_summary import trial_ratio
 from profilers.contract.load import too_busy
 from profilers.contract.schema import TrialStatus
@@ -22,9 +23,6 @@ from profilers.contract.spread import ratio_span
 from profilers.contract.study import placement_line, starved_line
 from profilers.contract.study_summary import SearchPrior, TuningSummary
 from profilers.contract.verdict import VerdictStatus, verdict_of
-
-if TYPE_CHECKING:
-    from autotune.tuner.tune import Tuner
 
 
 def _number(value: float | None) -> str:
@@ -120,8 +118,6 @@ class Progress:
 
     def tuner(self, config: Any, run_dir: Path, resume: bool = False) -> Tuner:
         """The study's tuner, reporting here as it goes."""
-        from autotune.tuner.tune import Tuner  # psutil and the tuner's runners: only once a study runs
-
         self._tuner = Tuner(
             config,
             run_dir,

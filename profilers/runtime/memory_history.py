@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import torch
+
 SNAPSHOT_DIR = "memory"
 #: Allocator actions kept (a ring): enough for the window's steps of a large model, about 100 MB.
 MAX_ENTRIES = 200_000
@@ -40,8 +42,6 @@ class MemoryHistory:
         if self.recording or self.files or self.closed:
             return
         try:
-            import torch
-
             torch.cuda.memory._record_memory_history(
                 "all", context="all", stacks="python", max_entries=MAX_ENTRIES, device=device
             )
@@ -55,8 +55,6 @@ class MemoryHistory:
             return
         try:
             if run_dir is not None:
-                import torch
-
                 name = snapshot_name(rank, oom)
                 (run_dir / SNAPSHOT_DIR).mkdir(parents=True, exist_ok=True)
                 torch.cuda.memory._dump_snapshot(str(run_dir / name))
@@ -77,8 +75,6 @@ class MemoryHistory:
             return
         self.recording = False
         try:
-            import torch
-
             torch.cuda.memory._record_memory_history(None, device=self._device)
         except Exception as exc:
             self.on_fault("memory snapshot", exc)
@@ -89,8 +85,6 @@ def is_out_of_memory(exc: BaseException | None) -> bool:
     if exc is None:
         return False
     try:
-        import torch
-
         if isinstance(exc, torch.OutOfMemoryError):
             return True
     except Exception:
@@ -99,4 +93,3 @@ def is_out_of_memory(exc: BaseException | None) -> bool:
 
 
 __all__ = ["MAX_ENTRIES", "SNAPSHOT_DIR", "MemoryHistory", "is_out_of_memory", "snapshot_name"]
-

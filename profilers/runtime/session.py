@@ -13,11 +13,13 @@ import gc
 import os
 import socket
 import sys
-import threading
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
+
+import psutil
+import torch  # before any measurement, so that its own footprint is not counted as training memory
 
 from profilers.contract.figures import DeviceEntry, MemoryFigures, ModelFacts, RankEntry, TopOp
 from profilers.contract.outcome import Ending, Exit, exit_of, interrupted_reason, outcome_fields
@@ -26,6 +28,8 @@ from profilers.contract.reader import Snapshot
 from profilers.contract.records import DeviceInfo, DeviceSample, StepRecord, mean_loss
 from profilers.contract.schema import SCHEMA_VERSION, STORE_NAME
 from profilers.contract.summarize import rank_entry, run_statistics, steady_span_ns
+from profilers.runtime import hooks
+from profilers.runtime.active import active_session, claim, release
 from profilers.runtime.backends import get_backend
 from profilers.runtime.backends.host import HostBackend, machine_cores
 from profilers.runtime.cuda_clock import (
@@ -53,8 +57,6 @@ from profilers.runtime.store import RunStore
 from profilers.runtime.timeline import ClosedStep, step_record
 from profilers.runtime.tracker import StepTracker
 
-_ACTIVE: Session | None = None
-_ACTIVE_LOCK = threading.Lock()
 #: Under several ranks, steps close at the optimizer step's end after this many steps in a row had
 #: one optimizer step each (see profilers.runtime.tracker): every rank then stops at the same point.
 EAGER_STEP_CLOSE_AFTER = 3
@@ -62,11 +64,6 @@ EAGER_STEP_CLOSE_AFTER = 3
 
 class ProfilerWarning(UserWarning):
     """A part of the profiler failed; training went on without it."""
-
-
-def active_session() -> Session | None:
-    """The session running in this process, if any."""
-    return _ACTIVE
 
 
 #: Under an early step budget (``--stable-within``, ``--stop-below``, ``--stop-on-non-finite-loss``),
@@ -169,11 +166,7 @@ class Session:
     # -- start ----------------------------------------------------------------------------------
     def start(self) -> None:
         """Set everything up; never raises for a fault of ours."""
-        global _ACTIVE
-        with _ACTIVE_LOCK:
-            if _ACTIVE is not None:
-                raise RuntimeError("an autotune profile is already active in this process")
-            _ACTIVE = self
+        claim(self)
         self._started = True
         self._t0 = time.time()
         self._wall_offset_ns = time.time_ns() - time.perf_counter_ns()
@@ -212,13 +205,12 @@ class Session:
         self._store.set_rank(self.world_size, socket.gethostname(), os.getpid(), None, None)
 
     def _memory_baseline(self) -> None:
-        import psutil
-        import torch  # imported first, so its own footprint is not counted as training memory
-
+        # torch is imported with this module; what else will be used is loaded now, so that its
+        # footprint is not counted as training memory either
         if self.options.count_flops:
-            import torch.utils.flop_counter
+            import torch.utils.flop_counter as _flop_counter  # noqa: F401
         if self.options.deep_profile:
-            import torch.profiler
+            import torch.profiler as _torch_profiler  # noqa: F401
 
         self._rss_start = psutil.Process().memory_info().rss
         if torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -233,8 +225,6 @@ class Session:
         its forward, would be too late: an out-of-memory error in the first forward (the usual one)
         would be over before it.
         """
-        import torch
-
         history = self._memory_history
         if history is not None and torch.cuda.is_available():
             torch.cuda._lazy_call(lambda: history.start(None))
@@ -278,7 +268,6 @@ class Session:
         gpus = [d for b in self._recorder.backends for d in b.devices() if d.kind == "gpu"]
         if not gpus:
             return
-        import torch
 
         wanted = job_cuda_indexes(cuda_index, LaunchEnv.read().local_world_size, torch.cuda.device_count())
         keep = None if wanted is None else match_uuids(cuda_uuids(wanted), gpus)
@@ -292,10 +281,9 @@ class Session:
             self._nvtx = NvtxRanges(self.fault)
 
     def _install_hooks(self) -> None:
-        from profilers.runtime.hooks import TorchHooks
 
         assert self._tracker is not None
-        self._hooks = TorchHooks(
+        self._hooks = hooks.TorchHooks(
             self._tracker,
             self.fault,
             on_first_cuda_input=self._use_cuda_clock,
@@ -310,8 +298,6 @@ class Session:
         The input's device, not the current one: ``model.to(f"cuda:{local_rank}")`` without
         ``torch.cuda.set_device`` leaves the current device at 0 on every rank.
         """
-        import torch
-
         self.device_kind = "cuda"
         index = device.index if device.index is not None else torch.cuda.current_device()
         self._cuda_device = index
@@ -444,9 +430,7 @@ class Session:
         ]
         if tensors and self._hooks is not None and self._hooks.capture_loss:
             try:
-                from profilers.runtime.hooks import read_losses
-
-                loss = mean_loss(read_losses(tensors))
+                loss = mean_loss(hooks.read_losses(tensors))
             except Exception as exc:
                 self._hooks.capture_loss = False
                 self.fault("loss capture", exc)
@@ -536,7 +520,6 @@ class Session:
 
     def stop(self) -> ProfileSummary | None:
         """Tear down, save everything and build the summary. Never raises for a fault of ours."""
-        global _ACTIVE
         if not self._started:
             return None
         self._started = False
@@ -562,8 +545,7 @@ class Session:
                     self._recorder.write_ops(self.instruments.top_ops)
             self.summary = self._guard("summary", self._finish_summary)
         finally:
-            with _ACTIVE_LOCK:
-                _ACTIVE = None
+            release()
             if self._store is not None:
                 with contextlib.suppress(Exception):  # closing must not fail the user's run
                     self._store.close()
@@ -592,8 +574,6 @@ class Session:
             self.fault("host memory", exc)
         if self.device_kind == "cuda":
             try:
-                import torch
-
                 dev = self._cuda_device
                 peak = int(torch.cuda.max_memory_allocated(dev))
                 reserved = int(torch.cuda.max_memory_reserved(dev))
@@ -605,8 +585,6 @@ class Session:
     def _device(self) -> DeviceEntry:
         name = None
         if self.device_kind == "cuda":
-            import torch
-
             name = torch.cuda.get_device_name(self._cuda_device)
         return device_entry(self.device_kind, name, self._cuda_device, self.world_size, self.job_gpus)
 
