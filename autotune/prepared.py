@@ -6,7 +6,7 @@
     plan = autotune.batch_plan(global_batch=256)   # micro_batch × grad_accum × world_size
     for step_batches in batches_of(plan):          # plan.grad_accum micro-batches of plan.micro_batch
         for i, (x, y) in enumerate(step_batches):
-            with prep.no_sync(i < plan.grad_accum - 1):   # all-reduce on the last one only
+            with prep.no_sync(i < plan.grad_accum - 1):   # ddp: all-reduce on the last one only
                 with prep.autocast():
                     loss = loss_fn(prep.model(x), y) / plan.grad_accum
                 prep.backward(loss)
@@ -117,22 +117,18 @@ class Prepared:
 
     @contextlib.contextmanager
     def no_sync(self, skip: bool = True) -> Iterator[None]:
-        """With ``skip``, no gradient all-reduce (ddp) or reduce-scatter (fsdp) inside; they accumulate.
+        """With ``skip`` under ddp, no gradient all-reduce inside: the gradients accumulate locally.
 
-        Wrap forward and backward of every micro-batch but the last of an optimizer step.
+        Wrap forward and backward of every micro-batch but the last of an optimizer step. Under
+        fsdp the gradients are still reduce-scattered after every micro-batch and their shards
+        accumulate: FSDP2 without gradient sync would hold every gradient unsharded, upcast to
+        fp32 under the bf16 policy (4 bytes a parameter on every rank, more than the whole sharded
+        state), which is what fsdp is chosen to avoid. The plan's fsdp rows hold and time it so.
         """
         root = self._sync_root
-        if not skip:
-            yield
-        elif self.layout == "ddp" and root is not None:
+        if skip and self.layout == "ddp" and root is not None:
             with root.no_sync():  # type: ignore[operator]
                 yield
-        elif self.layout == "fsdp" and root is not None:
-            root.set_requires_gradient_sync(False)  # type: ignore[operator]
-            try:
-                yield
-            finally:
-                root.set_requires_gradient_sync(True)  # type: ignore[operator]
         else:
             yield
 

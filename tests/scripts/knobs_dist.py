@@ -99,6 +99,9 @@ def run(knobs: dict, micro: int) -> tuple[autotune.Prepared, list[float], list[f
                 kinds = {"root": model.head.weight, "block": first_block.weight}
                 held = held or {name: type(p).__name__ for name, p in kinds.items()}
                 autotune.backward(loss)
+            if i == 0 and plan.grad_accum > 1 and "between" not in held:  # what the next micro-batch finds
+                grad = first_block.weight.grad
+                held["between"] = "None" if grad is None else type(grad).__name__
             total += loss.detach().float()
         prep.step()
         dist.all_reduce(total)
