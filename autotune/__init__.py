@@ -1,6 +1,6 @@
 """gpu-autotune: profile a PyTorch training loop, tune it, and say what to change.
 
-``import autotune`` stays light: torch is imported when a profile starts or a model is prepared,
+``import autotune`` stays light: torch is imported with ``autotune.profile`` or ``autotune.prepare``,
 and plotly, textual and scikit-optimize only by the commands that draw or tune.
 """
 

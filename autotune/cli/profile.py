@@ -10,7 +10,6 @@ from typing import Any
 
 from rich.console import Console
 
-from autotune.api import profile
 from autotune.cli.support import UsageError, check_module
 from autotune.console import render_summary
 from autotune.report.terminal import advise_at_end
@@ -62,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
         _check_writable(args.runs_root)
     options = _profile_options(args, name)
     options["command"] = [args.script, *args.script_args]
+    from autotune.api import profile  # torch sizes its thread pool from the cores it sees: after the pinning
+
     prof = profile(**options)
     code = 0
     with prof:

@@ -45,7 +45,7 @@ _REDUCED = re.compile(r"16|half|mixed|amp", re.IGNORECASE)
 
 
 #: A size written with an SI suffix ("760m", "7b", "16k"): an ordered level, as a number is.
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgbt]?)\s*$", re.IGNORECASE)
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgbt]?)\s*$", re.IGNORECASE | re.ASCII)
 _SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "b": 1e9, "t": 1e12}
 
 
@@ -121,10 +121,10 @@ def knobs(space: Space) -> list[Knob]:
     """The space's parameters as :class:`Knob`, in the space's order."""
     out = []
     for name, p in space.params.items():
-        if isinstance(p, Choice) and not _numeric(p.choices):
+        precision = isinstance(p, Choice) and bool(_PRECISION_NAME.search(name) and _preferred(p.choices))
+        if isinstance(p, Choice) and (precision or not _numeric(p.choices)):  # "16" and "32" too
             levels: tuple[Value, ...] = tuple(p.choices)
-            role = "precision" if _PRECISION_NAME.search(name) and _preferred(levels) else None
-            out.append(Knob(name, levels, False, role))
+            out.append(Knob(name, levels, False, "precision" if precision else None))
             continue
         if isinstance(p, Choice):
             levels = tuple(sorted(p.choices, key=_by_magnitude))
@@ -220,7 +220,7 @@ class StructuredSearcher(Searcher):
                 return pick
         if self.start == "roles":
             planned = self._planned(usable, feasible, rng)
-            if planned is not None:
+            if planned is not None and not self.is_seen(planned):  # never a configuration twice
                 return planned
         candidates = self._candidates(rng, self.n_candidates)
         if not candidates:
@@ -272,8 +272,12 @@ class StructuredSearcher(Searcher):
                 here = _level(k, incumbent[k.name])
                 cliff = min([len(k.levels), *(_level(k, o.params[k.name]) for o in line if not o.feasible)])
                 up = [v for v in options if here < _level(k, v) < cliff]
-                if up:
-                    return {**incumbent, k.name: k.levels[(here + max(_level(k, v) for v in up) + 1) // 2]}
+                if up:  # the untried level nearest the middle between here and the highest one open
+                    middle = (here + max(_level(k, v) for v in up) + 1) // 2
+                    return {
+                        **incumbent,
+                        k.name: min(up, key=lambda v: (abs(_level(k, v) - middle), _level(k, v))),
+                    }
                 if any(o.feasible for o in line):
                     continue
             else:

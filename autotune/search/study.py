@@ -30,7 +30,7 @@ from typing import Any
 
 from autotune.search.params import is_number
 from autotune.search.records import INFEASIBLE_STATUSES, Infeasible, Measured, StudyRecord, Trial
-from autotune.search.registry import DEFAULT_SEARCHER, make_searcher
+from autotune.search.registry import DEFAULT_SEARCHER, SEARCHERS, make_searcher
 from autotune.search.searchers import Direction, Searcher, SearchExhausted
 from autotune.search.space import Space, Value
 from autotune.search.storage import (
@@ -63,8 +63,9 @@ Objective = Callable[[dict[str, Value]], "float | Mapping[str, float | None] | M
 class Study:
     """A search for the configuration of ``space`` that maximizes (or minimizes) an objective.
 
-    ``searcher``: "structured" (the default), "bayes", "random", "grid" or a ``Searcher`` built on
-    the same space (its own seed then applies). ``objective``: the key of the objective when the
+    ``searcher``: "structured", "bayes", "random", "grid" or a ``Searcher`` built on the same space
+    (its own seed then applies); by default the one a resumed study was stored with, else
+    "structured". ``objective``: the key of the objective when the
     function returns a dict of metrics. ``storage``: a path (``*.db``: SQLite run store, else JSON Lines) or a
     ``TrialStorage`` to persist trials to and resume from; resuming checks that the space,
     direction and objective are the same. ``info``: JSON facts stored with the study the first
@@ -81,7 +82,7 @@ class Study:
         self,
         space: Space,
         direction: Direction = "maximize",
-        searcher: str | Searcher = DEFAULT_SEARCHER,
+        searcher: str | Searcher | None = None,
         seed: int = 0,
         storage: str | os.PathLike[str] | TrialStorage | None = None,
         objective: str = "objective",
@@ -94,12 +95,17 @@ class Study:
         self.space = space
         self.direction: Direction = direction
         self.objective = objective
+        self.storage: TrialStorage | None
+        if isinstance(storage, str | os.PathLike):
+            self.storage = open_storage(storage)
+        else:
+            self.storage = storage
         if isinstance(searcher, Searcher):
             if searcher.space != space or searcher.direction != direction:
                 raise ValueError("the searcher was built for another space or direction than the study's")
             self.searcher = searcher
         else:
-            self.searcher = make_searcher(searcher, space, seed, direction)
+            self.searcher = make_searcher(searcher or self._stored_searcher(), space, seed, direction)
         self._trials: list[Trial] = []
         self._queue: list[dict[str, Value]] = []
         #: Trials started and not yet recorded, by id (this process's).
@@ -109,13 +115,14 @@ class Study:
         self._local = threading.local()
         self._info = dict(info or {})
         self.stored_info: dict[str, Any] = dict(self._info)
-        self.storage: TrialStorage | None
-        if isinstance(storage, str | os.PathLike):
-            self.storage = open_storage(storage)
-        else:
-            self.storage = storage
         if self.storage is not None:
             self._resume(self.storage)
+
+    def _stored_searcher(self) -> str:
+        """The searcher a resumed study was stored with, else the default one."""
+        meta = self.storage.read()[0] if self.storage is not None else None
+        name = StudyRecord.from_dict(meta).searcher if meta is not None else None
+        return name if name in SEARCHERS else DEFAULT_SEARCHER
 
     # ------------------------------------------------------------------ state
 

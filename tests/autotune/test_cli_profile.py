@@ -591,3 +591,20 @@ def test_missing_module_is_bad_input(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_trial_given_one_core_sizes_torchs_threads_to_it(tmp_path):
+    """A parallel study's trial is pinned to its cores before torch loads: torch sizes its thread
+    pool from the cores it sees at import, so a trial given core 0 of this machine runs 1 thread."""
+    if len(os.sched_getaffinity(0)) < 2 or 0 not in os.sched_getaffinity(0):
+        pytest.skip("needs core 0 and another one")
+    script = tmp_path / "threads.py"
+    script.write_text(
+        "import os, torch\nprint('THREADS', torch.get_num_threads(), sorted(os.sched_getaffinity(0)))\n"
+    )
+    env = {k: v for k, v in script_env().items() if k != "OMP_NUM_THREADS"}
+    env["AUTOTUNE_TRIAL_CPUS"] = "0"
+    cmd = [sys.executable, "-m", "autotune", "profile", "--run-dir", str(tmp_path / "run"), str(script)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=180, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "THREADS 1 [0]" in proc.stdout, proc.stdout

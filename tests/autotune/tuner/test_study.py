@@ -249,3 +249,11 @@ def test_storage_interface_is_pluggable():
     assert isinstance(JsonlStorage("x.jsonl").path, os.PathLike)
     with pytest.raises(ValueError, match="another space or direction"):
         Study(LINE, searcher=GridSearcher(SMALL))
+
+
+def test_a_resumed_study_keeps_the_searcher_it_was_stored_with(tmp_path):
+    path = tmp_path / "study.db"
+    Study(LINE, searcher="bayes", seed=1, storage=path).optimize(slope, n_trials=3)
+    resumed = Study(LINE, seed=1, storage=path)
+    assert isinstance(resumed.searcher, BayesSearcher) and len(resumed.trials) == 3
+    assert isinstance(Study(LINE, seed=1, storage=tmp_path / "new.db").searcher, StructuredSearcher)
