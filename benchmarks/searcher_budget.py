@@ -56,7 +56,7 @@ from searchers import Landscape, measured
 from autotune.search import Choice, Float, Int, Space, make_searcher
 from autotune.search.searchers import derive_seed
 from autotune.search.space import Param, Value
-from autotune.search.structured import magnitude
+from autotune.search.structured import ordered_levels
 
 DATA = Path(__file__).resolve().parent / "data"
 SHARES = (0.10, 0.20)
@@ -143,14 +143,6 @@ OPTUNA_CAP_S = [60.0]
 CAPPED: dict[str, int] = {}
 
 
-def _in_order(values: list[Value]) -> list[Value]:
-    """Numbers and sizes ("760m", "7b") in increasing order (an ordered knob), others as declared."""
-    sizes = [magnitude(v) for v in values]
-    if any(s is None for s in sizes):
-        return values
-    return [v for _, v in sorted(zip(sizes, values, strict=True), key=lambda pair: pair[0] or 0.0)]
-
-
 def run_optuna(land: Landscape, name: str, seed: int, budget: int) -> list[float]:
     """As ``run_autotune`` with an Optuna sampler through its ask/tell interface (capped in time)."""
     import optuna
@@ -159,11 +151,13 @@ def run_optuna(land: Landscape, name: str, seed: int, budget: int) -> list[float
     sampler = optuna.samplers.TPESampler(seed=seed) if name == "tpe" else optuna.samplers.GPSampler(seed=seed)
     study = optuna.create_study(direction="maximize", sampler=sampler)
     axes: dict[str, list[Value]] = {
-        n: _in_order(list(p.values())) for n, p in land.space.params.items() if not isinstance(p, Float)
+        n: list(ordered_levels(p.values()) or p.values())
+        for n, p in land.space.params.items()
+        if not isinstance(p, Float)
     }
     dists: dict[str, optuna.distributions.BaseDistribution] = {}
     for n, values in axes.items():
-        numeric = all(magnitude(v) is not None for v in values)  # numbers and sizes ("7b") are ordered
+        numeric = ordered_levels(values) is not None  # numbers and sizes ("7b") are ordered
         dists[n] = (
             optuna.distributions.IntDistribution(0, len(values) - 1)
             if numeric

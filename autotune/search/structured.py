@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import random
 import re
+from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from autotune.search.params import Choice, Float, Int
@@ -59,9 +60,17 @@ def magnitude(value: Any) -> float | None:
     return float(match[1]) * _SUFFIX[match[2].lower()] if match else None
 
 
-def _numeric(values: tuple[Any, ...]) -> bool:
-    """Whether every value is a number or a size (the knob is ordered: a GPU count, a model size)."""
-    return all(magnitude(v) is not None for v in values)
+def ordered_levels(values: Iterable[Any]) -> tuple[Any, ...] | None:
+    """The values in increasing magnitude when each is a number or a size, else None.
+
+    Such a knob is ordered: a GPU count, a sequence length, a model size ("760m", "7b").
+    """
+    values = tuple(values)
+    sizes = [magnitude(v) for v in values]
+    if any(size is None for size in sizes):
+        return None
+    order = sorted(range(len(values)), key=lambda i: sizes[i] or 0.0)
+    return tuple(values[i] for i in order)
 
 
 def _by_magnitude(value: Any) -> float:
@@ -76,9 +85,14 @@ class Encoder:
     def __init__(self, space: Space) -> None:
         self.space = space
         self.groups: list[list[int]] = []
+        #: A choice of numbers or sizes: each value's rank among them, in [0, 1].
+        self.ranks: dict[str, dict[Any, float]] = {}
         width = 0
-        for p in space.params.values():
-            n = len(p.choices) if isinstance(p, Choice) and not _numeric(p.choices) else 1
+        for name, p in space.params.items():
+            levels = ordered_levels(p.choices) if isinstance(p, Choice) else None
+            if levels is not None:
+                self.ranks[name] = {v: i / max(1, len(levels) - 1) for i, v in enumerate(levels)}
+            n = len(p.choices) if isinstance(p, Choice) and levels is None else 1
             self.groups.append(list(range(width, width + n)))
             width += n
         self.width = width
@@ -89,9 +103,8 @@ class Encoder:
         for name, p in self.space.params.items():
             v = params[name]
             if isinstance(p, Choice):
-                if _numeric(p.choices):
-                    ranks = sorted(p.choices, key=_by_magnitude)
-                    out.append(ranks.index(v) / max(1, len(ranks) - 1))
+                if name in self.ranks:
+                    out.append(self.ranks[name][v])
                 else:
                     out.extend(1.0 if i == p.index(v) else 0.0 for i in range(len(p.choices)))
             elif isinstance(p, Int | Float):
@@ -122,12 +135,13 @@ def knobs(space: Space) -> list[Knob]:
     out = []
     for name, p in space.params.items():
         precision = isinstance(p, Choice) and bool(_PRECISION_NAME.search(name) and _preferred(p.choices))
-        if isinstance(p, Choice) and (precision or not _numeric(p.choices)):  # "16" and "32" too
+        ordered = ordered_levels(p.choices) if isinstance(p, Choice) else None
+        if isinstance(p, Choice) and (precision or ordered is None):  # "16" and "32" too
             levels: tuple[Value, ...] = tuple(p.choices)
             out.append(Knob(name, levels, False, "precision" if precision else None))
             continue
-        if isinstance(p, Choice):
-            levels = tuple(sorted(p.choices, key=_by_magnitude))
+        if ordered is not None:
+            levels = ordered
         elif isinstance(p, Int) and p.size <= _MAX_LEVELS:
             levels = tuple(p.values())
         else:
