@@ -100,12 +100,13 @@ class Study:
             self.storage = open_storage(storage)
         else:
             self.storage = storage
+        stored = self.storage.read() if self.storage is not None else None  # read once, here
         if isinstance(searcher, Searcher):
             if searcher.space != space or searcher.direction != direction:
                 raise ValueError("the searcher was built for another space or direction than the study's")
             self.searcher = searcher
         else:
-            self.searcher = make_searcher(searcher or self._stored_searcher(), space, seed, direction)
+            self.searcher = make_searcher(searcher or _stored_searcher(stored), space, seed, direction)
         self._trials: list[Trial] = []
         self._queue: list[dict[str, Value]] = []
         #: Trials started and not yet recorded, by id (this process's).
@@ -115,14 +116,8 @@ class Study:
         self._local = threading.local()
         self._info = dict(info or {})
         self.stored_info: dict[str, Any] = dict(self._info)
-        if self.storage is not None:
-            self._resume(self.storage)
-
-    def _stored_searcher(self) -> str:
-        """The searcher a resumed study was stored with, else the default one."""
-        meta = self.storage.read()[0] if self.storage is not None else None
-        name = StudyRecord.from_dict(meta).searcher if meta is not None else None
-        return name if name in SEARCHERS else DEFAULT_SEARCHER
+        if self.storage is not None and stored is not None:
+            self._resume(self.storage, *stored)
 
     # ------------------------------------------------------------------ state
 
@@ -391,8 +386,7 @@ class Study:
             "info": self._info,
         }
 
-    def _resume(self, storage: TrialStorage) -> None:
-        meta, trials = storage.read()
+    def _resume(self, storage: TrialStorage, meta: dict[str, Any] | None, trials: list[Trial]) -> None:
         if meta is None:
             if trials:
                 raise ValueError("the storage holds trials but no study record; not resuming")
@@ -434,3 +428,10 @@ def _search_part(space: object) -> object:
     if not isinstance(space, dict):
         return space
     return {n: {k: v for k, v in t.items() if k not in ("arg", "env")} for n, t in space.items()}
+
+
+def _stored_searcher(stored: tuple[dict[str, Any] | None, list[Trial]] | None) -> str:
+    """The searcher a resumed study was stored with (``stored``: its storage's read), else the default."""
+    meta = stored[0] if stored is not None else None
+    name = StudyRecord.from_dict(meta).searcher if meta is not None else None
+    return name if name in SEARCHERS else DEFAULT_SEARCHER
