@@ -51,8 +51,13 @@ LLM_FOUNDRY = "mosaicml/llm-foundry scripts/train/benchmarking/README.md (061f2c
 TORCHTITAN = "pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md (Tables 1 and 3)"
 #: (d_model, n_layers, n_heads) of llm-foundry's MPT sizes.
 MPT = {"125m": (768, 12, 12), "350m": (1024, 24, 16), "760m": (1536, 24, 12), "1b": (2048, 24, 16),
-       "3b": (2560, 32, 20), "7b": (4096, 32, 32), "13b": (5120, 40, 40)}  # fmt: skip
+       "3b": (2560, 32, 20), "7b": (4096, 32, 32), "13b": (5120, 40, 40), "30b": (7168, 48, 56),
+       "70b": (8192, 80, 64)}  # fmt: skip
 LLAMA_VOCAB = 128256
+#: Every row of llm-foundry's benchmark tables, transcribed (the judged runs are read from it).
+FOUNDRY_RUNS = ROOT / "benchmarks" / "data" / "llm_foundry_runs.json"
+#: llm-foundry's A100 tables: "1600 Gbps node-node interconnect (RoCE)" per node of 8, in GB/s per GPU.
+A100_INTER_NODE_GB_S = 1600 / 8 / 8
 #: torchtitan's H100s: 96 GB of HBM2e (GB as sold), in GiB.
 H100_96GB = 96e9 / 2**30
 

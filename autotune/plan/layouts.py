@@ -12,8 +12,10 @@ Memory per GPU, for each phase of the step (forward, backward, optimizer; the pe
 - **PP**, the 1F1B schedule (Narayanan et al. 2021, "Efficient Large-Scale Language Model Training
   on GPU Clusters Using Megatron-LM", §2.2): a stage holds 1/``pp`` of the parameters, gradients,
   optimizer state and temporaries; the first stage keeps min(M, pp) micro-batches in flight, each
-  with 1/``pp`` of the layers' activations. The first and last stages' embedding and head are taken
-  as an even share (an approximation: the plan's notes say so).
+  with 1/``pp`` of the layers' activations. The busiest stage holds ``ceil(blocks / pp)`` blocks
+  and the larger side of the root: the embedding (first stage) or the final norm and head (last
+  stage), a tied weight on both (:meth:`FsdpUnits.stage_parameter_share`); it also runs that
+  side's work, so every slot of the schedule takes its time (:meth:`StepModel.stage_share`).
 - **FSDP** (``torch.distributed.fsdp``, FSDP2's ``fully_shard`` per block, then the root):
   parameters, gradients and optimizer state sharded over the ``dp`` ranks. Gathered whole, in low
   precision by its mixed-precision policy rather than autocast's cached copy of every weight
@@ -149,13 +151,15 @@ class Layout:
             by["temporaries"] = 0
         optimizer = phase_of(phase) == "optimizer"  # a phase's peak, or an op of its envelope
         split = self.tp * self.pp
-        for key in ("parameters", "gradients", "optimizer_state", "parameter_casts", "temporaries",
-                    "allocator_rounding"):  # fmt: skip
+        stage = self.units.stage_parameter_share(self.pp) / self.tp  # the busiest stage's weights
+        for key in ("parameters", "gradients", "optimizer_state", "parameter_casts"):
+            by[key] = by.get(key, 0) * stage
+        for key in ("temporaries", "allocator_rounding"):
             by[key] = by.get(key, 0) / split
         in_flight = min(accumulation or self.pp, self.pp) / self.pp
         by["activations"] = raw["activations"] / self.tp * in_flight
         if self.name == "ddp":  # DDP's buckets hold a copy of the gradients (without gradient_as_bucket_view)
-            by["ddp_buckets"] = step.parameters.at(m) / split
+            by["ddp_buckets"] = step.parameters.at(m) * stage
         elif self.name == "fsdp":  # parameters, gradients and optimizer state sharded; units gathered
             for key in ("parameters", "gradients", "optimizer_state"):
                 by[key] /= self.dp
@@ -176,12 +180,12 @@ class Layout:
         Parameters and their gradients in the policy's low precision (bf16 or fp16 under FSDP's
         ``param_dtype``; fp32 otherwise, autocast's rows included), the copy a reduce-scatter reads
         in fp32 (its ``reduce_dtype``). A unit's own parameters are freed before its gradients are
-        copied. A block is split ``tp`` ways, the root's own parameters ``tp × pp`` ways (an even
-        share, as the parameters are).
+        copied. A block is split ``tp`` ways, the root's own parameters too; under a pipeline the
+        busiest stage holds the larger side of them (the embedding's or the head's).
         """
         low = 0.5 if step.policy == POLICY_PARAM_DTYPE else 1.0
         block = self.units.block_bytes / self.tp
-        root = self.units.root_bytes / (self.tp * self.pp)
+        root = self._stage_root_bytes() / self.tp
         if phase == BLOCK_REDUCE:  # the root's parameters and gradients; the next block; a block's
             return 2 * root * low + 2 * block * low + block  # gradients and their fp32 copy
         if phase == BACKWARD_END:  # the root's gradients and their fp32 copy
@@ -189,6 +193,15 @@ class Layout:
         if phase_of(phase) in ("forward", "backward"):  # the root's, one block in use, the next
             return root * low + 2 * block * low
         return 0.0  # the update runs on the shards
+
+    def _stage_root_bytes(self) -> float:
+        """The root's parameter bytes on the busiest pipeline stage (all of them without a pipeline)."""
+        u = self.units
+        if self.pp == 1:
+            return float(u.root_bytes)
+        if not u.block_count:  # the sides are not known: an even share
+            return u.root_bytes / self.pp
+        return float(max(u.pre_blocks_bytes, u.post_blocks_bytes))
 
     def host_bytes(self, step: StepModel, micro_batch: int) -> int:
         """Host memory per GPU for its offloaded shards (0 without offload)."""
@@ -198,7 +211,7 @@ class Layout:
             step.memory_by_category(micro_batch, gpu=False, phase=phase) for phase in step.phases_at(None)
         ]
         state = sum(max(by[k] for by in phases) for k in ("parameters", "gradients", "optimizer_state"))
-        return math.ceil(state / (self.tp * self.pp * self.dp))
+        return math.ceil(state * self.units.stage_parameter_share(self.pp) / (self.tp * self.dp))
 
     def largest_micro_batch(
         self, step: StepModel, budget_bytes: float, accumulation: int | None = None
@@ -232,14 +245,15 @@ class Layout:
         split = self.tp * self.pp
         # the host issues every op of its stage (tensor parallelism splits each op, not their number)
         host_micro_s, host_opt_s = step.host_micro_and_optimizer_s(micro_batch, eff)
-        per_slot = max(self._gpu_slot_s(spec, step, micro_batch, micro_s), host_micro_s / self.pp)
+        per_slot = max(self._gpu_slot_s(spec, step, micro_batch, micro_s, eff), host_micro_s / self.pp)
         slots = accumulation + self.pp - 1
         compute = slots * per_slot
+        stage = self.units.stage_parameter_share(self.pp) / self.tp  # the busiest stage's weights
         if self.offload:  # the host runs the update on its shard: its bytes, and its ops issued
-            state_bytes = step.optimizer_bytes / (split * self.dp)
+            state_bytes = step.optimizer_bytes * stage / self.dp
             opt_s = state_bytes / HOST_OPTIMIZER_BYTES_PER_S
         else:
-            opt_s /= split * (self.dp if self.name == "fsdp" else 1)
+            opt_s *= stage / (self.dp if self.name == "fsdp" else 1)
         opt_s = max(opt_s, host_opt_s / self.pp)
         comm = self.comm_s(spec, step, micro_batch, accumulation)
         behind = accumulation * micro_s / split if self.name == "fsdp" else (2 / 3) * micro_s / split
@@ -255,22 +269,27 @@ class Layout:
         parts = step.micro_and_optimizer_s(spec, micro_batch, eff)
         if parts is None:
             return None
-        gpu_s = self._gpu_slot_s(spec, step, micro_batch, parts[0])
+        gpu_s = self._gpu_slot_s(spec, step, micro_batch, parts[0], eff)
         return step.host_micro_and_optimizer_s(micro_batch, eff)[0] / self.pp > gpu_s
 
-    def _gpu_slot_s(self, spec: GpuSpec, step: StepModel, micro_batch: int, micro_s: float) -> float:
-        """One slot of the schedule: a GPU's share of a micro-batch of ``micro_s`` on one GPU.
+    def _gpu_slot_s(
+        self, spec: GpuSpec, step: StepModel, micro_batch: int, micro_s: float, eff: Efficiency
+    ) -> float:
+        """One slot of the schedule: the busiest stage's share of a micro-batch on one GPU.
 
+        ``micro_s``: the whole micro-batch on one GPU; the stage's share is split ``tp`` ways.
         Its tensor- and pipeline-parallel transfers included; the host's issuing of the ops is not.
         """
-        split_s = micro_s / (self.tp * self.pp) + self.tp_comm_s(spec, step, micro_batch) / self.pp
+        stage_s = micro_s * step.stage_share(spec, eff, self.pp) / self.tp
+        split_s = stage_s + self.tp_comm_s(spec, step, micro_batch) / self.pp
         return split_s + self.pp_comm_s(spec, step, micro_batch)
 
     def comm_pieces(self, step: StepModel) -> int:
         """Pieces the data-parallel communication comes in: FSDP's units, DDP's buckets."""
         if self.name == "fsdp":
             return max(1, step.blocks)
-        return max(1, math.ceil(step.parameters.at(1) / (self.tp * self.pp) / DDP_BUCKET_BYTES))
+        stage = self.units.stage_parameter_share(self.pp) / self.tp
+        return max(1, math.ceil(step.parameters.at(1) * stage / DDP_BUCKET_BYTES))
 
     def comm_s(self, spec: GpuSpec, step: StepModel, micro_batch: int, accumulation: int) -> float:
         """Seconds of data-parallel communication per optimizer step, none hidden (ring collectives).
@@ -281,7 +300,7 @@ class Layout:
         if self.name == "single" or (self.dp == 1 and not self.offload):
             return 0.0
         ring = (self.dp - 1) / self.dp
-        params = step.parameters.at(micro_batch) / (self.tp * self.pp)
+        params = step.parameters.at(micro_batch) * self.units.stage_parameter_share(self.pp) / self.tp
         link = self._ring_gb_s(spec, self.dp, self.tp) * 1e9
         if self.name == "ddp":  # one all-reduce of the gradients per optimizer step (no_sync between)
             return 2 * ring * params / link

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from autotune.plan.blocks import ForwardSides
 from autotune.plan.envelope import CATEGORIES, phase_of, upper_envelope
 from autotune.plan.gpus import GpuSpec
 from autotune.plan.step import StepFigures
@@ -133,6 +134,8 @@ class StepModel:
     policy: str = "autocast"
     #: Checkpointing per op (torchtitan's selective mode) rather than of whole blocks.
     selective: bool = False
+    #: The forward's work before the first block and after the last, as traced.
+    sides: ForwardSides = field(default_factory=ForwardSides)
 
     @classmethod
     def fit(cls, a: StepFigures, b: StepFigures) -> StepModel:
@@ -184,6 +187,7 @@ class StepModel:
             block_io=fit("block_io_elements"),
             policy=a.policy,
             selective=a.selective,
+            sides=a.sides,
         )
 
     def fsdp_mixed(self) -> StepModel:
@@ -318,6 +322,27 @@ class StepModel:
         launch_s = self.ops.at(m) * eff.launch_us * 1e-6
         opt_s = self.optimizer_bytes / (bw * eff.memory) + self.optimizer_ops * eff.launch_us * 1e-6
         return math_s + other_s + launch_s - opt_s, opt_s
+
+    def stage_share(self, spec: GpuSpec, eff: Efficiency, pp: int) -> float:
+        """The share of a micro-batch's GPU work on the busiest of ``pp`` pipeline stages.
+
+        ``ceil(blocks / pp)`` of the blocks, and the larger of the work before them (the first
+        stage's embedding) and after them (the last stage's head and loss), each side's FLOPs at the
+        GEMMs' rate and its bytes at memory's. Whole-block checkpointing runs the blocks' forward
+        twice (four passes to the sides' three). An even ``1 / pp`` when the sides were not traced.
+        """
+        if pp <= 1:
+            return 1.0
+        peak = spec.peak
+        tflops = None if peak is None else peak.tflops(_PEAK_PRECISION[self.precision])
+        if not self.blocks or not self.sides.flops or not tflops:
+            return 1.0 / pp
+        flops_per_s = tflops * 1e12 * spec.sheet.compute_scale * eff.gemm
+        pre, post = self.sides.shares(flops_per_s, spec.sheet.bandwidth_gb_s * 1e9 * eff.memory)
+        blocks = max(0.0, 1.0 - pre - post) * (4 / 3 if self.checkpointing and not self.selective else 1.0)
+        whole = blocks + pre + post
+        per_stage = math.ceil(self.blocks / pp) / self.blocks
+        return min(1.0, (blocks * per_stage + max(pre, post)) / whole)
 
     def cpu_step_time_s(self, costs: Costs, micro_batch: int, accumulation: int) -> float:
         """Seconds for one optimizer step on a CPU whose ``costs`` are known (ops one after another)."""

@@ -478,7 +478,8 @@ def layout_notes(configs: list[PlanConfig]) -> tuple[str, ...]:
     if any(c.params.degrees.pp > 1 for c in configs):
         notes.append(
             "pipeline rows: 1F1B, grad_accum is the pipeline's micro-batches (bubble (pp-1)/(M+pp-1)); "
-            "the stages are taken as even (the first holds the embedding, the last the output layer)"
+            "each slot is the busiest stage's: ceil(blocks/pp) blocks and the larger of the embedding "
+            "(first stage) and the head with the loss (last stage), a tied weight held by both"
         )
     return tuple(notes)
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from autotune.plan.blocks import ForwardSides
 from autotune.plan.calibrate import CpuCalibration
 from autotune.plan.envelope import MarkedStep, growing_categories, phase_of
 from autotune.plan.fsdp_units import FsdpUnits
@@ -159,13 +160,14 @@ def trace_script(
     figures = dict(data["figures"])
     marks = figures.get("marks")
     figures["marks"] = MarkedStep(**marks) if isinstance(marks, dict) else None
+    figures["sides"] = ForwardSides(**figures.get("sides", {}))
     if figures["precision"] == "as-is":
         figures["precision"] = detected_precision(figures["dtype_flops"])
     return ScriptTrace(
         figures=StepFigures(**figures),
         accumulation=int(data["accumulation"]),
         model_class=str(data["model_class"]),
-        units=FsdpUnits(int(data["block_bytes"]), int(data["root_bytes"])),
+        units=FsdpUnits(**{k: int(v) for k, v in data["units"].items()}),
         has_blocks=bool(data["has_blocks"]),
         start_bytes=int(data["start_bytes"]),
         step_new_peak_bytes=int(data["step_new_peak_bytes"]),

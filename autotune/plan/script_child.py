@@ -442,6 +442,8 @@ def _step_boundary(
         tracer.start_step()
         tracer.set_phase("optimizer" if optimizer is None else "forward")  # a hand-made update comes next
         state.tracer = tracer
+        if state.blocks is not None:
+            state.blocks.watch(tracer.ops)
         tracer.__enter__()
     elif state.steps == WARM_STEPS + 1 and state.tracer is not None:
         tracer, state.tracer = state.tracer, None
@@ -476,8 +478,7 @@ def _result(state: _Trace, tracer: StepTracer, params: list[torch.Tensor]) -> di
         "tokens_per_sample": state.tokens_per_sample,
         "batch_dim": state.batch_dim,
         "model_class": type(state.model).__name__,
-        "block_bytes": units.block_bytes,
-        "root_bytes": units.root_bytes,
+        "units": dataclasses.asdict(units),
         "has_blocks": blocks is not None,
         "untrusted": untrusted_notes(state.model)
         + [note for note in (state.optimizer_note, state.gpu_ops and state.gpu_ops.note()) if note],

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
 
-from autotune.plan.blocks import BlockWatch
+from autotune.plan.blocks import BlockWatch, ForwardSides
 from autotune.plan.envelope import MarkedStep, marked_step, memory_envelope
 from autotune.plan.fsdp_units import FsdpUnits, units_of
 from autotune.plan.gpu_kernels import AsOnAGpu
@@ -102,6 +102,9 @@ class StepFigures:
     #: one micro-batch (what tensor and pipeline parallelism communicate; :mod:`autotune.plan.blocks`).
     blocks: int = 0
     block_io_elements: int = 0
+    #: The forward's work before the first block and after the last (a pipeline's first and last
+    #: stages run it beside their blocks; used as shares of the forward's, whatever the micro-batch).
+    sides: ForwardSides = field(default_factory=ForwardSides)
 
 
 def trace_step(
@@ -131,6 +134,7 @@ def trace_step(
         create_state(step.params, step.optimizer)
         tracer = StepTracer()
         tracer.track(step.batch, "activations")  # the batch is live through the step
+        watch.watch(tracer.ops)
         run_step(tracer, step.forward_loss, step.params, step.optimizer)
         watch.remove()
     return figures_of(
@@ -337,6 +341,7 @@ def figures_of(
         selective=checkpointing and selective,
         blocks=blocks.count if blocks is not None else 0,
         block_io_elements=blocks.elements if blocks is not None else 0,
+        sides=blocks.sides(tracer.ops) if blocks is not None else ForwardSides(),
     )
 
 

@@ -95,9 +95,54 @@ def test_a_pipeline_holds_a_stage_and_the_micro_batches_in_flight_and_pays_its_b
     micro_s, opt_s = gpt_bf16.micro_and_optimizer_s(h100, 4, GPU_SIDE)
     send = pp2.pp_comm_s(h100, gpt_bf16, 4)
     assert send == pytest.approx(2 * gpt_bf16.block_io.at(4) * 2 / (h100.sheet.link_gb_s * 1e9))
-    for m in (1, 8):  # (M + p - 1) slots of half a micro-batch each: the bubble is (p-1)/(M+p-1)
-        expected = (m + 1) * (micro_s / 2 + send) + opt_s / 2
+    # a slot is the busiest stage's work: one of the two blocks and the head's side (its GEMM, the loss)
+    flops_per_s = h100.peak.tflops("bf16") * 1e12 * h100.sheet.compute_scale * GPU_SIDE.gemm
+    pre, post = gpt_bf16.sides.shares(flops_per_s, h100.sheet.bandwidth_gb_s * 1e9 * GPU_SIDE.memory)
+    assert gpt_bf16.blocks == 2 and post > pre > 0
+    share = gpt_bf16.stage_share(h100, GPU_SIDE, 2)
+    assert share == pytest.approx((1 - pre - post) / 2 + post)
+    for m in (1, 8):  # (M + p - 1) slots of a stage's work each: the bubble is (p-1)/(M+p-1)
+        expected = (m + 1) * (micro_s * share + send) + opt_s / 2
         assert pp2.step_s(h100, gpt_bf16, 4, m, GPU_SIDE) == pytest.approx(expected)
+
+
+def test_the_forwards_work_before_and_after_the_blocks_is_the_embeddings_and_the_heads():
+    """The traced sides: an embedding lookup moves bytes and multiplies nothing; the head's GEMM is
+    2 × tokens × width × vocabulary FLOPs, counted after the last block."""
+    micro = 4
+    traced = trace_step(*GPT, micro, "bf16", False)
+    cfg = GPT[0]().cfg
+    head_flops = 2 * micro * cfg.seq_len * cfg.d_model * cfg.vocab_size
+    assert traced.sides.pre_flops == 0 and traced.sides.pre_bytes > 0
+    assert traced.sides.post_flops == head_flops
+    # the forward's FLOPs: a third of the forward's and backward's (a GEMM's backward is two GEMMs)
+    assert 3 * traced.sides.flops == pytest.approx(traced.flops - traced.optimizer_flops, rel=0.05)
+
+
+def test_a_pipelines_busiest_stage_holds_its_blocks_and_the_larger_side_of_the_root():
+    """A GPT with its head tied to its embedding: both the first and the last stage hold that
+    weight (as Megatron-LM's embedding group does); 3 blocks on 2 stages put 2 on one."""
+    from autotune.demo.models import GPTConfig, TinyGPT
+
+    cfg = GPTConfig(vocab_size=1000, seq_len=64, d_model=32, n_layers=3, n_heads=2)
+    units = fsdp_units(lambda: TinyGPT(cfg))
+    embedding, positions = 4 * 1000 * 32, 4 * 64 * 32
+    norm = 4 * 2 * 32
+    assert units.pre_blocks_bytes == embedding + positions
+    assert units.post_blocks_bytes == norm + embedding  # the tied head's weight is the embedding's
+    assert units.root_bytes == embedding + positions + norm  # held once by an unsplit model
+    assert units.block_count == 3 and units.blocks_bytes == 3 * units.block_bytes
+    total = units.blocks_bytes + units.root_bytes
+    assert units.stage_parameter_share(2) == pytest.approx(
+        (2 * units.block_bytes + embedding + positions) / total
+    )
+    assert units.stage_parameter_share(1) == 1.0
+    assert NO_UNITS.stage_parameter_share(4) == 0.25  # not known: an even share
+    step = StepModel.fit(*(trace_step(lambda: TinyGPT(cfg), *GPT[1:], m, "bf16", False) for m in (1, 2)))
+    full = step.memory_by_category(2, gpu=True, phase="optimizer")
+    stage = Layout("single", 2, units, pp=2)._phase(step, 2, "optimizer", 1)
+    for key in ("parameters", "gradients", "optimizer_state"):
+        assert stage[key] == pytest.approx(full[key] * units.stage_parameter_share(2), abs=1), key
 
 
 def test_layouts_keep_tensor_parallel_in_a_node_and_stages_within_the_blocks():
@@ -147,9 +192,9 @@ def test_a_model_too_big_for_the_gpus_asked_for_gets_a_suggestion_that_fits_when
     assert f"--gpus {config.gpus}" in (suggestion.text or "")
     again = plan(*workload, global_batch=8, gpus=("L4",), gpus_per_node=config.gpus)
     row = next(
-        c for c in again.configs
-        if c.params.layout == config.params.layout
-        and c.params.micro_batch == config.params.micro_batch
+        c
+        for c in again.configs
+        if c.params.layout == config.params.layout and c.params.micro_batch == config.params.micro_batch
     )
     assert row.fits and row.usd_per_million_samples == pytest.approx(config.usd_per_million_samples)
     assert again.suggestion is not None and again.suggestion.fits_as_asked is True
@@ -173,12 +218,14 @@ def test_the_cli_prints_the_suggestion_and_writes_it_to_json():
 
 
 def test_fsdp_gathers_the_largest_block_and_the_roots_own_parameters():
-    assert fsdp_units(stack_workload(3, 64)[0]) == FsdpUnits(block_bytes=64 * 64 * 4, root_bytes=0)
+    stack = fsdp_units(stack_workload(3, 64)[0])
+    assert (stack.block_bytes, stack.root_bytes, stack.blocks_bytes) == (64 * 64 * 4, 0, 3 * 64 * 64 * 4)
     gpt = GPT[0]()
     in_blocks = sum(p.numel() for p in gpt.blocks.parameters())
     # the tied embedding and head counted once, in the root with the positions and the final norm
     root = 4 * (sum(p.numel() for p in gpt.parameters()) - in_blocks)
-    assert fsdp_units(gpt) == FsdpUnits(4 * in_blocks // len(gpt.blocks), root)
+    units = fsdp_units(gpt)
+    assert (units.block_bytes, units.root_bytes) == (4 * in_blocks // len(gpt.blocks), root)
     assert fsdp_units(nn.Linear(8, 4)) == FsdpUnits(block_bytes=0, root_bytes=4 * (8 * 4 + 4))  # no blocks
 
 
@@ -215,7 +262,10 @@ def test_layers_in_an_nn_sequential_are_blocks_to_shard_split_and_pipeline():
     block, so FSDP gathers one Linear at a time (1 GiB, not the whole 25.8 GB model), and tensor and
     pipeline layouts are planned over the 24 blocks, as for the same layers in an nn.ModuleList."""
     workload = sequential_workload(24, 16384)
-    assert fsdp_units(workload[0]) == FsdpUnits(block_bytes=16384 * 16384 * 4, root_bytes=0)
+    linear = 16384 * 16384 * 4
+    assert fsdp_units(workload[0]) == FsdpUnits(
+        block_bytes=linear, root_bytes=0, blocks_bytes=24 * linear, block_count=24
+    )
     result = plan(*workload, global_batch=8, gpus=("H100-SXM",), gpus_per_node=8)
     layouts = {c.params.layout for c in result.configs}
     assert {"tp8", "pp8", "fsdp"} <= layouts, layouts

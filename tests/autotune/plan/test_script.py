@@ -83,6 +83,13 @@ def test_accumulated_micro_batches_are_one_micro_batch_and_one_update():
     # the next micro-batch's data, read between the two, is the micro-batch's, not the optimizer's
     assert per_micro_batch(twice).optimizer_bytes == pytest.approx(once.figures.optimizer_bytes, rel=0.001)
     assert per_micro_batch(twice).optimizer_ops == once.figures.optimizer_ops
+    # a pipeline's sides are the first forward's (the embedding before the blocks, the head after)
+    sides = once.figures.sides
+    assert sides.pre_flops == 0 < sides.pre_bytes and 0 < sides.post_flops < sides.flops
+    assert twice.figures.sides == sides
+    assert (
+        once.units.block_count >= 2 and once.units.pre_blocks_bytes > 0 and once.units.post_blocks_bytes > 0
+    )
 
 
 @pytest.mark.slow
