@@ -58,7 +58,7 @@ if TYPE_CHECKING:
 #: Share of the compute that data-parallel communication can run behind: (pessimistic, expected,
 #: optimistic). The expected value is fitted on the 5 published runs across nodes in
 #: ``benchmarks/gpu_anchors.py`` (torchtitan's Llama 3.1 8B on 128 H100s, llm-foundry's MPT 760M-13B
-#: on 32-64; median error 3.9% on runs left out of the fit), where FSDP's prefetched all-gathers run
+#: on 32-64; median error 6.7% on runs left out of the fit), where FSDP's prefetched all-gathers run
 #: behind the previous unit's compute. Whatever the compute, the first unit's gather (one unit's
 #: share of the communication) is never hidden.
 OVERLAP = (0.0, 0.2, 1.0)

@@ -48,6 +48,14 @@ class GpuSheet:
     #: published runs (``benchmarks/gpu_anchors.py``).
     compute_scale: float
     source: str  # the document the memory, bandwidth and links come from
+    #: The same share for attention kernels (flash attention), where it differs from
+    #: :attr:`compute_scale`: Hopper's :data:`HOPPER_ATTENTION_SCALE`; None: the same.
+    attention_scale: float | None = None
+
+    @property
+    def attention_compute_scale(self) -> float:
+        """The share of the tensor-core peak attention kernels reach beside an A100's."""
+        return self.compute_scale if self.attention_scale is None else self.attention_scale
 
     @property
     def host_link_gb_s(self) -> float:
@@ -69,16 +77,22 @@ class GpuModel:
     sheet: GpuSheet | None = None  # None: planned as its market row
 
 
-#: Hopper's :attr:`GpuModel.compute_scale`: llm-foundry's and torchtitan's H100 runs come out
-#: 15-35% slower than the peaks' ratio to an A100's predicts (fitted with the plan's efficiencies in
-#: ``benchmarks/gpu_anchors.py``: 6 of its 12 runs within a node, the rest A100s at 1.0).
-HOPPER_COMPUTE_SCALE = 0.75
+#: Hopper's :attr:`GpuSheet.compute_scale`: llm-foundry's and torchtitan's H100 runs come out
+#: slower than the peaks' ratio to an A100's predicts (fitted with the plan's efficiencies in
+#: ``benchmarks/gpu_anchors.py``: 9 of its 16 runs within a node, the rest A100s at 1.0).
+HOPPER_COMPUTE_SCALE = 0.85
+#: Hopper's :attr:`GpuSheet.attention_scale`, fitted with it: flash attention 2 reaches less of a
+#: Hopper's peak than its GEMMs do. The abstracts of Shah et al. 2024, "FlashAttention-3" (FA2
+#: "achieves only 35% utilization" on an H100) and Dao 2023, "FlashAttention-2" (50-73% of an
+#: A100's peak) put the ratio at 0.48-0.70; the fit gives 0.6.
+HOPPER_ATTENTION_SCALE = 0.6
 
 _NVLINK_900, _NVLINK_600, _NVLINK_300 = "NVLink 900 GB/s", "NVLink 600 GB/s", "NVLink 300 GB/s"
 _GEN5, _GEN4, _GEN3 = "PCIe Gen5 x16", "PCIe Gen4 x16", "PCIe Gen3 x16"
 _H100_SHEET = "NVIDIA H100 Tensor Core GPU Datasheet"
 _A100_SHEET = "NVIDIA A100 Tensor Core GPU Datasheet"
 _H = HOPPER_COMPUTE_SCALE
+_HA = HOPPER_ATTENTION_SCALE
 
 # Rows in match order: the first whose pattern the name holds wins. Word boundaries keep "gh200"
 # from matching "h200", "a100" from "a10" and "l40s" from "l40"; the more specific name of one
@@ -93,19 +107,20 @@ GPU_MODELS: tuple[GpuModel, ...] = (
     # "NVIDIA H200" is the SXM part
     GpuModel("H200", r"\bh200\b(?!.*\bnvl\b)", "NVIDIA H200", "H200", peaks.H200_SXM,
              GpuSheet(141 * _GB, 4800.0, 450.0, _NVLINK_900, 64.0, 256, _H,
-             "https://www.nvidia.com/en-us/data-center/h200/ (H200 SXM: 141 GB, 4.8 TB/s, NVLink 900 GB/s)")),
+             "https://www.nvidia.com/en-us/data-center/h200/ (H200 SXM: 141 GB, 4.8 TB/s, NVLink 900 GB/s)",
+             _HA)),
     GpuModel("H200-NVL", r"\bh200\b.*\bnvl\b", "NVIDIA H200 NVL", "H200", peaks.H200_NVL),
     GpuModel("H100-SXM", r"\bh100\b(?!.*\b(nvl|pcie|hbm2e)\b).*\b(hbm3|sxm\d?)\b", "NVIDIA H100 80GB HBM3",
              "H100-SXM", peaks.H100_SXM,
              GpuSheet(80 * _GB, 3350.0, 450.0, _NVLINK_900, 64.0, 256, _H,
-             f"{_H100_SHEET} (H100 SXM: 80 GB, 3.35 TB/s, NVLink 900 GB/s)")),
+             f"{_H100_SHEET} (H100 SXM: 80 GB, 3.35 TB/s, NVLink 900 GB/s)", _HA)),
     GpuModel("H100-PCIe", r"\bh100\b(?!.*\bnvl\b).*\b(pcie|hbm2e)\b", "NVIDIA H100 PCIe", "H100-PCIe",
              peaks.H100_PCIE,
              GpuSheet(80 * _GB, 2000.0, 64.0, _GEN5, None, 256, _H,
-             f"{_H100_SHEET} (H100 PCIe: 80 GB, 2 TB/s, PCIe Gen5 128 GB/s)")),
+             f"{_H100_SHEET} (H100 PCIe: 80 GB, 2 TB/s, PCIe Gen5 128 GB/s)", _HA)),
     GpuModel("H100-NVL", r"\bh100\b.*\bnvl\b", "NVIDIA H100 NVL", "H100-NVL", peaks.H100_NVL,
              GpuSheet(94 * _GB, 3900.0, 300.0, _NVLINK_600, 64.0, 256, _H,
-             f"{_H100_SHEET} (H100 NVL: 94 GB, 3.9 TB/s, NVLink 600 GB/s)")),
+             f"{_H100_SHEET} (H100 NVL: 94 GB, 3.9 TB/s, NVLink 600 GB/s)", _HA)),
     # A bare "NVIDIA H100" has no peaks (they differ by 30% between form factors); priced as the SXM.
     GpuModel("H100", r"\bh100\b", "NVIDIA H100", "H100-SXM", None),
     GpuModel("A100-80GB", r"\ba100\b(?=.*\bsxm\d?\b)(?=.*\b80\s*gb\b)", "NVIDIA A100-SXM4-80GB", "A100-80GB",
@@ -186,6 +201,7 @@ def market_keys() -> tuple[str, ...]:
 
 __all__ = [
     "GPU_MODELS",
+    "HOPPER_ATTENTION_SCALE",
     "HOPPER_COMPUTE_SCALE",
     "GpuModel",
     "GpuSheet",

@@ -18,6 +18,8 @@ from autotune.plan.model import EFFICIENCY, StepModel
 from autotune.plan.plan import NOTHING_FIT_WITHOUT_CHECKPOINTING, plan
 from autotune.plan.script import scaled
 from autotune.plan.step import fsdp_units, trace_step
+from autotune.plan.trace import ATTENTION
+from profilers.hardware.gpus import HOPPER_ATTENTION_SCALE
 from tests.autotune.report.conftest import autotune
 
 #: The expected efficiencies with a host that issues ops in no time: the GPU's side of a step alone.
@@ -104,6 +106,30 @@ def test_a_pipeline_holds_a_stage_and_the_micro_batches_in_flight_and_pays_its_b
     for m in (1, 8):  # (M + p - 1) slots of a stage's work each: the bubble is (p-1)/(M+p-1)
         expected = (m + 1) * (micro_s * share + send) + opt_s / 2
         assert pp2.step_s(h100, gpt_bf16, 4, m, GPU_SIDE) == pytest.approx(expected)
+
+
+def test_attention_runs_at_its_own_share_of_a_hoppers_peak():
+    """Flash attention reaches less of an H100's peak than its GEMMs (Hopper's two fitted scales);
+    an A100 has one share for both. A sequence of 2048, where attention is bound by its FLOPs."""
+    from autotune.demo.models import GPTConfig
+
+    cfg = GPTConfig(vocab_size=512, seq_len=2048, d_model=256, n_layers=2, n_heads=4)
+    long = demo_workload("gpt", cfg)[:4]
+    gpt_bf16 = StepModel.fit(*(trace_step(*long, m, "bf16", False) for m in (1, 2)))
+    h100, a100 = gpu_spec("H100-SXM"), gpu_spec("A100-80GB")
+    assert h100.sheet.attention_compute_scale == HOPPER_ATTENTION_SCALE < h100.sheet.compute_scale
+    assert a100.sheet.attention_compute_scale == a100.sheet.compute_scale == 1.0
+    one_scale = dataclasses.replace(h100, sheet=dataclasses.replace(h100.sheet, attention_scale=None))
+    micro = 4
+    flops, moved = gpt_bf16.flops[ATTENTION].at(micro), gpt_bf16.moved[ATTENTION].at(micro)
+    peak = h100.peak.tflops("bf16") * 1e12 * GPU_SIDE.attention
+    bytes_s = moved / (h100.sheet.bandwidth_gb_s * 1e9 * GPU_SIDE.memory)
+    slower = max(flops / (peak * HOPPER_ATTENTION_SCALE), bytes_s) - max(
+        flops / (peak * h100.sheet.compute_scale), bytes_s
+    )
+    assert slower > 0  # this step's attention is bound by its FLOPs
+    with_own = gpt_bf16.micro_and_optimizer_s(h100, micro, GPU_SIDE)[0]
+    assert with_own - gpt_bf16.micro_and_optimizer_s(one_scale, micro, GPU_SIDE)[0] == pytest.approx(slower)
 
 
 def test_the_forwards_work_before_and_after_the_blocks_is_the_embeddings_and_the_heads():
