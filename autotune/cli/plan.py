@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--epochs and --dataset-samples go together")
     common: dict[str, Any] = {
         "gpus": tuple(args.gpu), "gpus_per_node": args.gpus, "headroom": args.headroom, "nodes": args.nodes,
-        "inter_node_gb_s": args.inter_node_gb_s,
+        "inter_node_gb_s": args.inter_node_gb_s, "pp_schedule": args.pp_schedule,
         "optimizations": (EAGER, *["compile"] * args.compile, *["compile+float8"] * args.float8),
     }  # fmt: skip
     checkpointing: tuple[bool | str, ...] = (False, *[True] * args.checkpointing)

@@ -12,7 +12,8 @@ Memory per GPU, for each phase of the step (forward, backward, optimizer; the pe
 - **PP**, the 1F1B schedule (Narayanan et al. 2021, "Efficient Large-Scale Language Model Training
   on GPU Clusters Using Megatron-LM", §2.2): a stage holds 1/``pp`` of the parameters, gradients,
   optimizer state and temporaries; the first stage keeps min(M, pp) micro-batches in flight, each
-  with 1/``pp`` of the layers' activations. The busiest stage holds ``ceil(blocks / pp)`` blocks
+  with 1/``pp`` of the layers' activations; GPipe's (Huang et al. 2019) keeps all M, the same
+  bubble. The busiest stage holds ``ceil(blocks / pp)`` blocks
   and the larger side of the root: the embedding (first stage) or the final norm and head (last
   stage), a tied weight on both (:meth:`FsdpUnits.stage_parameter_share`); it also runs that
   side's work, so every slot of the schedule takes its time (:meth:`StepModel.stage_share`).
@@ -86,6 +87,10 @@ BACKWARD_END = "backward.end"
 FSDP_MOMENTS = (BLOCK_REDUCE, BACKWARD_END)
 TP_DEGREES = (1, 2, 4, 8)
 PP_DEGREES = (1, 2, 4, 8, 16, 32)
+#: Pipeline schedules (``torch.distributed.pipelining``'s ``Schedule1F1B`` and ``ScheduleGPipe``):
+#: 1F1B runs a micro-batch's backward as soon as it can, so its first stage holds at most ``pp``
+#: micro-batches' activations; GPipe runs every forward first and holds all of them.
+PP_SCHEDULES = ("1f1b", "gpipe")
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +105,7 @@ class Layout:
     tp: int = 1
     pp: int = 1
     offload: bool = False
+    schedule: str = "1f1b"  # the pipeline's (PP_SCHEDULES), when pp > 1
 
     @property
     def dp(self) -> int:
@@ -115,7 +121,8 @@ class Layout:
                 return "offload" if self.gpus == 1 else f"{base}+offload"
             return base
         parts = [f"{self.name}{self.dp}"] if self.dp > 1 else []
-        parts += [f"pp{self.pp}"] * (self.pp > 1) + [f"tp{self.tp}"] * (self.tp > 1)
+        gpipe = "-gpipe" if self.schedule == "gpipe" else ""
+        parts += [f"pp{self.pp}{gpipe}"] * (self.pp > 1) + [f"tp{self.tp}"] * (self.tp > 1)
         return "+".join(parts) + "+offload" * self.offload
 
     # -- memory -----------------------------------------------------------------------------------
@@ -156,7 +163,11 @@ class Layout:
             by[key] = by.get(key, 0) * stage
         for key in ("temporaries", "allocator_rounding"):
             by[key] = by.get(key, 0) / split
-        in_flight = min(accumulation or self.pp, self.pp) / self.pp
+        micro_batches = accumulation or self.pp  # any number: at least the pipeline's stages
+        if self.pp > 1 and self.schedule == "gpipe":  # every forward before the first backward
+            in_flight = micro_batches / self.pp
+        else:  # 1F1B: the first stage holds at most pp micro-batches
+            in_flight = min(micro_batches, self.pp) / self.pp
         by["activations"] = raw["activations"] / self.tp * in_flight
         if self.name == "ddp":  # DDP's buckets hold a copy of the gradients (without gradient_as_bucket_view)
             by["ddp_buckets"] = step.parameters.at(m) * stage
@@ -360,11 +371,13 @@ def layouts_for(
     units: FsdpUnits,
     blocks: int,
     inter_node_gb_s: float = INTER_NODE_GB_S,
+    pp_schedule: str = "1f1b",
 ) -> list[Layout]:
     """Every layout of ``gpus_per_node × nodes`` GPUs the plan considers.
 
     Tensor parallelism stays inside a node (2, 4, 8 ways, dividing its GPUs), pipeline stages are
-    at most the blocks; both need the model's repeated blocks. Offload is planned with FSDP alone.
+    at most the blocks, run on ``pp_schedule``; both need the model's repeated blocks. Offload is
+    planned with FSDP alone.
     """
     n = gpus_per_node * nodes
     if n == 1:
@@ -378,6 +391,8 @@ def layouts_for(
                 continue
             dp = n // (tp * pp)
             common = {"units": units, "nodes": nodes, "inter_node_gb_s": inter_node_gb_s}
+            if pp > 1:
+                common["schedule"] = pp_schedule
             if dp == 1:
                 out.append(Layout("single", n, tp=tp, pp=pp, **common))  # type: ignore[arg-type]
                 continue
@@ -394,5 +409,6 @@ def _element_bytes(precision: str) -> int:
 
 __all__ = [
     "BACKWARD_END", "BLOCK_REDUCE", "DDP_BUCKET_BYTES", "FSDP_MOMENTS", "HOST_OPTIMIZER_BYTES_PER_S",
-    "INTER_NODE_GB_S", "MEASURED_HIDDEN_SHARE", "OVERLAP", "Layout", "exposed_comm_s", "layouts_for",
+    "INTER_NODE_GB_S", "MEASURED_HIDDEN_SHARE", "OVERLAP", "PP_SCHEDULES", "Layout", "exposed_comm_s",
+    "layouts_for",
 ]  # fmt: skip

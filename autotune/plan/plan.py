@@ -89,6 +89,7 @@ def plan(
     nodes: int = 1,
     inter_node_gb_s: float = INTER_NODE_GB_S,
     optimizations: tuple[str, ...] = (EAGER,),
+    pp_schedule: str = "1f1b",
 ) -> PlanDocument:
     """Predict every configuration (see the module's doc). ``model`` is a module or a factory.
 
@@ -97,7 +98,7 @@ def plan(
     ``checkpointing``: False (none), True (whole blocks) and :data:`SELECTIVE` (per op, as
     torchtitan's ``op`` mode), each planned. ``optimizations``: keys of
     :data:`autotune.plan.published.OPTIMIZATIONS`, each planned (beside eager, rows estimated at
-    their published effect).
+    their published effect). ``pp_schedule``: the pipeline rows' schedule, ``1f1b`` or ``gpipe``.
     """
     unknown = [o for o in optimizations if o not in OPTIMIZATIONS]
     if unknown:
@@ -152,7 +153,7 @@ def plan(
             headroom=headroom, tokens_per_sample=tokens_per_sample, run_samples=run_samples, prices=prices,
             cpu_times=cpu_times, cpu_memory=cpu.memory if cpu is not None else None, nodes=nodes,
             inter_node_gb_s=inter_node_gb_s, notes=notes, search_bigger=search_bigger,
-            fsdp_models=fsdp_models, optimizations=optimizations,
+            fsdp_models=fsdp_models, optimizations=optimizations, pp_schedule=pp_schedule,
         )  # fmt: skip
 
     result = planned(search_bigger=not auto_checkpointing)
@@ -231,6 +232,7 @@ def plan_models(
     search_bigger: bool = True,
     fsdp_models: dict[Setting, StepModel] | None = None,
     optimizations: tuple[str, ...] = (EAGER,),
+    pp_schedule: str = "1f1b",
 ) -> PlanDocument:
     """Predict, price and rank every configuration of fitted step models (precision, checkpointing).
 
@@ -242,13 +244,14 @@ def plan_models(
     ``cpu_memory`` the memory its steps take beyond their traces (measured kernel workspaces);
     ``extra_micro_batches`` are planned beside the powers of two (a script's own micro-batch);
     ``nodes`` of ``gpus_per_node`` GPUs each, joined at ``inter_node_gb_s`` per GPU; with
-    ``search_bigger``, when nothing fits the suggestion looks at more GPUs (:func:`suggest`).
+    ``search_bigger``, when nothing fits the suggestion looks at more GPUs (:func:`suggest`);
+    pipeline rows run ``pp_schedule`` (:data:`~autotune.plan.layouts.PP_SCHEDULES`).
     """
     specs = [_spec(g) for g in gpus] if gpus else list(GPUS)
     n = gpus_per_node * nodes
     table = prices if prices is not None else load_prices(None)
     blocks = max((step.blocks for step in models.values()), default=0)
-    layouts = layouts_for(gpus_per_node, nodes, units, blocks, inter_node_gb_s)
+    layouts = layouts_for(gpus_per_node, nodes, units, blocks, inter_node_gb_s, pp_schedule)
     configs = predict_all(
         models, specs, layouts, global_batch, headroom, table, tokens_per_sample, run_samples,
         extra_micro_batches, fsdp_models, optimizations,
@@ -280,6 +283,7 @@ def plan_models(
     suggestion = suggest(
         configs, models, specs, global_batch, gpus_per_node, nodes, units, headroom, table,
         tokens_per_sample, run_samples, inter_node_gb_s, search_bigger, fsdp_models, optimizations,
+        pp_schedule,
     )  # fmt: skip
     return PlanDocument(tuple(configs), figures, calibration, 0.0, notes, suggestion)
 
@@ -355,6 +359,7 @@ def suggest(
     search_bigger: bool = True,
     fsdp_models: dict[Setting, StepModel] | None = None,
     optimizations: tuple[str, ...] = (EAGER,),
+    pp_schedule: str = "1f1b",
 ) -> Suggestion | None:
     """The cheapest configuration that fits: among ``configs`` when one does, else on more GPUs.
 
@@ -371,7 +376,7 @@ def suggest(
         return None
     blocks = max((step.blocks for step in models.values()), default=0)
     for per_node, n_nodes in _bigger(gpus_per_node, nodes):
-        layouts = layouts_for(per_node, n_nodes, units, blocks, inter_node_gb_s)
+        layouts = layouts_for(per_node, n_nodes, units, blocks, inter_node_gb_s, pp_schedule)
         predicted = predict_all(
             models, specs, layouts, global_batch, headroom, prices, tokens_per_sample, run_samples,
             fsdp_models=fsdp_models, optimizations=optimizations,
@@ -476,8 +481,14 @@ def layout_notes(configs: list[PlanConfig]) -> tuple[str, ...]:
             "collectives on NVLink and not overlapped (async TP would hide part)"
         )
     if any(c.params.degrees.pp > 1 for c in configs):
+        gpipe = any("-gpipe" in c.params.layout for c in configs)
+        schedule = (
+            "GPipe (every forward before the first backward: the first stage holds all M micro-batches' "
+            "activations)" if gpipe else "1F1B"
+        )
         notes.append(
-            "pipeline rows: 1F1B, grad_accum is the pipeline's micro-batches (bubble (pp-1)/(M+pp-1)); "
+            f"pipeline rows: {schedule}, grad_accum is the pipeline's micro-batches "
+            "(bubble (pp-1)/(M+pp-1)); "
             "each slot is the busiest stage's: ceil(blocks/pp) blocks and the larger of the embedding "
             "(first stage) and the head with the loss (last stage), a tied weight held by both"
         )

@@ -39,6 +39,11 @@ def add_parser(sub: Any) -> None:
         metavar="GB_S",
         help="GB/s per GPU between nodes, one direction (50: one 400 Gb/s NDR adapter per GPU)",
     )
+    p.add_argument(
+        "--pp-schedule", choices=("1f1b", "gpipe"), default="1f1b",
+        help="the pipeline schedule of the pipeline-parallel rows (1f1b: at most pp micro-batches' "
+        "activations on the first stage; gpipe: all of them)",
+    )  # fmt: skip
     p.add_argument("--global-batch", type=number(int, 1, None, "a positive integer"),
                    help="samples per optimizer step (the script's own; 64 for --demo)")  # fmt: skip
     p.add_argument("--precision", action="append", choices=("fp32", "tf32", "bf16", "fp16"),

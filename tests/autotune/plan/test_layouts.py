@@ -132,6 +132,55 @@ def test_attention_runs_at_its_own_share_of_a_hoppers_peak():
     assert with_own - gpt_bf16.micro_and_optimizer_s(one_scale, micro, GPU_SIDE)[0] == pytest.approx(slower)
 
 
+def test_a_gpipe_schedule_holds_every_micro_batch_in_flight_with_1f1bs_bubble(gpt_bf16):
+    """GPipe (torch.distributed.pipelining's ScheduleGPipe) runs every forward before the first
+    backward: its first stage holds all M micro-batches' share of the activations, where 1F1B holds
+    at most pp of them; both take M + pp - 1 slots."""
+    h100 = gpu_spec("H100-SXM")
+    one_f_one_b = Layout("single", 2, pp=2)
+    gpipe = Layout("single", 2, pp=2, schedule="gpipe")
+    assert (one_f_one_b.label, gpipe.label) == ("pp2", "pp2-gpipe")
+    full = gpt_bf16.memory_by_category(4, gpu=True, phase="backward")["activations"]
+    for m, held_1f1b in ((1, 1), (2, 2), (8, 2)):
+        assert one_f_one_b._phase(gpt_bf16, 4, "backward", m)["activations"] == pytest.approx(
+            full * held_1f1b / 2, abs=1
+        )
+        assert gpipe._phase(gpt_bf16, 4, "backward", m)["activations"] == pytest.approx(full * m / 2, abs=1)
+        assert gpipe.step_s(h100, gpt_bf16, 4, m, GPU_SIDE) == one_f_one_b.step_s(
+            h100, gpt_bf16, 4, m, GPU_SIDE
+        )
+    assert gpipe.largest_micro_batch(gpt_bf16, 4e9, 8) < one_f_one_b.largest_micro_batch(gpt_bf16, 4e9, 8)
+    assert Layout("single", 1, schedule="gpipe")._phase(gpt_bf16, 4, "backward", 8)["activations"] == full
+    labels = {x.label for x in layouts_for(4, 1, NO_UNITS, blocks=4, pp_schedule="gpipe")}
+    assert {"pp4-gpipe", "ddp2+pp2-gpipe", "fsdp", "fsdp2+tp2"} <= labels
+
+
+def test_the_command_line_plans_the_pipeline_schedule_it_is_given():
+    def pipeline_rows(*extra: str) -> tuple[dict[tuple, int], list[str]]:
+        out = autotune(
+            "plan", "--demo", "gpt", "--gpu", "H100-SXM", "--gpus", "2", "--format", "json", *extra
+        )
+        assert out.returncode == 0, out.stderr
+        doc = json.loads(out.stdout)
+        rows = {
+            (c["params"]["micro_batch"], c["params"]["grad_accum"], c["params"]["precision"]): c[
+                "peak_memory_bytes"
+            ]
+            for c in doc["configs"]
+            if c["params"]["degrees"]["pp"] == 2
+        }
+        return rows, [c["params"]["layout"] for c in doc["configs"] if c["params"]["degrees"]["pp"] == 2]
+
+    one_f_one_b, labels = pipeline_rows()
+    gpipe, gpipe_labels = pipeline_rows("--pp-schedule", "gpipe")
+    assert set(labels) == {"pp2"} and set(gpipe_labels) == {"pp2-gpipe"}
+    assert one_f_one_b.keys() == gpipe.keys()
+    for key, bytes_1f1b in one_f_one_b.items():  # more micro-batches in flight than stages: more held
+        assert (gpipe[key] > bytes_1f1b) if key[1] > 2 else (gpipe[key] == bytes_1f1b), key
+    bad = autotune("plan", "--demo", "gpt", "--pp-schedule", "zero-bubble")
+    assert bad.returncode == 2 and "invalid choice" in bad.stderr and "Traceback" not in bad.stderr
+
+
 def test_the_forwards_work_before_and_after_the_blocks_is_the_embeddings_and_the_heads():
     """The traced sides: an embedding lookup moves bytes and multiplies nothing; the head's GEMM is
     2 × tokens × width × vocabulary FLOPs, counted after the last block."""
