@@ -101,7 +101,8 @@ ANCHORS = (
     Anchor("mpt-760m H100-SXM", LLM_FOUNDRY, "H100-SXM", 8, "760m", 2048, 24, 2, "fsdp", 63_147),
     Anchor("mpt-1b H100-SXM", LLM_FOUNDRY, "H100-SXM", 8, "1b", 2048, 14, 1, "fsdp", 45_455),
     Anchor("mpt-7b H100-SXM", LLM_FOUNDRY, "H100-SXM", 8, "7b", 2048, 6, 1, "fsdp", 10_643),
-    # long sequences, where attention is most of the step (chosen before any fit: the two models
+    # long sequences, where attention is most of the step (chosen by a rule, before this fit, once
+    # plan_published.py had shown the plan 20-35% slow beyond 8192; the two models
     # anchored on both GPUs at 2048, one with checkpointing at 32768, one without at 16384)
     Anchor("mpt-7b A100-80GB s32768", LLM_FOUNDRY, "A100-80GB", 8, "7b", 32768, 2, 2, "fsdp", 1_672,
            checkpointing=True),

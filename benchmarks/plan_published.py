@@ -2,8 +2,8 @@
 
     python benchmarks/plan_published.py [--limit N] [--tables A100,H100]
 
-``benchmarks/gpu_anchors.py`` fits the plan's efficiencies on 17 published runs and checks each
-one left out. This script judges the plan on the runs it was never fitted on: every other row of
+``benchmarks/gpu_anchors.py`` fits the plan's efficiencies on 21 published runs and checks each
+one left out. This script judges the plan on the runs no parameter is fitted on: every other row of
 mosaicml/llm-foundry's benchmark tables (``scripts/train/benchmarking/README.md``, transcribed in
 ``benchmarks/data/llm_foundry_runs.json``) on the stack the plan models: FSDP ``FULL_SHARD``,
 bf16 (``amp_bf16``, and the A100 40GB tables' pure bf16, as the fitted A100 40GB anchor is),
@@ -16,7 +16,7 @@ FSDP's mixed-precision policy, flash-attn's fused loss) and planned with the shi
 published and predicted tokens/s per GPU, the error, whether the published figure lies in the
 plan's interval, the memory per GPU planned and whether it fits the GPU; then the share within
 10%, the median error and the fit count, by table, by checkpointing and by sequence length.
-About 15 minutes on 2 cores (each model, sequence and micro-batch is traced once).
+About 12 minutes on 2 cores (each model, sequence and micro-batch is traced once).
 """
 
 from __future__ import annotations

@@ -81,15 +81,17 @@ class BlockWatch:
         """Mark the blocks' next forward among ``ops`` (the tracer's records, growing)."""
         self._ops = ops
 
-    def _entering(self, _module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def _entering(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         for value in (*args, *kwargs.values()):
             if isinstance(value, torch.Tensor) and value.is_floating_point():
                 self.elements = max(self.elements, value.numel())
-        if self._ops is not None and self.first_in is None:
+        if self._ops is not None and self.first_in is None and _training(module, (*args, *kwargs.values())):
             self.first_in = len(self._ops)
 
-    def _left(self, _module: nn.Module, _args: tuple[Any, ...], _output: Any) -> None:
-        if self._ops is not None and self.first_in is not None and self.last_out is None:
+    def _left(self, module: nn.Module, args: tuple[Any, ...], _output: Any) -> None:
+        if self._ops is None or self.first_in is None or self.last_out is not None:
+            return
+        if _training(module, args):
             self.last_out = len(self._ops)
 
     def sides(self, ops: Sequence[Any]) -> ForwardSides:
@@ -116,6 +118,18 @@ class BlockWatch:
         for handle in self._handles:
             handle.remove()
         self._handles = []
+
+
+def _training(module: nn.Module, inputs: tuple[Any, ...]) -> bool:
+    """Whether a forward of ``module`` is a training one, not a script's evaluation before its step.
+
+    An evaluation runs in ``eval()`` mode, or under ``no_grad`` on inputs that need no gradient. A
+    reentrant checkpoint runs a block's training forward under ``no_grad`` too, on inputs that
+    need gradients.
+    """
+    if not module.training:
+        return False
+    return torch.is_grad_enabled() or any(isinstance(v, torch.Tensor) and v.requires_grad for v in inputs)
 
 
 __all__ = ["BlockWatch", "ForwardSides"]

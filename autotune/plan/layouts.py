@@ -10,9 +10,9 @@ Memory per GPU, for each phase of the step (forward, backward, optimizer; the pe
   "Reducing Activation Recomputation in Large Transformer Models", §4.2.2): the blocks' weights,
   gradients and optimizer state, and their activations and temporaries, are split ``tp`` ways.
 - **PP**, the 1F1B schedule (Narayanan et al. 2021, "Efficient Large-Scale Language Model Training
-  on GPU Clusters Using Megatron-LM", §2.2): a stage holds 1/``pp`` of the parameters, gradients,
-  optimizer state and temporaries; the first stage keeps min(M, pp) micro-batches in flight, each
-  with 1/``pp`` of the layers' activations; GPipe's (Huang et al. 2019) keeps all M, the same
+  on GPU Clusters Using Megatron-LM", §2.2): a stage holds its share of the parameters, gradients
+  and optimizer state, 1/``pp`` of the temporaries; the first stage keeps min(M, pp) micro-batches
+  in flight, each with its blocks' activations; GPipe's (Huang et al. 2019) keeps all M, the same
   bubble. The busiest stage holds ``ceil(blocks / pp)`` blocks
   and the larger side of the root: the embedding (first stage) or the final norm and head (last
   stage), a tied weight on both (:meth:`FsdpUnits.stage_parameter_share`); it also runs that
@@ -164,10 +164,11 @@ class Layout:
         for key in ("temporaries", "allocator_rounding"):
             by[key] = by.get(key, 0) / split
         micro_batches = accumulation or self.pp  # any number: at least the pipeline's stages
-        if self.pp > 1 and self.schedule == "gpipe":  # every forward before the first backward
-            in_flight = micro_batches / self.pp
-        else:  # 1F1B: the first stage holds at most pp micro-batches
-            in_flight = min(micro_batches, self.pp) / self.pp
+        # GPipe: every forward before the first backward; 1F1B: the first stage holds at most pp
+        gpipe = self.pp > 1 and self.schedule == "gpipe"
+        held = micro_batches if gpipe else min(micro_batches, self.pp)
+        # each held micro-batch's activations of the stage's ceil(blocks / pp) blocks
+        in_flight = held * (math.ceil(step.blocks / self.pp) / step.blocks if step.blocks else 1 / self.pp)
         by["activations"] = raw["activations"] / self.tp * in_flight
         if self.name == "ddp":  # DDP's buckets hold a copy of the gradients (without gradient_as_bucket_view)
             by["ddp_buckets"] = step.parameters.at(m) * stage

@@ -64,7 +64,8 @@ class Efficiency:
 #: (llm-foundry's fused cross-entropy), with Hopper's compute and attention scales
 #: (:attr:`~profilers.hardware.gpus.GpuSheet.compute_scale`), and torchtitan's runs with their
 #: selective checkpointing: median error 4.9% on runs left out of the fit; on the 184 other
-#: published llm-foundry runs on that stack (``benchmarks/plan_published.py``), never fitted on, 90%
+#: published llm-foundry runs on that stack (``benchmarks/plan_published.py``), no parameter fitted
+#: on them (their errors, seen once, led to the attention scale and the long-sequence anchors), 90%
 #: within 10%. They are effective values of an optimised stack: attention FLOPs are counted for the
 #: whole score matrix while flash attention skips the masked half, and the memory efficiency is over
 #: the bytes of the bf16 eager ops traced. A script of plain eager ops runs toward the pessimistic

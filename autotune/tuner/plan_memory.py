@@ -38,6 +38,7 @@ class Traced(NamedTuple):
     accumulation: int  # micro-batches per optimizer step in the traced run
     tokens_per_sample: int | None
     micro_batch: int  # of the traced run
+    units: Any = None  # autotune.plan.fsdp_units.FsdpUnits: the blocks and root FSDP and stages split
 
 
 @dataclass
@@ -83,7 +84,9 @@ class PlanTraces:
         except ScriptError as exc:
             self.problems.append(str(exc))
             return None
-        return Traced(step_model(trace), trace.accumulation, trace.tokens_per_sample, trace.micro_batch)
+        return Traced(
+            step_model(trace), trace.accumulation, trace.tokens_per_sample, trace.micro_batch, trace.units
+        )
 
     def baseline(self) -> Traced | None:
         """The script with its own defaults (no parameter set), as the study's baseline ran it."""

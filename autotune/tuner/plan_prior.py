@@ -167,7 +167,8 @@ class PlanPrior:
         knobs = KnobValues.of(params)
         name = "single" if ranks == 1 else knobs.layout if knobs.layout in ("ddp", "fsdp") else "ddp"
         tp, pp, offload = knobs.tensor_parallel or 1, knobs.pipeline_parallel or 1, knobs.cpu_offload is True
-        return Layout(name, ranks, tp=tp, pp=pp, offload=offload).step_s(
+        units = {"units": traced.units} if traced.units is not None else {}  # FSDP's and the stages' split
+        return Layout(name, ranks, tp=tp, pp=pp, offload=offload, **units).step_s(
             spec, traced.model, micro, accumulation
         )
 

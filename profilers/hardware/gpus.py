@@ -79,7 +79,7 @@ class GpuModel:
 
 #: Hopper's :attr:`GpuSheet.compute_scale`: llm-foundry's and torchtitan's H100 runs come out
 #: slower than the peaks' ratio to an A100's predicts (fitted with the plan's efficiencies in
-#: ``benchmarks/gpu_anchors.py``: 9 of its 16 runs within a node, the rest A100s at 1.0).
+#: ``benchmarks/gpu_anchors.py``: 7 of its 16 runs within a node, the other 9 A100s at 1.0).
 HOPPER_COMPUTE_SCALE = 0.85
 #: Hopper's :attr:`GpuSheet.attention_scale`, fitted with it: flash attention 2 reaches less of a
 #: Hopper's peak than its GEMMs do. The abstracts of Shah et al. 2024, "FlashAttention-3" (FA2

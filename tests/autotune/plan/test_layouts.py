@@ -194,6 +194,32 @@ def test_the_forwards_work_before_and_after_the_blocks_is_the_embeddings_and_the
     assert 3 * traced.sides.flops == pytest.approx(traced.flops - traced.optimizer_flops, rel=0.05)
 
 
+def test_the_blocks_first_training_forward_is_watched_not_an_evaluation_before_it():
+    """A script's evaluation before its step (eval mode, or no_grad on plain inputs) is not what a
+    pipeline stage runs; a reentrant checkpoint's forward (no_grad on inputs needing gradients) is."""
+    from torch.utils.checkpoint import checkpoint
+
+    from autotune.demo.models import GPTConfig, TinyGPT
+    from autotune.plan.blocks import BlockWatch
+
+    model = TinyGPT(GPTConfig(vocab_size=64, seq_len=8, d_model=16, n_layers=2, n_heads=2))
+    watch, ops = BlockWatch(model), []
+    watch.watch(ops)
+    idx = torch.randint(0, 64, (2, 8))
+    model.eval()
+    model(idx)
+    model.train()
+    with torch.no_grad():
+        model(idx)
+    assert (watch.first_in, watch.last_out) == (None, None)
+    ops.extend(range(5))  # the step's first ops, before its blocks
+    x = model.tok_emb(idx) + model.pos_emb(torch.arange(8))
+    for block in model.blocks:
+        x = checkpoint(block, x, use_reentrant=True)
+    assert (watch.first_in, watch.last_out) == (5, 5)
+    watch.remove()
+
+
 def test_a_pipelines_busiest_stage_holds_its_blocks_and_the_larger_side_of_the_root():
     """A GPT with its head tied to its embedding: both the first and the last stage hold that
     weight (as Megatron-LM's embedding group does); 3 blocks on 2 stages put 2 on one."""
@@ -218,6 +244,10 @@ def test_a_pipelines_busiest_stage_holds_its_blocks_and_the_larger_side_of_the_r
     stage = Layout("single", 2, units, pp=2)._phase(step, 2, "optimizer", 1)
     for key in ("parameters", "gradients", "optimizer_state"):
         assert stage[key] == pytest.approx(full[key] * units.stage_parameter_share(2), abs=1), key
+    # one micro-batch's activations of 2 of the 3 blocks on the busiest stage, not an even half
+    backward = step.memory_by_category(2, gpu=True, phase="backward")["activations"]
+    held = Layout("single", 2, units, pp=2)._phase(step, 2, "backward", 1)["activations"]
+    assert held == pytest.approx(backward * 2 / 3, abs=1)
 
 
 def test_layouts_keep_tensor_parallel_in_a_node_and_stages_within_the_blocks():
