@@ -13,10 +13,10 @@ Memory per GPU, for each phase of the step (forward, backward, optimizer; the pe
   on GPU Clusters Using Megatron-LM", §2.2): a stage holds its share of the parameters, gradients
   and optimizer state, 1/``pp`` of the temporaries; the first stage keeps min(M, pp) micro-batches
   in flight, each with its blocks' activations; GPipe's (Huang et al. 2019) keeps all M, the same
-  bubble. The busiest stage holds ``ceil(blocks / pp)`` blocks
-  and the larger side of the root: the embedding (first stage) or the final norm and head (last
-  stage), a tied weight on both (:meth:`FsdpUnits.stage_parameter_share`); it also runs that
-  side's work, so every slot of the schedule takes its time (:meth:`StepModel.stage_share`).
+  bubble. The busiest stage holds ``ceil(blocks / pp)`` blocks and the larger side of the root:
+  the embedding (first stage) or the final norm and head (last stage), a tied weight on both
+  (:meth:`FsdpUnits.stage_parameter_share`); it also runs that side's work, so every slot of the
+  schedule takes its time (:meth:`StepModel.stage_share`).
 - **FSDP** (``torch.distributed.fsdp``, FSDP2's ``fully_shard`` per block, then the root):
   parameters, gradients and optimizer state sharded over the ``dp`` ranks. Gathered whole, in low
   precision by its mixed-precision policy rather than autocast's cached copy of every weight
