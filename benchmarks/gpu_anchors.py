@@ -225,21 +225,26 @@ def log_error(predicted: float | None, published: float) -> float:
     return math.inf if not predicted else abs(math.log(predicted / published))
 
 
-def memory_table(anchors: list[Anchor], models: dict[str, object], units: dict[str, FsdpUnits]) -> None:
-    """Each published run's memory per GPU as planned, against the GPU's (and the published figure)."""
+def planned_memory_gib(anchor: Anchor, step: object, units: FsdpUnits) -> tuple[float, float]:
+    """The run's memory per GPU as the plan's row of its layout holds it, and the GPU's (GiB)."""
     from autotune.plan.gpus import gpu_spec
     from autotune.plan.layouts import Layout
 
+    spec = gpu_spec(anchor.gpu)
+    assert spec is not None, anchor.gpu
+    a = anchor
+    layout = Layout(a.layout, a.gpus, units, nodes=a.nodes, inter_node_gb_s=a.inter_node_gb_s)
+    peak, _ = layout.memory(step, anchor.micro_batch, anchor.accumulation)  # type: ignore[arg-type]
+    return peak / 2**30, anchor.gpu_memory_gib or spec.sheet.memory_bytes / 2**30
+
+
+def memory_table(anchors: list[Anchor], models: dict[str, object], units: dict[str, FsdpUnits]) -> None:
+    """Each published run's memory per GPU as planned, against the GPU's (and the published figure)."""
     print("\nmemory per GPU (GiB): planned, published, the GPU's; fits: planned within the GPU's memory")
     print(f"{'anchor':22s} {'ckpt':>9s} {'planned':>9s} {'published':>9s} {'error':>7s} {'GPU':>6s}  fits")
     fitting = 0
     for a in anchors:
-        spec = gpu_spec(a.gpu)
-        assert spec is not None, a.gpu
-        layout = Layout(a.layout, a.gpus, units[a.name], nodes=a.nodes, inter_node_gb_s=a.inter_node_gb_s)
-        peak, _ = layout.memory(models[a.name], a.micro_batch, a.accumulation)  # type: ignore[arg-type]
-        planned = peak / 2**30
-        gpu = a.gpu_memory_gib or spec.sheet.memory_bytes / 2**30
+        planned, gpu = planned_memory_gib(a, models[a.name], units[a.name])
         fits = planned <= gpu
         fitting += fits
         published = f"{a.memory_gib:9.1f}" if a.memory_gib else f"{'-':>9s}"

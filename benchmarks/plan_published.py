@@ -38,6 +38,7 @@ from gpu_anchors import (
     LLM_FOUNDRY,
     SCALING,
     Anchor,
+    planned_memory_gib,
     predicted_tokens_per_s,
     step_models,
 )
@@ -78,8 +79,7 @@ def _key(a: Anchor) -> tuple[object, ...]:
 
 def judge(runs: list[Anchor]) -> list[dict[str, object]]:
     """Each run planned as ``autotune plan`` plans it: predicted tokens/s, interval, memory, fit."""
-    from autotune.plan.gpus import gpu_spec
-    from autotune.plan.layouts import OVERLAP, Layout
+    from autotune.plan.layouts import OVERLAP
     from autotune.plan.model import EFFICIENCY
 
     traced: dict[tuple[object, ...], tuple[object, int, object]] = {}
@@ -90,25 +90,21 @@ def judge(runs: list[Anchor]) -> list[dict[str, object]]:
         if key not in traced:
             traced[key] = step_models(run)
         step, _, units = traced[key]
-        spec = gpu_spec(run.gpu)
-        assert spec is not None, run.gpu
         predicted = predicted_tokens_per_s(run, step, EFFICIENCY[1], OVERLAP[1]) or 0.0
         slow = predicted_tokens_per_s(run, step, EFFICIENCY[0], OVERLAP[0]) or 0.0
         fast = predicted_tokens_per_s(run, step, EFFICIENCY[2], OVERLAP[2]) or 0.0
-        layout = Layout("fsdp", run.gpus, units, nodes=run.nodes, inter_node_gb_s=run.inter_node_gb_s)  # type: ignore[arg-type]
-        peak, _ = layout.memory(step, run.micro_batch, run.accumulation)  # type: ignore[arg-type]
-        gpu_gib = spec.sheet.memory_bytes / 2**30
+        memory_gib, gpu_gib = planned_memory_gib(run, step, units)  # type: ignore[arg-type]
         error = predicted / run.tokens_per_s_per_gpu - 1
         result = {
             "run": run, "predicted": predicted, "error": error,
-            "inside": slow <= run.tokens_per_s_per_gpu <= fast, "memory_gib": peak / 2**30,
-            "fits": peak / 2**30 <= gpu_gib, "gpu_gib": gpu_gib,
+            "inside": slow <= run.tokens_per_s_per_gpu <= fast, "memory_gib": memory_gib,
+            "fits": memory_gib <= gpu_gib, "gpu_gib": gpu_gib,
         }  # fmt: skip
         results.append(result)
         print(
             f"{run.name:44s} {'ckpt' if run.checkpointing else '    '} {run.tokens_per_s_per_gpu:9,.0f} "
             f"{predicted:9,.0f} {100 * error:+6.1f}% {'in ' if result['inside'] else 'OUT'} "
-            f"{slow:9,.0f}-{fast:<9,.0f} {peak / 2**30:6.1f}/{gpu_gib:4.0f} GiB "
+            f"{slow:9,.0f}-{fast:<9,.0f} {memory_gib:6.1f}/{gpu_gib:4.0f} GiB "
             f"{'fits' if result['fits'] else 'NO'}  ({i + 1}/{len(runs)}, "
             f"{time.perf_counter() - started:.0f} s)",
             flush=True,

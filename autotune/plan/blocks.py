@@ -13,6 +13,7 @@ and the last one's ended among the traced ops, so :class:`ForwardSides` holds th
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -120,6 +121,16 @@ class BlockWatch:
         self._handles = []
 
 
+def busiest_stage_blocks(blocks: int, pp: int) -> float:
+    """The share of ``blocks`` repeated blocks on the busiest of ``pp`` pipeline stages.
+
+    ``ceil(blocks / pp) / blocks``; 1 without a pipeline, an even ``1 / pp`` without blocks.
+    """
+    if pp <= 1:
+        return 1.0
+    return math.ceil(blocks / pp) / blocks if blocks else 1.0 / pp
+
+
 def _training(module: nn.Module, inputs: tuple[Any, ...]) -> bool:
     """Whether a forward of ``module`` is a training one, not a script's evaluation before its step.
 
@@ -132,4 +143,4 @@ def _training(module: nn.Module, inputs: tuple[Any, ...]) -> bool:
     return torch.is_grad_enabled() or any(isinstance(v, torch.Tensor) and v.requires_grad for v in inputs)
 
 
-__all__ = ["BlockWatch", "ForwardSides"]
+__all__ = ["BlockWatch", "ForwardSides", "busiest_stage_blocks"]

@@ -16,10 +16,10 @@ Megatron-LM's first and last stages each hold the word embeddings and all-reduce
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from autotune.plan.blocks import busiest_stage_blocks
 from autotune.prepared import _blocks
 
 if TYPE_CHECKING:
@@ -51,8 +51,20 @@ class FsdpUnits:
         total = self.blocks_bytes + self.root_bytes
         if pp <= 1 or not self.block_count or not total:
             return 1.0 / max(pp, 1)
-        blocks = self.blocks_bytes * math.ceil(self.block_count / pp) / self.block_count
-        return min(1.0, (blocks + max(self.pre_blocks_bytes, self.post_blocks_bytes)) / total)
+        blocks = self.blocks_bytes * busiest_stage_blocks(self.block_count, pp)
+        return min(1.0, (blocks + self.stage_root_bytes(pp)) / total)
+
+    def stage_root_bytes(self, pp: int) -> float:
+        """The root's parameter bytes on the busiest of ``pp`` pipeline stages.
+
+        All of them without a pipeline, the larger side with one (an even share when the sides are
+        not known).
+        """
+        if pp <= 1:
+            return float(self.root_bytes)
+        if not self.block_count:
+            return self.root_bytes / pp
+        return float(max(self.pre_blocks_bytes, self.post_blocks_bytes))
 
 
 def units_of(model: nn.Module) -> FsdpUnits:

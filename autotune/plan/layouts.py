@@ -47,6 +47,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from autotune.plan.blocks import busiest_stage_blocks
 from autotune.plan.envelope import phase_of
 from autotune.plan.fsdp_units import NO_UNITS, FsdpUnits
 from autotune.plan.model import EFFICIENCY, Efficiency, largest_under
@@ -125,6 +126,15 @@ class Layout:
         parts += [f"pp{self.pp}{gpipe}"] * (self.pp > 1) + [f"tp{self.tp}"] * (self.tp > 1)
         return "+".join(parts) + "+offload" * self.offload
 
+    @property
+    def weight_share(self) -> float:
+        """The share of the model's weights a GPU of the busiest pipeline stage holds.
+
+        Its stage's share, split ``tp`` ways, before data parallelism shards it (the gradients and
+        optimizer state follow the weights).
+        """
+        return self.units.stage_parameter_share(self.pp) / self.tp
+
     # -- memory -----------------------------------------------------------------------------------
     def memory(
         self, step: StepModel, micro_batch: int, accumulation: int | None = None
@@ -158,7 +168,7 @@ class Layout:
             by["temporaries"] = 0
         optimizer = phase_of(phase) == "optimizer"  # a phase's peak, or an op of its envelope
         split = self.tp * self.pp
-        stage = self.units.stage_parameter_share(self.pp) / self.tp  # the busiest stage's weights
+        stage = self.weight_share
         for key in ("parameters", "gradients", "optimizer_state", "parameter_casts"):
             by[key] = by.get(key, 0) * stage
         for key in ("temporaries", "allocator_rounding"):
@@ -168,7 +178,7 @@ class Layout:
         gpipe = self.pp > 1 and self.schedule == "gpipe"
         held = micro_batches if gpipe else min(micro_batches, self.pp)
         # each held micro-batch's activations of the stage's ceil(blocks / pp) blocks
-        in_flight = held * (math.ceil(step.blocks / self.pp) / step.blocks if step.blocks else 1 / self.pp)
+        in_flight = held * busiest_stage_blocks(step.blocks, self.pp)
         by["activations"] = raw["activations"] / self.tp * in_flight
         if self.name == "ddp":  # DDP's buckets hold a copy of the gradients (without gradient_as_bucket_view)
             by["ddp_buckets"] = step.parameters.at(m) * stage
@@ -197,7 +207,7 @@ class Layout:
         """
         low = 0.5 if step.policy == POLICY_PARAM_DTYPE else 1.0
         block = self.units.block_bytes / self.tp
-        root = self._stage_root_bytes() / self.tp
+        root = self.units.stage_root_bytes(self.pp) / self.tp
         if phase == BLOCK_REDUCE:  # the root's parameters and gradients; the next block; a block's
             return 2 * root * low + 2 * block * low + block  # gradients and their fp32 copy
         if phase == BACKWARD_END:  # the root's gradients and their fp32 copy
@@ -205,15 +215,6 @@ class Layout:
         if phase_of(phase) in ("forward", "backward"):  # the root's, one block in use, the next
             return root * low + 2 * block * low
         return 0.0  # the update runs on the shards
-
-    def _stage_root_bytes(self) -> float:
-        """The root's parameter bytes on the busiest pipeline stage (all of them without a pipeline)."""
-        u = self.units
-        if self.pp == 1:
-            return float(u.root_bytes)
-        if not u.block_count:  # the sides are not known: an even share
-            return u.root_bytes / self.pp
-        return float(max(u.pre_blocks_bytes, u.post_blocks_bytes))
 
     def host_bytes(self, step: StepModel, micro_batch: int) -> int:
         """Host memory per GPU for its offloaded shards (0 without offload)."""
@@ -223,7 +224,7 @@ class Layout:
             step.memory_by_category(micro_batch, gpu=False, phase=phase) for phase in step.phases_at(None)
         ]
         state = sum(max(by[k] for by in phases) for k in ("parameters", "gradients", "optimizer_state"))
-        return math.ceil(state * self.units.stage_parameter_share(self.pp) / (self.tp * self.dp))
+        return math.ceil(state * self.weight_share / self.dp)
 
     def largest_micro_batch(
         self, step: StepModel, budget_bytes: float, accumulation: int | None = None
@@ -260,7 +261,7 @@ class Layout:
         per_slot = max(self._gpu_slot_s(spec, step, micro_batch, micro_s, eff), host_micro_s / self.pp)
         slots = accumulation + self.pp - 1
         compute = slots * per_slot
-        stage = self.units.stage_parameter_share(self.pp) / self.tp  # the busiest stage's weights
+        stage = self.weight_share
         if self.offload:  # the host runs the update on its shard: its bytes, and its ops issued
             state_bytes = step.optimizer_bytes * stage / self.dp
             opt_s = state_bytes / HOST_OPTIMIZER_BYTES_PER_S
@@ -300,8 +301,7 @@ class Layout:
         """Pieces the data-parallel communication comes in: FSDP's units, DDP's buckets."""
         if self.name == "fsdp":
             return max(1, step.blocks)
-        stage = self.units.stage_parameter_share(self.pp) / self.tp
-        return max(1, math.ceil(step.parameters.at(1) * stage / DDP_BUCKET_BYTES))
+        return max(1, math.ceil(step.parameters.at(1) * self.weight_share / DDP_BUCKET_BYTES))
 
     def comm_s(self, spec: GpuSpec, step: StepModel, micro_batch: int, accumulation: int) -> float:
         """Seconds of data-parallel communication per optimizer step, none hidden (ring collectives).
@@ -312,7 +312,7 @@ class Layout:
         if self.name == "single" or (self.dp == 1 and not self.offload):
             return 0.0
         ring = (self.dp - 1) / self.dp
-        params = step.parameters.at(micro_batch) * self.units.stage_parameter_share(self.pp) / self.tp
+        params = step.parameters.at(micro_batch) * self.weight_share
         link = self._ring_gb_s(spec, self.dp, self.tp) * 1e9
         if self.name == "ddp":  # one all-reduce of the gradients per optimizer step (no_sync between)
             return 2 * ring * params / link

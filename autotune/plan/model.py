@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from autotune.plan.blocks import ForwardSides
+from autotune.plan.blocks import ForwardSides, busiest_stage_blocks
 from autotune.plan.envelope import CATEGORIES, phase_of, upper_envelope
 from autotune.plan.gpus import GpuSpec
 from autotune.plan.step import StepFigures
@@ -309,12 +309,11 @@ class StepModel:
 
         None: the GPU has no tensor cores for this precision.
         """
-        peak = spec.peak
-        tflops = None if peak is None else peak.tflops(_PEAK_PRECISION[self.precision])
-        if not tflops:
+        dense = self._dense_flops_s(spec)
+        if dense is None:
             return None
-        flops_per_s = tflops * 1e12 * spec.sheet.compute_scale
-        attention_flops_per_s = tflops * 1e12 * spec.sheet.attention_compute_scale
+        flops_per_s = dense * spec.sheet.compute_scale
+        attention_flops_per_s = dense * spec.sheet.attention_compute_scale
         bw = spec.sheet.bandwidth_gb_s * 1e9
         m = micro_batch
 
@@ -337,16 +336,20 @@ class StepModel:
         """
         if pp <= 1:
             return 1.0
-        peak = spec.peak
-        tflops = None if peak is None else peak.tflops(_PEAK_PRECISION[self.precision])
-        if not self.blocks or not self.sides.flops or not tflops:
+        dense = self._dense_flops_s(spec)
+        if not self.blocks or not self.sides.flops or dense is None:
             return 1.0 / pp
-        flops_per_s = tflops * 1e12 * spec.sheet.compute_scale * eff.gemm
+        flops_per_s = dense * spec.sheet.compute_scale * eff.gemm
         pre, post = self.sides.shares(flops_per_s, spec.sheet.bandwidth_gb_s * 1e9 * eff.memory)
         blocks = max(0.0, 1.0 - pre - post) * (4 / 3 if self.checkpointing and not self.selective else 1.0)
         whole = blocks + pre + post
-        per_stage = math.ceil(self.blocks / pp) / self.blocks
-        return min(1.0, (blocks * per_stage + max(pre, post)) / whole)
+        return min(1.0, (blocks * busiest_stage_blocks(self.blocks, pp) + max(pre, post)) / whole)
+
+    def _dense_flops_s(self, spec: GpuSpec) -> float | None:
+        """The GPU's datasheet dense FLOP/s at the step's precision (None: no tensor cores for it)."""
+        peak = spec.peak
+        tflops = None if peak is None else peak.tflops(_PEAK_PRECISION[self.precision])
+        return tflops * 1e12 if tflops else None
 
     def cpu_step_time_s(self, costs: Costs, micro_batch: int, accumulation: int) -> float:
         """Seconds for one optimizer step on a CPU whose ``costs`` are known (ops one after another)."""
