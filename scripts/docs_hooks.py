@@ -2,7 +2,7 @@
 
 A page holds a marker such as ``<!-- autotune:rules -->``; the hook puts the table in its place, so
 the site cannot drift from the code: the advice rules from ``autotune.advice.thresholds``, the
-summary.json keys from ``profilers.contract.fields``. An unknown marker fails the build.
+summary.json keys from the fields of the records that write them. An unknown marker fails the build.
 """
 
 from __future__ import annotations
@@ -38,17 +38,27 @@ def severity_table() -> str:
     return "\n".join(lines)
 
 
-def _fields(name: str) -> str:
-    from profilers.contract import fields
+def profile_summary_table() -> str:
+    """The keys of a profile run's summary.json, from the fields of the record that writes it."""
+    from profilers.contract.fields import markdown_table
+    from profilers.contract.profile_summary import ProfileSummary
 
-    return fields.markdown_table(getattr(fields, name))
+    return markdown_table(ProfileSummary)
+
+
+def tune_summary_table() -> str:
+    """The keys of a study's summary.json, from the fields of the record that writes it."""
+    from profilers.contract.fields import markdown_table
+    from profilers.contract.study_summary import TuningSummary
+
+    return markdown_table(TuningSummary)
 
 
 GENERATED = {
     "rules": rules_table,
     "severity": severity_table,
-    "profile-summary": lambda: _fields("PROFILE_SUMMARY_FIELDS"),
-    "tune-summary": lambda: _fields("TUNE_SUMMARY_FIELDS"),
+    "profile-summary": profile_summary_table,
+    "tune-summary": tune_summary_table,
 }
 
 

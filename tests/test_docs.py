@@ -9,7 +9,8 @@ import torch
 from torch import nn
 
 import autotune
-from profilers.contract.fields import PROFILE_SUMMARY_FIELDS, documented_keys, markdown_table
+from profilers.contract.fields import documented_keys, markdown_table, reference_rows
+from profilers.contract.profile_summary import ProfileSummary
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -68,13 +69,13 @@ def test_every_profile_summary_key_is_documented_and_every_documented_key_writte
             opt.zero_grad()
             loss.backward()
             opt.step()
-    assert sorted(set(prof.summary) - documented_keys(PROFILE_SUMMARY_FIELDS)) == []
-    assert sorted(documented_keys(PROFILE_SUMMARY_FIELDS, always_only=True) - set(prof.summary)) == []
+    assert sorted(set(prof.summary) - documented_keys(ProfileSummary)) == []
+    assert sorted(documented_keys(ProfileSummary, always_only=True) - set(prof.summary)) == []
 
 
 def test_a_table_cell_never_breaks_its_row():
-    table = markdown_table(PROFILE_SUMMARY_FIELDS).splitlines()
-    assert len(table) == len(PROFILE_SUMMARY_FIELDS) + 2
+    table = markdown_table(ProfileSummary).splitlines()
+    assert len(table) == len(reference_rows(ProfileSummary)) + 2
     assert all(row.startswith("| `") and row.endswith(" |") for row in table[2:])
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from profilers.contract.fields import WITH_ABOVE, means
 from profilers.contract.figures import (
     DeviceEntry,
     Envelope,
@@ -198,53 +199,337 @@ class SamplingFacts:
 class ProfileSummary(ReadsAsItsJson):
     """A profile run's summary.json: built by the profiler, written and read back as this record.
 
-    Its fields are summary.json's keys in the order written (``profilers.contract.fields`` says what
-    each means). It also reads as the JSON object (``summary["samples_from"]``): the one it was
-    parsed from (a newer writer's keys kept), or the one it writes. Missing parts are None or empty
-    (an older, partial or crashed run's summary).
+    Its fields are summary.json's keys in the order written, each saying what it means (its
+    metadata's :func:`~profilers.contract.fields.means`: the reference page is made from it). It
+    also reads as the JSON object (``summary["samples_from"]``): the one it was parsed from (a newer
+    writer's keys kept), or the one it writes. Missing parts are None or empty (an older, partial or
+    crashed run's summary).
     """
 
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, metadata=NOT_WRITTEN)
-    schema: int | None = SCHEMA_VERSION
-    name: str | None = None
-    run_dir: str | None = None
-    steps: int | None = None
-    measured_steps: int | None = None
-    step_time: StepTimes = field(default=StepTimes(), metadata=_or_null(StepTimes.parse, "step_time_s"))
-    throughput: Throughput = field(default=Throughput(), metadata=nested(Throughput.parse))
-    phases: dict[str, float] = field(default_factory=dict, metadata=_or_null(_phases))  # phase -> share
-    peak_memory_bytes: int | None = None
-    memory: MemoryFigures = field(default=MemoryFigures(), metadata=_or_null(MemoryFigures.parse))
-    flops_per_step: int | None = None
-    mfu: float | None = None  # 0-1
-    peak_flops_per_s: float | None = None  # the peak mfu is taken against
-    precision: str | None = None
-    device: DeviceEntry = field(default=DeviceEntry(), metadata=_or_null(DeviceEntry.parse))
-    gpus: tuple[GpuFigures, ...] = field(default=(), metadata=_or_null(GpuFigures.parse_list, "gpu"))
-    host: HostFigures | None = field(default=None, metadata=nested(HostFigures.parse))
+    schema: int | None = field(default=SCHEMA_VERSION, metadata=means("layout version (1)"))
+    name: str | None = field(default=None, metadata=means("run name and directory"))
+    run_dir: str | None = field(default=None, metadata=WITH_ABOVE)
+    steps: int | None = field(default=None, metadata=means("every step observed (on this rank)"))
+    measured_steps: int | None = field(
+        default=None, metadata=means("steps in the statistics (after warm-up, FLOP and trace steps)")
+    )
+    step_time: StepTimes = field(
+        default=StepTimes(),
+        metadata={
+            **_or_null(StepTimes.parse, "step_time_s"),
+            **means("`median`, `p10`, `p90`, `mean` of measured steps (on CUDA, on the GPU's timeline)"),
+        },
+    )
+    throughput: Throughput = field(
+        default=Throughput(),
+        metadata={
+            **nested(Throughput.parse),
+            **means(
+                "`samples_per_s`, `tokens_per_s` (null without token ids), `samples_per_s_ci95` "
+                "([low, high], the 95% interval from the measured steps' times: Student's t on "
+                "the mean step time; null below 2 steps); job-wide under torchrun (the ranks' sum"
+                " over `ranks_per_replica`, the tensor × pipeline degree of a model-parallel job,"
+                " else 1), plus `per_rank_samples_per_s` (every rank's, in rank order)"
+            ),
+        },
+    )
+    # phase -> share
+    phases: dict[str, float] = field(
+        default_factory=dict,
+        metadata={
+            **_or_null(_phases),
+            **means(
+                "`data`, `forward`, `backward`, `optimizer`, `eval`, `other`: fractions of "
+                "measured step time, summing to 1 (`eval`: forwards under "
+                "`no_grad`/`inference_mode` or of a model in eval mode, inside training)"
+            ),
+        },
+    )
+    peak_memory_bytes: int | None = field(
+        default=None,
+        metadata=means(
+            "CUDA: peak allocated (`torch.cuda.max_memory_allocated`, peak stats reset at the"
+            " start); CPU: peak RSS growth over the session's start, from the host samples of"
+            " the training's own steps (outside the FLOP-counting step and the torch.profiler"
+            " window, whose buffers are the profiler's and are given back to the OS after "
+            "it), less the profiler's own imports (`memory.profiler_rss_bytes`)"
+        ),
+    )
+    memory: MemoryFigures = field(
+        default=MemoryFigures(),
+        metadata={
+            **_or_null(MemoryFigures.parse),
+            **means(
+                "details: `rss_start_bytes`, `rss_peak_bytes` (over the training's own steps: the"
+                " FLOP-counting step and the torch.profiler window left out, and less "
+                "`profiler_rss_bytes`), `rss_peak_growth_bytes`, `profiler_rss_bytes` (resident "
+                "memory the profiler's own first use of FlopCounterMode and torch.profiler keeps:"
+                " the modules they import, measured on a helper thread at that first use), "
+                "`ru_maxrss_bytes` (the process's lifetime peak, everything included), and on "
+                "CUDA `cuda_peak_allocated_bytes`, `cuda_peak_reserved_bytes`; with glibc, "
+                "`heap_live_bytes_max` and `heap_live_envelope` (as `rss_envelope`): the bytes in"
+                " live C allocations (`mallinfo2`: `uordblks + hblkhd`), read at step ends at "
+                "most 10 times a second, which on a CPU is the memory the training holds across "
+                "steps whatever the allocator keeps"
+            ),
+        },
+    )
+    flops_per_step: int | None = field(
+        default=None,
+        metadata=means("FLOPs of one step on one rank (`torch.utils.flop_counter.FlopCounterMode`), or null"),
+    )
+    # 0-1
+    mfu: float | None = field(
+        default=None,
+        metadata=means(
+            "achieved FLOP/s over the device peak for the precision in use, or null when the "
+            "peak is unknown (CPUs, unlisted GPUs)"
+        ),
+    )
+    peak_flops_per_s: float | None = field(default=None, metadata=means("the peak used for `mfu`"))
+    precision: str | None = field(
+        default=None, metadata=means("`fp32`, `tf32`, `bf16` or `fp16`, as seen at the step's first forward")
+    )
+    device: DeviceEntry = field(
+        default=DeviceEntry(),
+        metadata={
+            **_or_null(DeviceEntry.parse),
+            **means(
+                "`kind` (`cpu` or `cuda`), `name`, `count`, `index` (the CUDA device of the "
+                "model's input), `nvml_indexes` (the job's GPUs in NVML's numbering, matched by "
+                "UUID; null when every GPU was sampled)"
+            ),
+        },
+    )
+    gpus: tuple[GpuFigures, ...] = field(
+        default=(),
+        metadata={
+            **_or_null(GpuFigures.parse_list, "gpu"),
+            **means(
+                "per job GPU from NVML (rates over the measured steps, `span` says "
+                "`measured_steps`, or `session` when too few readings fell inside; peaks over the"
+                " whole run): `util_pct` {mean, readings, p5, p50, p95, min, max}, `throttle` "
+                "{readings, `power_thermal_share`, `reason_shares` by NVML reason name} (over the"
+                " same readings as the rates), `mem_used_envelope` (the memory line's input: "
+                "{readings, `span_ns`, `peaks` [[s, bytes]…]}, the peaks of 8 equal slices of the"
+                " measured steps after the profiler's instruments finished), "
+                "`mem_used_bytes_max`, `mem_total_bytes`, `process_mem_bytes_max`, "
+                "`mem_busy_pct_mean`, `power_w_mean`, `power_w_max`, `energy_j` (over the "
+                "measured steps, `duration_s` long), `run_energy_j` (the whole run), "
+                "`sm_clock_mhz_mean`, `mem_clock_mhz_mean`, `temperature_c_max`, "
+                "`throttle_reasons`, `pcie_rx_kbps_mean`, `pcie_tx_kbps_mean`; null without NVML"
+            ),
+        },
+    )
+    host: HostFigures | None = field(
+        default=None,
+        metadata={
+            **nested(HostFigures.parse),
+            **means(
+                "`cpu_util_pct_mean`, `process_cpu_pct_mean` (this process and its child "
+                "processes, such as DataLoader workers), `rss_peak_bytes`, "
+                "`host_mem_total_bytes`, `rss_envelope` (as `mem_used_envelope`, of this "
+                "process's RSS)"
+            ),
+        },
+    )
     #: Other processes' CPU while it ran (None: not recorded).
-    load_figures: LoadFigures | None = field(default=None, metadata=nested(LoadFigures.parse, "load"))
-    rank: int | None = None  # the rank that wrote it
+    load_figures: LoadFigures | None = field(
+        default=None,
+        metadata={
+            **nested(LoadFigures.parse, "load"),
+            **means(
+                "how busy the machine was during the measured steps, in cores: `machine_cores`, "
+                "`busy_cores` (every process), `own_cores` (the run's processes: under torchrun "
+                "every rank on rank 0's host, `ranks` of them, with their DataLoader workers), "
+                "`other_cores` (the rest: other processes' CPU; null when a rank's CPU is "
+                'unknown), `samples`; null without host readings. The terminal\'s "Machine load" '
+                "row, the report's overview and the dashboard say it in one line, and add that "
+                "the figures are slower than the quiet machine gives when `other_cores` is above "
+                "the load band (a quarter of the cores, at least half a core)"
+            ),
+        },
+    )
+    rank: int | None = field(
+        default=None,
+        metadata=means(
+            "the rank that wrote this summary (0; every rank keeps its own in the run store's `ranks` table)"
+        ),
+    )
     #: Each rank's figures, on the summary of a job of several ranks.
-    ranks: tuple[RankEntry, ...] = field(default=(), metadata={**nested_records(RankEntry), **_NULL})
-    top_ops: tuple[TopOp, ...] = field(default=(), metadata=nested_records(TopOp))
+    ranks: tuple[RankEntry, ...] = field(
+        default=(),
+        metadata={
+            **nested_records(RankEntry),
+            **_NULL,
+            **means(
+                "under torchrun: per rank `rank`, `steps`, `measured_steps`, `step_time_s`, "
+                "`samples_per_s`, `tokens_per_s`, `peak_memory_bytes`; else null"
+            ),
+        },
+    )
+    top_ops: tuple[TopOp, ...] = field(
+        default=(),
+        metadata={
+            **nested_records(TopOp),
+            **means(
+                "operators with the most self time in the deep-profile window: `name`, `device`, "
+                "`calls`, `self_time_us`, `total_time_us`, `flops`"
+            ),
+        },
+    )
     #: The torch.profiler window's totals (None when none ran).
-    window: ProfileWindow | None = field(default=None, metadata=nested(ProfileWindow.parse, "profile_window"))
-    trace_files: tuple[str, ...] = ()  # relative to the run directory
-    memory_snapshot_files: tuple[str, ...] = ()  # relative to the run directory
-    step_mode: str | None = None
-    wall_time_s: float | None = None
-    stopped_by_budget: bool | None = None  # None: not known (a run rebuilt from its store)
-    stop_reason: str | None = None
-    outcome: str | None = None
-    error: RunError | None = field(default=None, metadata=nested(RunError.parse))
-    seen: SeenFacts = field(default=SeenFacts(), metadata={**nested(SeenFacts.parse), **WHEN_SET})
-    loss: LossFigures = field(default=LossFigures(), metadata=_or_null(LossFigures.parse))
-    warnings: tuple[str, ...] = ()
-    model: ModelFacts = field(default=ModelFacts(), metadata=_or_null(ModelFacts.parse))
-    samples_from: SamplesSource | None = field(default=None, metadata=nested(SamplesSource.parse))
-    params_used: dict[str, Any] = field(default_factory=dict)  # the tuning parameters its code read
-    sampling: SamplingFacts | None = field(default=None, metadata=nested(SamplingFacts.parse))
+    window: ProfileWindow | None = field(
+        default=None,
+        metadata={
+            **nested(ProfileWindow.parse, "profile_window"),
+            **means(
+                "the whole deep-profile window summed up (every op and kernel, not only "
+                "`top_ops`), or null when no window ran: `steps` profiled, `wall_us`, "
+                "`cpu_op_self_us` (self CPU time of synchronous ops, all threads), on CUDA "
+                "`kernels`, `kernel_time_us`, `kernel_mean_us`, `kernel_median_us`, "
+                "`kernel_busy_us` (union of kernel intervals), `tensor_core_fraction` (0-1 of "
+                "kernel time, by kernel name), then `collective_calls`, `collective_time_us` "
+                "(union of collective intervals), `collective_exposed_us` (CUDA: not overlapped "
+                "by a compute kernel; else null), `collective_source` (`device_kernels` NCCL "
+                "kernels, `backend_ranges` `gloo:`/`nccl:` ranges, `frontend_ops` `c10d::` ops, "
+                "or null), `dataloader_us`, `dataloader_iter` (`_SingleProcessDataLoaderIter`, "
+                "`_MultiProcessingDataLoaderIter` or null); times in µs"
+            ),
+        },
+    )
+    # relative to the run directory
+    trace_files: tuple[str, ...] = field(
+        default=(), metadata=means("trace paths relative to the run directory")
+    )
+    # relative to the run directory
+    memory_snapshot_files: tuple[str, ...] = field(
+        default=(),
+        metadata=means(
+            "CUDA memory snapshots (`--memory-snapshot`) relative to the run directory: "
+            "`memory/rank<R>.pickle` when the profiler window closed, "
+            "`memory/rank<R>-oom.pickle` at an out-of-memory error; pytorch.org/memory_viz "
+            "draws them, `autotune report FILE` explains them"
+        ),
+    )
+    step_mode: str | None = field(
+        default=None, metadata=means("how steps were found: `optimizer`, `backward` or `explicit`")
+    )
+    wall_time_s: float | None = field(default=None, metadata=means("length of the profiled region"))
+    # None: not known (a run rebuilt from its store)
+    stopped_by_budget: bool | None = field(
+        default=None,
+        metadata=means("true when a step budget (`--max-steps` or an early stop) ended the script"),
+    )
+    stop_reason: str | None = field(
+        default=None,
+        metadata=means(
+            "why a step budget ended the script: `max_steps`, `stable`, `below_threshold` or "
+            "`non_finite_loss` (see step budgets above), `interrupted` for Ctrl-C, null when "
+            "the script ended on its own"
+        ),
+    )
+    outcome: str | None = field(
+        default=None,
+        metadata=means(
+            "how the run ended: `finished` (the code returned), `stopped` (a step budget, a "
+            "stop rule or Ctrl-C), `crashed` (it raised, or exited with a nonzero status) or "
+            "`no_steps` (no training step was seen, whatever the ending); the terminal, the "
+            "report and the dashboard say it first"
+        ),
+    )
+    error: RunError | None = field(
+        default=None,
+        metadata={
+            **nested(RunError.parse),
+            **means(
+                "with `crashed` (and `no_steps` when the script raised): `type`, `message` (first"
+                " 500 characters), `step` (the step in progress, 1-based) and `exit_code` for "
+                "`SystemExit`; else null"
+            ),
+        },
+    )
+    seen: SeenFacts = field(
+        default=SeenFacts(),
+        metadata={
+            **nested(SeenFacts.parse),
+            **WHEN_SET,
+            **means(
+                "with `no_steps`: `optimizer_steps` and `model_forward` (whether a model's "
+                "forward ran), what was seen instead of a step",
+                always=False,
+            ),
+        },
+    )
+    loss: LossFigures = field(
+        default=LossFigures(),
+        metadata={
+            **_or_null(LossFigures.parse),
+            **means(
+                "per-step training loss (rank 0's under torchrun): `first`, `last`, `min`, "
+                "`last_mean` (mean of the last up to 5 measured steps with a loss), "
+                "`non_finite_steps` (steps whose loss is NaN or infinite), "
+                "`first_non_finite_step`, `per_step` (every step's loss in order, null where none"
+                " was seen or it was not finite); null when no scalar loss was backpropagated. "
+                "JSON has no NaN: a non-finite `first`, `last` or `last_mean` is null, and "
+                "`non_finite_steps` tells"
+            ),
+        },
+    )
+    warnings: tuple[str, ...] = field(
+        default=(),
+        metadata=means("profiler faults reported during the run (training went on without that part)"),
+    )
+    model: ModelFacts = field(
+        default=ModelFacts(),
+        metadata={
+            **_or_null(ModelFacts.parse),
+            **means(
+                "the step's model (the first module called for training): `class`, `parameters`, "
+                "`trainable_parameters`, `parameter_bytes`, `gradient_bytes` (what data "
+                "parallelism all-reduces each step), `ddp_bucket_cap_bytes` (a "
+                "DistributedDataParallel model's bucket size, else null); null when no training "
+                "forward was seen"
+            ),
+        },
+    )
+    samples_from: SamplesSource | None = field(
+        default=None,
+        metadata={
+            **nested(SamplesSource.parse),
+            **means(
+                'how samples per step were found: `{"override": N}` with `--samples-per-step`, '
+                "else the model input that gave them: `module` (its class), `input` (`args[0]`, "
+                "`input_ids`…), `batch_dim` (1 for time-major `[seq, batch]` inputs), `shape` (at"
+                " the first step), `tokens` (whether it holds token ids); null when no input was "
+                "seen"
+            ),
+        },
+    )
+    # the tuning parameters its code read
+    params_used: dict[str, Any] = field(
+        default_factory=dict,
+        metadata=means(
+            "the tuning parameters and built-in knobs the code read (`autotune.param`, "
+            "`autotune.prepare`, `autotune.batch_plan`) with the values it used: a trial's, "
+            "else the code's own defaults; `{}` when it read none"
+        ),
+    )
+    sampling: SamplingFacts | None = field(
+        default=None,
+        metadata={
+            **nested(SamplingFacts.parse),
+            **means(
+                "where the devices were sampled: `where` maps each backend (`host`, `nvml`, "
+                "`replay`) to `sampler process` (a process of its own, off the training's "
+                "interpreter) or `training process` (the recorder thread: "
+                "`AUTOTUNE_SAMPLER=thread`, a backend the sampler process could not build with "
+                "the same devices, or one it handed back when it died); `notes` says why, and "
+                "what was lost; null without sampling"
+            ),
+        },
+    )
 
     @classmethod
     def parse(cls, data: dict[str, Any], where: str) -> ProfileSummary:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Self
 
 from profilers.contract.bill import StudyBill
+from profilers.contract.fields import WITH_ABOVE, means
 from profilers.contract.json_checks import (
     NOT_WRITTEN,
     ReadsAsItsJson,
@@ -306,57 +307,247 @@ class TuningSummary:
     """A tuning study's summary.json: its trials, best and baseline checked (``raw``: the whole).
 
     The tuner writes the summary as this record (:meth:`to_json`), as every reader reads it; its
-    fields are summary.json's keys in the order written (``profilers.contract.fields`` says what each
-    means).
+    fields are summary.json's keys in the order written, each saying what it means (its metadata's
+    :func:`~profilers.contract.fields.means`: the reference page is made from it).
     """
 
     #: The JSON object it was parsed from (empty for one built in code).
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, metadata=NOT_WRITTEN)
-    schema: int | None = None  # the layout's version (schema.TUNE_SUMMARY_SCHEMA)
-    kind: str = "tune"
-    run_dir: str | None = None
-    command: tuple[str, ...] = ()  # the script and its arguments
-    objective: str | None = None  # "throughput", "cost", "energy"…
-    metric: str = "samples_per_s"  # the trial figure the objective reads
-    direction: str = "maximize"
-    price_per_gpu_hour: float | None = None  # USD
-    memory_budget_bytes: int | None = None
-    loss_tolerance: float | None = None  # --loss-tolerance, a fraction of the baseline's loss
-    searcher: str | None = None
-    seed: int | None = None
-    space: dict[str, Any] = field(default_factory=dict)  # parameter name -> its definition
-    n_trials: int | None = None  # asked for
-    trials_run: int | None = None
-    status_counts: dict[str, int] = field(default_factory=dict)  # trial status -> how many
-    baseline: TrialEntry | None = field(default=None, metadata=nested(TrialEntry.parse_optional))
-    best: BestEntry | None = field(default=None, metadata=nested(BestEntry.parse_optional))
-    confirm_rounds: int | None = None  # rounds of re-measurement asked for (--confirm-rounds)
-    preset: str | None = None  # the framework preset whose flags the trials got
-    preset_per_rank: int | None = None  # ranks a preset's trial runs per node
+    # the layout's version (schema.TUNE_SUMMARY_SCHEMA)
+    schema: int | None = field(default=None, metadata=means("layout version of the tuning summary (1)"))
+    kind: str = field(default="tune", metadata=means("`tune`"))
+    run_dir: str | None = field(default=None, metadata=means("the study's directory, as given to the tuner"))
+    command: tuple[str, ...] = field(default=(), metadata=means("the script and its arguments"))
+    objective: str | None = field(
+        default=None,
+        metadata=means(
+            "`throughput`/`cost`/`energy` and its metric: `samples_per_s`, "
+            "`usd_per_million_samples`, `joules_per_sample`"
+        ),
+    )
+    # the trial figure the objective reads
+    metric: str = field(default="samples_per_s", metadata=WITH_ABOVE)
+    direction: str = field(default="maximize", metadata=means("`maximize` or `minimize`"))
+    # USD
+    price_per_gpu_hour: float | None = field(default=None, metadata=means("the price given, or null"))
+    memory_budget_bytes: int | None = field(
+        default=None, metadata=means("`--memory-budget` in bytes, or null")
+    )
+    loss_tolerance: float | None = field(
+        default=None,
+        metadata=means(
+            "`--loss-tolerance`: how far (a fraction) a reduced-precision trial's loss may "
+            "drift from the fp32 baseline's"
+        ),
+    )
+    searcher: str | None = field(default=None, metadata=means("the search"))
+    seed: int | None = field(default=None, metadata=WITH_ABOVE)
+    # parameter name -> its definition
+    space: dict[str, Any] = field(default_factory=dict, metadata=means("the search space as its TOML tables"))
+    n_trials: int | None = field(
+        default=None, metadata=means("the trials asked for, and those that ran (skipped ones are not)")
+    )
+    trials_run: int | None = field(default=None, metadata=WITH_ABOVE)
+    # trial status -> how many
+    status_counts: dict[str, int] = field(default_factory=dict, metadata=means("trials per status"))
+    baseline: TrialEntry | None = field(
+        default=None,
+        metadata={
+            **nested(TrialEntry.parse_optional),
+            **means("trial 0, the script's own defaults (a trial entry)"),
+        },
+    )
+    best: BestEntry | None = field(
+        default=None,
+        metadata={
+            **nested(BestEntry.parse_optional),
+            **means(
+                "the best trial (a trial entry; null when none can be named, as with `no_effect`)"
+                " with `cost_saving_vs_baseline` (1 − its cost over the baseline's, with a "
+                "price), then from the re-measurements: `speedup_confirmation_rounds` (rounds "
+                "with both runs ok), `speedup_ratios` (best over baseline, per round), "
+                "`speedup_geomean`, `speedup_ci95` ([low, high], 2 rounds or more, else null) and"
+                " `confirmed` (true when the low end is above 1)"
+            ),
+        },
+    )
+    confirm_rounds: int | None = field(default=None, metadata=means("`--confirm-rounds`"))
+    preset: str | None = field(
+        default=None,
+        metadata=means(
+            "`--preset` (`hf`, `lightning`, `torchtitan`) or null, and the samples per rank "
+            "per optimizer step its baseline measured, which every trial keeps (null without "
+            "a preset)"
+        ),
+    )
+    # ranks a preset's trial runs per node
+    preset_per_rank: int | None = field(default=None, metadata=WITH_ABOVE)
     #: The best trial's re-measurements.
-    confirmations: tuple[Confirmation, ...] = field(default=(), metadata=nested_records(Confirmation))
-    pareto: tuple[int, ...] | None = None  # trial ids (with --multi-objective)
-    stopped: str | None = None  # why the study stopped before its trials ran (None: it did not)
-    verdict: dict[str, Any] = field(default_factory=dict)  # as stored (verdict.verdict_of reads it)
-    machine_cores: float | None = None  # this machine's cores, for the load band
+    confirmations: tuple[Confirmation, ...] = field(
+        default=(),
+        metadata={
+            **nested_records(Confirmation),
+            **means(
+                "the re-measurements of the best trial: `best_id`, `round`, `role` (`baseline` or"
+                " `best`), `status`, `samples_per_s`, `samples_per_s_ci95`, `other_load_cores`, "
+                "`duration_s`, `run_dir`, `error`, `started_at`, `ended_at`, `load_cores` and "
+                "where it ran (`executor`, `node`, `devices`)"
+            ),
+        },
+    )
+    # trial ids (with --multi-objective)
+    pareto: tuple[int, ...] | None = field(
+        default=None,
+        metadata=means(
+            "with `--multi-objective`: ids of the trials no other beats on throughput, peak "
+            "memory and cost at once; else null"
+        ),
+    )
+    # why the study stopped before its trials ran (None: it did not)
+    stopped: str | None = field(
+        default=None, metadata=means("why the study stopped before its trials ran, or null")
+    )
+    # as stored (verdict.verdict_of reads it)
+    verdict: dict[str, Any] = field(
+        default_factory=dict,
+        metadata=means(
+            "the study's one verdict (above): `status`, `speedup` (the headline figure), "
+            "`speedup_ci95`, `search_speedup`, `rounds`, `search_load_cores`, "
+            "`confirm_load_cores`, `load_band_cores`, `cores_ratio`, `per_core_speedup`, "
+            "`recommend`, `headline` (the sentence every output prints), `firmer` (what to "
+            "run for a firmer answer), `search_ci95` (the search's ratio's interval across "
+            "processes) and `action` (`apply`, `keep` or `measure again`)"
+        ),
+    )
+    # this machine's cores, for the load band
+    machine_cores: float | None = field(
+        default=None,
+        metadata=means(
+            "the machine's cores, and `threads_per_rank` (every trial's) with the "
+            "`device_kind` the baseline ran on"
+        ),
+    )
     #: What the trials trained on, and the threads each trial's processes were given (on a CPU).
-    threads: StudyThreads = field(default_factory=StudyThreads, metadata=nested(StudyThreads.parse))
+    threads: StudyThreads = field(
+        default_factory=StudyThreads, metadata={**nested(StudyThreads.parse), **WITH_ABOVE}
+    )
     #: The plan prior's note and its checks.
-    search_prior: SearchPrior | None = field(default=None, metadata=nested(SearchPrior.parse))
-    trials: tuple[TrialEntry, ...] = field(default=(), metadata=nested(TrialEntry.parse_list))
+    search_prior: SearchPrior | None = field(
+        default=None,
+        metadata={
+            **nested(SearchPrior.parse),
+            **means(
+                "null with `--no-plan-prior`; else `note` (`plan prior: this CPU's probed costs`,"
+                " `plan prior: H100-SXM`, or why there is none, also printed once), `used` (false"
+                " when no prior could be made, e.g. none of the configurations could be traced), "
+                "`predicted` (the configurations the search scored, best predicted first, at most"
+                " 100: `params`, `predicted` in the objective's unit, scaled to the baseline's "
+                "measurement) and `predicted_vs_measured` (`trial`, `predicted`, `measured` of "
+                "each trial that finished ok)",
+                always=False,
+            ),
+        },
+    )
+    trials: tuple[TrialEntry, ...] = field(
+        default=(),
+        metadata={
+            **nested(TrialEntry.parse_list),
+            **means(
+                "every trial: `id`, `baseline`, `params`, `status`, `objective`, `throughput` "
+                "(samples/s), `tokens_per_s`, `peak_memory_bytes`, `step_time_s`, "
+                "`usd_per_million_samples`, `joules_per_sample`, `world_size`, `duration_s`, "
+                "`device_hours` and `cost_usd` (what running it cost the study: its wall time on "
+                "its devices, at the bill's price; 0 for a skipped trial), `stop_reason`, "
+                "`stop_floor_samples_per_s`, `stop_rule` and `stop_best_id` (a trial stopped "
+                "early as losing: the floor its throughput's upper bound fell below, `spread` "
+                "when set from trial `stop_best_id`'s lower bound less the spread between "
+                "processes, `share` when set as `--early-stop` × its value before that spread was"
+                " measured), `throughput_ci95` (its 95% interval), `stable`, `other_load_cores` "
+                "(other processes' CPU while it measured, in cores), `load_cores` (the cores that"
+                " figure is over: the trial's slot when `--parallel` pinned it, else the "
+                "machine's), `starved_share` (the share of its measured steps it ran short of "
+                "CPU: no idle core, its own CPU below 3/4 of what its threads could use; over "
+                "half of them makes the trial `busy`: measured again once the machine is calmer, "
+                "else left out), `busy_before` (the first run's starved share when it ran again),"
+                " `threads_per_rank`, `precision` (what the profiler saw the model run in), "
+                "`params_used`, `run_dir` (the trial's profile run, relative to the study's "
+                "directory: `trials/trial-0005`; studies written before stored the path as given "
+                "to the tuner, and are still read), `error`; and where it ran: `executor` "
+                "(`local` or `ray`), `node`, `devices` (`cuda:N` or `cpu:N` slots), `started_at`,"
+                " `ended_at` (Unix seconds); and `speedup_vs_baseline` (its throughput over the "
+                "nearest anchor's, as the search measured it), `speedup_vs_baseline_ci95` (its "
+                "95% interval with the spread between the baseline's processes; null with one) "
+                "and `anchor` (that anchor's index, 0 for the baseline trial)"
+            ),
+        },
+    )
     #: The study stopped because what it tunes changes nothing (a knob never read): no best is named.
-    no_effect: bool = False
-    anchor_every: int | None = None  # the baseline runs again before every this many search trials
+    no_effect: bool = field(
+        default=False,
+        metadata=means(
+            "true when the study stopped because what it tunes changed nothing (a parameter "
+            "the script never reads): `best` is then null and the verdict is `no_effect`"
+        ),
+    )
+    # the baseline runs again before every this many search trials
+    anchor_every: int | None = field(
+        default=None,
+        metadata=means(
+            "`--anchor-every`, and the baseline's configuration run again during the search, "
+            "each in the slot of the trial it preceded: `best_id` (that trial), `round` (the "
+            "anchor's index from 1), `role` (`anchor`), `status`, `samples_per_s`, "
+            "`samples_per_s_ci95`, `other_load_cores`, `duration_s`, `run_dir`, `error`, "
+            "`started_at`, `ended_at`, `executor`, `node`, `devices`, `load_cores`"
+        ),
+    )
     #: The baseline's configuration run again during the search (``round``: the anchor's index).
-    anchors: tuple[Confirmation, ...] = field(default=(), metadata=nested_records(Confirmation))
+    anchors: tuple[Confirmation, ...] = field(
+        default=(), metadata={**nested_records(Confirmation), **WITH_ABOVE}
+    )
     #: The baseline's throughput over its separate processes (None in studies from before anchors).
-    process_spread: ProcessSpread | None = field(default=None, metadata=nested(_spread))
+    process_spread: ProcessSpread | None = field(
+        default=None,
+        metadata={
+            **nested(_spread),
+            **means(
+                "the baseline's throughput over its separate processes (the baseline trial and "
+                "the anchors that finished ok): `processes`, `low_samples_per_s`, "
+                "`high_samples_per_s`, `log_sd` (sd of their log throughputs; null with one) and "
+                "`beyond_own_intervals` (two of them disagree beyond their own 95% intervals: the"
+                " machine's speed moved)"
+            ),
+        },
+    )
     #: Hours a day the team trains, as said to the study (--usage-hours-per-day; None: not said).
-    usage_hours_per_day: float | None = None
+    usage_hours_per_day: float | None = field(
+        default=None,
+        metadata=means(
+            "`--usage-hours-per-day` (null: not said), and what the study cost and when it "
+            "pays back: `device_hours` (every trial, anchor and re-measurement, each its wall"
+            " time on its devices), `trials_device_hours`, `remeasure_device_hours`, "
+            "`processes`, `processes_without_time`, `price_per_gpu_hour` and `price_source` "
+            "(`--price-per-gpu-hour`, else the built-in table's price of the baseline's GPU; "
+            "null on a CPU), `usd`, `saving_share` (the share of the baseline's device-time "
+            "per sample the best saves: 1 − devices ratio / the verdict's speedup; below 0 "
+            "when it costs more, faster only on more devices; null unless the verdict applies"
+            " it), `saving_device_hours_per_hour` (per hour of training), "
+            "`saving_usd_per_day` (at the usage, 24 h when not said), "
+            "`payback_training_hours`, `payback_days` (at the usage said) and "
+            "`pays_back_in_month`"
+        ),
+    )
     #: What the study cost and when it pays back, as written (contract.study_cost.study_bill).
-    bill: StudyBill | None = field(default=None, metadata=nested(_bill))
-    parallel: int | None = None  # trials of the search at once (None in studies from before it was kept)
-    executor: str | None = None  # "local" or "ray"
+    bill: StudyBill | None = field(default=None, metadata={**nested(_bill), **WITH_ABOVE})
+    # trials of the search at once (None in studies from before it was kept)
+    parallel: int | None = field(
+        default=None,
+        metadata=means(
+            "trials of the search that could run at once (as the study settled it: never more"
+            " than the CPU's cores), and `local` or `ray`"
+        ),
+    )
+    # "local" or "ray"
+    executor: str | None = field(default=None, metadata=WITH_ABOVE)
 
     @classmethod
     def of(cls, summary: TuningSummary | Mapping[str, Any], where: str = "summary.json") -> TuningSummary:
@@ -365,7 +556,7 @@ class TuningSummary:
 
     @property
     def device_kind(self) -> str | None:
-        """"cuda" or "cpu": what the trials trained on (None when not known)."""
+        """What the trials trained on, "cuda" or "cpu" (None when not known)."""
         return self.threads.device_kind
 
     @property

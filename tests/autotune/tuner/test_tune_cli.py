@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from profilers.contract.fields import TUNE_SUMMARY_FIELDS, documented_keys
+from profilers.contract.fields import documented_keys, meaning_of
 from profilers.contract.schema import resolve_trial_dir
+from profilers.contract.study_summary import TuningSummary
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 UNMODIFIED = str(SCRIPTS / "train_unmodified.py")
@@ -83,7 +84,6 @@ def check_bill(summary: dict, terminal: str, run_dir: Path) -> None:
     assert bill["payback_days"] == pytest.approx(bill["payback_training_hours"] / 8)
     assert bill["pays_back_in_month"] is True  # a minute of CPU against a 2× speed-up
     from autotune.report.markdown import md_text
-    from profilers.contract.study_summary import TuningSummary
 
     sentence = TuningSummary.parse(summary, "summary.json").bill.sentence()
     assert f"Cost: {sentence}" in " ".join(terminal.split())
@@ -144,9 +144,9 @@ def test_unmodified_script_tuned_through_its_arguments_beats_its_baseline(tmp_pa
     # like-for-like: every trial ran with the same threads per process, recorded with it
     assert {t["threads_per_rank"] for t in trials} == {summary["threads"]["threads_per_rank"]}
     # the reference documents every key written (docs/reference/tune-summary.md is made from the table)
-    assert sorted(set(summary) - documented_keys(TUNE_SUMMARY_FIELDS)) == []
-    assert sorted(documented_keys(TUNE_SUMMARY_FIELDS, always_only=True) - set(summary)) == []
-    trials_doc = next(d.meaning for d in TUNE_SUMMARY_FIELDS if d.keys == ("trials",))
+    assert sorted(set(summary) - documented_keys(TuningSummary)) == []
+    assert sorted(documented_keys(TuningSummary, always_only=True) - set(summary)) == []
+    trials_doc = meaning_of(TuningSummary, "trials")
     assert [k for k in trials[0] if f"`{k}`" not in trials_doc] == []
 
 

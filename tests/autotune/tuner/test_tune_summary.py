@@ -179,11 +179,11 @@ def test_a_written_trial_entry_has_exactly_the_keys_its_reference_names(tmp_path
     # the record writes every field it reads (one type both ways); the docs' table names each key
     import re
 
-    from profilers.contract.fields import TUNE_SUMMARY_FIELDS
+    from profilers.contract.fields import meaning_of
+    from profilers.contract.study_summary import TuningSummary
 
     def named(key: str) -> set[str]:
-        doc = next(d for d in TUNE_SUMMARY_FIELDS if d.keys == (key,))
-        return set(re.findall(r"`([a-z_0-9]+)`", doc.meaning))
+        return set(re.findall(r"`([a-z_0-9]+)`", meaning_of(TuningSummary, key)))
 
     study = Study(SPACE, searcher="random")
     study.record(measured(0, {}, 400.0, 1e9, "throughput"))
