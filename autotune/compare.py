@@ -21,7 +21,7 @@ from autotune.report.jsonout import clean_json
 from profilers.contract.load import LoadComparison, LoadProfile, RunLoad, compare_loads, load_phrase
 from profilers.contract.profile_summary import ProfileSummary
 from profilers.contract.rundir import RunDirError, load_run, read_load_profile
-from profilers.contract.schema import resolve_trial_dir
+from profilers.contract.schema import Params, resolve_trial_dir
 from profilers.contract.traces import TRACES_DIR, is_trace_path
 from profilers.traces.analysis import analyse_traces
 from profilers.traces.gpu_time import KIND_MEMORY, RankGpuTime
@@ -53,7 +53,7 @@ class Side:
     load: RunLoad | None = None  # other processes' CPU during a run's measured steps (None for a trace)
     load_profile: LoadProfile | None = None  # the same, reading by reading (from run.db)
     source: str | None = None  # the resolved path: two sides from one source are the same run
-    params: dict[str, Any] = field(default_factory=dict)
+    params: Params = field(default_factory=dict)
     gpu: RankGpuTime | None = None  # the trace's figures (every kernel and op name kept)
     trace_steps: int = 0  # steps the trace's kernel times are divided by (its last step is left out)
     op_steps: int = 0  # steps its host op times are divided by (every step of the trace; 0: unknown)

@@ -19,15 +19,16 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from profilers.contract.schema import Params
 from profilers.runtime.active import active_session
 from profilers.runtime.parallel_degrees import PARAM_ENV_PREFIX, ranks_per_replica
 
 #: Every parameter this process has read through param(), knob_value() or batch_plan(), with the
 #: value it got (the trial's, else the default), so a trial can report what the script really used.
-_USED: dict[str, Any] = {}
+_USED: Params = {}
 
 
-def used_params() -> dict[str, Any]:
+def used_params() -> Params:
     """The parameters this process read, with the values it used (JSON values), in reading order."""
     return dict(_USED)
 

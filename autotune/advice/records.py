@@ -9,6 +9,7 @@ from typing import Any
 
 from autotune.fmt import format_number, format_usd
 from profilers.contract import lenient
+from profilers.contract.schema import Params
 
 #: Severity order, most urgent first.
 SEVERITIES: tuple[str, ...] = ("high", "medium", "low")
@@ -52,7 +53,7 @@ class Recommendation:
     measured: bool = False
     saving_pct: float | None = None  # 1 - new cost / old cost, in % (0-100)
     saving_usd_per_month: float | None = None  # at the report's duty cycle and price
-    params: dict[str, Any] = field(default_factory=dict)  # a tuned configuration to apply, if any
+    params: Params = field(default_factory=dict)  # a tuned configuration to apply, if any
     #: The figures the evidence states, as numbers with their units in their names (the fields of
     #: the facts the rule read, ``speedup_bound``...): what report.json gives CI to read.
     figures: dict[str, Any] = field(default_factory=dict)

@@ -23,7 +23,7 @@ from autotune.search.space import study_batch_param
 from profilers.contract.intervals import ratio_interval
 from profilers.contract.lenient import read_fields
 from profilers.contract.rundir import RunData
-from profilers.contract.schema import TrialStatus
+from profilers.contract.schema import Params, ParamValue, TrialStatus
 from profilers.contract.study import ran_with, starved_line
 from profilers.contract.study_summary import TrialEntry
 from profilers.contract.verdict import VERDICT_LABELS, VerdictStatus, verdict_of
@@ -167,7 +167,7 @@ def apply_tuned(run: RunData) -> Recommendation | None:
     )  # fmt: skip
 
 
-def _apply_line(study: Any, base: TrialEntry, params: dict[str, Any]) -> str:
+def _apply_line(study: Any, base: TrialEntry, params: Params) -> str:
     """How to run the script with ``params``: its flags, environment or the knobs in code."""
     ran = ran_with(base)
     changed = {k: v for k, v in params.items() if k not in ran or ran[k] != v} or params
@@ -196,7 +196,7 @@ def _keep(
     )  # fmt: skip
 
 
-def _settings(trial: TrialEntry, names: list[str]) -> dict[str, Any]:
+def _settings(trial: TrialEntry, names: list[str]) -> dict[str, ParamValue | None]:
     """What ``trial`` ran for each tuned parameter but precision: its value, else what its script read."""
     ran = ran_with(trial)
     return {n: ran.get(n) for n in names if n != "precision"}
@@ -368,11 +368,12 @@ def oom_boundary(run: RunData) -> Recommendation | None:
     fits = []
     for key, rows in groups.items():
         assert batch is not None  # groups are made only when the study has a batch parameter
-        bad = [t.params[batch] for t in rows if t.status == TrialStatus.OOM]
+        sized = [(t, v) for t in rows if isinstance(v := t.params[batch], int | float)]  # a batch: a number
+        bad = [v for t, v in sized if t.status == TrialStatus.OOM]
         if not bad:
             continue
-        good = [t for t in rows if t.status == TrialStatus.OK and t.params[batch] < min(bad)]
-        largest = max(good, key=lambda t: t.params[batch], default=None)
+        good = [(t, v) for t, v in sized if t.status == TrialStatus.OK and v < min(bad)]
+        largest = max(good, key=lambda tv: tv[1], default=(None, None))[0]
         where = "" if key == "the script's own defaults" else f" with {key}"
         if largest is None:
             evidence.append(f"{batch} {min(bad)} ran out of memory{where}; no smaller one ran ok")

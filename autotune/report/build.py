@@ -6,7 +6,6 @@ import datetime as dt
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from autotune.advice.facts import rank_times, step_outliers
 from autotune.report.sections import (
@@ -36,7 +35,7 @@ from profilers.contract.plan_doc import PlanDocument
 from profilers.contract.profile_summary import ProfileSummary
 from profilers.contract.records import DeviceSample, RankDevice, phase_timed
 from profilers.contract.rundir import THINNED_POINTS, RunData
-from profilers.contract.schema import PHASES, PLAN_NAME, TrialStatus
+from profilers.contract.schema import PHASES, PLAN_NAME, Params, TrialStatus
 from profilers.contract.study import (
     convergence,
     pareto_front,
@@ -295,7 +294,7 @@ def _no_gpu_reason(run: RunData) -> str:
     return "no GPU samples were recorded (NVML was not available, or sampling was off)"
 
 
-def _label(params: dict[str, Any]) -> str:
+def _label(params: Params) -> str:
     return " ".join(f"{k}={v}" for k, v in params.items()) or "the script's defaults"
 
 

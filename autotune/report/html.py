@@ -33,6 +33,7 @@ from autotune.report.style import OTHER_STATUS_COLOUR, STATUS_COLOURS, metric_la
 from profilers.contract.bill import device_time, payback_time
 from profilers.contract.outcome import stop_reason_words
 from profilers.contract.plan_doc import PlanDocument
+from profilers.contract.schema import Params
 from profilers.contract.verdict import VERDICT_LABELS, VerdictStatus
 
 if TYPE_CHECKING:
@@ -115,7 +116,7 @@ def esc(value: object) -> str:
     return escape(str(value), quote=True)
 
 
-def format_params(params: dict[str, object]) -> str:
+def format_params(params: Params) -> str:
     """A configuration as escaped ``<code>key=value</code>`` chips."""
     return " ".join(f"<code>{esc(k)}={esc(v)}</code>" for k, v in params.items())
 

@@ -15,6 +15,7 @@ from autotune.report.sections import SECTION_TITLES, Report
 from autotune.report.style import metric_label
 from profilers.contract.outcome import stop_reason_words
 from profilers.contract.plan_doc import PlanDocument
+from profilers.contract.schema import Params
 from profilers.contract.verdict import VerdictStatus
 
 _MD_SPECIAL = str.maketrans(
@@ -47,7 +48,7 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
     return [*lines, ""]
 
 
-def _params(params: dict[str, object] | None) -> str:
+def _params(params: Params | None) -> str:
     if not params:
         return "the script's defaults"
     return ", ".join(f"{md_text(k)}={md_text(v)}" for k, v in params.items())

@@ -14,7 +14,7 @@ from autotune.advice.records import AdviceSection
 from autotune.cost.records import CostSection
 from profilers.contract.bill import StudyBill
 from profilers.contract.plan_doc import PlanDocument
-from profilers.contract.schema import TrialStatus
+from profilers.contract.schema import Params, TrialStatus
 from profilers.contract.trial_view import TrialView
 
 if TYPE_CHECKING:  # the dashboard reads these records from report.json and loads no profilers module
@@ -59,7 +59,7 @@ class Overview:
     device: str | None  # "NVIDIA H200 × 8", "cpu (AMD EPYC) × 2"
     world_size: int
     mfu: float | None  # 0-1
-    best_params: dict[str, object] | None = None  # study: the best configuration
+    best_params: Params | None = None  # study: the best configuration
     #: Study: what the verdict calls that configuration ("Best", or "Highest in the search" when it
     #: is not to be applied: StudyVerdict.best_label).
     best_label: str = "Best"

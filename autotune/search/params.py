@@ -12,8 +12,10 @@ import re
 import string
 from dataclasses import dataclass, field
 
-ChoiceValue = str | int | float | bool
-Value = int | float | str | bool
+from profilers.contract.schema import ParamValue
+
+ChoiceValue = ParamValue
+Value = ParamValue
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 

@@ -23,6 +23,7 @@ from typing import Any
 from autotune.knob_values import KnobValues
 from autotune.search.records import Trial
 from profilers.contract.lenient import read_fields
+from profilers.contract.schema import Params
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +32,7 @@ class TrialFacts:
 
     run_dir: str | None = None  # relative to the study
     world_size: int = 1
-    params_used: dict[str, Any] = field(default_factory=dict)  # the knobs its code read, as used
+    params_used: Params = field(default_factory=dict)  # the knobs its code read, as used
     stop_reason: str | None = None  # why a step budget ended it
     measured_steps: int | None = None
     precision: str | None = None  # what the profiler saw the model run in

@@ -137,6 +137,7 @@ CHECKED_READERS: dict[str, tuple[Callable[[Any], Any], str]] = {
         ("float", "a number"), ("float | None", "a number"),
         ("bool", "true or false"), ("bool | None", "true or false"),
         ("dict[str, Any]", "an object"),
+        ("Params", "an object of numbers, strings and booleans"),
         ("tuple[float | None, float | None] | None", "[low, high]"),
         ("tuple[float, float] | None", "[low, high]"),
     )},

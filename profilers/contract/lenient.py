@@ -70,6 +70,13 @@ def _mapping(value: Any) -> dict[str, Any] | None:
     return dict(value) if isinstance(value, Mapping) else None
 
 
+def _params(value: Any) -> dict[str, Any] | None:
+    """A configuration (``schema.Params``): an object of numbers, strings and booleans."""
+    if isinstance(value, Mapping) and all(isinstance(v, int | float | str | bool) for v in value.values()):
+        return {str(k): v for k, v in value.items()}
+    return None
+
+
 #: How a field's stored value is read, by the field's annotation.
 READERS: dict[str, Callable[[Any], Any]] = {
     "str": text,
@@ -81,6 +88,7 @@ READERS: dict[str, Callable[[Any], Any]] = {
     "bool": _flag,
     "bool | None": _flag,
     "dict[str, Any]": _mapping,
+    "Params": _params,
     "tuple[str, ...]": _texts,
     "tuple[float | None, ...] | None": _numbers,
     "tuple[float | None, float | None] | None": pair,

@@ -41,7 +41,7 @@ from profilers.contract.json_checks import (
     nested_records,
 )
 from profilers.contract.load import LoadFigures, RunLoad
-from profilers.contract.schema import PHASES, SCHEMA_VERSION
+from profilers.contract.schema import PHASES, SCHEMA_VERSION, Params
 
 
 @dataclass(frozen=True)
@@ -508,7 +508,7 @@ class ProfileSummary(ReadsAsItsJson):
         },
     )
     # the tuning parameters its code read
-    params_used: dict[str, Any] = field(
+    params_used: Params = field(
         default_factory=dict,
         metadata=means(
             "the tuning parameters and built-in knobs the code read (`autotune.param`, "

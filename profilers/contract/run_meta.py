@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from profilers.contract.lenient import integer, read_fields
+from profilers.contract.schema import Params
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +35,7 @@ class RunMeta:
     backends: tuple[str, ...] = ()  # the sampling backends that ran
     job_id: str | None = None
     options: dict[str, Any] = field(default_factory=dict)  # the profiler's options, as given
-    params_used: dict[str, Any] = field(default_factory=dict)  # the tuning knobs its code read
+    params_used: Params = field(default_factory=dict)  # the tuning knobs its code read
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod

@@ -29,6 +29,11 @@ TRIALS_DIR = "trials"
 #: The lock a running study holds in its directory (there from its first moment, before run.db).
 TUNE_LOCK_NAME = ".tune.lock"
 
+#: A tuning parameter's value as a trial gets it and a script reads it (``AUTOTUNE_PARAM_<NAME>``).
+ParamValue = int | float | str | bool
+#: A configuration: each tuning parameter's value, by name (a trial's, or what a script read).
+Params = dict[str, ParamValue]
+
 #: Phases of a step, "other" (the rest) last. "eval" (forwards under no_grad/inference_mode or of a
 #: model in eval mode) came later: a store without its column reads as 0.
 PHASES: tuple[str, ...] = ("data", "forward", "backward", "optimizer", "eval", "other")

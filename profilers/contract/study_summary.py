@@ -31,7 +31,7 @@ from profilers.contract.json_checks import (
     stored_as,
 )
 from profilers.contract.lenient import READERS, member_of
-from profilers.contract.schema import STATUSES, TrialStatus
+from profilers.contract.schema import STATUSES, Params, TrialStatus
 from profilers.contract.spread import ProcessSpread
 
 
@@ -57,7 +57,7 @@ class TrialEntry(ReadsAsItsJson):
     raw: dict[str, Any] = field(repr=False, compare=False, metadata=NOT_WRITTEN)
     baseline: bool = False  # the run of the script's own defaults (no params)
     #: what the study set (empty for the baseline)
-    params: dict[str, Any] = field(default_factory=dict, metadata=_stored("record", "params"))
+    params: Params = field(default_factory=dict, metadata=_stored("record", "params"))
     objective: float | None = field(default=None, metadata=_stored("record", "value"))
     #: samples/s, job-wide (summary.json's key: ``throughput``)
     samples_per_s: float | None = field(
@@ -102,7 +102,7 @@ class TrialEntry(ReadsAsItsJson):
     #: what its model ran in, as the profiler saw it
     precision: str | None = field(default=None, metadata=_stored("attrs", "precision"))
     #: what its code read, with the values it used
-    params_used: dict[str, Any] = field(default_factory=dict, metadata=_stored("attrs", "params_used"))
+    params_used: Params = field(default_factory=dict, metadata=_stored("attrs", "params_used"))
     #: relative to the study (schema.resolve_trial_dir)
     run_dir: str | None = field(default=None, metadata=_stored("attrs", "run_dir"))
     #: Where and when it ran: "local" or "ray", the host, its devices ("cuda:0", "cpu:1"), unix seconds.

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from profilers.contract.schema import TrialStatus
+from profilers.contract.schema import Params, TrialStatus
 from profilers.contract.study import best_trial_id, ran_with
 from profilers.contract.study_summary import TrialEntry, TuningSummary
 
@@ -31,7 +31,7 @@ class TrialView:
     id: int
     baseline: bool
     best: bool
-    params: dict[str, Any]  # what it ran with: the study's values, else what its code read
+    params: Params  # what it ran with: the study's values, else what its code read
     status: TrialStatus
     objective: float | None
     samples_per_s: float | None  # job-wide throughput

@@ -26,7 +26,7 @@ from profilers.contract.outcome import Ending, Exit, exit_of, interrupted_reason
 from profilers.contract.profile_summary import ProfileSummary, SamplesSource, SamplingFacts
 from profilers.contract.reader import Snapshot
 from profilers.contract.records import DeviceInfo, DeviceSample, StepRecord, mean_loss
-from profilers.contract.schema import SCHEMA_VERSION, STORE_NAME
+from profilers.contract.schema import SCHEMA_VERSION, STORE_NAME, Params
 from profilers.contract.summarize import rank_entry, run_statistics, steady_span_ns
 from profilers.runtime import hooks
 from profilers.runtime.active import active_session, claim, release
@@ -127,7 +127,7 @@ class Session:
         #: NVML indexes of the job's GPUs once known (None: every GPU NVML sees).
         self.job_gpus: list[int] | None = None
         #: The tuning parameters and knobs the code read, with their values (``autotune.param``).
-        self.params_used: dict[str, Any] = {}
+        self.params_used: Params = {}
         self._started = False
         self._owned_backends: list[Any] = []
         self.stopped_by_budget = False
@@ -330,7 +330,7 @@ class Session:
             self.precision = "unknown"
             self.fault("precision detection", exc)
 
-    def note_params_used(self, used: dict[str, Any]) -> None:
+    def note_params_used(self, used: Params) -> None:
         """Record the tuning parameters the code has read so far, with their values.
 
         Kept for summary.json, and put in run.db's meta at once, so a run killed before its summary

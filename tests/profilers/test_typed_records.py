@@ -258,3 +258,14 @@ def test_a_damaged_re_measurement_record_is_refused_in_one_line(tmp_path):
         conn.execute("INSERT INTO confirmations (record) VALUES (?)", (json.dumps({"status": "ok"}),))
     with pytest.raises(ValueError, match="a damaged re-measurement record"):
         confirm.stored(store)
+
+
+def test_a_configuration_holds_numbers_strings_and_booleans_or_is_refused_in_one_line():
+    entry = TrialEntry.parse({"id": 3, "status": "ok", "params": {"micro_batch": 8, "precision": "bf16"}}, "s")
+    assert entry.params == {"micro_batch": 8, "precision": "bf16"}
+    nested = {"id": 3, "status": "ok", "params": {"micro_batch": [8, 16]}}
+    with pytest.raises(SummaryError, match=r"s, trial 3: 'params' must be an object of numbers, strings and"):
+        TrialEntry.parse(nested, "s")
+    # the run's own meta table is read leniently: a damaged value is left out, never raised
+    assert RunMeta.parse({"params_used": {"lr": {"nested": 1}}}).params_used == {}
+    assert RunMeta.parse({"params_used": {"lr": 0.1, "compile": True}}).params_used == {"lr": 0.1, "compile": True}
