@@ -18,6 +18,7 @@ from typing import Any
 from autotune.compare_gate import Evidence, GateDecision, decide, weigh
 from autotune.fmt import format_seconds
 from autotune.report.jsonout import clean_json
+from profilers.contract.json_checks import JsonObject
 from profilers.contract.load import LoadComparison, LoadProfile, RunLoad, compare_loads, load_phrase
 from profilers.contract.profile_summary import ProfileSummary
 from profilers.contract.rundir import RunDirError, load_run, read_load_profile
@@ -420,10 +421,10 @@ def _whole_trace(side: Side) -> Side:
     return dataclasses.replace(side, trace_steps=0, op_steps=0)
 
 
-def comparison_dict(c: Comparison) -> dict[str, Any]:
+def comparison_dict(c: Comparison) -> JsonObject:
     """The comparison as JSON-ready data (the sides without their full trace tables)."""
 
-    def side(s: Side) -> dict[str, Any]:
+    def side(s: Side) -> JsonObject:
         data = dataclasses.asdict(dataclasses.replace(s, gpu=None, load_profile=None))
         del data["gpu"], data["load_profile"]  # the evidence holds the load's figures
         return data
@@ -435,7 +436,7 @@ def comparison_dict(c: Comparison) -> dict[str, Any]:
            "notes": list(c.notes),
            "evidence": c.evidence.to_dict() if c.evidence is not None else None,
            "gate": c.gate.to_dict() if c.gate is not None else None}  # fmt: skip
-    cleaned: dict[str, Any] = clean_json(out)
+    cleaned: JsonObject = clean_json(out)
     return cleaned
 
 

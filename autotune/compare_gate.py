@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
+from profilers.contract.json_checks import JsonObject
 from profilers.contract.load import LoadMatch, LoadProfile, match_loads
 
 
@@ -91,7 +92,7 @@ class Evidence:
             "processes)"
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """The evidence for JSON."""
         return {
             "ratio": self.ratio,
@@ -161,7 +162,7 @@ class GateDecision:
         """The terminal's one line."""
         return f"gate: {self.outcome} (exit {self.exit_code}): {self.reason}"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """The decision for ``--format json`` (``gate``)."""
         return {
             "outcome": self.outcome,

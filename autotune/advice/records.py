@@ -9,6 +9,7 @@ from typing import Any
 
 from autotune.fmt import format_number, format_usd
 from profilers.contract import lenient
+from profilers.contract.json_checks import JsonObject
 from profilers.contract.schema import Params
 
 #: Severity order, most urgent first.
@@ -71,14 +72,14 @@ class Recommendation:
         return tuple(parts)
 
 
-def figures_of(record: Any = None, **extra: Any) -> dict[str, Any]:
+def figures_of(record: Any = None, **extra: Any) -> JsonObject:
     """A recommendation's figures: the fields of a fact record (a dataclass), and ``extra``."""
     out = dataclasses.asdict(record) if record is not None else {}
     out.update(extra)
     return out
 
 
-def records_of(records: Any) -> list[dict[str, Any]]:
+def records_of(records: Any) -> list[JsonObject]:
     """The fields of each fact record (one per GPU, per rank...)."""
     return [dataclasses.asdict(r) for r in records]
 

@@ -23,7 +23,7 @@ from autotune.plan.script import NoStepError, ScriptError, plan_script
 from autotune.report.jsonout import clean_json
 from autotune.report.plan_cells import HEADERS, config_cells, cpu_notes
 from autotune.report.plan_report import plan_html, plan_markdown
-from profilers.contract.json_checks import record_json
+from profilers.contract.json_checks import JsonObject, record_json
 from profilers.contract.plan_doc import PlanDocument
 
 
@@ -135,12 +135,12 @@ def _run_samples(args: argparse.Namespace, per_sample: int | None) -> int | None
     return args.samples
 
 
-def plan_dict(result: PlanDocument) -> dict[str, Any]:
+def plan_dict(result: PlanDocument) -> JsonObject:
     """The plan as JSON: ``configs``, ``model``, ``calibration``, ``trace_s``, ``notes``, ``suggestion``.
 
     Written by the record (no NaN or infinity: those are null).
     """
-    cleaned: dict[str, Any] = clean_json(record_json(result))
+    cleaned: JsonObject = clean_json(record_json(result))
     return cleaned
 
 

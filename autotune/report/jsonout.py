@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 from autotune.report.sections import SECTION_TITLES, Report
+from profilers.contract.json_checks import JsonObject
 from profilers.contract.plan_doc import PlanDocument
 
 #: Version of the JSON report's layout. Later versions add keys, never rename them.
@@ -25,7 +26,7 @@ def clean_json(value: Any) -> Any:
     return value
 
 
-def plan_json(plan: PlanDocument) -> dict[str, Any]:
+def plan_json(plan: PlanDocument) -> JsonObject:
     """The report's ``plan`` section: the plan's record, and what this section has always held beside it.
 
     ``suggestion_text``, ``calibration_note``, ``cpu`` and ``cpu_memory`` (this CPU's calibration
@@ -40,9 +41,9 @@ def plan_json(plan: PlanDocument) -> dict[str, Any]:
     return out
 
 
-def report_dict(report: Report) -> dict[str, Any]:
+def report_dict(report: Report) -> JsonObject:
     """The report as plain JSON-ready data: ``schema``, ``title``, then every section (or null)."""
-    out: dict[str, Any] = {"schema": REPORT_SCHEMA, "kind": "report", "title": report.title}
+    out: JsonObject = {"schema": REPORT_SCHEMA, "kind": "report", "title": report.title}
     out["generated_at"] = report.generated_at
     for key in SECTION_TITLES:
         section = getattr(report, key)
@@ -51,7 +52,7 @@ def report_dict(report: Report) -> dict[str, Any]:
         else:
             out[key] = None if section is None else dataclasses.asdict(section)
     out["missing"] = dict(report.missing)
-    cleaned: dict[str, Any] = clean_json(out)
+    cleaned: JsonObject = clean_json(out)
     return cleaned
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from autotune.search.searchers import Observation
 from autotune.search.space import Value
+from profilers.contract.json_checks import JsonObject
 from profilers.contract.lenient import read_fields
 from profilers.contract.schema import STATUSES, TrialStatus
 
@@ -106,7 +107,7 @@ class Trial:
         )
         return Observation(dict(params), self.value, self.ok, impossible)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """A JSON-ready dict (``from_dict`` reads it back)."""
         return asdict(self)
 

@@ -24,7 +24,7 @@ from autotune.search.space import Space
 from autotune.search.storage import SqliteStorage
 from autotune.tuner.objectives import Scoring
 from autotune.tuner.trials import TrialSettings
-from profilers.contract.json_checks import is_number
+from profilers.contract.json_checks import JsonObject, is_number
 from profilers.contract.lenient import read_fields
 from profilers.contract.schema import STORE_NAME
 
@@ -71,7 +71,7 @@ class TuneConfig:
     #: Hours a day the team trains, for the study's bill: when its saving pays it back (contract.bill).
     usage_hours_per_day: float | None = None
 
-    def to_info(self) -> dict[str, Any]:
+    def to_info(self) -> JsonObject:
         """What is stored with the study, so ``resume`` rebuilds it (:meth:`from_stored` reads it)."""
         return {
             "settings": {**asdict(self.settings), "extra_env": dict(self.settings.extra_env)},

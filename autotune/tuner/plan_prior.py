@@ -38,6 +38,7 @@ from autotune.tuner.trial_facts import TrialFacts
 from autotune.tuner.trials import trial_world_size
 from autotune.tuner.tune_checks import ranks_per_replica
 from profilers.contract.study import usd_per_million
+from profilers.contract.study_summary import PriorPrediction
 from profilers.hardware.gpus import match_gpu_model
 
 #: Combinations of the non-batch parameters the prior will trace at most (each trace takes seconds).
@@ -93,10 +94,11 @@ class PlanPrior:
             self.predictions[key] = (dict(params), value)
         return self.predictions[key][1]
 
-    def predicted(self) -> list[dict[str, Any]]:
+    def predicted(self) -> list[PriorPrediction]:
         """Every configuration predicted so far, best first (what the search started from)."""
-        rows = [{"params": p, "predicted": v} for p, v in self.predictions.values() if v is not None]
-        return sorted(rows, key=lambda r: r["predicted"], reverse=self.objective == "throughput")
+        rows = [(p, v) for p, v in self.predictions.values() if v is not None]
+        rows.sort(key=lambda r: r[1], reverse=self.objective == "throughput")
+        return [PriorPrediction(p, v) for p, v in rows]
 
     def samples_per_s(self, params: Mapping[str, Value]) -> float | None:
         """Predicted samples/s of ``params`` (unscaled), None when it cannot be predicted."""
@@ -223,8 +225,8 @@ def _prior_for_study(
             why = plans.problems[0] if plans.problems else "no configuration could be traced"
             return None, f"no plan prior: none of the {size} configurations could be predicted ({why})"
         if best:
-            shown = ", ".join(f"{k}={v}" for k, v in best[0]["params"].items())
-            predicted = format_number(best[0]["predicted"], 4)
+            shown = ", ".join(f"{k}={v}" for k, v in best[0].params.items())
+            predicted = format_number(best[0].predicted, 4)
             say(f"the plan's best: {shown} ({predicted} {scoring.metric} predicted)")
     return prior, note
 

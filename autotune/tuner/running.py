@@ -21,6 +21,7 @@ from typing import Any
 from autotune.search.space import Space, Value
 from autotune.search.study import Study
 from autotune.tuner.devices import DevicePool, Lease, visible_gpus
+from autotune.tuner.trial_facts import TrialFacts
 from autotune.tuner.trials import (
     STOPPING,
     TrialOutcome,
@@ -72,9 +73,12 @@ class Placement:
     started_at: float | None = None  # unix seconds
     ended_at: float | None = None
 
-    def facts(self) -> dict[str, Any]:
-        """The fields a trial's facts take from it (``TrialFacts``'s names)."""
-        return {f: getattr(self, f) for f in self.__slots__}
+    def placed(self, facts: TrialFacts) -> TrialFacts:
+        """A trial's ``facts`` with where and when it ran."""
+        return replace(
+            facts, executor=self.executor, node=self.node, devices=self.devices,
+            started_at=self.started_at, ended_at=self.ended_at,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from typing import Any
 
 from autotune.knob_values import KnobValues
 from autotune.search.records import Trial
+from profilers.contract.json_checks import JsonObject
 from profilers.contract.lenient import read_fields
 from profilers.contract.schema import Params
 
@@ -70,7 +71,7 @@ class TrialFacts:
         """The facts in a trial's ``attrs`` (a wrong type reads as missing: the study was stored so)."""
         return cls(**read_fields(cls, attrs))
 
-    def to_attrs(self) -> dict[str, Any]:
+    def to_attrs(self) -> JsonObject:
         """The JSON object the study stores (tuples as lists; :meth:`of` reads it back)."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         for key in ("loss_per_step", "throughput_ci95"):

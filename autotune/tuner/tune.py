@@ -232,7 +232,7 @@ class Tuner:
                 if t.ok and (predicted := facts(t).plan_predicted) is not None
             )
             # the configurations the search scored, best predicted first (the first 100)
-            scored = self._prior.predicted()[:100] if self._prior is not None else []
+            scored = tuple(self._prior.predicted()[:100]) if self._prior is not None else ()
             prior = SearchPrior(self.prior_note, self._prior is not None, checks, scored)
         study, stopped, no_effect = self.study, self.stopped, self.no_effect
         return study_summary(study, self.config, self.run_dir, stopped, runs, no_effect, prior)
@@ -374,7 +374,7 @@ class Tuner:
         outcome, placed = self._run_alone(0, request)
         point = None  # set once the space is known
         world_size = trial_world_size(self.config.settings, {})
-        attrs = replace(self._facts(outcome, world_size), **placed.facts()).to_attrs()
+        attrs = placed.placed(self._facts(outcome, world_size)).to_attrs()
         if outcome.status != TrialStatus.OK:
             return Trial(0, {}, outcome.status, None, {}, outcome.duration_s, outcome.error, attrs, point)
         metrics = self.config.scoring.metrics(outcome.figures, world_size)
@@ -472,7 +472,7 @@ class Tuner:
         finally:
             if anchor is not None:
                 self._anchors.release(anchor)
-        fact = replace(self._facts(outcome, world_size), **placed.facts())
+        fact = placed.placed(self._facts(outcome, world_size))
         floor = floors[-1]
         if floor is not None and fact.stop_reason == STOPPED_LOSING:
             fact = replace(

@@ -31,7 +31,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from profilers.contract.json_checks import checked_fields
+from profilers.contract.json_checks import JsonObject, checked_fields
 
 #: Days in a month: 365 / 12, the month of the cost model (730 hours).
 DAYS_PER_MONTH = 365 / 12
@@ -63,7 +63,7 @@ class StudyBill:
     #: False also when the verdict claims no saving.
     pays_back_in_month: bool
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """The JSON form (summary.json's ``bill``, the report's)."""
         return asdict(self)
 

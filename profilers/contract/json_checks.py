@@ -10,11 +10,16 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from enum import Enum
-from typing import Any
+from typing import Any, TypeAlias
 
 from profilers.contract.lenient import READERS, member
+
+#: A value as JSON holds it: what :func:`json_value` makes of a record and ``json.dumps`` writes.
+JsonValue: TypeAlias = "bool | int | float | str | Sequence[JsonValue] | Mapping[str, JsonValue] | None"
+#: A JSON object as this project writes it (a summary, a report, a trial's record).
+JsonObject: TypeAlias = "dict[str, JsonValue]"
 
 
 class SummaryError(ValueError):
@@ -211,7 +216,7 @@ WHEN_SET: dict[str, Any] = {"omit_default": True}
 DEFAULT_AS_NULL: dict[str, Any] = {"default_as_null": True}
 
 
-def json_value(value: Any) -> Any:
+def json_value(value: Any) -> JsonValue:
     """``value`` as JSON holds it (records, tuples, members, mappings and lists made plain)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return record_json(value)
@@ -224,7 +229,7 @@ def json_value(value: Any) -> Any:
     return value
 
 
-def record_json(record: Any) -> dict[str, Any]:
+def record_json(record: Any) -> JsonObject:
     """The JSON object of the dataclass ``record``, written as :func:`checked_fields` reads it back.
 
     Each field under the key its metadata gives (:func:`stored_as`), else its name; a field marked
@@ -240,7 +245,7 @@ def record_json(record: Any) -> dict[str, Any]:
     >>> Loss(**checked_fields(Loss, record_json(Loss(2.0, ("forward",))), "loss"))
     Loss(first=2.0, phases=('forward',))
     """
-    out: dict[str, Any] = {}
+    out: JsonObject = {}
     for f in dataclasses.fields(record):
         if not f.metadata.get("written", True):
             continue
@@ -268,7 +273,7 @@ def written_keys(record: type) -> tuple[str, ...]:
     return tuple(f.metadata.get("key") or f.name for f in fields if f.metadata.get("written", True))
 
 
-def document(record: Any) -> dict[str, Any]:
+def document(record: Any) -> JsonObject:
     """The JSON object of a record with a ``raw``: parsed, that object; built in code, its fields.
 
     A parsed record gives back every key it was read from (a newer writer's too); one built in code
@@ -288,7 +293,7 @@ class ReadsAsItsJson(Mapping[str, Any]):
     raw: dict[str, Any]
 
     @functools.cached_property
-    def _json(self) -> dict[str, Any]:
+    def _json(self) -> JsonObject:
         return document(self)
 
     def __getitem__(self, key: str) -> Any:
@@ -300,7 +305,7 @@ class ReadsAsItsJson(Mapping[str, Any]):
     def __len__(self) -> int:
         return len(self._json)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         """The record's JSON object (see the class)."""
         return dict(self._json)
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from profilers.contract.json_checks import WHEN_SET, SummaryError, checked_fields
+from profilers.contract.json_checks import WHEN_SET, JsonObject, SummaryError, checked_fields
 
 #: Loads (other processes' busy cores) that differ by more than this share of the machine's cores
 #: are "different load": on 2 cores, half a core (never less than half a core).
@@ -268,10 +268,10 @@ class LoadMatch:
         """Whether the two loads are alike: means, bursts and contention each within its band."""
         return self.problem is None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """The figures for JSON (the readings left out)."""
 
-        def side(p: LoadProfile | None) -> dict[str, Any] | None:
+        def side(p: LoadProfile | None) -> JsonObject | None:
             if p is None:
                 return None
             return {

@@ -21,6 +21,7 @@ from typing import Any
 from profilers.contract.json_checks import (
     NOT_WRITTEN,
     WHEN_SET,
+    JsonObject,
     SummaryError,
     checked_fields,
     checked_records,
@@ -377,7 +378,7 @@ class PlanDocument:
         configs = tuple(PlanConfig.parse(c, f"{where}: configuration {i}") for i, c in rows)
         return cls(configs, raw=data, **checked_fields(cls, data, where, skip=("raw", "configs")))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         """The JSON object: the one it was parsed from (every key kept), or the one it writes."""
         return document(self)
 

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from profilers.contract.json_checks import JsonObject
 from profilers.contract.lenient import integer, read_fields
 from profilers.contract.schema import Params
 
@@ -47,7 +48,7 @@ class RunMeta:
             command = [command]
         return cls(command=tuple(str(c) for c in command or ()), raw=dict(data), **fields)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         """The table's values this record was parsed from, every key kept."""
         return dict(self.raw)
 

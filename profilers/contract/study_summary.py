@@ -21,6 +21,7 @@ from profilers.contract.bill import StudyBill
 from profilers.contract.fields import WITH_ABOVE, means
 from profilers.contract.json_checks import (
     NOT_WRITTEN,
+    JsonObject,
     ReadsAsItsJson,
     SummaryError,
     checked_fields,
@@ -176,7 +177,7 @@ class TrialEntry(ReadsAsItsJson):
         entry["baseline"] = not entry["params"]
         return cls.parse(entry, where)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         """The entry as summary.json holds it (:func:`json_checks.document`)."""
         return document(self)
 
@@ -234,7 +235,7 @@ class Confirmation:
         """The record ``data`` (a JSON object), or SummaryError naming ``where`` and the field."""
         return cls(**checked_fields(cls, data, where))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         """The JSON object :meth:`parse` reads (summary.json and the study store)."""
         return record_json(self)
 
@@ -256,6 +257,14 @@ class PriorCheck:
 
 
 @dataclass(frozen=True)
+class PriorPrediction:
+    """One configuration the plan scored for the search (``search_prior.predicted``)."""
+
+    params: Params = field(default_factory=dict)
+    predicted: float | None = None  # the objective predicted for it
+
+
+@dataclass(frozen=True)
 class SearchPrior:
     """How the plan ordered the search (summary.json's ``search_prior``, absent without a plan prior)."""
 
@@ -265,8 +274,8 @@ class SearchPrior:
     checks: tuple[PriorCheck, ...] = field(
         default=(), metadata=nested_records(PriorCheck, "predicted_vs_measured")
     )
-    #: The configurations the search scored, best predicted first (the first 100), as written.
-    predicted: list[Any] = field(default_factory=list)
+    #: The configurations the search scored, best predicted first (the first 100).
+    predicted: tuple[PriorPrediction, ...] = field(default=(), metadata=nested_records(PriorPrediction))
 
     @classmethod
     def parse(cls, data: Any, where: str) -> SearchPrior | None:
@@ -564,7 +573,7 @@ class TuningSummary:
         """Threads each trial's processes were given (on a CPU; None: not set)."""
         return self.threads.threads_per_rank
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         """The summary as summary.json holds it (:func:`json_checks.document`)."""
         return document(self)
 
@@ -584,6 +593,7 @@ __all__ = [
     "BestEntry",
     "Confirmation",
     "PriorCheck",
+    "PriorPrediction",
     "SearchPrior",
     "StudyThreads",
     "TrialEntry",

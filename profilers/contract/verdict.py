@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
+from profilers.contract.json_checks import JsonObject
 from profilers.contract.lenient import member_of, read_fields
 from profilers.contract.load import load_band_cores
 from profilers.contract.schema import TrialStatus
@@ -126,7 +127,7 @@ class StudyVerdict:
         """What the study's top trial is called: the best only when it is to be applied."""
         return "Best" if self.action == "apply" else "Highest in the search"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """summary.json's ``verdict`` (with its ``action``)."""
         out = asdict(self)
         out["speedup_ci95"] = list(self.speedup_ci95) if self.speedup_ci95 else None

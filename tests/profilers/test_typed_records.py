@@ -261,11 +261,12 @@ def test_a_damaged_re_measurement_record_is_refused_in_one_line(tmp_path):
 
 
 def test_a_configuration_holds_numbers_strings_and_booleans_or_is_refused_in_one_line():
-    entry = TrialEntry.parse({"id": 3, "status": "ok", "params": {"micro_batch": 8, "precision": "bf16"}}, "s")
-    assert entry.params == {"micro_batch": 8, "precision": "bf16"}
+    params = {"micro_batch": 8, "precision": "bf16"}
+    assert TrialEntry.parse({"id": 3, "status": "ok", "params": params}, "s").params == params
     nested = {"id": 3, "status": "ok", "params": {"micro_batch": [8, 16]}}
     with pytest.raises(SummaryError, match=r"s, trial 3: 'params' must be an object of numbers, strings and"):
         TrialEntry.parse(nested, "s")
     # the run's own meta table is read leniently: a damaged value is left out, never raised
     assert RunMeta.parse({"params_used": {"lr": {"nested": 1}}}).params_used == {}
-    assert RunMeta.parse({"params_used": {"lr": 0.1, "compile": True}}).params_used == {"lr": 0.1, "compile": True}
+    used = {"lr": 0.1, "compile": True}
+    assert RunMeta.parse({"params_used": used}).params_used == used
