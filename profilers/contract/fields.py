@@ -26,13 +26,14 @@ and every key documented is written.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+
+from profilers.contract.lenient import FieldMeta
 
 #: A field's metadata: it shares the row of the documented field before it (``objective``, ``metric``).
-WITH_ABOVE: dict[str, Any] = {"with_above": True}
+WITH_ABOVE: FieldMeta = {"with_above": True}
 
 
-def means(meaning: str, always: bool = True) -> dict[str, Any]:
+def means(meaning: str, always: bool = True) -> FieldMeta:
     """A field's metadata: what its key means (Markdown, `code` spans for other keys and values).
 
     ``always``: every run writes it; False when only some do (the meaning says when).

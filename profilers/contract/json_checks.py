@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from enum import Enum
 from typing import Any, TypeAlias
 
-from profilers.contract.lenient import READERS, member
+from profilers.contract.lenient import READERS, FieldMeta, member
 
 #: A value as JSON holds it: what :func:`json_value` makes of a record and ``json.dumps`` writes.
 JsonValue: TypeAlias = "bool | int | float | str | Sequence[JsonValue] | Mapping[str, JsonValue] | None"
@@ -80,12 +80,12 @@ def checked_object(data: Any, where: str) -> Mapping[str, Any]:
     return data
 
 
-def stored_as(key: str) -> dict[str, Any]:
+def stored_as(key: str) -> FieldMeta:
     """A field's metadata for :func:`checked_fields`: the JSON object holds it under ``key``."""
     return {"key": key}
 
 
-def nested(parse: Callable[[Any, str], Any], key: str | None = None) -> dict[str, Any]:
+def nested(parse: Callable[[Any, str], Any], key: str | None = None) -> FieldMeta:
     """A field's metadata for :func:`checked_fields`: ``parse(value, where)`` reads its JSON value.
 
     ``parse`` gets the value as stored (None when missing) and ``where`` naming it; ``key`` is where
@@ -94,7 +94,7 @@ def nested(parse: Callable[[Any, str], Any], key: str | None = None) -> dict[str
     return {"key": key, "parse": parse}
 
 
-def nested_records(record: type, key: str | None = None) -> dict[str, Any]:
+def nested_records(record: type, key: str | None = None) -> FieldMeta:
     """A field's metadata for :func:`checked_fields`: a JSON list of ``record`` objects, each checked."""
     return nested(lambda data, where: checked_records(record, data, where), key)
 
@@ -206,14 +206,14 @@ def checked_fields(record: type, data: Any, where: str, skip: Iterable[str] = ()
 
 
 #: A field's metadata: the record keeps it for itself (a parsed document's ``raw``), never writes it.
-NOT_WRITTEN: dict[str, Any] = {"written": False}
+NOT_WRITTEN: FieldMeta = {"written": False}
 #: A field's metadata for :func:`record_json`: its key is written only when its value is not the
 #: field's default (a key some runs write and others leave out, such as ``seen``). Combine with
 #: others as ``{**nested(...), **WHEN_SET}``.
-WHEN_SET: dict[str, Any] = {"omit_default": True}
+WHEN_SET: FieldMeta = {"omit_default": True}
 #: A field's metadata for :func:`record_json`: its default is written as null (a part the run did
 #: not measure, such as ``loss`` without losses, is null in the file and empty in the record).
-DEFAULT_AS_NULL: dict[str, Any] = {"default_as_null": True}
+DEFAULT_AS_NULL: FieldMeta = {"default_as_null": True}
 
 
 def json_value(value: Any) -> JsonValue:

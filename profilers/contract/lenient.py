@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 T = TypeVar("T")
 E = TypeVar("E", bound=StrEnum)
@@ -97,7 +97,28 @@ READERS: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def member_of(kind: type[StrEnum]) -> dict[str, Any]:
+class FieldMeta(TypedDict, total=False):
+    """What a record field's metadata may say about how its value is read, written and documented.
+
+    Read here (:func:`read_fields`) and by ``json_checks.checked_fields``/``record_json``, the study
+    store's trial mapping (``study_summary``) and the reference tables (``fields``).
+    """
+
+    key: str | None  # where the JSON object holds it, when not under the field's name
+    parse: Callable[[Any, str], Any]  # reads its JSON value (value, where)
+    member_of: type[StrEnum]  # a member of this string enum, stored as its string
+    record: type  # one object read as this record
+    records: type  # a list of objects read as this record
+    written: bool  # False: kept by the record for itself, never written
+    omit_default: bool  # its key is left out while it holds its default
+    default_as_null: bool  # its default is written as null
+    stored: tuple[str, str]  # where a study store's trial record holds it: (part, key)
+    meaning: str  # what its key means (the reference tables)
+    always: bool  # every document writes it
+    with_above: bool  # documented in the row of the field before it
+
+
+def member_of(kind: type[StrEnum]) -> FieldMeta:
     """A field's metadata: it holds a member of the string enum ``kind``, stored as its string.
 
     :func:`read_fields` leaves out a value that is no member (the field keeps its default);
@@ -111,12 +132,12 @@ def member(kind: type[E], raw: Any) -> E | None:
     return kind(raw) if isinstance(raw, str) and raw in kind._value2member_map_ else None
 
 
-def records_of(record: type, key: str | None = None) -> dict[str, Any]:
+def records_of(record: type, key: str | None = None) -> FieldMeta:
     """A field's metadata for :func:`read_fields`: it holds a list of ``record`` (under ``key``)."""
     return {"records": record, "key": key}
 
 
-def record_of(record: type, key: str | None = None) -> dict[str, Any]:
+def record_of(record: type, key: str | None = None) -> FieldMeta:
     """A field's metadata for :func:`read_fields`: it holds one object read as ``record``."""
     return {"record": record, "key": key}
 

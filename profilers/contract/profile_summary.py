@@ -40,6 +40,7 @@ from profilers.contract.json_checks import (
     nested,
     nested_records,
 )
+from profilers.contract.lenient import FieldMeta
 from profilers.contract.load import LoadFigures, RunLoad
 from profilers.contract.schema import PHASES, SCHEMA_VERSION, Params
 
@@ -160,7 +161,7 @@ def _phases(data: Any, where: str) -> dict[str, float]:
 _NULL = DEFAULT_AS_NULL
 
 
-def _or_null(parse: Callable[[Any, str], Any], key: str | None = None) -> dict[str, Any]:
+def _or_null(parse: Callable[[Any, str], Any], key: str | None = None) -> FieldMeta:
     """A part read by ``parse`` and written as null when it holds its default (not measured)."""
     return {**nested(parse, key), **_NULL}
 

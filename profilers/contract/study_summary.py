@@ -31,17 +31,18 @@ from profilers.contract.json_checks import (
     record_json,
     stored_as,
 )
-from profilers.contract.lenient import READERS, member_of
+from profilers.contract.lenient import READERS, FieldMeta, member_of
 from profilers.contract.schema import STATUSES, Params, TrialStatus
 from profilers.contract.spread import ProcessSpread
 
 
-def _stored(part: str, name: str, **more: Any) -> dict[str, Any]:
+def _stored(part: str, name: str, more: FieldMeta | None = None) -> FieldMeta:
     """A trial entry field's metadata: where a study store's trial record holds it.
 
-    ``part``: the record itself, its ``metrics`` or its ``attrs``; ``name``: its key there.
+    ``part``: the record itself, its ``metrics`` or its ``attrs``; ``name``: its key there; ``more``:
+    what else the field's metadata says.
     """
-    return {"stored": (part, name), **more}
+    return {"stored": (part, name), **(more or {})}
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,7 @@ class TrialEntry(ReadsAsItsJson):
     """
 
     id: int = field(metadata=_stored("record", "id"))
-    status: TrialStatus = field(metadata=_stored("record", "status", **member_of(TrialStatus)))
+    status: TrialStatus = field(metadata=_stored("record", "status", member_of(TrialStatus)))
     raw: dict[str, Any] = field(repr=False, compare=False, metadata=NOT_WRITTEN)
     baseline: bool = False  # the run of the script's own defaults (no params)
     #: what the study set (empty for the baseline)
@@ -62,7 +63,7 @@ class TrialEntry(ReadsAsItsJson):
     objective: float | None = field(default=None, metadata=_stored("record", "value"))
     #: samples/s, job-wide (summary.json's key: ``throughput``)
     samples_per_s: float | None = field(
-        default=None, metadata=_stored("metrics", "samples_per_s", **stored_as("throughput"))
+        default=None, metadata=_stored("metrics", "samples_per_s", stored_as("throughput"))
     )
     tokens_per_s: float | None = field(default=None, metadata=_stored("metrics", "tokens_per_s"))
     peak_memory_bytes: int | None = field(default=None, metadata=_stored("metrics", "peak_memory_bytes"))
