@@ -113,8 +113,7 @@ def stored_trials(path: Path) -> list[TrialEntry]:
     if not path.exists():
         return []
     with Snapshot(path, busy_timeout_s=5.0) as snap:
-        records = snap.trial_records()
-    return [TrialEntry.from_stored(record, f"{path}, trial records") for record in records]
+        return snap.trial_entries()
 
 
 @dataclass(frozen=True, slots=True)

@@ -114,7 +114,7 @@ class StoreReader:
 
     def _read(self, snap: Snapshot) -> None:
         self.tables = snap.tables
-        self.meta = RunMeta.parse(snap.meta())
+        self.meta = snap.meta()
         self.devices = snap.devices()
         self.ranks = snap.ranks(with_summary=False)
         for rowid, rank, part, message in snap.warnings(self._warning_rowid):

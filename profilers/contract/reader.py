@@ -34,8 +34,9 @@ from profilers.contract.records import (
     RankRow,
     StepRecord,
 )
+from profilers.contract.run_meta import RunMeta
 from profilers.contract.schema import ADDED_STEP_COLUMNS, SCHEMA_VERSION, STEP_COLUMNS, TUNE_SUMMARY_SCHEMA
-from profilers.contract.study_summary import TuningSummary
+from profilers.contract.study_summary import TrialEntry, TuningSummary
 
 #: Seconds a reader waits for a writer's lock before giving up on this read.
 BUSY_TIMEOUT_S = 30.0
@@ -169,7 +170,7 @@ class Snapshot:
             self.tables = {r[0] for r in self._rows("SELECT name FROM sqlite_master WHERE type = 'table'")}
             if "steps" in self.tables:
                 self._step_columns = {row[1] for row in self._rows("PRAGMA table_info(steps)")}
-            schema = self.meta().get("schema")
+            schema = self.meta().schema
         except BaseException:
             self.close()
             raise
@@ -205,11 +206,11 @@ class Snapshot:
             raise RunStoreError(f"{self.path}: corrupt or unreadable run store ({_short(exc)})") from None
 
     # -- small tables -----------------------------------------------------------------------------
-    def meta(self) -> dict[str, Any]:
-        """The metadata table, JSON-decoded."""
+    def meta(self) -> RunMeta:
+        """The metadata table, each value JSON-decoded and read leniently (an empty one: none)."""
         if "meta" not in self.tables:
-            return {}
-        return {k: json.loads(v) for k, v in self._rows("SELECT key, value FROM meta")}
+            return RunMeta()
+        return RunMeta.parse({k: json.loads(v) for k, v in self._rows("SELECT key, value FROM meta")})
 
     def devices(self) -> list[RankDevice]:
         """The sampled devices' static facts, each with the rank that sampled it."""
@@ -252,9 +253,10 @@ class Snapshot:
         )
         return [(int(r[0]), int(r[1]), str(r[2]), str(r[3])) for r in rows]
 
-    def trial_records(self) -> list[dict[str, Any]]:
-        """A study store's trial records (each trial's JSON record), in id order."""
-        return [record for _, record in self.trial_rows()]
+    def trial_entries(self) -> list[TrialEntry]:
+        """A study store's trials as entries, in id order; SummaryError for one this version cannot read."""
+        where = f"{self.path}, trial records"
+        return [TrialEntry.from_stored(record, where) for _, record in self.trial_rows()]
 
     def trial_rows(self) -> list[tuple[int, dict[str, Any]]]:
         """(id, JSON record) of a study store's trials, in id order; RunStoreError for a damaged one."""
@@ -567,8 +569,8 @@ def read_sample_records(path: Path) -> tuple[list[int], list[DeviceSample]]:
     return ranks, samples
 
 
-def read_meta(path: Path) -> dict[str, Any]:
-    """The metadata table, JSON-decoded."""
+def read_meta(path: Path) -> RunMeta:
+    """The metadata table (:meth:`Snapshot.meta`)."""
     with Snapshot(path) as snap:
         return snap.meta()
 

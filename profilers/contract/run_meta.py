@@ -26,6 +26,7 @@ from profilers.contract.schema import Params
 class RunMeta:
     """What the run's ``meta`` table holds (every field None or empty when it was not written)."""
 
+    schema: int | None = None  # the run store's layout version (schema.SCHEMA_VERSION)
     name: str | None = None
     command: tuple[str, ...] = ()  # the script and its arguments
     cwd: str | None = None

@@ -230,7 +230,7 @@ def _read_store(
             samples, ranks = host + gpu, host_ranks + gpu_ranks
             order = sorted(range(len(samples)), key=[s.t_ns for s in samples].__getitem__)
             samples, ranks = [samples[i] for i in order], [ranks[i] for i in order]
-        return RunMeta.parse(snap.meta()), snap.steps(), samples, ranks, snap.ops(), snap.devices()
+        return snap.meta(), snap.steps(), samples, ranks, snap.ops(), snap.devices()
 
 
 def lacks_sample_figures(summary: dict[str, Any] | None) -> bool:

@@ -92,7 +92,7 @@ def claim_run_dir(run_dir: Path, this_job: str, overwrite: bool) -> None:
     if not db.exists():
         return
     try:
-        owner = read_meta(db).get("job_id")
+        owner = read_meta(db).job_id
     except Exception:
         owner = None
     if owner == this_job:
