@@ -14,7 +14,7 @@ that version did.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -72,24 +72,17 @@ class TuneConfig:
     usage_hours_per_day: float | None = None
 
     def to_info(self) -> JsonObject:
-        """What is stored with the study, so ``resume`` rebuilds it (:meth:`from_stored` reads it)."""
+        """What is stored with the study, so ``resume`` rebuilds it (:meth:`from_stored` reads it).
+
+        Every field but those :data:`_NOT_IN_INFO` names, under its name, with the settings and the
+        scoring's objective and price: a field added here is stored and read back with no more code.
+        """
+        stored = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _NOT_IN_INFO}
         return {
             "settings": {**asdict(self.settings), "extra_env": dict(self.settings.extra_env)},
             "objective": self.scoring.objective,
-            "n_trials": self.n_trials,
             "price_per_gpu_hour": self.scoring.price_per_gpu_hour,
-            "multi_objective": self.multi_objective,
-            "early_stop_ratio": self.early_stop_ratio,
-            "loss_tolerance": self.loss_tolerance,
-            "confirm_rounds": self.confirm_rounds,
-            "plan_prior": self.plan_prior,
-            "parallel": self.parallel,
-            "executor": self.executor,
-            "ray_address": self.ray_address,
-            "ray_resource": self.ray_resource,
-            "ray_storage": self.ray_storage,
-            "anchor_every": self.anchor_every,
-            "usage_hours_per_day": self.usage_hours_per_day,
+            **stored,
         }
 
     @classmethod
@@ -107,16 +100,21 @@ class TuneConfig:
         """
         study = StudyRecord.from_dict(meta)
         info = {**study.info, "searcher": study.searcher, "seed": study.seed}
-        fields = read_fields(cls, info, skip=("settings", "space", "scoring", "device_kind", "layouts"))
-        fields = {**_BEFORE_STORED, **fields}  # missing, or of another type: as the older version did
-        if fields.get("n_trials", 1) < 1:
-            del fields["n_trials"]  # none asked for (a study made through the API): the default
+        skip = tuple(name for name in _NOT_IN_INFO if name not in ("searcher", "seed"))
+        read = {**_BEFORE_STORED, **read_fields(cls, info, skip=skip)}  # missing: as the older version did
+        if read.get("n_trials", 1) < 1:
+            del read["n_trials"]  # none asked for (a study made through the API): the default
         stored_objective = info.get("objective") if isinstance(info.get("objective"), str) else "throughput"
         stored_price = info.get("price_per_gpu_hour") if is_number(info.get("price_per_gpu_hour")) else None
         chosen = objective or stored_objective
         scoring = Scoring(chosen, price_per_gpu_hour or stored_price)  # type: ignore[arg-type]
-        return cls(settings_from_info(study.info), scoring=scoring, **fields)
+        return cls(settings_from_info(study.info), scoring=scoring, **read)
 
+
+#: The fields of a TuneConfig its stored info does not hold under their names: the settings and the
+#: scoring (stored apart), the search and its seed (the study record's own), and what the resumed
+#: run works out again (the space from the study record, the device kind, the layouts).
+_NOT_IN_INFO = ("settings", "space", "scoring", "searcher", "seed", "device_kind", "layouts")
 
 #: What a study stored before a setting was kept behaved as: no plan prior (studies before it had
 #: none), trials one at a time (0: one, or what a Ray cluster holds).
