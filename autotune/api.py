@@ -12,7 +12,7 @@ from types import TracebackType
 from typing import Any, TypeVar, overload
 
 from autotune.knobs import param, param_env_var, used_params
-from profilers.contract.json_checks import record_json
+from profilers.contract.json_checks import JsonObject, record_json
 from profilers.contract.profile_summary import ProfileSummary
 from profilers.runtime.session import ProfileOptions, Session, active_session
 
@@ -33,7 +33,7 @@ class Profile:
         self.run_dir: Path | None = None
         self._figures: ProfileSummary | None = None
         #: The content of the run's ``summary.json`` (None before the region ended).
-        self.summary: dict[str, Any] | None = None
+        self.summary: JsonObject | None = None
 
     def __enter__(self) -> Profile:
         self._sessions.append(self._begin(self.options.name or "profile"))

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.advice.records import AdviceSection
+from profilers.contract.json_checks import JsonObject
 from profilers.contract.lenient import read_fields, record_of
 from profilers.contract.run_meta import RunMeta
 
@@ -59,7 +60,7 @@ class _ReportDocument:
     """The parts of report.json the Advice screen reads."""
 
     overview: _Overview = field(default=_Overview(), metadata=record_of(_Overview))
-    advice: dict[str, Any] = field(default_factory=dict)
+    advice: JsonObject = field(default_factory=dict)
 
 
 class ReportError(Exception):

@@ -15,9 +15,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from profilers.contract.json_checks import SummaryError
+from profilers.contract.json_checks import JsonObject, SummaryError
 from profilers.contract.profile_summary import ProfileSummary
 from profilers.contract.reader import RunStoreError, Snapshot, is_study_summary
 from profilers.contract.schema import STORE_NAME, SUMMARY_NAME, TRIALS_DIR, run_state
@@ -35,10 +35,10 @@ class JsonFile:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._stamp: tuple[int, int] | None = None
-        self.data: dict[str, Any] | None = None
+        self.data: JsonObject | None = None
         self.problem: str | None = None
 
-    def read(self) -> dict[str, Any] | None:
+    def read(self) -> JsonObject | None:
         """The file's object (the last good one while it is unreadable), None while it is absent."""
         try:
             st = self.path.stat()
@@ -163,7 +163,7 @@ def run_entry(path: Path, now: float | None = None) -> RunEntry | None:
     return RunEntry(path, path.name, kind, state, size, modified)
 
 
-def _readable(parse: Callable[[dict[str, Any], str], T], data: dict[str, Any] | None, path: Path) -> T | None:
+def _readable(parse: Callable[[JsonObject, str], T], data: JsonObject | None, path: Path) -> T | None:
     """``data`` parsed, or None when there is none or it cannot be read (the list shows what it can)."""
     if not data:
         return None

@@ -11,9 +11,8 @@ import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from profilers.contract.json_checks import SummaryError
+from profilers.contract.json_checks import JsonObject, SummaryError
 from profilers.contract.profile_summary import ProfileSummary
 from profilers.contract.reader import parse_summary
 from profilers.contract.run_meta import RunMeta
@@ -46,7 +45,7 @@ class _Followed:
         self.reader = StoreReader(path / STORE_NAME)
         self.summary = JsonFile(path / SUMMARY_NAME)
         self.problem: str | None = None
-        self._checked_data: dict[str, Any] | None = None  # the summary object last parsed
+        self._checked_data: JsonObject | None = None  # the summary object last parsed
         self._parsed: ProfileSummary | TuningSummary | None = None
         self._why: str | None = None  # why that object cannot be read
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from autotune.advice.records import AdviceSection
+from profilers.contract.json_checks import JsonObject
 from profilers.contract.trace_report import RankTimes, TraceReportView
 from rich.console import Group
 from rich.text import Text
@@ -162,7 +163,7 @@ class TraceApp(App[int]):
         for o in rank.top_ops:
             ops.add_row(o.name[:50], f"{o.count:,}", _time_us(o.self_us), _time_us(o.total_us))
 
-    def _show_advice(self, advice: dict[str, Any]) -> None:
+    def _show_advice(self, advice: JsonObject) -> None:
         section = AdviceSection.from_json(advice)
         text = self.query_one("#advice-text", Static)
         if not section.recommendations:

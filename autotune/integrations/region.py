@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from autotune.api import Profile, profile, step
+from profilers.contract.json_checks import JsonObject
 
 
 class CallbackRegion:
@@ -22,7 +23,7 @@ class CallbackRegion:
         self.profile: Profile | None = None
         self.last_global_step: int | None = None
         self.run_dir: Any = None
-        self.summary: dict[str, Any] | None = None
+        self.summary: JsonObject | None = None
 
     def begin(self, global_step: int) -> None:
         """Start the profile (once); ``global_step`` is where the framework starts counting."""
@@ -67,6 +68,6 @@ class RegionResult:
         return self.region.run_dir
 
     @property
-    def summary(self) -> dict[str, Any] | None:
+    def summary(self) -> JsonObject | None:
         """The run's summary.json once training has ended."""
         return self.region.summary

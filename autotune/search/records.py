@@ -76,7 +76,7 @@ class Trial:
     metrics: dict[str, float | None]
     duration_s: float
     error: str | None = None
-    attrs: dict[str, Any] = field(default_factory=dict)
+    attrs: JsonObject = field(default_factory=dict)
     point: dict[str, Value] | None = None
 
     @property
@@ -144,12 +144,12 @@ class StudyRecord:
     7
     """
 
-    space: dict[str, Any] = field(default_factory=dict)  # Space.to_dict()
+    space: JsonObject = field(default_factory=dict)  # Space.to_dict()
     direction: str | None = None
     objective: str | None = None
     searcher: str | None = None
     seed: int | None = None
-    info: dict[str, Any] = field(default_factory=dict)
+    info: JsonObject = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> StudyRecord:

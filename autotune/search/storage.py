@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from autotune.search.records import Trial
+from profilers.contract.json_checks import JsonObject
 from profilers.contract.reader import RunStoreError, Snapshot
 from profilers.contract.schema import STUDY_SQL, STUDY_STORE_SCHEMA
 
@@ -34,7 +35,7 @@ SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 class TrialStorage(Protocol):
     """Where a study keeps its metadata and finished trials."""
 
-    def read(self) -> tuple[dict[str, Any] | None, list[Trial]]:
+    def read(self) -> tuple[JsonObject | None, list[Trial]]:
         """The study metadata (None for a new store) and every finished trial, in order."""
         ...
 
@@ -63,7 +64,7 @@ class ClaimStorage(TrialStorage, Protocol):
         """Record (or update) the claim of trial ``trial_id`` durably before returning."""
         ...
 
-    def claims(self) -> dict[int, dict[str, Any]]:
+    def claims(self) -> dict[int, JsonObject]:
         """Every claim by trial id (finished trials' too)."""
         ...
 
@@ -99,7 +100,7 @@ class SqliteStorage:
                 conn.execute(statement)
         return conn
 
-    def read(self) -> tuple[dict[str, Any] | None, list[Trial]]:
+    def read(self) -> tuple[JsonObject | None, list[Trial]]:
         """The study metadata and trials in the file (None and [] for a new file).
 
         Read through the run directory's one reader (:class:`profilers.contract.reader.Snapshot`:
@@ -182,7 +183,7 @@ class SqliteStorage:
         finally:
             conn.close()
 
-    def claims(self) -> dict[int, dict[str, Any]]:
+    def claims(self) -> dict[int, JsonObject]:
         """Every claim in the file by trial id."""
         if not self.path.exists():
             return {}
@@ -205,16 +206,16 @@ class JsonlStorage:
         self.path = Path(path)
         self._cut_at: int | None = None  # byte offset of a damaged tail to cut before the next write
         self._add_newline = False  # the last line is intact but lacks its line end
-        self._claims: dict[int, dict[str, Any]] = {}
+        self._claims: dict[int, JsonObject] = {}
 
-    def read(self) -> tuple[dict[str, Any] | None, list[Trial]]:
+    def read(self) -> tuple[JsonObject | None, list[Trial]]:
         """The study metadata and trials in the file (None and [] when it does not exist)."""
         self._cut_at, self._add_newline, self._claims = None, False, {}
         if not self.path.exists():
             return None, []
         chunks = self.path.read_bytes().split(b"\n")
         lines = [(raw, True) for raw in chunks[:-1]] + ([(chunks[-1], False)] if chunks[-1] else [])
-        meta: dict[str, Any] | None = None
+        meta: JsonObject | None = None
         trials: list[Trial] = []
         offset = 0
         for number, (raw, has_end) in enumerate(lines, start=1):
@@ -267,7 +268,7 @@ class JsonlStorage:
         self._write({"record": "claim", "id": trial_id, **record})
         self._claims[trial_id] = dict(record)
 
-    def claims(self) -> dict[int, dict[str, Any]]:
+    def claims(self) -> dict[int, JsonObject]:
         """Every claim read or written, by trial id."""
         if not self._claims and self.path.exists():
             self.read()

@@ -41,6 +41,7 @@ from autotune.search.storage import (
     claim_store,
     open_storage,
 )
+from profilers.contract.json_checks import JsonObject
 from profilers.contract.schema import STATUSES, TrialStatus
 
 log = logging.getLogger(__name__)
@@ -115,7 +116,7 @@ class Study:
         self.unfinished: dict[int, dict[str, Any]] = {}
         self._local = threading.local()
         self._info = dict(info or {})
-        self.stored_info: dict[str, Any] = dict(self._info)
+        self.stored_info: JsonObject = dict(self._info)
         if self.storage is not None and stored is not None:
             self._resume(self.storage, *stored)
 
@@ -294,7 +295,7 @@ class Study:
         """Call ``fn`` once and turn its outcome (value, metrics, or exception) into a Trial."""
         value: float | None = None
         metrics: dict[str, float | None] = {}
-        attrs: dict[str, Any] = {}
+        attrs: JsonObject = {}
         status, error = TrialStatus.OK, None
         start = time.perf_counter()
         own_s: float | None = None  # the trial's own run, when the objective says it
@@ -376,7 +377,7 @@ class Study:
         self._info, self.stored_info = dict(new), dict(new)
         return True
 
-    def _meta(self) -> dict[str, Any]:
+    def _meta(self) -> JsonObject:
         return {
             "space": self.space.to_dict(),
             "direction": self.direction,
@@ -386,7 +387,7 @@ class Study:
             "info": self._info,
         }
 
-    def _resume(self, storage: TrialStorage, meta: dict[str, Any] | None, trials: list[Trial]) -> None:
+    def _resume(self, storage: TrialStorage, meta: JsonObject | None, trials: list[Trial]) -> None:
         if meta is None:
             if trials:
                 raise ValueError("the storage holds trials but no study record; not resuming")
@@ -430,7 +431,7 @@ def _search_part(space: object) -> object:
     return {n: {k: v for k, v in t.items() if k not in ("arg", "env")} for n, t in space.items()}
 
 
-def _stored_searcher(stored: tuple[dict[str, Any] | None, list[Trial]] | None) -> str:
+def _stored_searcher(stored: tuple[JsonObject | None, list[Trial]] | None) -> str:
     """The searcher a resumed study was stored with (``stored``: its storage's read), else the default."""
     meta = stored[0] if stored is not None else None
     name = StudyRecord.from_dict(meta).searcher if meta is not None else None

@@ -17,6 +17,7 @@ from autotune.tuner.host_load import machine_cores
 from autotune.tuner.trial_facts import facts, metrics
 from autotune.tuner.tune import Tuner
 from autotune.tuner.tune_summary import trial_ratio
+from profilers.contract.json_checks import JsonObject
 from profilers.contract.load import too_busy
 from profilers.contract.schema import TrialStatus
 from profilers.contract.spread import ratio_span
@@ -64,7 +65,7 @@ def prior_line(prior: SearchPrior | None) -> str | None:
     return line
 
 
-def verdict_line(summary: TuningSummary | dict[str, Any]) -> str:
+def verdict_line(summary: TuningSummary | JsonObject) -> str:
     """The study's verdict for people (:func:`profilers.contract.verdict.study_verdict`), marked up."""
     from rich.markup import escape
 

@@ -10,7 +10,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from autotune.cost.prices import PriceQuote, PriceTableError, load_prices, resolve_price
 from autotune.search.records import Trial
@@ -19,7 +19,7 @@ from autotune.tuner.early_stop import best_result, reference_trials
 from autotune.tuner.host_load import machine_cores
 from autotune.tuner.trial_facts import TrialMetrics, facts, metrics
 from profilers.contract.bill import device_hours
-from profilers.contract.json_checks import record_json
+from profilers.contract.json_checks import JsonObject, record_json
 from profilers.contract.load import too_busy
 from profilers.contract.schema import TUNE_SUMMARY_SCHEMA, TrialStatus
 from profilers.contract.spread import AnchorRun, SearchRatio, midpoint, process_spread, search_ratio
@@ -226,7 +226,7 @@ def _statuses(trials: list[Trial]) -> list[str]:
     return sorted({t.status for t in trials})
 
 
-def write_json(path: Path, data: dict[str, Any]) -> None:
+def write_json(path: Path, data: JsonObject) -> None:
     """Write ``data`` to ``path`` atomically (a reader never sees half a file)."""
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")

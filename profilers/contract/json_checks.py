@@ -142,6 +142,7 @@ CHECKED_READERS: dict[str, tuple[Callable[[Any], Any], str]] = {
         ("float", "a number"), ("float | None", "a number"),
         ("bool", "true or false"), ("bool | None", "true or false"),
         ("dict[str, Any]", "an object"),
+        ("JsonObject", "an object"),
         ("Params", "an object of numbers, strings and booleans"),
         ("tuple[float | None, float | None] | None", "[low, high]"),
         ("tuple[float, float] | None", "[low, high]"),
@@ -279,7 +280,7 @@ def document(record: Any) -> JsonObject:
     A parsed record gives back every key it was read from (a newer writer's too); one built in code
     has an empty ``raw`` and is written by :func:`record_json`.
     """
-    raw: dict[str, Any] = record.raw
+    raw: JsonObject = record.raw
     return dict(raw) if raw else record_json(record)
 
 
@@ -290,7 +291,7 @@ class ReadsAsItsJson(Mapping[str, Any]):
     in code, the one it writes.
     """
 
-    raw: dict[str, Any]
+    raw: JsonObject
 
     @functools.cached_property
     def _json(self) -> JsonObject:

@@ -88,6 +88,7 @@ READERS: dict[str, Callable[[Any], Any]] = {
     "bool": _flag,
     "bool | None": _flag,
     "dict[str, Any]": _mapping,
+    "JsonObject": _mapping,
     "Params": _params,
     "tuple[str, ...]": _texts,
     "tuple[float | None, ...] | None": _numbers,

@@ -367,7 +367,7 @@ class PlanDocument:
     notes: tuple[str, ...] = ()
     suggestion: Suggestion | None = field(default=None, metadata=nested(Suggestion.parse))
     #: The JSON object it was parsed from (empty for one built in code).
-    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, metadata=NOT_WRITTEN)
+    raw: JsonObject = field(default_factory=dict, repr=False, compare=False, metadata=NOT_WRITTEN)
 
     @classmethod
     def parse(cls, data: Any, where: str = "the plan") -> PlanDocument:

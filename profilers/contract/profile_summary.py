@@ -32,6 +32,7 @@ from profilers.contract.json_checks import (
     DEFAULT_AS_NULL,
     NOT_WRITTEN,
     WHEN_SET,
+    JsonObject,
     ReadsAsItsJson,
     SummaryError,
     checked_fields,
@@ -207,7 +208,7 @@ class ProfileSummary(ReadsAsItsJson):
     crashed run's summary).
     """
 
-    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, metadata=NOT_WRITTEN)
+    raw: JsonObject = field(default_factory=dict, repr=False, compare=False, metadata=NOT_WRITTEN)
     schema: int | None = field(default=SCHEMA_VERSION, metadata=means("layout version (1)"))
     name: str | None = field(default=None, metadata=means("run name and directory"))
     run_dir: str | None = field(default=None, metadata=WITH_ABOVE)
@@ -533,7 +534,7 @@ class ProfileSummary(ReadsAsItsJson):
     )
 
     @classmethod
-    def parse(cls, data: dict[str, Any], where: str) -> ProfileSummary:
+    def parse(cls, data: JsonObject, where: str) -> ProfileSummary:
         """The summary ``data`` of a profile run, or SummaryError (one line naming ``where``)."""
         return cls(raw=data, **checked_fields(cls, data, where, skip=("raw",)))
 

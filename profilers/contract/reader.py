@@ -23,7 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeGuard
 
-from profilers.contract.json_checks import SummaryError
+from profilers.contract.json_checks import JsonObject, SummaryError
 from profilers.contract.profile_summary import ProfileSummary
 from profilers.contract.records import (
     HOST_FIELDS,
@@ -258,15 +258,15 @@ class Snapshot:
         where = f"{self.path}, trial records"
         return [TrialEntry.from_stored(record, where) for _, record in self.trial_rows()]
 
-    def trial_rows(self) -> list[tuple[int, dict[str, Any]]]:
+    def trial_rows(self) -> list[tuple[int, JsonObject]]:
         """(id, JSON record) of a study store's trials, in id order; RunStoreError for a damaged one."""
         return self._records_by_id("trials", "trial")
 
-    def claim_rows(self) -> list[tuple[int, dict[str, Any]]]:
+    def claim_rows(self) -> list[tuple[int, JsonObject]]:
         """(id, JSON record) of a study store's claimed trials (started; finished or not), in id order."""
         return self._records_by_id("claims", "claim")
 
-    def _records_by_id(self, table: str, what: str) -> list[tuple[int, dict[str, Any]]]:
+    def _records_by_id(self, table: str, what: str) -> list[tuple[int, JsonObject]]:
         if table not in self.tables:
             return []
         out = []
@@ -277,7 +277,7 @@ class Snapshot:
                 raise RunStoreError(f"{self.path}: {what} {row_id} is damaged ({_short(exc)})") from None
         return out
 
-    def study_rows(self) -> list[tuple[Any, dict[str, Any]]]:
+    def study_rows(self) -> list[tuple[Any, JsonObject]]:
         """(storage schema, metadata) of each row of a study store's ``study`` table (one, or none)."""
         if "study" not in self.tables:
             return []
@@ -289,7 +289,7 @@ class Snapshot:
                 raise RunStoreError(f"{self.path}: damaged study record ({_short(exc)})") from None
         return out
 
-    def confirmation_records(self) -> list[dict[str, Any]]:
+    def confirmation_records(self) -> list[JsonObject]:
         """A study's re-measurements of its best and baseline (JSON records), in the order written."""
         if "confirmations" not in self.tables:
             return []
@@ -505,12 +505,12 @@ class Snapshot:
 
 
 # -- summary.json ---------------------------------------------------------------------------------
-def is_study_summary(summary: Any) -> TypeGuard[dict[str, Any]]:
+def is_study_summary(summary: Any) -> TypeGuard[JsonObject]:
     """Whether a summary.json object is a tuning study's (``"kind": "tune"``), not a profile run's."""
     return isinstance(summary, dict) and summary.get("kind") == "tune"
 
 
-def parse_summary(summary: dict[str, Any], path: Path) -> ProfileSummary | TuningSummary:
+def parse_summary(summary: JsonObject, path: Path) -> ProfileSummary | TuningSummary:
     """A summary.json object as its record: a study's, else a profile run's.
 
     SummaryError (one line naming ``path``) when this version cannot read it: no or a newer schema;
@@ -530,7 +530,7 @@ def parse_summary(summary: dict[str, Any], path: Path) -> ProfileSummary | Tunin
     return TuningSummary.parse(summary, str(path)) if study else ProfileSummary.parse(summary, str(path))
 
 
-def summary_problem(summary: dict[str, Any], path: Path) -> str | None:
+def summary_problem(summary: JsonObject, path: Path) -> str | None:
     """Why a summary.json object cannot be read by this version (:func:`parse_summary`), or None."""
     try:
         parse_summary(summary, path)
@@ -539,7 +539,7 @@ def summary_problem(summary: dict[str, Any], path: Path) -> str | None:
     return None
 
 
-def read_summary(path: Path) -> dict[str, Any] | None:
+def read_summary(path: Path) -> JsonObject | None:
     """A summary.json file's object (None when absent); RunStoreError, one line, when unreadable."""
     if not path.exists():
         return None

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from profilers.contract.json_checks import JsonObject
 from profilers.contract.lenient import read_fields, record_of
 
 
@@ -62,7 +63,7 @@ class RankRow:
     pid: int | None
     finished_ns: int | None  # None while it runs (or when it was killed)
     #: The rank's own summary.json object once it finished (None without it, or when not read).
-    summary: dict[str, Any] | None = None
+    summary: JsonObject | None = None
 
     @property
     def facts(self) -> RankFacts:

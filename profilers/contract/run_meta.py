@@ -38,7 +38,7 @@ class RunMeta:
     job_id: str | None = None
     options: dict[str, Any] = field(default_factory=dict)  # the profiler's options, as given
     params_used: Params = field(default_factory=dict)  # the tuning knobs its code read
-    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    raw: JsonObject = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def parse(cls, data: Mapping[str, Any]) -> RunMeta:

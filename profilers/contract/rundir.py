@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from profilers.contract.json_checks import SummaryError, record_json
+from profilers.contract.json_checks import JsonObject, SummaryError, record_json
 from profilers.contract.load import LoadProfile, load_profile
 from profilers.contract.plan_doc import PlanDocument
 from profilers.contract.profile_summary import ProfileSummary
@@ -55,7 +55,7 @@ class RunData:
 
     run_dir: Path
     kind: str  # "profile" or "tune"
-    summary: dict[str, Any]
+    summary: JsonObject
     finished: bool = True
     meta: RunMeta = field(default_factory=RunMeta)
     steps: tuple[StepRecord, ...] = ()
@@ -145,14 +145,14 @@ def _with_plan(run: RunData) -> RunData:
     return dataclasses.replace(run, plan=plan)
 
 
-def _read_summary(path: Path) -> dict[str, Any] | None:
+def _read_summary(path: Path) -> JsonObject | None:
     try:
         return read_summary(path / SUMMARY_NAME)
     except RunStoreError as exc:
         raise RunDirError(str(exc)) from None
 
 
-def _load_profile(path: Path, summary: dict[str, Any] | None, with_store: bool) -> RunData:
+def _load_profile(path: Path, summary: JsonObject | None, with_store: bool) -> RunData:
     store = path / STORE_NAME
     notes: list[str] = []
     meta = RunMeta()
@@ -233,7 +233,7 @@ def _read_store(
         return snap.meta(), snap.steps(), samples, ranks, snap.ops(), snap.devices()
 
 
-def lacks_sample_figures(summary: dict[str, Any] | None) -> bool:
+def lacks_sample_figures(summary: JsonObject | None) -> bool:
     """Whether ``summary`` predates figures the summarizer now derives from the samples.
 
     GPU entries without ``throttle`` (p5 utilisation, throttle shares and the memory envelope came
@@ -243,22 +243,22 @@ def lacks_sample_figures(summary: dict[str, Any] | None) -> bool:
     return summary is None or _gpu_lacks(summary) or _host_lacks(summary)
 
 
-def _gpu_lacks(summary: dict[str, Any]) -> bool:
+def _gpu_lacks(summary: JsonObject) -> bool:
     gpu = summary.get("gpu")
     return isinstance(gpu, list) and any(isinstance(g, dict) and "throttle" not in g for g in gpu)
 
 
-def _host_lacks(summary: dict[str, Any]) -> bool:
+def _host_lacks(summary: JsonObject) -> bool:
     host = summary.get("host")
     return isinstance(host, dict) and "rss_envelope" not in host
 
 
 def with_sample_figures(
-    summary: dict[str, Any],
+    summary: JsonObject,
     steps: Sequence[StepRecord],
     samples: Sequence[DeviceSample],
     sample_ranks: Sequence[int],
-) -> dict[str, Any]:
+) -> JsonObject:
     """``summary`` with the sample figures it lacks computed by the summarizer (a new dict), or itself.
 
     A summary from before a figure existed (or built by hand without ``gpu``/``host``) gets it from
@@ -344,7 +344,7 @@ def _rebuild_summary(
     )
 
 
-def _load_study(path: Path, summary: dict[str, Any]) -> RunData:
+def _load_study(path: Path, summary: JsonObject) -> RunData:
     try:
         study = TuningSummary.parse(summary, str(path / SUMMARY_NAME))
     except SummaryError as exc:
@@ -369,7 +369,7 @@ def _load_study(path: Path, summary: dict[str, Any]) -> RunData:
     )
 
 
-def read_load_profile(run_dir: Path, summary: dict[str, Any]) -> LoadProfile | None:
+def read_load_profile(run_dir: Path, summary: JsonObject) -> LoadProfile | None:
     """Other processes' CPU over a profile run's measured steps, reading by reading, from its run.db.
 
     summary.json keeps only the mean (``load``); the readings behind it are run.db's host samples

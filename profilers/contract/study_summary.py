@@ -56,7 +56,7 @@ class TrialEntry(ReadsAsItsJson):
 
     id: int = field(metadata=_stored("record", "id"))
     status: TrialStatus = field(metadata=_stored("record", "status", member_of(TrialStatus)))
-    raw: dict[str, Any] = field(repr=False, compare=False, metadata=NOT_WRITTEN)
+    raw: JsonObject = field(repr=False, compare=False, metadata=NOT_WRITTEN)
     baseline: bool = False  # the run of the script's own defaults (no params)
     #: what the study set (empty for the baseline)
     params: Params = field(default_factory=dict, metadata=_stored("record", "params"))
@@ -322,7 +322,7 @@ class TuningSummary:
     """
 
     #: The JSON object it was parsed from (empty for one built in code).
-    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, metadata=NOT_WRITTEN)
+    raw: JsonObject = field(default_factory=dict, repr=False, compare=False, metadata=NOT_WRITTEN)
     # the layout's version (schema.TUNE_SUMMARY_SCHEMA)
     schema: int | None = field(default=None, metadata=means("layout version of the tuning summary (1)"))
     kind: str = field(default="tune", metadata=means("`tune`"))
@@ -585,7 +585,7 @@ class TuningSummary:
         return next((a.samples_per_s for a in self.anchors if a.round == entry.anchor), None)
 
     @classmethod
-    def parse(cls, data: dict[str, Any], where: str) -> TuningSummary:
+    def parse(cls, data: JsonObject, where: str) -> TuningSummary:
         """The summary ``data`` of a study, or SummaryError (one line naming ``where``)."""
         return cls(raw=data, **checked_fields(cls, data, where, skip=("raw",)))
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from profilers.contract.json_checks import (
+    JsonObject,
     SummaryError,
     optional_dict,
     optional_int,
@@ -106,7 +107,7 @@ class TraceReportView:
     step_time_median_s: float | None
     notes: tuple[str, ...]
     ranks: tuple[RankTimes, ...]
-    advice: dict[str, Any] = field(default_factory=dict)  # the report's advice section, as written
+    advice: JsonObject = field(default_factory=dict)  # the report's advice section, as written
 
     @classmethod
     def parse(cls, data: Any, where: str = "the trace report") -> TraceReportView:

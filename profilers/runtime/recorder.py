@@ -15,8 +15,8 @@ import collections
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
+from profilers.contract.json_checks import JsonObject
 from profilers.contract.records import DeviceInfo, DeviceSample, OpRecord, StepRecord
 from profilers.runtime.backends.base import Backend
 from profilers.runtime.sampler_process import READY_TIMEOUT_S, SILENCE_TIMEOUT_S, SamplerProcess
@@ -57,7 +57,7 @@ class Recorder:
         self._thread: threading.Thread | None = None
         self._keep_gpus: frozenset[int] | None = None  # NVML indexes sampled (None: all)
         self._devices_update: list[DeviceInfo] | None = None  # for the store, at the next flush
-        self._meta_update: dict[str, Any] = {}  # meta values for the store, at the next flush
+        self._meta_update: JsonObject = {}  # meta values for the store, at the next flush
         #: The sampler process, while it is starting or sampling (None: everything is sampled here).
         self.child: SamplerProcess | None = None
         self._in_child: set[str] = set()  # specs of the backends the child samples
@@ -155,7 +155,7 @@ class Recorder:
         if device_infos is not None:
             self._devices_update = device_infos
 
-    def set_meta(self, values: dict[str, Any]) -> None:
+    def set_meta(self, values: JsonObject) -> None:
         """Store ``values`` in the run's meta table at the next flush (on this thread)."""
         self._meta_update = {**self._meta_update, **values}
 

@@ -24,7 +24,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from profilers.contract.json_checks import record_json
+from profilers.contract.json_checks import JsonObject, record_json
 from profilers.contract.profile_summary import ProfileSummary
 from profilers.contract.records import SAMPLE_FIELDS, DeviceInfo, DeviceSample, OpRecord, StepRecord
 from profilers.contract.schema import ADDED_STEP_COLUMNS, SCHEMA_VERSION, STEP_COLUMNS, STORE_NAME, STORE_SQL
@@ -78,7 +78,7 @@ class RunStore:
                     raise
         self.set_meta({"schema": SCHEMA_VERSION}, only_if_missing=True)
 
-    def set_meta(self, values: dict[str, Any], only_if_missing: bool = False) -> None:
+    def set_meta(self, values: JsonObject, only_if_missing: bool = False) -> None:
         """Store JSON-encoded metadata values under their keys."""
         verb = "INSERT OR IGNORE" if only_if_missing else "INSERT OR REPLACE"
         self._many(

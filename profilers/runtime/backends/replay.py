@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from profilers.contract.json_checks import JsonObject
 from profilers.contract.lenient import read_fields
 from profilers.contract.records import SAMPLE_FIELDS, DeviceInfo, DeviceSample
 from profilers.runtime.backends.base import Backend
@@ -85,7 +86,7 @@ def record(
         if delay > 0:
             time.sleep(delay)
         samples.extend(backend.sample())
-    full_meta: dict[str, Any] = {
+    full_meta: JsonObject = {
         "hz": hz,
         "seconds": seconds,
         "created_unix_s": int(time.time()),
@@ -120,7 +121,7 @@ class RecordingHeader:
     format: str | None = None  # FORMAT
     version: int | None = None  # VERSION
     backend: str = "unknown"  # the sampled backend's name
-    meta: dict[str, Any] = dataclasses.field(default_factory=dict)  # hz, seconds, platform, time…
+    meta: JsonObject = dataclasses.field(default_factory=dict)  # hz, seconds, platform, time…
 
 
 def _parse(path: Path) -> tuple[RecordingHeader, list[DeviceInfo], list[DeviceSample]]:
@@ -177,7 +178,7 @@ class ReplayBackend(Backend):
         self.path = Path(path)
         header, devices, samples = _parse(self.path)
         self.backend_name: str = header.backend
-        self.meta: dict[str, Any] = header.meta
+        self.meta: JsonObject = header.meta
         self._devices = devices
         per_device: dict[int, list[DeviceSample]] = {d.index: [] for d in devices}
         kinds = {d.index: d.kind for d in devices}
