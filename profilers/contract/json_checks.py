@@ -122,6 +122,12 @@ def _counts(value: Any) -> dict[str, int] | None:
     return None if by_name is None else {k: int(v) for k, v in by_name.items()}
 
 
+def _scalars(value: Any) -> dict[str, Any] | None:
+    if isinstance(value, Mapping) and all(isinstance(v, int | float | str | bool) for v in value.values()):
+        return {str(k): v for k, v in value.items()}
+    return None
+
+
 def _strings(value: Any) -> tuple[str, ...] | None:
     return tuple(str(v) for v in value) if isinstance(value, list) else None
 
@@ -143,11 +149,11 @@ CHECKED_READERS: dict[str, tuple[Callable[[Any], Any], str]] = {
         ("bool", "true or false"), ("bool | None", "true or false"),
         ("dict[str, Any]", "an object"),
         ("JsonObject", "an object"),
-        ("Params", "an object of numbers, strings and booleans"),
         ("tuple[float | None, float | None] | None", "[low, high]"),
         ("tuple[float, float] | None", "[low, high]"),
     )},
     "tuple[str, ...]": (_strings, "a list"),
+    "Params": (_scalars, "an object of numbers, strings and booleans"),
     "list[Any]": (lambda value: value if isinstance(value, list) else None, "a list"),
     "tuple[float | None, ...] | None": (_numbers_or_nulls, "a list of numbers or nulls"),
     "tuple[int, ...] | None": (_integers, "a list of integers"),

@@ -71,10 +71,10 @@ def _mapping(value: Any) -> dict[str, Any] | None:
 
 
 def _params(value: Any) -> dict[str, Any] | None:
-    """A configuration (``schema.Params``): an object of numbers, strings and booleans."""
-    if isinstance(value, Mapping) and all(isinstance(v, int | float | str | bool) for v in value.values()):
-        return {str(k): v for k, v in value.items()}
-    return None
+    """A configuration (``schema.Params``): its entries of numbers, strings and booleans (others left out)."""
+    if not isinstance(value, Mapping):
+        return None
+    return {str(k): v for k, v in value.items() if isinstance(v, int | float | str | bool)}
 
 
 #: How a field's stored value is read, by the field's annotation.

@@ -170,7 +170,7 @@ class Snapshot:
             self.tables = {r[0] for r in self._rows("SELECT name FROM sqlite_master WHERE type = 'table'")}
             if "steps" in self.tables:
                 self._step_columns = {row[1] for row in self._rows("PRAGMA table_info(steps)")}
-            schema = self.meta().schema
+            schema = self.meta().raw.get("schema")  # as stored: a whole number
         except BaseException:
             self.close()
             raise

@@ -26,7 +26,6 @@ from profilers.contract.schema import Params
 class RunMeta:
     """What the run's ``meta`` table holds (every field None or empty when it was not written)."""
 
-    schema: int | None = None  # the run store's layout version (schema.SCHEMA_VERSION)
     name: str | None = None
     command: tuple[str, ...] = ()  # the script and its arguments
     cwd: str | None = None
@@ -47,7 +46,9 @@ class RunMeta:
         command = data.get("command")
         if isinstance(command, str):
             command = [command]
-        return cls(command=tuple(str(c) for c in command or ()), raw=dict(data), **fields)
+        elif not isinstance(command, list | tuple):
+            command = []  # missing, or of another type: read as none
+        return cls(command=tuple(str(c) for c in command), raw=dict(data), **fields)
 
     def to_json(self) -> JsonObject:
         """The table's values this record was parsed from, every key kept."""

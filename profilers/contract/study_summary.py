@@ -175,7 +175,7 @@ class TrialEntry(ReadsAsItsJson):
             if f.name not in ("id", "status") and value is not None:
                 value = READERS[str(f.type)](value)  # None when of another type
             entry[f.metadata.get("key") or f.name] = value
-        entry["baseline"] = not entry["params"]
+        entry["baseline"] = not record.get("params")  # as stored: an odd value left out is still a setting
         return cls.parse(entry, where)
 
     def to_json(self) -> JsonObject:

@@ -8,6 +8,7 @@ are the reference table's, in its order.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -18,7 +19,7 @@ import torch
 from torch import nn
 
 import autotune
-from profilers.contract.fields import reference_rows
+from profilers.contract.fields import means, reference_rows
 from profilers.contract.json_checks import record_json, written_keys
 from profilers.contract.profile_summary import ProfileSummary
 from profilers.contract.study_summary import TuningSummary
@@ -47,11 +48,18 @@ def _round_trips(data: dict, where: str) -> ProfileSummary:
     return record
 
 
-def test_the_reference_tables_are_the_records_keys_in_the_order_written():
-    # every written field says what it means (reference_rows refuses one that does not)
+def test_every_written_field_of_a_summary_says_what_it_means():
     for record in (ProfileSummary, TuningSummary):
         documented = [key for keys, _, _ in reference_rows(record) for key in keys]
-        assert documented == list(written_keys(record))
+        assert documented == list(written_keys(record))  # every key written has its row, in order
+
+    @dataclasses.dataclass
+    class Undocumented:
+        written: int = dataclasses.field(default=0, metadata=means("a documented key"))
+        forgotten: int = 0
+
+    with pytest.raises(ValueError, match=r"Undocumented.forgotten is written but says no meaning"):
+        reference_rows(Undocumented)
 
 
 def test_a_finished_and_a_crashed_run_write_back_exactly_what_they_read(tmp_path):

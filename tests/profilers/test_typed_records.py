@@ -266,7 +266,12 @@ def test_a_configuration_holds_numbers_strings_and_booleans_or_is_refused_in_one
     nested = {"id": 3, "status": "ok", "params": {"micro_batch": [8, 16]}}
     with pytest.raises(SummaryError, match=r"s, trial 3: 'params' must be an object of numbers, strings and"):
         TrialEntry.parse(nested, "s")
-    # the run's own meta table is read leniently: a damaged value is left out, never raised
-    assert RunMeta.parse({"params_used": {"lr": {"nested": 1}}}).params_used == {}
+    # the stores are read leniently: a damaged value is left out, never raised, the rest kept
+    damaged = {"lr": {"nested": 1}, "micro_batch": 8}
+    assert RunMeta.parse({"params_used": damaged}).params_used == {"micro_batch": 8}
+    assert RunMeta.parse({"command": 5, "name": "t"}).command == ()
+    record = {"id": 2, "status": "ok", "params": {"x": None, "micro_batch": 8}}
+    stored = TrialEntry.from_stored(record, "run.db")
+    assert stored.params == {"micro_batch": 8} and not stored.baseline
     used = {"lr": 0.1, "compile": True}
     assert RunMeta.parse({"params_used": used}).params_used == used
