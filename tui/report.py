@@ -142,7 +142,7 @@ def _child_main(task: str, run_dir: str, out: str) -> int:
             if task == "html"
             else report_dict(report)
         )
-        result: dict[str, Any] = {"ok": True, "value": value}
+        result: JsonObject = {"ok": True, "value": value}
     except Exception as exc:  # every failure goes back as (type name, first line)
         text = str(exc).strip()
         result = {"ok": False, "kind": type(exc).__name__, "message": text.splitlines()[0] if text else ""}

@@ -20,6 +20,7 @@ from typing import Any
 
 from autotune.search.params import Choice, ChoiceValue, Float, Int, Param, Value, is_int
 from autotune.search.space_toml import params_from_dict, space_tables
+from profilers.contract.json_checks import JsonObject
 
 __all__ = [
     "Choice",
@@ -192,12 +193,12 @@ class Space:
 
     # ------------------------------------------------------------------ serialisation
 
-    def to_dict(self) -> dict[str, dict[str, Any]]:
+    def to_dict(self) -> JsonObject:
         """The ``[space.NAME]`` tables of the TOML format, as a dict (``from_dict`` reads it back)."""
-        out: dict[str, dict[str, Any]] = {}
+        out: JsonObject = {}
         for name, p in self.params.items():
             if isinstance(p, Int):
-                table: dict[str, Any] = {"type": "int", "low": p.low, "high": p.high, "log": p.log}
+                table: JsonObject = {"type": "int", "low": p.low, "high": p.high, "log": p.log}
                 table["power_of_two"] = p.power_of_two
             elif isinstance(p, Float):
                 table = {"type": "float", "low": p.low, "high": p.high, "log": p.log}

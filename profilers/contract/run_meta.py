@@ -35,7 +35,7 @@ class RunMeta:
     python: str | None = None  # its version
     backends: tuple[str, ...] = ()  # the sampling backends that ran
     job_id: str | None = None
-    options: dict[str, Any] = field(default_factory=dict)  # the profiler's options, as given
+    options: JsonObject = field(default_factory=dict)  # the profiler's options, as given
     params_used: Params = field(default_factory=dict)  # the tuning knobs its code read
     raw: JsonObject = field(default_factory=dict, repr=False, compare=False)
 

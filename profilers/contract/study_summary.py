@@ -353,7 +353,7 @@ class TuningSummary:
     searcher: str | None = field(default=None, metadata=means("the search"))
     seed: int | None = field(default=None, metadata=WITH_ABOVE)
     # parameter name -> its definition
-    space: dict[str, Any] = field(default_factory=dict, metadata=means("the search space as its TOML tables"))
+    space: JsonObject = field(default_factory=dict, metadata=means("the search space as its TOML tables"))
     n_trials: int | None = field(
         default=None, metadata=means("the trials asked for, and those that ran (skipped ones are not)")
     )
@@ -418,7 +418,7 @@ class TuningSummary:
         default=None, metadata=means("why the study stopped before its trials ran, or null")
     )
     # as stored (verdict.verdict_of reads it)
-    verdict: dict[str, Any] = field(
+    verdict: JsonObject = field(
         default_factory=dict,
         metadata=means(
             "the study's one verdict (above): `status`, `speedup` (the headline figure), "
