@@ -15,12 +15,12 @@ from __future__ import annotations
 import math
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 from profilers.hardware.gpus import match_gpu_model
 
@@ -286,7 +286,7 @@ def _entry(row: object, where: str, origin: str, require_sku: bool) -> PriceEntr
     )
 
 
-def _text(row: dict[str, Any], name: str, where: str) -> str:
+def _text(row: Mapping[str, object], name: str, where: str) -> str:
     value = row[name]
     if not isinstance(value, str) or (not value.strip() and name not in _OPTIONAL):
         raise PriceTableError(f"{where}: {name} must be a non-empty string, got {value!r}")

@@ -118,7 +118,7 @@ _NOT_IN_INFO = ("settings", "space", "scoring", "searcher", "seed", "device_kind
 
 #: What a study stored before a setting was kept behaved as: no plan prior (studies before it had
 #: none), trials one at a time (0: one, or what a Ray cluster holds).
-_BEFORE_STORED: dict[str, Any] = {"plan_prior": False, "parallel": 0}
+_BEFORE_STORED: dict[str, bool | int] = {"plan_prior": False, "parallel": 0}
 
 
 def settings_from_info(info: Mapping[str, Any]) -> TrialSettings:

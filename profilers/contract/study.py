@@ -8,11 +8,10 @@ or best-so-far lines. Pure Python.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 from profilers.contract.load import too_busy
 from profilers.contract.profile_summary import GpuFigures
-from profilers.contract.schema import TrialStatus
+from profilers.contract.schema import Params, TrialStatus
 from profilers.contract.study_summary import TrialEntry, TuningSummary
 
 SECONDS_PER_HOUR = 3600.0
@@ -61,7 +60,7 @@ def pareto_front(points: Mapping[int, tuple[float, ...]]) -> list[int]:
     return sorted(front)
 
 
-def ran_with(trial: TrialEntry, names: Iterable[str] | None = None) -> dict[str, Any]:
+def ran_with(trial: TrialEntry, names: Iterable[str] | None = None) -> Params:
     """The parameters a trial ran with: those the study gave it, else what its code read.
 
     ``params_used`` holds the tuned parameters and built-in knobs the trial's code read, with the
