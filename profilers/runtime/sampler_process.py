@@ -32,7 +32,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, cast
 
 from profilers.contract.records import DeviceSample
 from profilers.runtime.backends import backend_for_process
@@ -66,20 +66,54 @@ sys.exit(main(sys.argv))
 """
 
 
+class SamplerConfig(TypedDict):
+    """What the child is started with (its first argument, as JSON)."""
+
+    store: str  # the run store it writes its rows to
+    rank: int
+    hz: float
+    pid: int  # the training process
+    backends: dict[str, list[dict[str, object]]]  # backend spec -> its devices as the parent sees them
+
+
+class ReadyNews(TypedDict):
+    """The child's first line: the backends it took over, and why it left each other one."""
+
+    took: list[str]
+    left: dict[str, str]
+
+
+class Message(TypedDict, total=False):
+    """One JSON line between the two processes; each holds one of these keys.
+
+    To the child: ``go`` (start sampling, only GPUs ``keep``: None for all), ``keep`` alone (the
+    job's GPUs changed), ``stop``. From the child: ``ready``, ``wrote`` (rows so far: it goes on),
+    ``stopped`` (its last rows are written), ``error`` (it failed; the parent samples again).
+    """
+
+    go: bool
+    keep: list[int] | None
+    stop: bool
+    ready: ReadyNews
+    wrote: int
+    stopped: dict[str, int]
+    error: str
+
+
 def child_sampling_wanted() -> bool:
     """Whether sampling may move to a child process (``AUTOTUNE_SAMPLER`` is not ``thread``)."""
     return os.environ.get(ENV_VAR, "").strip().lower() != "thread"
 
 
-def json_lines(buffer: bytes) -> tuple[list[dict[str, Any]], bytes]:
-    """The whole lines of ``buffer`` that are JSON objects, and what follows the last newline."""
+def json_lines(buffer: bytes) -> tuple[list[Message], bytes]:
+    """The whole lines of ``buffer`` that are JSON objects (messages), and what follows the last newline."""
     *lines, rest = buffer.split(b"\n")
-    out = []
+    out: list[Message] = []
     for line in lines:
         with contextlib.suppress(ValueError):
             message = json.loads(line)
             if isinstance(message, dict):
-                out.append(message)
+                out.append(cast(Message, message))  # the other side is this module: the same keys
     return out, rest
 
 
@@ -87,7 +121,7 @@ class SamplerProcess:
     """The training process's handle on its sampler process (every call is non-blocking but ``stop``)."""
 
     def __init__(self, store_path: Path, rank: int, sample_hz: float, backends: Sequence[Backend]) -> None:
-        self.config = {
+        self.config: SamplerConfig = {
             "store": str(store_path),
             "rank": rank,
             "hz": sample_hz,
@@ -122,7 +156,7 @@ class SamplerProcess:
         """The child's exit code once it has ended, else None."""
         return self.proc.poll() if self.proc is not None else None
 
-    def messages(self) -> list[dict[str, Any]]:
+    def messages(self) -> list[Message]:
         """The child's messages that arrived since the last call."""
         if self.proc is None or self.proc.stdout is None:
             return []
@@ -132,7 +166,7 @@ class SamplerProcess:
         out, self._buffer = json_lines(self._buffer)
         return out
 
-    def send(self, message: dict[str, Any]) -> bool:
+    def send(self, message: Message) -> bool:
         """Send a message; False when the child cannot take it (it has ended)."""
         if self.proc is None or self.proc.stdin is None:
             return False
@@ -178,14 +212,14 @@ class SamplerProcess:
 
 
 # -- the child --------------------------------------------------------------------------------------
-def _say(message: dict[str, Any]) -> None:
+def _say(message: Message) -> None:
     sys.stdout.write(json.dumps(message) + "\n")
     sys.stdout.flush()
 
 
-def _build(config: dict[str, Any]) -> tuple[list[Backend], dict[str, str]]:
-    """The backends whose devices match the parent's, and why each other one was left."""
-    took: list[Backend] = []
+def _build(config: SamplerConfig) -> tuple[dict[str, Backend], dict[str, str]]:
+    """The backends whose devices match the parent's, by spec, and why each other one was left."""
+    took: dict[str, Backend] = {}
     left: dict[str, str] = {}
     for spec, devices in config["backends"].items():
         try:
@@ -198,7 +232,7 @@ def _build(config: dict[str, Any]) -> tuple[list[Backend], dict[str, str]]:
             backend.close()
             left[spec] = "it sees other devices than the training process"
             continue
-        took.append(backend)
+        took[spec] = backend
     return took, left
 
 
@@ -210,7 +244,7 @@ class _Commands:
         self._buffer = b""
         self.closed = False
 
-    def wait(self, timeout_s: float) -> list[dict[str, Any]]:
+    def wait(self, timeout_s: float) -> list[Message]:
         """The messages that arrive within ``timeout_s`` ([] for none; ``closed`` once the pipe is)."""
         if self.closed:
             return []
@@ -224,16 +258,17 @@ class _Commands:
         return out
 
 
-def child_main(config: dict[str, Any]) -> int:
+def child_main(config: SamplerConfig) -> int:
     """Sample the backends taken over until told to stop; write their rows to the run store."""
     commands = _Commands(sys.stdin.fileno())
-    backends, left = _build(config)
-    _say({"ready": {"took": [b.spec for b in backends], "left": left}})
+    took, left = _build(config)
+    backends = list(took.values())
+    _say({"ready": {"took": list(took), "left": left}})
     if not backends:
         return 0
     parent = int(config["pid"])
     keep: frozenset[int] | None = None
-    later: list[dict[str, Any]] = []  # what came after "go" in its read: for the sampling loop
+    later: list[Message] = []  # what came after "go" in its read: for the sampling loop
     while True:  # wait for the parent to stop sampling them itself
         messages = commands.wait(1.0)
         if commands.closed or os.getppid() != parent or any(m.get("stop") for m in messages):
@@ -242,8 +277,9 @@ def child_main(config: dict[str, Any]) -> int:
         if at is not None:
             go, later = messages[at], messages[at + 1 :]
             break
-    if go.get("keep") is not None:  # the job's GPUs, as the parent knows them at the handover
-        keep = frozenset(int(i) for i in go["keep"])
+    first_keep = go.get("keep")
+    if first_keep is not None:  # the job's GPUs, as the parent knows them at the handover
+        keep = frozenset(int(i) for i in first_keep)
     store = RunStore(Path(config["store"]), rank=int(config["rank"]))
     period_s = 1.0 / float(config["hz"])
     pending: list[DeviceSample] = []
