@@ -4,7 +4,7 @@ The demo's study (the demo GPT's micro-batch × precision × layout, :mod:`autot
 twice on this machine, one after the other, over the same configurations (the grid searcher with
 one seed, no plan prior, the baseline's configuration run again before every second trial so the
 spread between processes is known early): once with early stopping (``--early-stop 0.5``, the
-default) and once without (``0``). For each, from the study's own bill (profilers.contract.bill):
+default) and once without (``0``). For each, from the study's own bill (profilers.contract.study.bill):
 the trials' device-time, how many stopped early and on which rule, and the best configuration; then
 the saving, and for each configuration stopped early in the first study its time there against its
 time in the second (the saving where it happened, beside the machine's drift elsewhere).

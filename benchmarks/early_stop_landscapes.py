@@ -48,7 +48,7 @@ from autotune.tuner.early_stop import STOPPED_LOSING, best_result, stop_floor
 from autotune.tuner.objectives import Scoring
 from profilers.contract.intervals import t975
 from profilers.contract.schema import TrialStatus
-from profilers.contract.spread import ProcessSpread
+from profilers.contract.study.spread import ProcessSpread
 from profilers.runtime.stopping import Z_95, StepTimeStats
 
 MIN_MEASURED_STEPS = 8

@@ -49,7 +49,7 @@ def profile_summary_table() -> str:
 def tune_summary_table() -> str:
     """The keys of a study's summary.json, from the fields of the record that writes it."""
     from profilers.contract.fields import markdown_table
-    from profilers.contract.study_summary import TuningSummary
+    from profilers.contract.study.summary import TuningSummary
 
     return markdown_table(TuningSummary)
 

@@ -22,7 +22,7 @@ MODULES = (
     "profilers.contract.plan_doc",
     "profilers.contract.run_meta",
     "profilers.contract.trace_report",
-    "profilers.contract.trial_view",
+    "profilers.contract.study.trial_view",
 )
 
 

@@ -17,10 +17,10 @@ from profilers.contract.records import RankDevice, RankRow
 from profilers.contract.run_meta import RunMeta
 from profilers.contract.schema import OPTIONAL_PHASES, PHASES, TrialStatus
 from profilers.contract.schema import run_state as state_of
-from profilers.contract.study import convergence, placement_line, starved_line
-from profilers.contract.study_summary import TrialEntry, TuningSummary
-from profilers.contract.trial_view import TrialView, space_names, study_best_id, trial_views
-from profilers.contract.verdict import VerdictStatus, verdict_of
+from profilers.contract.study.summary import TrialEntry, TuningSummary
+from profilers.contract.study.trial_view import TrialView, space_names, study_best_id, trial_views
+from profilers.contract.study.trials import convergence, placement_line, starved_line
+from profilers.contract.study.verdict import VerdictStatus, verdict_of
 
 from tui.store import GPU_FIELDS, HOST_FIELDS, StoreReader
 
@@ -87,20 +87,20 @@ class TrialsInfo:
     running_ids: tuple[int, ...]  # trial directories without a finished entry yet (trials at once)
     n_trials: int | None
     stopped: str | None
-    # The convergence, as the report draws it (profilers.contract.study.convergence): the trials that
+    # The convergence, as the report draws it (profilers.contract.study.trials.convergence): the trials that
     # ran (skipped ones never did), in id order, their objectives (None: not ok) and the best so far.
     convergence_ids: tuple[int, ...]
     values: tuple[float | None, ...]
     best_so_far: tuple[float | None, ...]
     convergence_statuses: tuple[str, ...]
     effects: tuple[ParamEffect, ...]
-    speedup: float | None  # the study's verdict's headline figure (profilers.contract.verdict)
+    speedup: float | None  # the study's verdict's headline figure (profilers.contract.study.verdict)
     verdict: str | None = None  # the verdict's sentence, as the terminal and the report say it
     #: What the verdict calls the top trial: "best" only when it is to be applied (StudyVerdict.best_label).
     best_label: str = "best"
-    placement: str | None = None  # how the trials ran (profilers.contract.study.placement_line)
+    placement: str | None = None  # how the trials ran (profilers.contract.study.trials.placement_line)
     starved: str | None = None  # how much of the search ran short of CPU (study.starved_line)
-    #: What the study cost and when it pays back, as its summary.json says (contract.bill).
+    #: What the study cost and when it pays back, as its summary.json says (contract.study.bill).
     bill: str | None = None
 
     @property

@@ -21,7 +21,7 @@ from profilers.contract.json_checks import JsonObject, SummaryError
 from profilers.contract.profile_summary import ProfileSummary
 from profilers.contract.reader import RunStoreError, Snapshot, is_study_summary
 from profilers.contract.schema import STORE_NAME, SUMMARY_NAME, TRIALS_DIR, run_state
-from profilers.contract.study_summary import TrialEntry, TuningSummary
+from profilers.contract.study.summary import TrialEntry, TuningSummary
 
 T = TypeVar("T")
 

@@ -17,7 +17,7 @@ from profilers.contract.profile_summary import ProfileSummary
 from profilers.contract.reader import parse_summary
 from profilers.contract.run_meta import RunMeta
 from profilers.contract.schema import STORE_NAME, SUMMARY_NAME
-from profilers.contract.study_summary import TrialEntry, TuningSummary
+from profilers.contract.study.summary import TrialEntry, TuningSummary
 
 from tui.model import LiveInfo, RunFacts, TrialsInfo, live_info, trials_info
 from tui.rundir import JsonFile, detect_kind, stored_trials, trial_dirs

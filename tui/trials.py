@@ -8,7 +8,7 @@ from typing import Any
 from autotune.fmt import format_bytes, format_rate, format_seconds
 from profilers.contract.outcome import stop_reason_words
 from profilers.contract.schema import TrialStatus
-from profilers.contract.trial_view import TrialView
+from profilers.contract.study.trial_view import TrialView
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult, RenderResult

@@ -24,7 +24,7 @@ from autotune.advice.thresholds import (
     thresholds_for,
 )
 from profilers.contract.rundir import RunData
-from profilers.contract.verdict import verdict_of
+from profilers.contract.study.verdict import verdict_of
 from profilers.runtime.flops import match_device
 
 

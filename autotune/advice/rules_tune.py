@@ -24,9 +24,9 @@ from profilers.contract.intervals import ratio_interval
 from profilers.contract.lenient import read_fields
 from profilers.contract.rundir import RunData
 from profilers.contract.schema import Params, ParamValue, TrialStatus
-from profilers.contract.study import ran_with, starved_line
-from profilers.contract.study_summary import TrialEntry
-from profilers.contract.verdict import VERDICT_LABELS, VerdictStatus, verdict_of
+from profilers.contract.study.summary import TrialEntry
+from profilers.contract.study.trials import ran_with, starved_line
+from profilers.contract.study.verdict import VERDICT_LABELS, VerdictStatus, verdict_of
 
 REDUCED = ("bf16", "fp16")
 FULL = ("fp32", "tf32")
@@ -72,7 +72,7 @@ SEVERITY_ORDER = ("high", "medium", "low")
 
 
 def apply_tuned(run: RunData) -> Recommendation | None:
-    """The study's verdict (:func:`profilers.contract.verdict.study_verdict`) as advice, and only it.
+    """The study's verdict (:func:`profilers.contract.study.verdict.study_verdict`) as advice, and only it.
 
     "Apply" only for the verdict's action "apply" (a re-measured gain above the threshold, under the
     search's load); "keep the current settings" when the verdict finds no gain to act on; "measure

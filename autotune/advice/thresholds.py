@@ -23,7 +23,7 @@ at all (a rule without them lands in the report's "not checked" list).
 from __future__ import annotations
 
 from autotune.advice.records import Threshold
-from profilers.contract.verdict import APPLY_MIN_SPEEDUP
+from profilers.contract.study.verdict import APPLY_MIN_SPEEDUP
 
 _TB = (
     "torch-tb-profiler (pytorch/kineto tb_plugin/torch_tb_profiler/profiler/data.py, RunProfileData.analyze)"

@@ -21,7 +21,7 @@ from autotune.cli.support import dashboard_alongside, wants_dashboard
 from autotune.console import render_summary
 from autotune.demo.tuning import DEFAULT_TRIALS, tune_demo
 from autotune.report.terminal import advise_at_end
-from profilers.contract.verdict import verdict_of
+from profilers.contract.study.verdict import verdict_of
 
 #: Models ``--model all`` runs, in order.
 DEMO_MODELS: tuple[str, ...] = ("gpt", "cnn")

@@ -24,9 +24,9 @@ from typing import Any
 from autotune.cost.prices import PriceQuote
 from autotune.cost.records import CostSection
 from profilers.contract.profile_summary import ProfileSummary
-from profilers.contract.study import energy_per_sample, usd_per_million
-from profilers.contract.study_cost import saving_share
-from profilers.contract.study_summary import TrialEntry, TuningSummary
+from profilers.contract.study.cost import saving_share
+from profilers.contract.study.summary import TrialEntry, TuningSummary
+from profilers.contract.study.trials import energy_per_sample, usd_per_million
 
 #: Hours in a month: 365 days × 24 hours / 12 months.
 HOURS_PER_MONTH = 730.0
@@ -158,7 +158,7 @@ def study_cost_section(
     throughput, so a study run without a price, or at another one, is priced the same way). None
     when the study has no best trial. A saving is claimed only when the study's verdict is to apply
     the best configuration, and it is the verdict's (re-measured) speedup's, over the devices each
-    configuration holds (:func:`profilers.contract.study_cost.saving_share`, the figure the study's bill
+    configuration holds (:func:`profilers.contract.study.cost.saving_share`, the figure the study's bill
     pays back with), and the best's cost per million samples is then the re-measured one, the
     baseline's less that saving (the search's own figure is biased upward: it is in the trials'
     table); otherwise the baseline's cost is shown beside the search's figure with no saving.

@@ -20,7 +20,7 @@ from autotune.tuner.config import TuneConfig
 from autotune.tuner.progress import Progress
 from autotune.tuner.trials import TrialSettings
 from autotune.tuner.tune import TuneError
-from profilers.contract.study_summary import TuningSummary
+from profilers.contract.study.summary import TuningSummary
 
 #: Trials of the demo study, the baseline included.
 DEFAULT_TRIALS = 12

@@ -36,7 +36,9 @@ from profilers.contract.profile_summary import ProfileSummary
 from profilers.contract.records import DeviceSample, RankDevice, phase_timed
 from profilers.contract.rundir import THINNED_POINTS, RunData
 from profilers.contract.schema import PHASES, PLAN_NAME, Params, TrialStatus
-from profilers.contract.study import (
+from profilers.contract.study.summary import TrialEntry, TuningSummary
+from profilers.contract.study.trial_view import space_names, study_best_id, trial_views
+from profilers.contract.study.trials import (
     convergence,
     pareto_front,
     placement_line,
@@ -44,10 +46,8 @@ from profilers.contract.study import (
     starved_line,
     usd_per_million,
 )
-from profilers.contract.study_summary import TrialEntry, TuningSummary
+from profilers.contract.study.verdict import verdict_of
 from profilers.contract.summarize import phase_fractions, select_measured
-from profilers.contract.trial_view import space_names, study_best_id, trial_views
-from profilers.contract.verdict import verdict_of
 
 #: Most points a series keeps for drawing (a 100k-step run is drawn from this many); a finished
 #: run's GPU readings are loaded thinned to as many (profilers.contract.rundir).
@@ -332,7 +332,7 @@ def sweep_section(run: RunData) -> SweepSection | None:
 
 
 def convergence_section(run: RunData) -> ConvergenceSection:
-    """Each run trial's objective in id order, and the best so far (``profilers.contract.study``)."""
+    """Each run trial's objective in id order, and the best so far (``profilers.contract.study.trials``)."""
     study = _study(run)
     maximize = study.direction == "maximize"
     ids, values, best, statuses = convergence(run.trials, maximize)

@@ -30,11 +30,11 @@ from autotune.report.plan_cells import (
 )
 from autotune.report.sections import SECTION_TITLES
 from autotune.report.style import OTHER_STATUS_COLOUR, STATUS_COLOURS, metric_label
-from profilers.contract.bill import device_time, payback_time
 from profilers.contract.outcome import stop_reason_words
 from profilers.contract.plan_doc import PlanDocument
 from profilers.contract.schema import Params
-from profilers.contract.verdict import VERDICT_LABELS, VerdictStatus
+from profilers.contract.study.bill import device_time, payback_time
+from profilers.contract.study.verdict import VERDICT_LABELS, VerdictStatus
 
 if TYPE_CHECKING:
     from autotune.advice.records import Recommendation

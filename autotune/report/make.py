@@ -22,7 +22,7 @@ from autotune.report.sections import AdviceSection, CostSection, Report
 from autotune.report.trace_report import run_gpu_time, trace_report
 from profilers.contract.profile_summary import ProfileSummary
 from profilers.contract.rundir import RunData, load_run
-from profilers.contract.study_cost import study_bill
+from profilers.contract.study.cost import study_bill
 from profilers.contract.traces import is_trace_path
 
 #: Report file names, next to the run's summary.json.

@@ -16,7 +16,7 @@ from autotune.report.style import metric_label
 from profilers.contract.outcome import stop_reason_words
 from profilers.contract.plan_doc import PlanDocument
 from profilers.contract.schema import Params
-from profilers.contract.verdict import VerdictStatus
+from profilers.contract.study.verdict import VerdictStatus
 
 _MD_SPECIAL = str.maketrans(
     {

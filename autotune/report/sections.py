@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from autotune.advice.records import AdviceSection
 from autotune.cost.records import CostSection
-from profilers.contract.bill import StudyBill
 from profilers.contract.plan_doc import PlanDocument
 from profilers.contract.schema import Params, TrialStatus
-from profilers.contract.trial_view import TrialView
+from profilers.contract.study.bill import StudyBill
+from profilers.contract.study.trial_view import TrialView
 
 if TYPE_CHECKING:  # the dashboard reads these records from report.json and loads no profilers module
     from profilers.traces.analysis import RankSpread
@@ -63,19 +63,19 @@ class Overview:
     #: Study: what the verdict calls that configuration ("Best", or "Highest in the search" when it
     #: is not to be applied: StudyVerdict.best_label).
     best_label: str = "Best"
-    #: Study: how its trials ran (profilers.contract.study.placement_line).
+    #: Study: how its trials ran (profilers.contract.study.trials.placement_line).
     placement: str | None = None
-    #: Study: how much of the search ran short of CPU (profilers.contract.study.starved_line).
+    #: Study: how much of the search ran short of CPU (profilers.contract.study.trials.starved_line).
     starved: str | None = None
     speedup_vs_baseline: float | None = None  # study: best / baseline throughput in the search
     notes: tuple[str, ...] = ()  # what was missing or rebuilt
-    #: Study: the verdict (profilers.contract.verdict): its status, headline figure and sentence.
+    #: Study: the verdict (profilers.contract.study.verdict): its status, headline figure and sentence.
     verdict: str | None = None
     speedup: float | None = None
     verdict_headline: str | None = None
     outcome: str | None = None  # profile: how the run ended (profilers.contract.outcome), when known
     load: str | None = None  # profile: other processes' CPU during its measured steps (contract.load)
-    #: Study: what it cost and when it pays back, at the report's price (contract.bill).
+    #: Study: what it cost and when it pays back, at the report's price (contract.study.bill).
     bill: StudyBill | None = None
 
     @property
@@ -222,7 +222,7 @@ class TrialSection:
     """Every trial of the study."""
 
     metric: str
-    rows: tuple[TrialView, ...]  # profilers.contract.trial_view: the dashboard's rows too
+    rows: tuple[TrialView, ...]  # profilers.contract.study.trial_view: the dashboard's rows too
     #: What the verdict calls the top trial's row: "best", or "highest in the search" (best_label).
     best_label: str = "best"
 

@@ -3,7 +3,7 @@
 Anchor 1 runs before the first search trial, anchor k before search trial 1 + (k−1) ×
 ``anchor_every``, each in the slot of the trial it precedes (:meth:`RunningTrials.run`'s ``anchor``)
 and stored the moment it ends, so a killed study loses none that finished. Their spread is the spread
-between processes every search ratio carries (:mod:`profilers.contract.spread`).
+between processes every search ratio carries (:mod:`profilers.contract.study.spread`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from autotune.tuner import confirm
 from autotune.tuner.running import Ran
 from autotune.tuner.tune_summary import anchor_line, anchor_runs
 from profilers.contract.schema import TRIALS_DIR, TrialStatus
-from profilers.contract.spread import AnchorRun
+from profilers.contract.study.spread import AnchorRun
 
 
 class Anchors:

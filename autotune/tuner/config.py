@@ -66,9 +66,9 @@ class TuneConfig:
     ray_storage: str = "shipped"
     #: The baseline's configuration runs again before the first search trial and then before every
     #: ``anchor_every``-th one, in that trial's slot: the anchors each search ratio is taken against, and
-    #: the between-process spread its interval carries (profilers.contract.spread); 0 turns it off.
+    #: the between-process spread its interval carries (profilers.contract.study.spread); 0 turns it off.
     anchor_every: int = 4
-    #: Hours a day the team trains, for the study's bill: when its saving pays it back (contract.bill).
+    #: Hours a day the team trains, for the study's bill: when its saving pays it back (contract.study.bill).
     usage_hours_per_day: float | None = None
 
     def to_info(self) -> JsonObject:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from profilers.contract.intervals import ratio_interval
 from profilers.contract.reader import Snapshot
 from profilers.contract.schema import TrialStatus
-from profilers.contract.study_summary import Confirmation
+from profilers.contract.study.summary import Confirmation
 
 if TYPE_CHECKING:
     from autotune.tuner.running import Placement
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 ROLES = ("baseline", "best")
 #: The role of an anchor: the baseline's configuration run again during the search
-#: (:mod:`profilers.contract.spread`); stored beside the re-measurements, never one of their rounds.
+#: (:mod:`profilers.contract.study.spread`); stored beside the re-measurements, never one of their rounds.
 ANCHOR = "anchor"
 #: Folder of the confirmation runs inside the study's trials folder.
 CONFIRM_PREFIX = "confirm"

@@ -3,7 +3,7 @@
 As successive halving does, a trial whose first measured steps already show it losing stops there,
 and the study spends its devices on the next configuration. "Losing" is a statement with evidence:
 the comparison carries the spread between separate processes of one configuration (the study's
-anchors, :mod:`profilers.contract.spread`), not only each run's own steps. Two processes' log
+anchors, :mod:`profilers.contract.study.spread`), not only each run's own steps. Two processes' log
 throughputs differ by a spread of √2·s (each one draw of the machine's between-process noise, sd
 ``s``), so the trial stops once
 
@@ -38,7 +38,7 @@ from profilers.contract.intervals import t975
 
 if TYPE_CHECKING:
     from autotune.tuner.objectives import Scoring
-    from profilers.contract.spread import ProcessSpread
+    from profilers.contract.study.spread import ProcessSpread
 
 #: The stop reason of a trial stopped as losing (profilers.runtime.stopping).
 STOPPED_LOSING = "below_threshold"

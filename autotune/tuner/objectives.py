@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from profilers.contract.profile_summary import ProfileSummary
-from profilers.contract.study import energy_per_sample, usd_per_million
+from profilers.contract.study.trials import energy_per_sample, usd_per_million
 
 ObjectiveName = Literal["throughput", "cost", "energy"]
 #: Each objective and whether larger or smaller is better.

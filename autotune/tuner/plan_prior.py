@@ -37,8 +37,8 @@ from autotune.tuner.plan_memory import SCALED, PlanTraces, Traced
 from autotune.tuner.trial_facts import TrialFacts
 from autotune.tuner.trials import trial_world_size
 from autotune.tuner.tune_checks import ranks_per_replica
-from profilers.contract.study import usd_per_million
-from profilers.contract.study_summary import PriorPrediction
+from profilers.contract.study.summary import PriorPrediction
+from profilers.contract.study.trials import usd_per_million
 from profilers.hardware.gpus import match_gpu_model
 
 #: Combinations of the non-batch parameters the prior will trace at most (each trace takes seconds).

@@ -20,10 +20,10 @@ from autotune.tuner.tune_summary import trial_ratio
 from profilers.contract.json_checks import JsonObject
 from profilers.contract.load import too_busy
 from profilers.contract.schema import TrialStatus
-from profilers.contract.spread import ratio_span
-from profilers.contract.study import placement_line, starved_line
-from profilers.contract.study_summary import SearchPrior, TuningSummary
-from profilers.contract.verdict import VerdictStatus, verdict_of
+from profilers.contract.study.spread import ratio_span
+from profilers.contract.study.summary import SearchPrior, TuningSummary
+from profilers.contract.study.trials import placement_line, starved_line
+from profilers.contract.study.verdict import VerdictStatus, verdict_of
 
 
 def _number(value: float | None) -> str:
@@ -66,7 +66,7 @@ def prior_line(prior: SearchPrior | None) -> str | None:
 
 
 def verdict_line(summary: TuningSummary | JsonObject) -> str:
-    """The study's verdict for people (:func:`profilers.contract.verdict.study_verdict`), marked up."""
+    """The study's verdict for people (:func:`profilers.contract.study.verdict.study_verdict`), marked up."""
     from rich.markup import escape
 
     verdict = verdict_of(summary)

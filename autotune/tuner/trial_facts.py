@@ -47,7 +47,7 @@ class TrialFacts:
     starved_share: float | None = None  # share of its measured steps it ran short of CPU
     busy_before: float | None = None  # its first run's starved share, when it ran again once calmer
     load_cores: int | None = None  # the cores other_load_cores is over (its slot's when pinned)
-    anchor: int | None = None  # the anchor its ratio was taken against as it ended (contract.spread)
+    anchor: int | None = None  # the anchor its ratio was taken against as it ended (contract.study.spread)
     threads_per_rank: int | None = None
     device_kind: str | None = None  # "cuda" or "cpu"
     device_name: str | None = None

@@ -80,8 +80,8 @@ from profilers.contract.schema import (
     TrialStatus,
     resolve_trial_dir,
 )
-from profilers.contract.spread import AnchorRun, midpoint, nearest_anchor, process_spread
-from profilers.contract.study_summary import Confirmation, PriorCheck, SearchPrior, TuningSummary
+from profilers.contract.study.spread import AnchorRun, midpoint, nearest_anchor, process_spread
+from profilers.contract.study.summary import Confirmation, PriorCheck, SearchPrior, TuningSummary
 
 
 class TuneError(Exception):

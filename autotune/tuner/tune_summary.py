@@ -18,15 +18,15 @@ from autotune.tuner.confirm import ANCHOR, Confirmation, anchors, verdict
 from autotune.tuner.early_stop import best_result, reference_trials
 from autotune.tuner.host_load import machine_cores
 from autotune.tuner.trial_facts import TrialMetrics, facts, metrics
-from profilers.contract.bill import device_hours
 from profilers.contract.json_checks import JsonObject, record_json
 from profilers.contract.load import too_busy
 from profilers.contract.schema import TUNE_SUMMARY_SCHEMA, TrialStatus
-from profilers.contract.spread import AnchorRun, SearchRatio, midpoint, process_spread, search_ratio
-from profilers.contract.study import pareto_front
-from profilers.contract.study_cost import study_bill
-from profilers.contract.study_summary import BestEntry, SearchPrior, StudyThreads, TrialEntry, TuningSummary
-from profilers.contract.verdict import study_verdict
+from profilers.contract.study.bill import device_hours
+from profilers.contract.study.cost import study_bill
+from profilers.contract.study.spread import AnchorRun, SearchRatio, midpoint, process_spread, search_ratio
+from profilers.contract.study.summary import BestEntry, SearchPrior, StudyThreads, TrialEntry, TuningSummary
+from profilers.contract.study.trials import pareto_front
+from profilers.contract.study.verdict import study_verdict
 
 if TYPE_CHECKING:
     from autotune.search.study import Study
@@ -39,7 +39,7 @@ def anchor_runs(baseline: Trial | None, stored: Sequence[Confirmation], parallel
     With trials at once (``parallel`` > 1) the baseline trial ran alone: it counts in the spread but
     is no reference for the search's ratios while an anchor (run in a trial's slot) is. A baseline
     measured on a machine too busy for it (the study keeps it: it cannot go on without one) is
-    neither, while an anchor measured calmer is (contract.spread); busy anchors have no figure.
+    neither, while an anchor measured calmer is (contract.study.spread); busy anchors have no figure.
     """
     out = []
     if baseline is not None and baseline.baseline:
@@ -79,7 +79,7 @@ def trial_entry(
 
     What the study stored of it, read as a summary reads a stored trial
     (:meth:`TrialEntry.from_stored`), with what the summary works out: its ratio to its anchor, and
-    what its device-hours cost at ``price_per_gpu_hour`` (the study's bill, contract.bill).
+    what its device-hours cost at ``price_per_gpu_hour`` (the study's bill, contract.study.bill).
     """
     entry = TrialEntry.from_stored(trial.to_dict(), "the study's store")
     ratio = trial_ratio(trial, anchor_list)

@@ -9,8 +9,9 @@
 - :mod:`~profilers.contract.summarize`: every statistic of a run, derived from its records;
 - :mod:`~profilers.contract.rundir`: a whole run directory (profile or study) loaded as one
   ``RunData`` for the advice, the reports and the dashboard;
-- :mod:`~profilers.contract.study`: what a study's trials say, derived once (the cost at a price,
-  the Pareto front, the convergence and best so far).
+- :mod:`~profilers.contract.study`: what the directory holds of a tuning study (its summary and
+  trial entries, what its trials say, its verdict, the spread between processes and its bill);
+- :mod:`~profilers.contract.plan_doc`: ``autotune plan``'s JSON saved beside a run.
 
 Torch-free and cheap to import: the dashboard (``tui/``), which may import nothing else of
 ``profilers``, reads runs through it.

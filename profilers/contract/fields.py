@@ -1,7 +1,7 @@
 """What every key of a summary.json means, kept on the record's field that writes and reads it.
 
 A field of :class:`~profilers.contract.profile_summary.ProfileSummary` or
-:class:`~profilers.contract.study_summary.TuningSummary` says its meaning in its metadata
+:class:`~profilers.contract.study.summary.TuningSummary` says its meaning in its metadata
 (:func:`means`), beside how it is read and written (:mod:`profilers.contract.json_checks`). The
 documentation's reference pages (``docs/reference/``, filled in by ``scripts/docs_hooks.py``) are
 made from those fields (:func:`markdown_table`), so they cannot drift from what the code writes: a

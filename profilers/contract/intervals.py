@@ -1,7 +1,7 @@
 """Quantiles and 95% intervals: of a mean, of a rate, of paired ratios. Pure Python.
 
 The profile summary's intervals (``profilers.contract.summarize``), the study's between-process
-spread (``profilers.contract.spread``), early stopping and the re-measured speedups all take their
+spread (``profilers.contract.study.spread``), early stopping and the re-measured speedups all take their
 intervals from here, so one figure has one definition.
 """
 

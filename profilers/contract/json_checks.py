@@ -1,7 +1,7 @@
 """Reading one field of a summary.json object, checked: a wrong type is one line naming the field.
 
 Every typed record of the contract (:mod:`profilers.contract.profile_summary`,
-:mod:`profilers.contract.study_summary`, :mod:`profilers.contract.figures`) parses its JSON object
+:mod:`profilers.contract.study.summary`, :mod:`profilers.contract.figures`) parses its JSON object
 through these, so a corrupt or newer file is refused where it is read with ``SummaryError``, never
 deep in a report or the dashboard; :func:`record_json` writes a record as they read it.
 """

@@ -36,7 +36,7 @@ from profilers.contract.records import (
 )
 from profilers.contract.run_meta import RunMeta
 from profilers.contract.schema import ADDED_STEP_COLUMNS, SCHEMA_VERSION, STEP_COLUMNS, TUNE_SUMMARY_SCHEMA
-from profilers.contract.study_summary import TrialEntry, TuningSummary
+from profilers.contract.study.summary import TrialEntry, TuningSummary
 
 #: Seconds a reader waits for a writer's lock before giving up on this read.
 BUSY_TIMEOUT_S = 30.0
@@ -515,7 +515,7 @@ def parse_summary(summary: JsonObject, path: Path) -> ProfileSummary | TuningSum
 
     SummaryError (one line naming ``path``) when this version cannot read it: no or a newer schema;
     a figure of the wrong type; a tuning summary's trial entry without its id or with an unknown
-    status (:mod:`profilers.contract.study_summary`).
+    status (:mod:`profilers.contract.study.summary`).
     """
     schema = summary.get("schema")
     study = is_study_summary(summary)

@@ -28,7 +28,7 @@ from profilers.contract.schema import (
     SUMMARY_NAME,
     resolve_trial_dir,
 )
-from profilers.contract.study_summary import TrialEntry, TuningSummary
+from profilers.contract.study.summary import TrialEntry, TuningSummary
 from profilers.contract.summarize import (
     gpu_aggregates,
     host_aggregates,

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from profilers.contract.bill import DAYS_PER_MONTH, device_time
-from profilers.contract.study_cost import study_bill
-from profilers.contract.study_summary import TuningSummary
+from profilers.contract.study.bill import DAYS_PER_MONTH, device_time
+from profilers.contract.study.cost import study_bill
+from profilers.contract.study.summary import TuningSummary
 
 
 def entry(trial_id: int, rate: float, seconds: float | None, world: int = 1, **more: Any) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from profilers.contract.profile_summary import GpuFigures
 from profilers.contract.reader import read_devices, read_sample_records
 from profilers.contract.records import DeviceInfo
 from profilers.contract.schema import STORE_NAME
-from profilers.contract.study import energy_per_sample
+from profilers.contract.study.trials import energy_per_sample
 from profilers.runtime.backends import libnvml
 from profilers.runtime.gpu_match import job_cuda_indexes, match_uuids, normalize_uuid, visible_nvml_indexes
 from tests.fake_nvml import make_fake_pynvml

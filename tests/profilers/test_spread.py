@@ -7,7 +7,7 @@ import statistics
 import pytest
 
 from profilers.contract.intervals import t975
-from profilers.contract.spread import AnchorRun, process_spread, ratio_span, search_ratio
+from profilers.contract.study.spread import AnchorRun, process_spread, ratio_span, search_ratio
 
 
 def _anchor(index, rate, ci=None, at=None):
@@ -88,8 +88,8 @@ def test_a_ratios_interval_for_people_never_shows_a_giant_number():
 
 
 def test_how_the_trials_ran_is_one_line_for_every_view():
-    from profilers.contract.study import placement_line
-    from profilers.contract.study_summary import TrialEntry
+    from profilers.contract.study.summary import TrialEntry
+    from profilers.contract.study.trials import placement_line
 
     def entry(i, devices, node="n1"):
         data = {"id": i, "status": "ok", "executor": "local", "node": node, "devices": devices}

@@ -22,7 +22,7 @@ import autotune
 from profilers.contract.fields import means, reference_rows
 from profilers.contract.json_checks import record_json, written_keys
 from profilers.contract.profile_summary import ProfileSummary
-from profilers.contract.study_summary import TuningSummary
+from profilers.contract.study.summary import TuningSummary
 
 
 def _train(steps: int, fail_at: int | None = None) -> None:

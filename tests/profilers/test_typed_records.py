@@ -14,9 +14,9 @@ from profilers.contract.json_checks import SummaryError
 from profilers.contract.plan_doc import PlanDocument
 from profilers.contract.records import DeviceInfo, RankDevice, RankRow
 from profilers.contract.run_meta import RunMeta
-from profilers.contract.study_summary import TrialEntry, TuningSummary
+from profilers.contract.study.summary import TrialEntry, TuningSummary
+from profilers.contract.study.verdict import study_verdict, verdict_of
 from profilers.contract.trace_report import TraceReportView
-from profilers.contract.verdict import study_verdict, verdict_of
 
 FACTS = TrialFacts(
     run_dir="trials/trial-0003", world_size=2, params_used={"micro_batch": 8, "precision": "bf16"},
@@ -201,8 +201,8 @@ def test_a_trials_status_is_its_enum_in_code_and_its_string_in_json():
 
 def test_a_re_measurements_and_a_verdicts_status_read_as_members_or_refused():
     from profilers.contract.schema import TrialStatus
-    from profilers.contract.study_summary import Confirmation
-    from profilers.contract.verdict import VerdictStatus
+    from profilers.contract.study.summary import Confirmation
+    from profilers.contract.study.verdict import VerdictStatus
 
     summary = TuningSummary.parse(
         {"trials": [], "best": None, "baseline": None, "stopped": None,
@@ -247,7 +247,7 @@ def test_a_damaged_re_measurement_record_is_refused_in_one_line(tmp_path):
 
     from autotune.tuner import confirm
     from profilers.contract.schema import TrialStatus
-    from profilers.contract.study_summary import Confirmation
+    from profilers.contract.study.summary import Confirmation
 
     store = tmp_path / "run.db"
     run = Confirmation(3, 0, "best", TrialStatus.OK, 120.0, (110.0, 130.0), 0.1, 2.0, "trials/c")

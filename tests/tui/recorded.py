@@ -16,7 +16,7 @@ from profilers.contract.figures import DeviceEntry, LossFigures
 from profilers.contract.json_checks import record_json
 from profilers.contract.profile_summary import ProfileSummary
 from profilers.contract.records import DeviceInfo, DeviceSample, StepRecord
-from profilers.contract.study_summary import TrialEntry, TuningSummary
+from profilers.contract.study.summary import TrialEntry, TuningSummary
 from profilers.contract.summarize import (
     gpu_aggregates,
     host_aggregates,

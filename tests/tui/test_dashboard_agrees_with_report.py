@@ -25,7 +25,7 @@ def test_the_advice_reads_back_from_report_json_as_it_was(tmp_path: Path) -> Non
 
 
 def test_the_dashboard_and_the_report_draw_the_same_convergence(tmp_path: Path) -> None:
-    """One derivation (profilers.contract.study.convergence): a skipped trial (never ran) is in
+    """One derivation (profilers.contract.study.trials.convergence): a skipped trial (never ran) is in
     neither; a failed one has no objective and keeps the best so far."""
     from autotune.report.build import convergence_section
     from profilers.contract.rundir import RunData
@@ -71,8 +71,8 @@ def test_the_pareto_chart_prices_every_trial_at_the_reports_one_price(tmp_path: 
 
 def test_a_trials_parameters_have_one_meaning_for_the_report_the_advice_and_the_dashboard() -> None:
     """What it was given wins over what its code read; the baseline (given none) ran its defaults."""
-    from profilers.contract.study import ran_with
-    from profilers.contract.study_summary import TrialEntry
+    from profilers.contract.study.summary import TrialEntry
+    from profilers.contract.study.trials import ran_with
 
     baseline = {"id": 0, "status": "ok", "objective": 1.0, "baseline": True, "params": {},
                 "params_used": {"micro_batch": 8, "precision": "fp32", "global_batch": 64}}  # fmt: skip
@@ -111,12 +111,12 @@ def test_the_dashboard_says_a_finished_runs_outcome_and_load_as_the_report_does(
 
 
 def test_the_dashboard_shows_the_studys_bill_as_the_report_prices_it(tmp_path: Path) -> None:
-    """One bill (profilers.contract.bill): the dashboard's line is the study's summary.json, the
+    """One bill (profilers.contract.study.bill): the dashboard's line is the study's summary.json, the
     report's is priced again at the report's options; at the study's own price and usage, the same."""
     from autotune.report.make import CostOptions, report_of
     from profilers.contract.rundir import RunData
-    from profilers.contract.study_cost import study_bill
-    from profilers.contract.study_summary import TuningSummary
+    from profilers.contract.study.cost import study_bill
+    from profilers.contract.study.summary import TuningSummary
     from tests.profilers.test_bill import study
 
     raw = study(speedup=2.0).to_json()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from profilers.contract.records import SAMPLE_FIELDS
-from profilers.contract.verdict import verdict_of
+from profilers.contract.study.verdict import verdict_of
 from profilers.runtime.store import RunStore
 from tests.tui.recorded import (
     STUDY_TRIALS,

@@ -1,7 +1,7 @@
 """The Trials screen's record says what the terminal and the report say of how a study's trials ran."""
 
-from profilers.contract.study import placement_line, starved_line
-from profilers.contract.study_summary import TuningSummary
+from profilers.contract.study.summary import TuningSummary
+from profilers.contract.study.trials import placement_line, starved_line
 from tui.model import trials_info
 
 

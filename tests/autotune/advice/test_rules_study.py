@@ -456,7 +456,7 @@ def test_a_pinned_trials_load_is_compared_as_its_share_of_the_machine():
     """Under --parallel a trial is pinned to its slot and its load is over the slot's cores (0.9 of 1
     core: 90% of it taken); the baseline and the re-measurements run unpinned, over all 4. Compared as
     cores, 0.9 and 3.6 look like different loads; as shares of the machine they are the same load."""
-    from profilers.contract.verdict import study_verdict
+    from profilers.contract.study.verdict import study_verdict
 
     summary = {**_confirmed(STUDY).summary, "machine_cores": 4}
     summary["baseline"] = {**summary["baseline"], "other_load_cores": 3.6, "load_cores": 4}

@@ -7,7 +7,7 @@ import pytest
 from autotune.cost.model import billed_devices, cost_section, study_cost_section
 from autotune.cost.prices import load_prices, resolve_price
 from autotune.report.sections import CostSection
-from profilers.contract.study_summary import TuningSummary
+from profilers.contract.study.summary import TuningSummary
 
 # The keys and figures of a real `autotune profile --run-dir /tmp/x tests/scripts/train_unmodified.py`
 # summary.json on a CPU (trimmed to what the cost model reads).

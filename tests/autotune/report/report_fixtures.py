@@ -30,7 +30,7 @@ from autotune.report.sections import (
     TimelineSection,
     TrialSection,
 )
-from profilers.contract.trial_view import TrialView
+from profilers.contract.study.trial_view import TrialView
 
 GIB = 1024**3
 H200_MEM_BYTES = 150_754_820_096  # what NVML reports for a 141 GB H200

@@ -11,7 +11,7 @@ from autotune.report.build import build_report, downsample, step_section, timeli
 from autotune.report.sections import AdviceSection
 from profilers.contract.records import DeviceSample, StepRecord
 from profilers.contract.rundir import RunData, load_run
-from profilers.contract.verdict import verdict_of
+from profilers.contract.study.verdict import verdict_of
 
 NO_ADVICE = AdviceSection((), ())
 

@@ -12,7 +12,7 @@ from autotune.report.jsonout import render_json, report_dict
 from autotune.report.markdown import md_text, render_markdown
 from autotune.report.sections import SECTION_TITLES, AdviceSection
 from profilers.contract.rundir import RunData, load_run
-from profilers.contract.verdict import verdict_of
+from profilers.contract.study.verdict import verdict_of
 
 EVIL = "<script>alert(1)</script>|`x`*_[a](b)"
 EVIL_ATTR = '"><img src=x onerror=alert(1)>'

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from profilers.contract.intervals import t975
-from profilers.contract.spread import AnchorRun, search_ratio
+from profilers.contract.study.spread import AnchorRun, search_ratio
 from tests.hogs import busy_loops
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
@@ -145,8 +145,8 @@ def test_a_trial_on_a_machine_that_stays_too_busy_is_left_out_never_compared_and
     machine stays busy through --calm-wait, so the trial is "busy": no figure compared, no best, no
     "apply", and the terminal, summary.json and the report say how much of the search was left out
     (the dashboard: tests/tui/test_study_lines.py)."""
-    from profilers.contract.study import starved_line
-    from profilers.contract.study_summary import TuningSummary
+    from profilers.contract.study.summary import TuningSummary
+    from profilers.contract.study.trials import starved_line
 
     run_dir = tmp_path / "study"
     loops = _pinned_loops()
@@ -173,8 +173,8 @@ def test_a_trial_too_busy_to_measure_runs_again_once_the_machine_is_calmer_and_t
     (one unpinned thread beside a loop on each core: about half a core) is too busy to measure. The
     loops gone, the machine is calm, the trial runs again, and its second run is its figure; the first
     is kept beside it."""
-    from profilers.contract.study import starved_line
-    from profilers.contract.study_summary import TuningSummary
+    from profilers.contract.study.summary import TuningSummary
+    from profilers.contract.study.trials import starved_line
 
     run_dir = tmp_path / "study"
     trials = run_dir / "trials"
@@ -221,7 +221,7 @@ def test_an_anchor_index_is_never_one_stored_or_running(tmp_path):
 
     from autotune.tuner import confirm
     from autotune.tuner.anchors import Anchors
-    from profilers.contract.study_summary import Confirmation
+    from profilers.contract.study.summary import Confirmation
 
     store = tmp_path / "run.db"
     for index in (2, 3):

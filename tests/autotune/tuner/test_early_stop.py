@@ -12,7 +12,7 @@ from autotune.tuner.early_stop import SHARE, SPREAD, best_result, reference_tria
 from autotune.tuner.objectives import Scoring
 from autotune.tuner.trial_facts import TrialFacts
 from profilers.contract.intervals import t975
-from profilers.contract.spread import ProcessSpread
+from profilers.contract.study.spread import ProcessSpread
 from tests.autotune.tuner.test_tune_cli import FAST, SCRIPTS, space_file, tune
 from tests.hogs import busy_loops
 

@@ -10,7 +10,7 @@ import pytest
 from autotune.tuner.objectives import Scoring
 from profilers.contract.json_checks import SummaryError
 from profilers.contract.profile_summary import GpuFigures
-from profilers.contract.study import energy_per_sample, pareto_front
+from profilers.contract.study.trials import energy_per_sample, pareto_front
 
 GIB = 2**30
 

@@ -15,7 +15,7 @@ import pytest
 
 from profilers.contract.fields import documented_keys, meaning_of
 from profilers.contract.schema import resolve_trial_dir
-from profilers.contract.study_summary import TuningSummary
+from profilers.contract.study.summary import TuningSummary
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 UNMODIFIED = str(SCRIPTS / "train_unmodified.py")

@@ -180,7 +180,7 @@ def test_a_written_trial_entry_has_exactly_the_keys_its_reference_names(tmp_path
     import re
 
     from profilers.contract.fields import meaning_of
-    from profilers.contract.study_summary import TuningSummary
+    from profilers.contract.study.summary import TuningSummary
 
     def named(key: str) -> set[str]:
         return set(re.findall(r"`([a-z_0-9]+)`", meaning_of(TuningSummary, key)))
@@ -202,7 +202,7 @@ def test_a_written_trial_entry_has_exactly_the_keys_its_reference_names(tmp_path
 def test_a_stored_figure_of_another_type_reads_as_missing_and_the_summary_is_written(tmp_path: Path) -> None:
     # the store is the project's own: a value an older version wrote as another type must not stop
     # the study's summary (written after every trial) nor hide its trials on the dashboard
-    from profilers.contract.study_summary import TrialEntry
+    from profilers.contract.study.summary import TrialEntry
 
     odd = measured(1, {"micro_batch": 8}, 1000.0, 1e9, "throughput")
     attrs = {**odd.attrs, "stable": "yes", "world_size": "2", "throughput_ci95": [1, 2, 3], "executor": 5}

@@ -1,15 +1,15 @@
 """A study's bill worked out from its summary: what it cost and when its best configuration pays it back.
 
-The figures and their definitions are :mod:`profilers.contract.bill`'s (the record every view reads);
-the saving is the verdict's (:mod:`profilers.contract.verdict`). Pure Python.
+The figures and their definitions are :mod:`profilers.contract.study.bill`'s (the record every view reads);
+the saving is the verdict's (:mod:`profilers.contract.study.verdict`). Pure Python.
 """
 
 from __future__ import annotations
 
-from profilers.contract.bill import DAYS_PER_MONTH, FULL_DAY_HOURS, StudyBill, device_hours
 from profilers.contract.schema import TrialStatus
-from profilers.contract.study_summary import TuningSummary
-from profilers.contract.verdict import StudyVerdict, verdict_of
+from profilers.contract.study.bill import DAYS_PER_MONTH, FULL_DAY_HOURS, StudyBill, device_hours
+from profilers.contract.study.summary import TuningSummary
+from profilers.contract.study.verdict import StudyVerdict, verdict_of
 
 
 def saving_share(study: TuningSummary, verdict: StudyVerdict | None = None) -> float | None:

@@ -27,8 +27,8 @@ from profilers.contract.json_checks import JsonObject
 from profilers.contract.lenient import member_of, read_fields
 from profilers.contract.load import load_band_cores
 from profilers.contract.schema import TrialStatus
-from profilers.contract.spread import ratio_span
-from profilers.contract.study_summary import TrialEntry, TuningSummary
+from profilers.contract.study.spread import ratio_span
+from profilers.contract.study.summary import TrialEntry, TuningSummary
 
 
 class VerdictStatus(StrEnum):

@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Self
 
-from profilers.contract.bill import StudyBill
 from profilers.contract.fields import WITH_ABOVE, means
 from profilers.contract.json_checks import (
     NOT_WRITTEN,
@@ -33,7 +32,8 @@ from profilers.contract.json_checks import (
 )
 from profilers.contract.lenient import READERS, FieldMeta, member_of
 from profilers.contract.schema import STATUSES, Params, TrialStatus
-from profilers.contract.spread import ProcessSpread
+from profilers.contract.study.bill import StudyBill
+from profilers.contract.study.spread import ProcessSpread
 
 
 def _stored(part: str, name: str, more: FieldMeta | None = None) -> FieldMeta:
@@ -115,7 +115,7 @@ class TrialEntry(ReadsAsItsJson):
     ended_at: float | None = field(default=None, metadata=_stored("attrs", "ended_at"))
     error: str | None = field(default=None, metadata=_stored("record", "error"))
     #: Its throughput over the nearest anchor's (a process of the baseline's configuration), in the
-    #: search, and that ratio's 95% interval with the spread between processes (contract.spread).
+    #: search, and that ratio's 95% interval with the spread between processes (contract.study.spread).
     speedup_vs_baseline: float | None = None
     speedup_vs_baseline_ci95: tuple[float, float] | None = None
     anchor: int | None = None  # the anchor it was taken against (0: the baseline trial)
@@ -546,7 +546,7 @@ class TuningSummary:
             "`pays_back_in_month`"
         ),
     )
-    #: What the study cost and when it pays back, as written (contract.study_cost.study_bill).
+    #: What the study cost and when it pays back, as written (contract.study.cost.study_bill).
     bill: StudyBill | None = field(default=None, metadata={**nested(_bill), **WITH_ABOVE})
     # trials of the search at once (None in studies from before it was kept)
     parallel: int | None = field(

@@ -13,7 +13,7 @@ baseline's device-time the best configuration saves on the same samples:
     saving share = 1 − (devices_best / devices_base) / speedup
 
 with ``speedup`` the verdict's headline (re-measured when the study re-measured,
-:func:`profilers.contract.verdict.study_verdict`), claimed only when the verdict is to apply the
+:func:`profilers.contract.study.verdict.study_verdict`), claimed only when the verdict is to apply the
 configuration; otherwise nothing is saved and the study does not pay back. The payback time is in
 hours of training (the study's device-hours over the device-hours an hour of training saves: no
 price needed), and in days at the team's usage (``--usage-hours-per-day``; unsaid, no days are
@@ -21,7 +21,7 @@ given and the month's check takes a full day, 24 h). A study that cannot pay bac
 (365 / 12 = 30.4 days) of that usage says so.
 
 The terminal, summary.json (``bill``), the report and the dashboard all take these figures from
-:func:`profilers.contract.study_cost.study_bill`; this module holds the record and its words.
+:func:`profilers.contract.study.cost.study_bill`; this module holds the record and its words.
 Pure Python (the dashboard imports it).
 """
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from profilers.contract.load import too_busy
 from profilers.contract.profile_summary import GpuFigures
 from profilers.contract.schema import Params, TrialStatus
-from profilers.contract.study_summary import TrialEntry, TuningSummary
+from profilers.contract.study.summary import TrialEntry, TuningSummary
 
 SECONDS_PER_HOUR = 3600.0
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from profilers.contract.schema import Params, TrialStatus
-from profilers.contract.study import best_trial_id, ran_with
-from profilers.contract.study_summary import TrialEntry, TuningSummary
+from profilers.contract.study.summary import TrialEntry, TuningSummary
+from profilers.contract.study.trials import best_trial_id, ran_with
 
 
 @dataclass(frozen=True, slots=True)
