@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from enum import Enum
 from typing import Any, TypeAlias
 
-from profilers.contract.lenient import READERS, FieldMeta, member
+from profilers.contract.lenient import READERS, FieldMeta, is_param_value, member
 
 #: A value as JSON holds it: what :func:`json_value` makes of a record and ``json.dumps`` writes.
 JsonValue: TypeAlias = "bool | int | float | str | Sequence[JsonValue] | Mapping[str, JsonValue] | None"
@@ -123,7 +123,7 @@ def _counts(value: Any) -> dict[str, int] | None:
 
 
 def _scalars(value: Any) -> dict[str, Any] | None:
-    if isinstance(value, Mapping) and all(isinstance(v, int | float | str | bool) for v in value.values()):
+    if isinstance(value, Mapping) and all(is_param_value(v) for v in value.values()):
         return {str(k): v for k, v in value.items()}
     return None
 

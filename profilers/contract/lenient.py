@@ -70,11 +70,16 @@ def _mapping(value: Any) -> dict[str, Any] | None:
     return dict(value) if isinstance(value, Mapping) else None
 
 
+def is_param_value(value: Any) -> bool:
+    """Whether ``value`` can be a configuration's value (``schema.ParamValue``): a number, string or bool."""
+    return isinstance(value, int | float | str | bool)
+
+
 def _params(value: Any) -> dict[str, Any] | None:
     """A configuration (``schema.Params``): its entries of numbers, strings and booleans (others left out)."""
     if not isinstance(value, Mapping):
         return None
-    return {str(k): v for k, v in value.items() if isinstance(v, int | float | str | bool)}
+    return {str(k): v for k, v in value.items() if is_param_value(v)}
 
 
 #: How a field's stored value is read, by the field's annotation.
@@ -102,7 +107,7 @@ class FieldMeta(TypedDict, total=False):
     """What a record field's metadata may say about how its value is read, written and documented.
 
     Read here (:func:`read_fields`) and by ``json_checks.checked_fields``/``record_json``, the study
-    store's trial mapping (``study_summary``) and the reference tables (``fields``).
+    store's trial mapping (``study.summary``) and the reference tables (``fields``).
     """
 
     key: str | None  # where the JSON object holds it, when not under the field's name
